@@ -1,0 +1,16 @@
+"""Position encoders: pure functions of positions, one module per family.
+
+Every module in this package registers its encoders with `registry.register` when imported; importing the
+package imports them all, so `make(name, **hparams)` and `names()` see every encoder.
+"""
+
+import importlib as _importlib
+import pkgutil as _pkgutil
+
+from relpos_jax.encoders.base import (AbsoluteEncoder, Dims, Encoder, Kind, RotaryEncoder,
+                                      ScalarBiasEncoder, VectorRelativeEncoder)
+from relpos_jax.encoders.registry import encoder_class, make, names, register
+
+for _module in sorted(m.name for m in _pkgutil.iter_modules(__path__)):
+  if _module not in ('base', 'registry'):
+    _importlib.import_module(f'{__name__}.{_module}')

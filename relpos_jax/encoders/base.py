@@ -1,0 +1,241 @@
+"""The encoder contract: kinds, base classes and the helpers every encoder module uses.
+
+An encoder is a frozen (hashable) dataclass of hyperparameters, so it can be a static argument of `jax.jit`,
+plus pure functions of its parameters:
+
+    params = encoder.init(rng, num_heads)      # a pytree; nothing learnable -> no array leaves
+    bias   = encoder.bias(params, rel)         # scalar-bias kind: rel.shape + (num_heads,)
+
+The attention layer dispatches on `encoder.kind` only (never on a particular encoder):
+
+| kind             | the encoder provides                                   | used as                              |
+|------------------|--------------------------------------------------------|--------------------------------------|
+| SCALAR_BIAS      | bias(params, rel), pair_bias(params, q_pos, k_pos)     | b_h(j - i) added to the scores       |
+| VECTOR_RELATIVE  | key_embeddings / value_embeddings / query_biases       | q . a_{j-i} in scores, sum w a_{j-i} |
+| ROTARY           | rotate_queries / rotate_keys                           | q, k rotated at their positions      |
+| ABSOLUTE         | embed(params, positions), optional score term          | x + p_i, or P_ij added to the scores |
+| COMBINED         | parts                                                  | the sum of its parts' terms          |
+
+Scalar-bias encoders say whether they are Toeplitz (`is_toeplitz`): a bias that depends on the query
+position too (FIRE) is not, and takes its own path in `bias_matrix`.
+
+Relative positions follow the package convention rel = j - i (key minus query).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+
+Params = Any  # A pytree of arrays; may contain `Dims` (a leafless node).
+
+
+class Kind(enum.Enum):
+  SCALAR_BIAS = 'scalar_bias'
+  VECTOR_RELATIVE = 'vector_relative'
+  ROTARY = 'rotary'
+  ABSOLUTE = 'absolute'
+  COMBINED = 'combined'
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class Dims:
+  """The sizes an encoder was initialised for, carried inside its params.
+
+  A static pytree node: it has no leaves, so it is never trained, traced or checkpointed as data, yet a
+  parameter-free encoder (ALiBi with fixed slopes, NoPE, sinusoids) still knows its head count from its params.
+  """
+  num_heads: int
+  head_dim: int | None = None
+  model_dim: int | None = None
+
+
+def dims(params: Params) -> Dims:
+  return params['dims']
+
+
+def invalid(encoder_name: str, field: str, value, allowed: str) -> ValueError:
+  """The one error message for a bad hyperparameter: names the value and what is allowed."""
+  return ValueError(f'{encoder_name}: {field}={value!r} is invalid; allowed: {allowed}.')
+
+
+def require(condition: bool, encoder_name: str, field: str, value, allowed: str) -> None:
+  if not condition:
+    raise invalid(encoder_name, field, value, allowed)
+
+
+def require_positive_int(encoder_name: str, field: str, value, minimum: int = 1) -> None:
+  ok = isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+  require(ok, encoder_name, field, value, f'an int >= {minimum}')
+
+
+def require_choice(encoder_name: str, field: str, value, choices) -> None:
+  require(value in choices, encoder_name, field, value, f'one of {tuple(choices)}')
+
+
+def check_init_dims(encoder_name: str, num_heads, head_dim=None, model_dim=None, *,
+                    needs_head_dim=False, needs_model_dim=False) -> Dims:
+  require_positive_int(encoder_name, 'num_heads', num_heads)
+  if needs_head_dim or head_dim is not None:
+    require_positive_int(encoder_name, 'head_dim', head_dim)
+  if needs_model_dim or model_dim is not None:
+    require_positive_int(encoder_name, 'model_dim', model_dim)
+  return Dims(num_heads=num_heads, head_dim=head_dim, model_dim=model_dim)
+
+
+@dataclasses.dataclass(frozen=True)
+class Encoder:
+  """Base of every encoder. Subclasses are frozen dataclasses of hyperparameters."""
+
+  kind: ClassVar[Kind]
+  name: ClassVar[str] = ''  # Set by `registry.register`.
+  # Whether the encoder lets a model tell position j - i from j' - i' at equal content (NoPE does not).
+  carries_position: ClassVar[bool] = True
+  # Whether the encoder's contribution depends on absolute positions (not only on j - i).
+  is_relative: ClassVar[bool] = True
+
+  def init(self, rng: jax.Array, num_heads: int, *, head_dim: int | None = None,
+           model_dim: int | None = None) -> Params:
+    """Parameters for a layer of `num_heads` heads (head_dim / model_dim where the kind needs them)."""
+    dims_ = check_init_dims(self.name or type(self).__name__, num_heads, head_dim, model_dim)
+    return {'dims': dims_, **self.init_params(rng, dims_)}
+
+  def init_params(self, rng: jax.Array, dims_: Dims) -> dict:
+    """The learnable arrays; `{}` when there is nothing to learn."""
+    del rng, dims_
+    return {}
+
+  def train_positions(self, rng: jax.Array, batch: int, length: int) -> jax.Array | None:
+    """Positions to use in training instead of 0..length-1 (randomized positions); None: the default."""
+    del rng, batch, length
+    return None
+
+
+class ScalarBiasEncoder(Encoder):
+  """b_h(j - i), one scalar per head and relative position, added to the attention scores."""
+
+  kind = Kind.SCALAR_BIAS
+  is_toeplitz: ClassVar[bool] = True
+
+  def bias(self, params: Params, rel: jax.Array) -> jax.Array:
+    """Int array of relative positions j - i, any shape -> float32 rel.shape + (num_heads,)."""
+    raise NotImplementedError
+
+  def pair_bias(self, params: Params, q_pos: jax.Array, k_pos: jax.Array) -> jax.Array:
+    """The bias for query positions q_pos and key positions k_pos (broadcastable int arrays).
+
+    Toeplitz encoders only see k_pos - q_pos; query-dependent ones (FIRE) override this.
+    """
+    return self.bias(params, jnp.asarray(k_pos, jnp.int32) - jnp.asarray(q_pos, jnp.int32))
+
+
+class VectorRelativeEncoder(Encoder):
+  """Relative embeddings of the head dimension that interact with the queries (and values).
+
+  Scores gain q_i . a^K_{j-i} (plus (u . k_j) and (v . a^K_{j-i}) with the query biases of Transformer-XL);
+  outputs gain sum_j w_ij a^V_{j-i} when `value_embeddings` is not None. Encoders with a bounded table set
+  `max_distance`: relative positions are clipped to [-max_distance, max_distance], so the layer may evaluate
+  the table once on that range and gather.
+  """
+
+  kind = Kind.VECTOR_RELATIVE
+
+  @property
+  def clip_distance(self) -> int | None:
+    return None
+
+  def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
+    dims_ = check_init_dims(self.name or type(self).__name__, num_heads, head_dim, model_dim,
+                            needs_head_dim=True)
+    return {'dims': dims_, **self.init_params(rng, dims_)}
+
+  def key_embeddings(self, params: Params, rel: jax.Array) -> jax.Array:
+    """rel (any shape) -> rel.shape + (num_heads, head_dim): the vectors queries are dotted with."""
+    raise NotImplementedError
+
+  def value_embeddings(self, params: Params, rel: jax.Array) -> jax.Array | None:
+    """rel -> rel.shape + (num_heads, head_dim) added to the values per distance, or None."""
+    del params, rel
+    return None
+
+  def query_biases(self, params: Params) -> tuple[jax.Array | None, jax.Array | None]:
+    """(u, v), each (num_heads, head_dim) or None: u . k_j joins the content score, v the position score."""
+    del params
+    return None, None
+
+
+class RotaryEncoder(Encoder):
+  """Relative through rotation: <R_i q, R_j k> depends on positions only through j - i."""
+
+  kind = Kind.ROTARY
+
+  def rotate(self, params: Params, x: jax.Array, positions: jax.Array) -> jax.Array:
+    """x (..., L, heads, head_dim) rotated at integer positions (..., L); computed in float32."""
+    raise NotImplementedError
+
+  def rotate_queries(self, params: Params, q: jax.Array, positions: jax.Array) -> jax.Array:
+    return self.rotate(params, q, positions)
+
+  def rotate_keys(self, params: Params, k: jax.Array, positions: jax.Array) -> jax.Array:
+    return self.rotate(params, k, positions)
+
+
+class AbsoluteEncoder(Encoder):
+  """A vector per absolute position (Vaswani et al. 2017): added to the input, or turned into a score term.
+
+  `max_length` is None for encoders defined at every position, else the number of positions they have.
+  """
+
+  kind = Kind.ABSOLUTE
+  is_relative = False
+
+  @property
+  def max_length(self) -> int | None:
+    return None
+
+  def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
+    dims_ = check_init_dims(self.name or type(self).__name__, num_heads, head_dim, model_dim,
+                            needs_model_dim=True)
+    return {'dims': dims_, **self.init_params(rng, dims_)}
+
+  def embed(self, params: Params, positions: jax.Array) -> jax.Array:
+    """Int positions (any shape) -> positions.shape + (model_dim,)."""
+    raise NotImplementedError
+
+  def check_positions(self, positions_upper_bound: int) -> None:
+    """Raises ValueError if positions below `positions_upper_bound` are not all covered."""
+    if self.max_length is not None and positions_upper_bound > self.max_length:
+      raise ValueError(
+          f'{self.name}: position {positions_upper_bound - 1} is beyond the table of max_length='
+          f'{self.max_length} positions (0..{self.max_length - 1}); a learned absolute table cannot '
+          f'extrapolate. Raise max_length or evaluate at shorter lengths.')
+
+
+class TableBiasEncoder(ScalarBiasEncoder):
+  """A learnable (num_buckets, num_heads) table read at bucket(j - i): Shaw's scalar form, T5, piecewise.
+
+  Subclasses define `num_buckets` and `bucket(rel)`, an int map of relative positions onto 0..num_buckets-1
+  that covers every integer (clipping or saturating far distances), so any length can be evaluated.
+  """
+
+  # Small random values: the table starts close to "no position bias" and learns its shape.
+  table_init_stddev: ClassVar[float] = 0.02
+
+  @property
+  def num_buckets(self) -> int:
+    raise NotImplementedError
+
+  def bucket(self, rel: jax.Array) -> jax.Array:
+    raise NotImplementedError
+
+  def init_params(self, rng, dims_):
+    init = jax.nn.initializers.normal(self.table_init_stddev)
+    return {'table': init(rng, (self.num_buckets, dims_.num_heads), jnp.float32)}
+
+  def bias(self, params, rel):
+    return jnp.take(params['table'], self.bucket(jnp.asarray(rel, jnp.int32)), axis=0)

@@ -1,0 +1,49 @@
+"""The registry of encoders by name: `make(name, **hparams)` and `names()`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from relpos_jax.encoders import base
+
+_REGISTRY: dict[str, type[base.Encoder]] = {}
+
+
+def register(name: str):
+  """Class decorator: registers a frozen-dataclass encoder under `name`."""
+
+  def wrap(cls):
+    if name in _REGISTRY and _REGISTRY[name] is not cls:
+      raise ValueError(f'encoder name {name!r} is registered twice ({_REGISTRY[name].__name__}, '
+                       f'{cls.__name__}).')
+    if not dataclasses.is_dataclass(cls) or not cls.__dataclass_params__.frozen:
+      raise TypeError(f'{cls.__name__} must be a frozen dataclass to be registered.')
+    cls.name = name
+    _REGISTRY[name] = cls
+    return cls
+
+  return wrap
+
+
+def names() -> list[str]:
+  """Every registered encoder name, sorted."""
+  return sorted(_REGISTRY)
+
+
+def encoder_class(name: str) -> type[base.Encoder]:
+  if name not in _REGISTRY:
+    raise ValueError(f'unknown encoder {name!r}; allowed: {", ".join(names())}.')
+  return _REGISTRY[name]
+
+
+def make(name: str, **hparams) -> base.Encoder:
+  """Builds the encoder registered as `name` with the given hyperparameters (the rest: paper defaults).
+
+  Raises ValueError for an unknown name, an unknown hyperparameter, or an invalid value.
+  """
+  cls = encoder_class(name)
+  fields = {f.name for f in dataclasses.fields(cls) if f.init}
+  unknown = sorted(set(hparams) - fields)
+  if unknown:
+    raise ValueError(f'{name}: unknown hyperparameter(s) {unknown}; allowed: {sorted(fields) or "none"}.')
+  return cls(**hparams)

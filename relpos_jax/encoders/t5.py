@@ -1,0 +1,70 @@
+"""T5 relative position buckets (Raffel et al. 2020), the best-known logarithmic range extension.
+
+The lecture's section 5a (extend the range by logarithmic scaling: exact near, coarser far). With
+n = -(j - i) (how far back the key is):
+
+  bidirectional: half the buckets for each sign; n < 0 (keys ahead) adds num_buckets / 2; n = |n|
+  causal:        n = max(n, 0) (every key ahead shares bucket 0)
+  then with N the buckets left and max_exact = N // 2:
+    bucket = n                                                                  if n < max_exact
+    bucket = min(N - 1, max_exact + int(log(n / max_exact) / log(max_distance / max_exact) * (N - max_exact)))
+
+Every distance >= max_distance lands in the last bucket. Published defaults: num_buckets = 32,
+max_distance = 128, bidirectional in the encoder and causal in the decoder. This follows the reference
+implementation (mesh_tensorflow / t5x `_relative_position_bucket`) to the bit, float32 epsilon included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+
+from relpos_jax.encoders import base
+from relpos_jax.encoders.registry import register
+
+
+def t5_bucket(rel, *, bidirectional: bool, num_buckets: int, max_distance: int):
+  """The T5 bucket of relative position rel = j - i (int array of any shape)."""
+  n = -jnp.asarray(rel, jnp.int32)
+  ret = jnp.zeros_like(n)
+  if bidirectional:
+    num_buckets //= 2
+    ret += (n < 0).astype(jnp.int32) * num_buckets
+    n = jnp.abs(n)
+  else:
+    n = jnp.maximum(n, 0)
+  max_exact = num_buckets // 2
+  is_small = n < max_exact
+  # Clamp before the log so n = 0 (masked by is_small anyway) gives no -inf under jit.
+  n_large = jnp.maximum(n, max_exact).astype(jnp.float32)
+  val_if_large = max_exact + (
+      jnp.log(n_large / max_exact + np.finfo(np.float32).eps) / np.log(max_distance / max_exact)
+      * (num_buckets - max_exact)).astype(jnp.int32)
+  val_if_large = jnp.minimum(val_if_large, num_buckets - 1)
+  return ret + jnp.where(is_small, n, val_if_large)
+
+
+@register('t5')
+@dataclasses.dataclass(frozen=True)
+class T5(base.TableBiasEncoder):
+  num_buckets: int = 32
+  max_distance: int = 128
+  bidirectional: bool = True
+
+  def __post_init__(self):
+    base.require_positive_int(self.name, 'num_buckets', self.num_buckets, minimum=4 if self.bidirectional else 2)
+    per_side = self.num_buckets // 2 if self.bidirectional else self.num_buckets
+    max_exact = per_side // 2
+    base.require_positive_int(self.name, 'max_distance', self.max_distance, minimum=1)
+    # The logarithmic buckets cover distances max_exact..max_distance-1; more buckets than those
+    # distances would leave buckets no distance can reach.
+    base.require(self.max_distance - max_exact >= per_side - max_exact and self.max_distance > max_exact,
+                 self.name, 'max_distance', self.max_distance,
+                 f'>= {per_side} for num_buckets={self.num_buckets} '
+                 f'({"bidirectional" if self.bidirectional else "causal"}): every bucket must be reachable')
+
+  def bucket(self, rel):
+    return t5_bucket(rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
+                     max_distance=self.max_distance)
