@@ -1,0 +1,152 @@
+"""Common interface of the algorithmic tasks.
+
+Encoder-only format (Delétang et al. 2023; Ruoss et al. 2023)
+-------------------------------------------------------------
+The reference code (``make_model_with_empty_targets`` in both DeepMind repositories) feeds an encoder-only
+transformer the input string followed by ``output_length(n)`` copies of one extra "empty output" token, whose
+id is the input alphabet size, and reads the predictions at those last ``output_length(n)`` positions.
+Here, for input length ``n`` and ``m = output_length(n)``, ``T = n + m``:
+
+* ``inputs``   (B, T) int32: ``x_1 .. x_n`` (ids in ``[0, input_alphabet_size)``) then ``m`` x ``placeholder_id``
+  (``= input_alphabet_size``, exactly the reference code's id).
+* ``targets``  (B, T) int32: 0 at the ``n`` input positions, the output string (ids in ``[0, num_classes)``)
+  at positions ``n .. T-1``.
+* ``loss_mask`` (B, T) float32: 1 exactly at positions ``n .. T-1`` (what the papers train on: their loss
+  sums the cross-entropy over all output positions).
+* ``accuracy_mask`` (B, T) float32: the output positions the papers *score*. Equal to ``loss_mask`` for every
+  task except ``binary_addition``, whose accuracy only counts output positions up to and including the
+  termination token (the reference ``accuracy_mask``).
+
+``pad_id = input_alphabet_size + 1`` is only used by bucketing (``relpos_jax.data.buckets``), and
+``vocab_size = input_alphabet_size + 2`` counts the placeholder and pad. The model's output head needs
+``num_classes`` logits. Classification tasks have ``output_length(n) == 1``.
+
+Decoder (causal LM) format: see ``count_copy.py``.
+
+Every ``sample`` draws only from the ``np.random.Generator`` it is given, so a fixed seed reproduces a batch.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import ClassVar
+
+import numpy as np
+
+from relpos_jax.data._validate import check_generator, check_positive_int
+
+Batch = dict[str, np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class Task(abc.ABC):
+  """Shared metadata/validation for encoder and decoder tasks."""
+
+  name: ClassVar[str] = ''
+  kind: ClassVar[str] = ''                 # 'encoder' or 'decoder'
+  reference: ClassVar[str] = ''
+  has_shortcut: ClassVar[bool] = False
+  shortcut_reason: ClassVar[str | None] = None
+
+  @property
+  @abc.abstractmethod
+  def vocab_size(self) -> int:
+    """Size of the model's input embedding table."""
+
+  @property
+  @abc.abstractmethod
+  def num_classes(self) -> int:
+    """Number of logits the model must output at a scored position."""
+
+  @property
+  @abc.abstractmethod
+  def pad_id(self) -> int:
+    """Input id used for bucket padding (never a real token of the task)."""
+
+  @abc.abstractmethod
+  def output_length(self, n: int) -> int:
+    """Number of scored positions for input length ``n``."""
+
+  @abc.abstractmethod
+  def total_length(self, n: int) -> int:
+    """Length ``T`` of the ``inputs`` row for input length ``n``."""
+
+  @abc.abstractmethod
+  def sample(self, rng: np.random.Generator, batch_size: int, length: int) -> Batch:
+    """A batch whose examples all have input length ``length``."""
+
+  @property
+  def params(self) -> dict:
+    return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+  @property
+  def metadata(self) -> dict:
+    """JSON-friendly description, to be stored with results."""
+    return {'name': self.name, 'kind': self.kind, 'params': self.params, 'vocab_size': self.vocab_size,
+            'num_classes': self.num_classes, 'pad_id': self.pad_id, 'has_shortcut': self.has_shortcut,
+            'shortcut_reason': self.shortcut_reason, 'reference': self.reference}
+
+  @staticmethod
+  def _check_args(rng, batch_size, length) -> tuple[int, int]:
+    check_generator(rng)
+    return check_positive_int('batch_size', batch_size), check_positive_int('length', length)
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderTask(Task):
+  """Input string, then ``output_length(n)`` placeholders; predictions are read at the placeholders."""
+
+  kind: ClassVar[str] = 'encoder'
+
+  @property
+  @abc.abstractmethod
+  def input_alphabet_size(self) -> int:
+    """Number of distinct input symbols (ids ``0 .. input_alphabet_size - 1``)."""
+
+  @property
+  def placeholder_id(self) -> int:
+    return self.input_alphabet_size
+
+  @property
+  def pad_id(self) -> int:
+    return self.input_alphabet_size + 1
+
+  @property
+  def vocab_size(self) -> int:
+    return self.input_alphabet_size + 2
+
+  def output_length(self, n: int) -> int:
+    return 1
+
+  def total_length(self, n: int) -> int:
+    return n + self.output_length(n)
+
+  @property
+  def metadata(self) -> dict:
+    return {**super().metadata, 'input_alphabet_size': self.input_alphabet_size,
+            'placeholder_id': self.placeholder_id}
+
+  @abc.abstractmethod
+  def _generate(self, rng: np.random.Generator, batch_size: int,
+                n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(input strings (B, n), output strings (B, m), accuracy mask over the outputs (B, m) or None)."""
+
+  def sample(self, rng: np.random.Generator, batch_size: int, length: int) -> Batch:
+    batch_size, n = self._check_args(rng, batch_size, length)
+    x, y, acc = self._generate(rng, batch_size, n)
+    m = self.output_length(n)
+    assert x.shape == (batch_size, n) and y.shape == (batch_size, m), (x.shape, y.shape, n, m)
+    t = n + m
+    inputs = np.full((batch_size, t), self.placeholder_id, dtype=np.int32)
+    inputs[:, :n] = x
+    targets = np.zeros((batch_size, t), dtype=np.int32)
+    targets[:, n:] = y
+    loss_mask = np.zeros((batch_size, t), dtype=np.float32)
+    loss_mask[:, n:] = 1.0
+    if acc is None:
+      accuracy_mask = loss_mask.copy()
+    else:
+      accuracy_mask = np.zeros((batch_size, t), dtype=np.float32)
+      accuracy_mask[:, n:] = acc
+    return {'inputs': inputs, 'targets': targets, 'loss_mask': loss_mask, 'accuracy_mask': accuracy_mask}
