@@ -1,0 +1,95 @@
+"""FIRE, functional interpolation for relative positions (Li, You, Guruganesh, Ainslie, Ontanon, Zaheer,
+Sanghai, Yang, Kumar & Bhojanapalli 2024, "Functional Interpolation for Relative Positions Improves Long
+Context Transformers", ICLR 2024).
+
+For query position i and key position j (the paper's causal setting has i >= j):
+
+    b(i, j) = f_theta( psi(i - j) / psi(max(i, L)) ),    psi(x) = log(c x + 1)
+
+f_theta is an MLP from one scalar to one bias per head; c (a log-transform scale) and L (a threshold) are
+learned. Dividing by psi(i) is the "progressive interpolation": every query sees its distances mapped into
+[0, 1], so a longer sequence reuses the input range the MLP was trained on instead of leaving it. The
+threshold L keeps short contexts (i < L) from being stretched: below L the normaliser is fixed at psi(L).
+
+This follows the PyTorch implementation printed in the paper's appendix:
+  * f_theta: Linear(1, mlp_width) -> ReLU -> Linear(mlp_width, num_heads), mlp_width = 32, PyTorch's
+    default initialisation (`mlp.init_mlp(torch_default=True)`);
+  * c: a parameter initialised at 0.1, used as |c|;
+  * L = |L_multiplier| * init_L with init_L = 512 fixed and the learned multiplier initialised at 1 (so L's
+    gradient step has the scale of an O(1) parameter);
+  * psi(x) computed as log(|c x| + 1), and eps = 1e-6 added to the normaliser.
+
+Positions. FIRE depends on the query position itself, not only on j - i, so it is not Toeplitz
+(`is_toeplitz = False`): `bias(params, rel)` raises and `pair_bias(params, q_pos, k_pos)` is the entry
+point. Positions are assumed >= 0 (relpos_jax positions are 0-based, randomized ones included); a negative
+query position is normalised like position 0, i.e. by psi(L). At i = 0 the normaliser is psi(L) + eps > 0,
+so the bias is finite, and stays finite for any c, L (eps keeps the denominator positive).
+
+Bidirectional extension: the paper is causal (i >= j). Here the distance is |i - j|, which is what the
+reference code computes (log(|c (i - j)| + 1)), so keys after the query are treated like keys as far before
+it. Their ratio can exceed 1 (a key far ahead of an early query), where the MLP extrapolates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+
+from relpos_jax.encoders import base
+from relpos_jax.encoders.mlp import apply_mlp, init_mlp
+from relpos_jax.encoders.registry import register
+
+
+@register('fire')
+@dataclasses.dataclass(frozen=True)
+class FIRE(base.ScalarBiasEncoder):
+  is_toeplitz = False
+
+  mlp_width: int = 32
+  init_c: float = 0.1
+  init_threshold: float = 512.0
+  eps: float = 1e-6
+
+  def __post_init__(self):
+    base.require_positive_int(self.name, 'mlp_width', self.mlp_width)
+    for field in ('init_c', 'init_threshold', 'eps'):
+      value = getattr(self, field)
+      ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and value > 0)
+      base.require(ok, self.name, field, value, 'a finite number > 0')
+
+  def init_params(self, rng, dims_):
+    return {'mlp': init_mlp(rng, (1, self.mlp_width, dims_.num_heads), torch_default=True),
+            'c': jnp.asarray(self.init_c, jnp.float32),
+            'threshold_multiplier': jnp.asarray(1.0, jnp.float32)}
+
+  def scale(self, params) -> jax.Array:
+    """c, the log transform's scale (kept positive through |.|, as in the reference)."""
+    return jnp.abs(params['c'])
+
+  def threshold(self, params) -> jax.Array:
+    """L, below which query positions share the normaliser psi(L)."""
+    return jnp.abs(params['threshold_multiplier']) * self.init_threshold
+
+  def normalized_distance(self, params, q_pos, k_pos) -> jax.Array:
+    """psi(|i - j|) / (psi(max(i, L)) + eps), broadcast over q_pos and k_pos; the MLP's input."""
+    q = jnp.asarray(q_pos, jnp.int32)
+    # The distance in integers, then float: exact at any position, where q - k in float32 would round
+    # beyond 2^24.
+    distance = jnp.abs(q - jnp.asarray(k_pos, jnp.int32)).astype(jnp.float32)
+    c = self.scale(params)
+    psi = lambda x: jnp.log1p(c * x)  # x >= 0 here
+    normaliser = psi(jnp.maximum(q.astype(jnp.float32), self.threshold(params))) + self.eps
+    return psi(distance) / normaliser
+
+  def pair_bias(self, params, q_pos, k_pos):
+    return apply_mlp(params['mlp'], self.normalized_distance(params, q_pos, k_pos)[..., None])
+
+  def bias(self, params, rel):
+    raise ValueError(
+        'fire: the FIRE bias depends on the query position i as well as on j - i (it is normalised by '
+        'psi(max(i, L))), so it cannot be evaluated from relative positions alone. Use '
+        'encoder.pair_bias(params, q_pos, k_pos), relpos_jax.bias_matrix or relpos_jax.bias_at_positions.')
