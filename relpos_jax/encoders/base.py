@@ -110,6 +110,13 @@ class Encoder:
     del rng, dims_
     return {}
 
+  def check_positions(self, positions_upper_bound: int) -> None:
+    """Raises ValueError if the encoder cannot handle positions 0..positions_upper_bound-1.
+
+    Relative encoders handle any position; only finite absolute tables restrict (AbsoluteEncoder).
+    """
+    del positions_upper_bound
+
   def train_positions(self, rng: jax.Array, batch: int, length: int) -> jax.Array | None:
     """Positions to use in training instead of 0..length-1 (randomized positions); None: the default."""
     del rng, batch, length
