@@ -1,0 +1,313 @@
+"""Training from a config, for the command line, a notebook and the length-generalization study alike.
+
+    result = train(config, workdir='/tmp/run')     # or workdir=None: nothing written, nothing resumed
+    result.model                                   # the trained NNX model
+    result.final_metrics['eval/128/bits_per_char']
+    evaluate_lengths(result.model, result.data, [64, 128, 256])
+
+With a workdir the run writes `config.json`, `metrics.jsonl` and `checkpoints/<step>/`, and a second call
+with the same config resumes from the latest checkpoint. Because the data, the dropout masks and the
+randomized positions of update `s` are functions of (seed, s) only, a run killed at any point and
+restarted ends with the parameters an uninterrupted run ends with (bit for bit on the same devices).
+
+Step numbering: `step` counts updates applied. Update s (0-based) reads training batch s and produces the
+state of step s + 1; checkpoints, records and `stop_after` use the count after the update.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+import warnings
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import logging
+from etils import epath
+from flax import nnx
+
+from relpos_jax.train import config as config_lib
+from relpos_jax.train import inputs as inputs_lib
+from relpos_jax.train import metrics as metrics_lib
+from relpos_jax.train import sharding
+from relpos_jax.train.checkpoint import Checkpoints
+from relpos_jax.train.inputs import build_data
+from relpos_jax.train.objectives import Objective
+from relpos_jax.train.optim import OptimizerSpec
+from relpos_jax.train.state import ModelParts, TrainState, count_params, init_train_state, model_from, split_model
+from relpos_jax.train.step import make_eval_step, make_train_step, run_key
+
+CONFIG_FILE = 'config.json'
+PARAMS_STREAM = 2
+# Keys that change what a run computes; resuming a workdir with different values is refused.
+TRAJECTORY_KEYS = ('seed', 'model', 'data', 'optim', 'train.steps', 'train.batch_size')
+
+Hook = Callable[[int, TrainState, dict], None]
+
+
+@dataclasses.dataclass
+class TrainResult:
+  """What `train` returns.
+
+  model: the NNX model with the final parameters (for evaluation: call with deterministic=True).
+  state: the final TrainState (step, params, opt_state), replicated over the mesh.
+  parts: the static model parts; `model_from(parts, params)` rebuilds a model from other params.
+  final_metrics: the last training record merged with the final evaluation (`eval/<length>/<metric>`).
+  history: every record written (training and evaluation), in step order, across resumes.
+  data: the run's data (`data.eval_set(length)`, `data.objective`, `data.describe()`).
+  """
+
+  model: nnx.Module
+  state: TrainState
+  parts: ModelParts
+  final_metrics: dict
+  history: list[dict]
+  config: Any
+  data: Any
+  workdir: str | None
+  mesh: Any = None
+
+  @property
+  def params(self):
+    return self.state.params
+
+  @property
+  def step(self) -> int:
+    return int(jax.device_get(self.state.step))
+
+
+# ------------------------------------------------------------------------------------------- building
+def model_config(config, data=None):
+  """The `relpos_jax.nn.models.ModelConfig` of a run (vocabulary sizes from its data)."""
+  from relpos_jax.nn.models import ModelConfig
+  data = build_data(config) if data is None else data
+  fields = {k: config.model[k] for k in config.model.keys() if k != 'encoder'}
+  output_vocab = data.num_classes if data.architecture == 'encoder' else None
+  try:
+    return ModelConfig(vocab_size=data.vocab_size, output_vocab_size=output_vocab,
+                       encoder=config_lib.resolve_encoder(config), **fields)
+  except (TypeError, ValueError) as e:
+    raise config_lib.ConfigError(f'config.model is invalid: {e}') from None
+
+
+def build_model(config, data=None, *, seed: int | None = None) -> nnx.Module:
+  """The (untrained) model of a run: `DecoderLM` for the corpus and decoder tasks, else `EncoderModel`.
+
+  Parameters are drawn from `seed` (default `config.seed`). Raises ConfigError if the model cannot
+  process the longest sequence the run uses (a learned absolute table that is too short).
+  """
+  from relpos_jax.nn.models import DecoderLM, EncoderModel
+  data = build_data(config) if data is None else data
+  seed = int(config.seed if seed is None else seed)
+  cls = DecoderLM if data.architecture == 'decoder' else EncoderModel
+  base = jax.random.key(seed)
+  with warnings.catch_warnings():
+    # config.validate already warned about a position-free encoder-only model, naming the config key.
+    warnings.filterwarnings('ignore', message='EncoderModel with encoder', category=UserWarning)
+    model = cls(model_config(config, data),
+                rngs=nnx.Rngs(params=jax.random.fold_in(base, PARAMS_STREAM), dropout=base))
+  longest = config_lib.longest_sequence(config)
+  try:
+    model.check_length(longest)
+  except ValueError as e:
+    raise config_lib.ConfigError(
+        f'config.model.encoder={config.model.encoder!r} cannot run this config, whose longest sequence '
+        f'(training or config.eval.lengths) has {longest} tokens: {e}') from None
+  return model
+
+
+# ----------------------------------------------------------------------------------------- evaluation
+def evaluate(model: nnx.Module, batches: Iterable[Mapping[str, np.ndarray]], objective: Objective, *,
+             mesh=None, use_padding_mask: bool = True) -> dict[str, float]:
+  """Metrics of `model` over `batches` (deterministic; positions 0..T-1): loss in nats per scored token,
+  and bits_per_char (language model) or accuracy and exact_match (tasks). Sums over all batches first,
+  so the result is that of the whole set, however it was cut into batches."""
+  mesh = sharding.make_mesh() if mesh is None else mesh
+  parts, params = split_model(model)
+  return _evaluate(parts, params, batches, objective, mesh=mesh, use_padding_mask=use_padding_mask)
+
+
+def evaluate_lengths(model: nnx.Module, data, lengths: Sequence[int], *, mesh=None) -> dict[int, dict]:
+  """`{length: metrics}` on the data's evaluation set of each length (`data.eval_set(length)`)."""
+  mesh = sharding.make_mesh() if mesh is None else mesh
+  parts, params = split_model(model)
+  return {int(n): _evaluate(parts, params, data.eval_set(int(n)), data.objective, mesh=mesh,
+                            use_padding_mask=data.uses_padding) for n in lengths}
+
+
+def _evaluate(parts: ModelParts, params, batches, objective: Objective, *, mesh, use_padding_mask) -> dict:
+  eval_step = make_eval_step(parts.graphdef, objective, mesh=mesh, use_padding_mask=use_padding_mask)
+  rest = sharding.replicate(parts.rest, mesh)
+  totals = None
+  for batch in batches:
+    sums = eval_step(params, rest, sharding.shard_batch(batch, mesh))
+    totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
+  if totals is None:
+    raise ValueError('evaluate needs at least one batch, got none.')
+  totals = jax.tree.map(lambda x: np.asarray(x, np.float64), jax.device_get(totals))
+  return {k: float(v) for k, v in objective.finalize(totals).items()}
+
+
+# ------------------------------------------------------------------------------------------- training
+def train(config, workdir: str | os.PathLike | None = None, *, devices: Sequence[jax.Device] | None = None,
+          stop_after: int | None = None, hooks: Sequence[Hook] = (), data=None) -> TrainResult:
+  """Trains the run described by `config` (validated first); resumes from `workdir` if it has checkpoints.
+
+  Args:
+    config: a ConfigDict (see `relpos_jax.train.config`).
+    workdir: where config.json, metrics.jsonl and checkpoints go; None keeps everything in memory.
+    devices: the devices of the data-parallel mesh (default: all).
+    stop_after: stop once this many updates are applied (an interruption: no final evaluation, and a
+      checkpoint only if the step falls on the `checkpoint_every` cadence; call again to resume).
+    hooks: `hook(step, state, metrics)` at the end of every update, after its logging, evaluation and
+      checkpoint request (step counts updates applied; metrics are device scalars). An exception raised
+      by a hook stops the run like a kill would, except that a checkpoint save in flight still completes.
+    data: the run's data, if already built (`build_data(config)`; e.g. one corpus load for many runs).
+  """
+  devices = list(jax.devices() if devices is None else devices)
+  config_lib.validate(config, num_devices=len(devices))
+  mesh = sharding.make_mesh(devices)
+  data = build_data(config) if data is None else data
+  model = build_model(config, data)
+  parts, params = split_model(model)
+  del model
+  total = int(config.train.steps)
+  optimizer = OptimizerSpec.from_config(config)
+  schedule = optimizer.schedule_fn()
+  state = sharding.replicate(init_train_state(params, optimizer.build()), mesh)
+  is_chief = jax.process_index() == 0
+
+  writer = metrics_lib.MetricsWriter(workdir, enabled=is_chief)
+  checkpoints = None
+  start = 0
+  if workdir is not None:
+    workdir = os.fspath(workdir)
+    epath.Path(workdir).mkdir(parents=True, exist_ok=True)
+    _check_or_write_config(config, workdir, is_chief)
+    checkpoints = Checkpoints(workdir, keep=config.train.keep_checkpoints)
+    latest = checkpoints.latest_step()
+    if latest is not None:
+      state = checkpoints.restore(state, latest)
+      start = latest
+      logging.info('resumed from %s at step %d', checkpoints.directory, start)
+    writer.truncate_after(start)
+
+  logging.info('training %s: %d parameters, %d devices, data %s', config.model.encoder,
+               count_params(state.params), len(devices), json.dumps(metrics_lib.to_python(data.describe())))
+  encoder = config_lib.resolve_encoder(config)
+  train_step = make_train_step(parts.graphdef, data.objective, optimizer, encoder, mesh=mesh,
+                               use_padding_mask=data.uses_padding)
+  rest = sharding.replicate(parts.rest, mesh)
+  key = sharding.replicate(run_key(config.seed), mesh)
+  eval_lengths = [int(n) for n in config.eval.lengths]
+  extra_keys = ('bits_per_char',) if data.objective.kind == 'language_model' else ('accuracy',)
+  throughput = metrics_lib.Throughput()
+  last_record: dict = {}
+  done = start
+  end = total if stop_after is None else min(total, max(int(stop_after), start))
+  try:
+    for step in range(start, end):
+      host_batch = data.train_batch(step)
+      state, step_metrics = train_step(state, rest, sharding.shard_batch(host_batch, mesh), key)
+      done = step + 1
+      throughput.add(int(np.sum(host_batch['padding_mask'])))
+      if done % config.train.log_every == 0 or done == total:
+        record = {'step': done, **{k: float(v) for k, v in jax.device_get(step_metrics).items()},
+                  'lr': float(schedule(step)), 'tokens_per_sec': throughput.rate()}
+        last_record = writer.write(record)
+        logging.info('%s', metrics_lib.progress_line(done, total, record, extra_keys))
+      side_start = time.perf_counter()
+      if config.eval.every and done % config.eval.every == 0 and done < total and eval_lengths:
+        _eval_and_record(parts, state.params, data, eval_lengths, mesh, writer, done)
+      if checkpoints is not None and (done % config.train.checkpoint_every == 0 or done == total):
+        checkpoints.save(state)
+      throughput.exclude(time.perf_counter() - side_start)
+      for hook in hooks:
+        hook(done, state, step_metrics)
+  finally:
+    if checkpoints is not None:
+      checkpoints.close()  # Waits for a save in flight, so an interruption loses nothing written.
+
+  final_metrics = dict(last_record or _last_training_record(writer.history))
+  if done == total and eval_lengths:
+    previous = [r for r in writer.history if r.get('step') == total and any(k.startswith('eval/') for k in r)]
+    eval_record = previous[-1] if previous else _eval_and_record(parts, state.params, data, eval_lengths,
+                                                                mesh, writer, total)
+    final_metrics.update({k: v for k, v in eval_record.items() if k != 'step'})
+  final_metrics['step'] = done
+  return TrainResult(model=model_from(parts, state.params), state=state, parts=parts,
+                     final_metrics=final_metrics, history=list(writer.history), config=config, data=data,
+                     workdir=workdir, mesh=mesh)
+
+
+def _eval_and_record(parts, params, data, lengths, mesh, writer, step) -> dict:
+  results = {n: _evaluate(parts, params, data.eval_set(n), data.objective, mesh=mesh,
+                          use_padding_mask=data.uses_padding) for n in lengths}
+  record = writer.write({'step': step, **metrics_lib.eval_record(results)})
+  logging.info('eval at step %d: %s', step, metrics_lib.eval_summary(results))
+  return record
+
+
+def _last_training_record(history: list[dict]) -> dict:
+  training = [r for r in history if 'loss' in r]
+  return training[-1] if training else {}
+
+
+# --------------------------------------------------------------------------------------- run directory
+def _trajectory_view(config_dict: Mapping) -> dict:
+  view = {}
+  for key in TRAJECTORY_KEYS:
+    node = config_dict
+    for part in key.split('.'):
+      node = node.get(part) if isinstance(node, Mapping) else None
+    view[key] = node
+  return view
+
+
+def _flatten(prefix: str, value) -> dict:
+  if isinstance(value, Mapping):
+    out = {}
+    for k, v in value.items():
+      out.update(_flatten(f'{prefix}.{k}' if prefix else str(k), v))
+    return out
+  return {prefix: value}
+
+
+def _check_or_write_config(config, workdir: str, is_chief: bool) -> None:
+  """Writes config.json in a new run directory; refuses to resume one trained with another config."""
+  path = epath.Path(workdir) / CONFIG_FILE
+  current = json.loads(config.to_json_best_effort())
+  if path.exists():
+    saved = json.loads(path.read_text())
+    old = _flatten('', _trajectory_view(saved))
+    new = _flatten('', _trajectory_view(current))
+    differences = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    if differences:
+      raise config_lib.ConfigError(
+          f'{workdir} holds a run with a different config; it cannot be resumed with this one. '
+          'Differences: ' + '; '.join(f'config.{k}: {old.get(k)!r} there, {new.get(k)!r} here'
+                                      for k in differences) + '. Use a new --workdir.')
+  elif is_chief:
+    path.write_text(json.dumps(current, indent=2, sort_keys=True))
+
+
+def load_model(workdir: str | os.PathLike, config=None, *, step: int | None = None,
+               devices: Sequence[jax.Device] | None = None) -> tuple[nnx.Module, Any]:
+  """(model, data) of a run directory at its latest (or given) checkpoint; config defaults to the
+  directory's config.json."""
+  workdir = os.fspath(workdir)
+  if config is None:
+    import ml_collections
+    config = ml_collections.ConfigDict(json.loads((epath.Path(workdir) / CONFIG_FILE).read_text()))
+  devices = list(jax.devices() if devices is None else devices)
+  mesh = sharding.make_mesh(devices)
+  data = build_data(config)
+  parts, params = split_model(build_model(config, data))
+  like = sharding.replicate(init_train_state(params, OptimizerSpec.from_config(config).build()), mesh)
+  with Checkpoints(workdir, keep=config.train.keep_checkpoints) as checkpoints:
+    state = checkpoints.restore(like, step)
+  return model_from(parts, state.params), data

@@ -1,0 +1,146 @@
+"""Metrics of a run: JSON lines in `<workdir>/metrics.jsonl`, a progress line, and a throughput meter.
+
+One record per logged step: `{"step": 100, "loss": 2.31, "lr": 0.001, "tokens_per_sec": 51234.0, ...}`;
+evaluation records carry `eval/<length>/<metric>` keys (e.g. `eval/128/bits_per_char`). `step` counts
+the updates applied (the record of step 100 describes the 100th update and the params after it).
+
+When a run resumes from the checkpoint of step k, records of steps after k (written by the interrupted
+attempt) are dropped first, so the file reads as one uninterrupted run.
+
+Progress goes through absl logging (no extra dependency, one line per `train.log_every` steps, visible in
+the terminal, in a notebook and in the logs of a cluster job alike).
+"""
+
+from __future__ import annotations
+
+import json
+import logging as python_logging
+import math
+import os
+import time
+from typing import Iterable
+
+import numpy as np
+from etils import epath
+
+METRICS_FILE = 'metrics.jsonl'
+
+
+def to_python(value):
+  """JSON-friendly scalars (numpy / jax scalars -> float or int; NaN and inf kept as strings)."""
+  if isinstance(value, dict):
+    return {k: to_python(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [to_python(v) for v in value]
+  if hasattr(value, 'shape') and getattr(value, 'shape', None) == ():
+    value = np.asarray(value).item()
+  if isinstance(value, float) and not math.isfinite(value):
+    return str(value)
+  return value
+
+
+class MetricsWriter:
+  """Appends records to `<workdir>/metrics.jsonl` (or only keeps them in memory when workdir is None).
+
+  The workdir may be local or a cloud path (`gs://...`, through etils.epath, as orbax uses)."""
+
+  def __init__(self, workdir: str | os.PathLike | None, *, enabled: bool = True):
+    self.path = epath.Path(workdir) / METRICS_FILE if workdir is not None else None
+    self.enabled = enabled and self.path is not None
+    self.history: list[dict] = []
+
+  def truncate_after(self, step: int) -> None:
+    """Keeps the records of steps <= `step` (in memory and on disk): the state a resume starts from."""
+    records = read_metrics(self.path) if self.path is not None and self.path.exists() else []
+    self.history = [r for r in records if r.get('step', 0) <= step]
+    if self.enabled:
+      self.path.write_text(''.join(json.dumps(record) + '\n' for record in self.history))
+
+  def write(self, record: dict) -> dict:
+    record = to_python(record)
+    self.history.append(record)
+    if self.enabled:
+      with self.path.open('a') as f:
+        f.write(json.dumps(record) + '\n')
+    return record
+
+
+def read_metrics(path: str | os.PathLike) -> list[dict]:
+  """The records of a metrics.jsonl file (or of the workdir holding one)."""
+  path = epath.Path(path)
+  if path.is_dir():
+    path = path / METRICS_FILE
+  return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+class Throughput:
+  """Training tokens per second between two `rate()` calls: wall-clock time (call `rate` once the device
+  work is done), less the time spent in evaluation and checkpointing (`exclude`). The first interval
+  includes the compilations of the train step."""
+
+  def __init__(self):
+    self.tokens = 0
+    self.start = time.perf_counter()
+
+  def add(self, tokens: int) -> None:
+    self.tokens += int(tokens)
+
+  def exclude(self, seconds: float) -> None:
+    """Leaves `seconds` (evaluation, checkpointing) out of the current interval."""
+    self.start += seconds
+
+  def rate(self) -> float:
+    now = time.perf_counter()
+    rate = self.tokens / max(now - self.start, 1e-9)
+    self.tokens, self.start = 0, now
+    return rate
+
+
+def eval_record(results: dict[int, dict]) -> dict:
+  """`{length: {metric: v}}` -> `{'eval/<length>/<metric>': v}`."""
+  return {f'eval/{length}/{name}': value for length, metrics in results.items()
+          for name, value in metrics.items()}
+
+
+def eval_summary(results: dict[int, dict], max_listed: int = 6) -> str:
+  """Every metric at each length, or (for many lengths) each metric's mean over them."""
+  if len(results) <= max_listed:
+    return ', '.join(f'{n}: ' + ' '.join(f'{k} {v:.4f}' for k, v in m.items()) for n, m in results.items())
+  names = list(next(iter(results.values())))
+  means = {k: float(np.mean([m[k] for m in results.values()])) for k in names}
+  return (f'mean over {len(results)} lengths ({min(results)}..{max(results)}): '
+          + ' '.join(f'{k} {v:.4f}' for k, v in means.items()))
+
+
+def progress_line(step: int, total: int, record: dict, keys: Iterable[str] = ()) -> str:
+  """`step 100/500 | loss 2.3100 | lr 1.00e-03 | 51,234 tok/s | accuracy 0.7500`."""
+  parts = [f'step {step}/{total}']
+  if 'loss' in record:
+    parts.append(f'loss {record["loss"]:.4f}')
+  if 'lr' in record:
+    parts.append(f'lr {record["lr"]:.2e}')
+  if 'tokens_per_sec' in record:
+    parts.append(f'{record["tokens_per_sec"]:,.0f} tok/s')
+  for key in keys:
+    if key in record and isinstance(record[key], (int, float)):
+      parts.append(f'{key} {record[key]:.4f}')
+  return ' | '.join(parts)
+
+
+class _BelowWarningFrom(python_logging.Filter):
+  def __init__(self, fragment: str):
+    super().__init__()
+    self.fragment = fragment
+
+  def filter(self, record: python_logging.LogRecord) -> bool:
+    return record.levelno >= python_logging.WARNING or self.fragment not in record.pathname
+
+
+def quiet_checkpoint_logs() -> None:
+  """Drops orbax's INFO records (about twenty per save) from absl logging; warnings and errors stay.
+
+  For entry points that log at INFO: the progress line is then not buried. Idempotent.
+  """
+  logger = python_logging.getLogger('absl')
+  if not any(isinstance(f, _BelowWarningFrom) for f in logger.filters):
+    logger.addFilter(_BelowWarningFrom(f'{os.sep}orbax{os.sep}'))

@@ -1,0 +1,98 @@
+"""The jitted train and eval steps.
+
+Randomness inside a step depends only on (seed, step): the dropout streams are reseeded with
+`fold_in(fold_in(key(seed), DROPOUT_STREAM), step)` and randomized positions (Ruoss et al. 2023) are
+drawn with `fold_in(fold_in(key(seed), POSITIONS_STREAM), step)`, so a resumed run repeats an
+uninterrupted one exactly. JAX's partitionable threefry (the default) draws the same bits however the
+batch is sharded.
+
+Positions: `encoder.train_positions(key, B, T)` (None: 0..T-1) for the padded length T of the batch (the
+encoder contract takes no mask; the real tokens get the first n of the T sorted positions); evaluation
+always uses the default positions 0..T-1.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import jax
+import optax
+from flax import nnx
+from jax.sharding import Mesh
+
+from relpos_jax.train import sharding
+from relpos_jax.train.objectives import Objective
+from relpos_jax.train.optim import OptimizerSpec
+from relpos_jax.train.state import ModelParts, TrainState, model_from
+
+DROPOUT_STREAM = 0
+POSITIONS_STREAM = 1
+
+
+def run_key(seed: int) -> jax.Array:
+  """The key every random draw of a run's steps derives from."""
+  return jax.random.key(int(seed))
+
+
+def step_keys(key: jax.Array, step) -> tuple[jax.Array, jax.Array]:
+  """(dropout key, positions key) of update `step`: functions of (run key, step) only."""
+  return (jax.random.fold_in(jax.random.fold_in(key, DROPOUT_STREAM), step),
+          jax.random.fold_in(jax.random.fold_in(key, POSITIONS_STREAM), step))
+
+
+def forward(graphdef, params, rest, batch, *, positions=None, deterministic: bool,
+            use_padding_mask: bool, dropout_key: jax.Array | None = None) -> jax.Array:
+  """Logits (B, T, V) of the model (graphdef, params, rest) on `batch['inputs']`."""
+  model = model_from(ModelParts(graphdef=graphdef, rest=rest), params)
+  if dropout_key is not None:
+    nnx.reseed(model, dropout=dropout_key)
+  padding_mask = batch['padding_mask'] if use_padding_mask else None
+  return model(batch['inputs'], positions=positions, padding_mask=padding_mask, deterministic=deterministic)
+
+
+@functools.lru_cache(maxsize=32)
+def make_train_step(graphdef, objective: Objective, optimizer: OptimizerSpec, encoder, *, mesh: Mesh,
+                    use_padding_mask: bool) -> Callable:
+  """`train_step(state, rest, batch, key) -> (state, metrics)`, jitted for data parallelism over `mesh`.
+
+  `rest` is the non-parameter model state (ModelParts.rest), `key` the run's key (`run_key(seed)`). The
+  state is donated (updated in place); metrics are replicated scalars: loss, grad_norm and the objective's
+  batch metrics. Cached per (model structure, objective, optimizer, encoder, mesh): runs that differ only
+  in their seed or resume point reuse one compilation.
+  """
+  tx = optimizer.build()
+
+  def train_step(state: TrainState, rest, batch, key):
+    dropout_key, positions_key = step_keys(key, state.step)
+    batch_size, length = batch['inputs'].shape
+    positions = encoder.train_positions(positions_key, batch_size, length)
+
+    def loss_fn(params):
+      logits = forward(graphdef, params, rest, batch, positions=positions, deterministic=False,
+                       use_padding_mask=use_padding_mask, dropout_key=dropout_key)
+      return objective.loss(logits, batch)
+
+    (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    metrics = {**metrics, 'loss': loss, 'grad_norm': optax.tree.norm(grads)}
+    return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
+
+  replicated = sharding.replicated(mesh)
+  return jax.jit(train_step, in_shardings=(replicated, replicated, sharding.batch_sharded(mesh), replicated),
+                 out_shardings=(replicated, replicated), donate_argnums=(0,))
+
+
+@functools.lru_cache(maxsize=64)
+def make_eval_step(graphdef, objective: Objective, *, mesh: Mesh, use_padding_mask: bool) -> Callable:
+  """`eval_step(params, rest, batch) -> sums` (see `Objective.eval_sums`): deterministic, jitted over
+  `mesh`. Cached per (model structure, objective, mesh), so evaluating often compiles once per shape."""
+
+  def eval_step(params, rest, batch):
+    logits = forward(graphdef, params, rest, batch, deterministic=True, use_padding_mask=use_padding_mask)
+    return objective.eval_sums(logits, batch)
+
+  replicated = sharding.replicated(mesh)
+  return jax.jit(eval_step, in_shardings=(replicated, replicated, sharding.batch_sharded(mesh)),
+                 out_shardings=replicated)

@@ -1,0 +1,130 @@
+"""Config validation: the shipped configs pass; bad keys, values and combinations fail naming the key."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from relpos_jax.train import config as config_lib
+from relpos_jax.train.config import ConfigError, validate
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONFIG_FILES = ('lm.py', 'algorithmic.py', 'algorithmic_published.py')
+
+
+@pytest.mark.parametrize('name', CONFIG_FILES)
+@pytest.mark.parametrize('num_devices', [1, 4])
+def test_shipped_configs_validate(name, num_devices):
+  config = config_lib.load_config(os.path.join(REPO, 'configs', name), validate_config=False)
+  assert validate(config, num_devices=num_devices) == []
+
+
+def test_published_protocol_numbers():
+  config = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic_published.py'))
+  assert (config.model.num_layers, config.model.model_dim, config.model.num_heads) == (5, 64, 8)
+  assert config.train.batch_size == 128
+  assert (config.data.min_length, config.data.max_length) == (1, 40)
+  assert tuple(config.eval.lengths) == tuple(range(41, 501))
+  assert config_lib.longest_sequence(config) >= 501
+
+
+def _set(config, key, value):
+  parent, _, leaf = key.rpartition('.')
+  node = config
+  for part in parent.split('.') if parent else ():
+    node = node[part]
+  node[leaf] = value
+
+
+# (which config, key, bad value, text the message must contain)
+BAD_VALUES = [
+    ('lm', 'model.num_heads', 3, 'config.model.num_heads=3'),
+    ('lm', 'model.num_layers', 0, 'config.model.num_layers=0'),
+    ('lm', 'model.dropout_rate', 1.0, 'config.model.dropout_rate=1.0'),
+    ('lm', 'model.dtype', 'float16', 'dtype'),
+    ('lm', 'model.encoder', 'rope(', 'config.model.encoder'),
+    ('lm', 'model.encoder', 'no_such_encoder', 'config.model.encoder'),
+    # A learned absolute table of 32 positions cannot embed the 64-byte evaluation windows.
+    ('lm', 'model.encoder', 'learned(max_length=32)', 'config.model.encoder'),
+    ('lm', 'optim.learning_rate', -1.0, 'config.optim.learning_rate=-1.0'),
+    ('lm', 'optim.schedule', 'linear', 'config.optim.schedule'),
+    ('lm', 'optim.warmup_steps', 10_000, 'config.optim.warmup_steps=10000'),
+    ('lm', 'train.batch_size', 6, 'config.train.batch_size=6'),       # 4 devices cannot split 6 rows
+    ('lm', 'eval.batch_size', 30, 'config.eval.batch_size=30'),
+    ('lm', 'eval.pad_multiple', 8, 'config.eval.pad_multiple=8'),
+    ('lm', 'data.source', 'web', 'config.data.source'),
+    ('lm', 'seed', -1, 'config.seed=-1'),
+    ('algorithmic', 'data.task', 'no_such_task', 'config.data.task'),
+    ('algorithmic', 'data.min_length', 30, 'config.data.min_length=30'),
+    ('algorithmic', 'data.loss_reduction', 'mean', 'config.data.loss_reduction'),
+    # Training batches hold up to 21 tokens; 10 random positions cannot be spread over them.
+    ('algorithmic', 'model.encoder', 'randomized(rope, max_position=10)', 'config.model.encoder'),
+]
+
+
+@pytest.mark.parametrize('which,key,value,expected', BAD_VALUES)
+def test_bad_value_names_the_key(which, key, value, expected):
+  config = config_lib.load_config(os.path.join(REPO, 'configs', f'{which}.py'), validate_config=False)
+  config.unlock()
+  _set(config, key, value)
+  with pytest.raises(ConfigError) as info:
+    validate(config, num_devices=4)
+  assert expected in str(info.value)
+
+
+def test_unknown_and_missing_keys_are_named():
+  config = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'), validate_config=False)
+  config.unlock()
+  config.model.num_head = 4
+  with pytest.raises(ConfigError, match=r'config\.model\.num_head\b'):
+    validate(config, num_devices=1)
+  del config.model['num_head']
+  config.data.max_length = 20  # a task key in a corpus config
+  with pytest.raises(ConfigError, match=r'config\.data\.max_length'):
+    validate(config, num_devices=1)
+  del config.data['max_length']
+  del config.optim['b1']
+  with pytest.raises(ConfigError, match=r'missing key.*config\.optim\.b1'):
+    validate(config, num_devices=1)
+
+
+def test_load_config_override_of_unknown_key_is_named():
+  with pytest.raises(ConfigError, match=r'config\.model\.num_head\b'):
+    config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'), {'model.num_head': 2})
+  config = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'), {'model.num_layers': 4})
+  assert config.model.num_layers == 4
+
+
+def test_position_free_encoder_only_model_warns_naming_the_key():
+  config = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'), {'model.encoder': 'nope'},
+                                  validate_config=False)
+  with pytest.warns(UserWarning, match=r"config\.model\.encoder='nope'"):
+    found = validate(config, num_devices=1)
+  assert len(found) == 1 and 'order' in found[0]
+  # The same encoder in a causal decoder is a legitimate model (NoPE, Kazemnejad et al. 2023): no warning.
+  lm = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'), {'model.encoder': 'nope'},
+                              validate_config=False)
+  assert validate(lm, num_devices=1) == []
+
+
+def test_randomized_range_shorter_than_evaluation_warns():
+  config = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'),
+                                  {'model.encoder': 'randomized(rope, max_position=64)'}, validate_config=False)
+  with pytest.warns(UserWarning, match='max_position=64'):
+    assert len(validate(config, num_devices=1)) == 1
+
+
+@pytest.mark.parametrize('name', CONFIG_FILES)
+def test_shipped_configs_build_their_model_and_data(name):
+  """Each shipped config builds its data and model, and the model scores a training batch."""
+  import numpy as np
+  from relpos_jax.train import inputs, loop
+  overrides = {'data.max_train_bytes': 1_000_000} if name == 'lm.py' else {}
+  config = config_lib.load_config(os.path.join(REPO, 'configs', name), overrides, validate_config=False)
+  data = inputs.build_data(config)
+  model = loop.build_model(config, data)
+  batch = {k: v[:4] for k, v in data.train_batch(0).items()}
+  logits = model(batch['inputs'], padding_mask=batch['padding_mask'] if data.uses_padding else None)
+  assert logits.shape == batch['inputs'].shape + (data.num_classes,)
+  assert np.isfinite(np.asarray(logits)).all()
