@@ -114,8 +114,16 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # share few compiled shapes. 1: no padding (the only value for the corpus, whose windows are exact).
         'pad_multiple': int_at_least(1),
         'seed': int_at_least(0),                    # the eval sets do not depend on the training seed
+        # Optional. Corpus: evaluate every length on about this many scored tokens (windows = num_tokens //
+        # length, overriding num_examples), so every length reads the same amount of validation text.
+        'num_tokens': optional(int_at_least(1)),
+        # Optional. Cap on tokens per evaluation batch: long lengths get proportionally fewer rows (at
+        # least one per device), so evaluating far beyond the training length fits in memory.
+        'max_tokens_per_batch': optional(int_at_least(1)),
     },
 }
+# Keys a section may leave out (read with .get, None when absent).
+OPTIONAL_KEYS: dict[str, tuple[str, ...]] = {'eval': ('num_tokens', 'max_tokens_per_batch')}
 SOURCE_KEYS: dict[str, dict[str, tuple]] = {
     'corpus': {
         'source': one_of(*SOURCES),
@@ -222,7 +230,8 @@ def validate(config, *, num_devices: int | None = None) -> list[str]:
     raise _fail('seed', config.seed, f'allowed: {allowed}')
 
   for name in ('optim', 'train', 'eval'):
-    _check_keys(name, config[name], SCHEMA[name], SCHEMA[name])
+    required = [k for k in SCHEMA[name] if k not in OPTIONAL_KEYS.get(name, ())]
+    _check_keys(name, config[name], SCHEMA[name], required)
     _check_values(name, config[name], SCHEMA[name])
 
   data = config.data

@@ -68,6 +68,20 @@ def batches_of(arrays: Batch, batch_size: int) -> list[Batch]:
   return [{k: v[i:i + batch_size] for k, v in arrays.items()} for i in range(0, n + fill, batch_size)]
 
 
+def eval_batch_size(eval_config, length: int, num_devices: int | None = None) -> int:
+  """Rows per evaluation batch at `length` tokens: `eval.batch_size`, or fewer under
+  `eval.max_tokens_per_batch`, but always a multiple of the device count (at least one row per device)."""
+  size = int(eval_config.batch_size)
+  budget = eval_config.get('max_tokens_per_batch')
+  if budget is None:
+    return size
+  if num_devices is None:
+    import jax
+    num_devices = jax.device_count()
+  fitting = (int(budget) // max(int(length), 1)) // num_devices * num_devices
+  return max(num_devices, min(size, fitting))
+
+
 def lm_batch(tokens: np.ndarray) -> Batch:
   """(B, L + 1) corpus windows -> next-token inputs and targets of length L, every position scored."""
   tokens = np.asarray(tokens, np.int32)
@@ -114,9 +128,12 @@ class CorpusData:
 
   @functools.lru_cache(maxsize=EVAL_SETS_CACHED)
   def eval_set(self, length: int) -> list[Batch]:
-    """Up to `eval.num_examples` disjoint validation windows of `length` scored tokens."""
-    windows = self.corpus.eval_windows(int(length), int(self.eval_config.num_examples))
-    return batches_of(lm_batch(windows), int(self.eval_config.batch_size))
+    """Disjoint validation windows of `length` scored tokens: `eval.num_examples` of them, or about
+    `eval.num_tokens` tokens' worth when that is set (the same amount of text at every length)."""
+    num_tokens = self.eval_config.get('num_tokens')
+    count = int(self.eval_config.num_examples) if num_tokens is None else max(1, int(num_tokens) // int(length))
+    windows = self.corpus.eval_windows(int(length), count)
+    return batches_of(lm_batch(windows), eval_batch_size(self.eval_config, length))
 
   def describe(self) -> dict:
     return {'source': 'corpus', **self.corpus.describe()}
@@ -157,7 +174,7 @@ class TaskData:
     multiple = int(self.eval_config.pad_multiple)
     total = batch['inputs'].shape[1]
     batch = data_lib.pad_batch(batch, -(-total // multiple) * multiple, self.task.pad_id)
-    return batches_of(task_batch(batch), int(self.eval_config.batch_size))
+    return batches_of(task_batch(batch), eval_batch_size(self.eval_config, batch['inputs'].shape[1]))
 
   def describe(self) -> dict:
     return {'source': 'task', **self.task.metadata, 'train_lengths': [self.spec.min_length, self.spec.max_length],

@@ -1,0 +1,52 @@
+r"""The default length-generalization study: every family of encodings on the built-in corpus.
+
+Each encoder trains the small causal byte-level LM of configs/lm.py at length 64 (same data stream, same
+seed, same steps), then is evaluated on the same validation text cut into windows of 64, 128, 256, 512 and
+1024 bytes (1x to 16x). Sized to finish in about 10 minutes on a 2-core CPU:
+
+    python -m experiments.length_generalization                      # this config, ./results/default
+    python -m experiments.length_generalization --config=configs/length_generalization.py \
+        --config.train.steps=2000 --config.model.num_layers=4 --workdir=/tmp/bigger
+
+`study.encoders` holds 'label: spec' entries (any encoder spec; see relpos_jax.encoders.spec).
+"""
+
+import os
+
+import ml_collections
+
+from relpos_jax.train import config as config_lib
+
+# The position-free control, absolute tables, the lecture's relative variants and today's choices.
+DEFAULT_ENCODERS = (
+    'nope',
+    'sinusoidal',
+    'learned: learned(max_length=1024)',
+    'shaw: shaw(max_distance=16)',
+    't5: t5(bidirectional=False)',
+    'multiscale',
+    'alibi',
+    'kerple_log',
+    'fire',
+    'rope',
+    'rope+randomized: randomized(rope, max_position=2048)',
+)
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = config_lib.load_config(os.path.join(os.path.dirname(__file__), 'lm.py'), validate_config=False)
+  config.unlock()
+  config.train.steps = 400
+  config.train.log_every = 100
+  config.train.checkpoint_every = 200
+  config.optim.warmup_steps = 40
+  config.eval.every = 0                    # evaluate once, after training
+  config.eval.lengths = (64, 128, 256, 512, 1024)
+  config.eval.num_tokens = 65_536          # the same amount of validation text at every length
+  config.eval.max_tokens_per_batch = 16_384  # long windows in small batches: fits any laptop
+  config.study = ml_collections.ConfigDict()
+  config.study.title = 'Byte-level LM on the Python stdlib: trained at 64, evaluated up to 16x'
+  config.study.description = ('Bits per character on the validation files; every encoder trains the same '
+                              'model, data stream and steps.')
+  config.study.encoders = DEFAULT_ENCODERS
+  return config

@@ -1,0 +1,46 @@
+r"""The main job: how does each position encoding hold up on sequences longer than it was trained on?
+
+    python -m experiments.length_generalization                     # the default study, ~10 min on CPU
+    python -m experiments.length_generalization --config=configs/length_generalization_algorithmic.py
+    python -m experiments.length_generalization --config.study.encoders="('alibi', 'rope')"
+
+Writes results.json, results.md (encoder x evaluation length) and results.png in --workdir and prints
+where they are. Rerunning the same command resumes: finished encoders are kept, an interrupted one
+continues from its last checkpoint. Everything but flag parsing is `relpos_jax.study.run_study`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from absl import app
+from absl import flags
+from ml_collections import config_flags
+
+_DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'configs',
+                               'length_generalization.py')
+_CONFIG = config_flags.DEFINE_config_file('config', _DEFAULT_CONFIG, 'A study config (configs/*.py).',
+                                          lock_config=True)
+_WORKDIR = flags.DEFINE_string('workdir', os.path.join('results', 'default'),
+                               'Where results and the per-encoder runs go (resumed if present).')
+_MULTIHOST = flags.DEFINE_bool('multihost', False, 'Call jax.distributed.initialize() first.')
+
+
+def main(argv) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  import jax  # After flag parsing: initialize() must precede any other JAX call.
+  if _MULTIHOST.value:
+    jax.distributed.initialize()
+  from relpos_jax.study import report, run_study, write_outputs
+  from relpos_jax.train import metrics
+  metrics.quiet_checkpoint_logs()
+  results = run_study(_CONFIG.value, _WORKDIR.value)
+  paths = write_outputs(results, _WORKDIR.value)
+  print(report.markdown_table(results))
+  for kind, path in paths.items():
+    print(f'{kind:>8}: {os.path.abspath(path)}')
+
+
+if __name__ == '__main__':
+  app.run(main)

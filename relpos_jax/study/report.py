@@ -1,0 +1,126 @@
+"""Reporting a length-generalization study: results.json, a markdown table and a plot.
+
+A study's results are plain JSON-able data, so a notebook can load, re-plot or merge them:
+
+    {'meta': {...},                       # config, corpus fingerprint, versions, device, wall time
+     'metric': 'bits_per_char',           # what the numbers are
+     'lower_is_better': True,
+     'train_length': 64,
+     'eval_lengths': [64, 128, ...],
+     'runs': [{'name': 'alibi', 'spec': 'alibi', 'by_length': {'64': 2.1, ...},
+               'train_metric': 2.0, 'steps': 300, 'train_seconds': 31.2, 'num_params': 103424}, ...]}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+Results = dict[str, Any]
+
+
+def write_json(results: Results, path: str) -> str:
+  tmp = path + '.tmp'
+  with open(tmp, 'w') as f:
+    json.dump(results, f, indent=2, sort_keys=True)
+  os.replace(tmp, path)  # Atomic: an interrupted write never leaves a truncated results file.
+  return path
+
+
+def load_json(path: str) -> Results:
+  with open(path) as f:
+    return json.load(f)
+
+
+def _value(run, length):
+  value = run['by_length'].get(str(length))
+  return None if value is None else float(value)
+
+
+def _fmt(value, digits=3):
+  return '—' if value is None or (isinstance(value, float) and math.isnan(value)) else f'{value:.{digits}f}'
+
+
+def _mean(values):
+  values = [v for v in values if v is not None]
+  return sum(values) / len(values) if values else None
+
+
+def markdown_table(results: Results) -> str:
+  """Encoder x evaluation length, then in- and out-of-distribution means and the longest/train ratio.
+
+  Lengths up to the (longest) training length are in distribution. The in-distribution score sits next
+  to the out-of-distribution one because a run that never fit its training lengths says nothing about
+  generalization. The ratio is the metric at the longest length over the metric at the training length
+  (the mean of the in-distribution lengths when the training length itself is not evaluated): near 1
+  means the encoding holds up.
+  """
+  train_length = results['train_length']
+  lengths = results['eval_lengths']
+  in_dist = [length for length in lengths if length <= train_length]
+  out_dist = [length for length in lengths if length > train_length]
+  header = (['encoder'] + [f'{length} ({length / train_length:g}×)' for length in lengths]
+            + ['in-dist mean', 'out-of-dist mean', f'{lengths[-1]} / train'])
+  lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+  for run in results['runs']:
+    values = {length: _value(run, length) for length in lengths}
+    reference = values.get(train_length, _mean([values[n] for n in in_dist]))
+    last = values[lengths[-1]]
+    ratio = None if reference in (None, 0.0) or last is None else last / reference
+    name = run['name'] if run['spec'] == run['name'] else f'{run["name"]} (`{run["spec"]}`)'
+    cells = ([name] + [_fmt(values[n]) for n in lengths]
+             + [_fmt(_mean([values[n] for n in in_dist])), _fmt(_mean([values[n] for n in out_dist])),
+                _fmt(ratio, 2)])
+    lines.append('| ' + ' | '.join(cells) + ' |')
+  return '\n'.join(lines) + '\n'
+
+
+def write_markdown(results: Results, path: str) -> str:
+  meta = results.get('meta', {})
+  better = 'lower is better' if results.get('lower_is_better', True) else 'higher is better'
+  text = [f'# {meta.get("title", "Length generalization")}\n',
+          f'{results["metric"]} ({better}) on evaluation sequences of each length; trained at length '
+          f'{results["train_length"]}.\n']
+  if 'description' in meta:
+    text.append(meta['description'] + '\n')
+  text.append(markdown_table(results))
+  facts = {k: meta[k] for k in ('data', 'corpus_fingerprint', 'device', 'jax_version', 'wall_seconds',
+                                 'date') if k in meta}
+  if facts:
+    text.append('\n' + '\n'.join(f'- {k}: {v}' for k, v in facts.items()) + '\n')
+  with open(path, 'w') as f:
+    f.write('\n'.join(text))
+  return path
+
+
+def plot(results: Results, path: str) -> str:
+  """Metric against evaluation length (log2 axis), one line per encoder, training length marked."""
+  import matplotlib
+  matplotlib.use('Agg')  # Headless: studies run on servers; a notebook shows the PNG or re-plots.
+  import matplotlib.pyplot as plt
+
+  lengths = results['eval_lengths']
+  fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
+  cmap = plt.get_cmap('tab20')
+  for n, run in enumerate(results['runs']):
+    values = [_value(run, length) for length in lengths]
+    points = [(length, v) for length, v in zip(lengths, values) if v is not None]
+    if points:
+      xs, ys = zip(*points)
+      ax.plot(xs, ys, marker='o', ms=3, lw=1.5, color=cmap(n % 20), label=run['name'])
+  ax.axvline(results['train_length'], color='grey', ls='--', lw=1)
+  ax.text(results['train_length'], 0.98, ' train length', transform=ax.get_xaxis_transform(),
+          va='top', fontsize=8, color='grey')
+  ax.set_xscale('log', base=2)
+  ax.set_xticks(lengths, [str(length) for length in lengths])
+  ax.set_xlabel('evaluation sequence length')
+  ax.set_ylabel(results['metric'].replace('_', ' '))
+  ax.set_title(results.get('meta', {}).get('title', 'Length generalization'))
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8, ncol=2, frameon=False)
+  fig.tight_layout()
+  fig.savefig(path)
+  plt.close(fig)
+  return path

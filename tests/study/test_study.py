@@ -1,0 +1,138 @@
+"""The study: entries, up-front validation, outputs, resume, and the report's table."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import ml_collections
+import numpy as np
+import pytest
+
+from relpos_jax import study
+from relpos_jax.study import report, runner
+from relpos_jax.train import config as config_lib
+from relpos_jax.train import inputs, loop
+
+
+def tiny_study_config(encoders=('alibi', 'abs: sinusoidal')) -> ml_collections.ConfigDict:
+  config = ml_collections.ConfigDict()
+  config.seed = 0
+  config.model = ml_collections.ConfigDict(dict(
+      encoder='nope', num_layers=1, model_dim=16, num_heads=2, mlp_ratio=2, dropout_rate=0.0,
+      dtype='float32'))
+  config.data = ml_collections.ConfigDict(dict(
+      source='corpus', corpus='stdlib', max_train_bytes=1_000_000, train_length=8))
+  config.optim = ml_collections.ConfigDict(dict(
+      learning_rate=1e-2, schedule='warmup_constant', warmup_steps=1, end_lr_fraction=1.0,
+      weight_decay=0.0, b1=0.9, b2=0.98, eps=1e-9, grad_clip_norm=1.0))
+  config.train = ml_collections.ConfigDict(dict(
+      steps=3, batch_size=4, log_every=3, checkpoint_every=3, keep_checkpoints=1))
+  config.eval = ml_collections.ConfigDict(dict(
+      every=0, lengths=(8, 16, 32), batch_size=8, num_examples=4, pad_multiple=1, seed=0,
+      num_tokens=128, max_tokens_per_batch=128))
+  config.study = ml_collections.ConfigDict(dict(encoders=encoders, title='tiny'))
+  return config
+
+
+def test_parse_entries_labels_and_errors():
+  entries = runner.parse_entries(('alibi', 'rope+randomized: randomized(rope, max_position=64)'))
+  assert entries == [runner.Entry('alibi', 'alibi'),
+                     runner.Entry('rope+randomized', 'randomized(rope, max_position=64)')]
+  with pytest.raises(ValueError, match="label 't5\\(bidirectional=False\\)'"):
+    runner.parse_entries(('t5(bidirectional=False)',))
+  with pytest.raises(ValueError, match='repeats label'):
+    runner.parse_entries(('alibi', 'alibi: alibi(learnable_slopes=True)'))
+  with pytest.raises(ValueError, match='non-empty tuple'):
+    runner.parse_entries('alibi')
+
+
+def test_bad_entry_is_rejected_before_any_training():
+  config = tiny_study_config(encoders=('alibi', 'short: learned(max_length=16)'))
+  calls = []
+  with pytest.raises(ValueError, match="entry 'short'.*32 tokens"):
+    runner.run_study(config, '/nonexistent/never-created', train_fn=lambda *a, **k: calls.append(a))
+  assert not calls
+
+
+def test_unknown_study_key_is_named():
+  config = tiny_study_config()
+  config.study.encoder = 'alibi'
+  with pytest.raises(ValueError, match='config.study.encoder'):
+    runner.validate_study(config)
+
+
+def test_eval_batches_shrink_with_length_and_text_is_budgeted():
+  eval_config = ml_collections.ConfigDict(dict(batch_size=32, max_tokens_per_batch=4096))
+  assert inputs.eval_batch_size(eval_config, 64, num_devices=1) == 32
+  assert inputs.eval_batch_size(eval_config, 1024, num_devices=1) == 4
+  assert inputs.eval_batch_size(eval_config, 1024, num_devices=4) == 4
+  assert inputs.eval_batch_size(eval_config, 4096, num_devices=4) == 4   # one row per device at least
+  assert inputs.eval_batch_size(eval_config, 100_000, num_devices=1) == 1
+  data = inputs.build_data(config_lib_free_config())
+  windows = {n: sum(int(b['loss_mask'].sum()) for b in data.eval_set(n)) for n in (8, 16, 32)}
+  assert windows == {8: 128, 16: 128, 32: 128}  # the same amount of validation text at every length
+
+
+def config_lib_free_config():
+  base, _ = runner.split_config(tiny_study_config())
+  return base
+
+
+def test_study_writes_outputs_and_resumes(tmp_path):
+  config = tiny_study_config()
+  calls = []
+
+  def counting_train(cfg, workdir, **kwargs):
+    calls.append(cfg.model.encoder)
+    return loop.train(cfg, workdir, **kwargs)
+
+  results = study.run_study(config, tmp_path, train_fn=counting_train)
+  assert calls == ['alibi', 'sinusoidal']
+  for name in ('results.json', 'results.md', 'results.png'):
+    assert os.path.getsize(tmp_path / name) > 0
+  saved = report.load_json(tmp_path / 'results.json')
+  assert [r['name'] for r in saved['runs']] == ['alibi', 'abs']
+  assert saved['eval_lengths'] == [8, 16, 32] and saved['metric'] == 'bits_per_char'
+  assert saved['meta']['corpus_fingerprint'] == saved['meta']['data']['fingerprint']
+  for run in results['runs']:
+    values = np.array([run['by_length'][str(n)] for n in (8, 16, 32)])
+    assert np.all(np.isfinite(values)) and np.all(values > 0) and run['steps'] == 3
+  table = (tmp_path / 'results.md').read_text()
+  assert '| abs (`sinusoidal`) |' in table and '32 (4×)' in table
+
+  # A second call reuses both finished encoders: nothing is trained again, results are identical.
+  calls.clear()
+  again = study.run_study(config, tmp_path, train_fn=counting_train)
+  assert calls == []
+  assert json.dumps(again['runs'], sort_keys=True) == json.dumps(results['runs'], sort_keys=True)
+
+
+def test_interrupted_study_keeps_finished_encoders(tmp_path):
+  config = tiny_study_config()
+
+  def dies_on_second(cfg, workdir, **kwargs):
+    if cfg.model.encoder == 'sinusoidal':
+      raise KeyboardInterrupt
+    return loop.train(cfg, workdir, **kwargs)
+
+  with pytest.raises(KeyboardInterrupt):
+    study.run_study(config, tmp_path, train_fn=dies_on_second)
+  partial = report.load_json(tmp_path / 'results.json')
+  assert [r['name'] for r in partial['runs']] == ['alibi']
+  calls = []
+  study.run_study(config, tmp_path, train_fn=lambda cfg, wd, **kw: calls.append(cfg.model.encoder)
+                  or loop.train(cfg, wd, **kw))
+  assert calls == ['sinusoidal']
+
+
+def test_markdown_table_by_hand():
+  results = {'metric': 'bits_per_char', 'lower_is_better': True, 'train_length': 10,
+             'eval_lengths': [10, 20, 40],
+             'runs': [{'name': 'a', 'spec': 'a', 'by_length': {'10': 2.0, '20': 2.5, '40': 3.0}},
+                      {'name': 'b', 'spec': 'b(x=1)', 'by_length': {'10': 1.0, '20': None, '40': 1.0}}]}
+  lines = report.markdown_table(results).splitlines()
+  assert lines[0] == ('| encoder | 10 (1×) | 20 (2×) | 40 (4×) | in-dist mean | out-of-dist mean | '
+                      '40 / train |')
+  assert lines[2] == '| a | 2.000 | 2.500 | 3.000 | 2.000 | 2.750 | 1.50 |'
+  assert lines[3] == '| b (`b(x=1)`) | 1.000 | — | 1.000 | 1.000 | 1.000 | 1.00 |'
