@@ -48,6 +48,17 @@ def _mean(values):
   return sum(values) / len(values) if values else None
 
 
+def display_lengths(lengths, max_columns: int = 10) -> list:
+  """All lengths, or (for sweeps such as 41..500) an evenly spaced subset that keeps both ends.
+
+  Only the columns are thinned: the means and the ratio always use every length.
+  """
+  if len(lengths) <= max_columns:
+    return list(lengths)
+  picks = sorted({round(k * (len(lengths) - 1) / (max_columns - 1)) for k in range(max_columns)})
+  return [lengths[k] for k in picks]
+
+
 def markdown_table(results: Results) -> str:
   """Encoder x evaluation length, then in- and out-of-distribution means and the longest/train ratio.
 
@@ -61,7 +72,8 @@ def markdown_table(results: Results) -> str:
   lengths = results['eval_lengths']
   in_dist = [length for length in lengths if length <= train_length]
   out_dist = [length for length in lengths if length > train_length]
-  header = (['encoder'] + [f'{length} ({length / train_length:g}×)' for length in lengths]
+  shown = display_lengths(lengths)
+  header = (['encoder'] + [f'{length} ({length / train_length:g}×)' for length in shown]
             + ['in-dist mean', 'out-of-dist mean', f'{lengths[-1]} / train'])
   lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
   for run in results['runs']:
@@ -70,7 +82,7 @@ def markdown_table(results: Results) -> str:
     last = values[lengths[-1]]
     ratio = None if reference in (None, 0.0) or last is None else last / reference
     name = run['name'] if run['spec'] == run['name'] else f'{run["name"]} (`{run["spec"]}`)'
-    cells = ([name] + [_fmt(values[n]) for n in lengths]
+    cells = ([name] + [_fmt(values[n]) for n in shown]
              + [_fmt(_mean([values[n] for n in in_dist])), _fmt(_mean([values[n] for n in out_dist])),
                 _fmt(ratio, 2)])
     lines.append('| ' + ' | '.join(cells) + ' |')

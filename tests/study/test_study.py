@@ -136,3 +136,15 @@ def test_markdown_table_by_hand():
                       '40 / train |')
   assert lines[2] == '| a | 2.000 | 2.500 | 3.000 | 2.000 | 2.750 | 1.50 |'
   assert lines[3] == '| b (`b(x=1)`) | 1.000 | — | 1.000 | 1.000 | 1.000 | 1.00 |'
+
+
+def test_long_sweeps_show_a_subset_of_columns_but_average_all():
+  lengths = list(range(41, 501))
+  shown = report.display_lengths(lengths)
+  assert shown[0] == 41 and shown[-1] == 500 and len(shown) == 10
+  results = {'metric': 'accuracy', 'lower_is_better': False, 'train_length': 40, 'eval_lengths': lengths,
+             'runs': [{'name': 'a', 'spec': 'a', 'by_length': {str(n): (1.0 if n == 42 else 0.5)
+                                                               for n in lengths}}]}
+  row = report.markdown_table(results).splitlines()[2].split(' | ')
+  assert len(row) == 1 + 10 + 3
+  assert row[-2] == f'{(0.5 * 459 + 1.0) / 460:.3f}'  # out-of-dist mean over all 460 lengths
