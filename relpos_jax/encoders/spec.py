@@ -1,0 +1,176 @@
+"""Encoder specs: one-line strings that name an encoder, for flags, configs and result tables.
+
+    t5                                   an encoder with its published defaults
+    t5(num_buckets=64, bidirectional=False)
+                                         hyperparameters as keywords with Python literal values
+    randomized(rope, max_position=2048)  a wrapper: positional arguments are nested specs, filling the
+                                         wrapper's fields in order (here its first field, `base`)
+    sinusoidal + shaw(max_distance=8)    a sum of encoders (`combine`): the lecture's absolute + relative
+
+`from_spec` reads a spec with `ast.parse(spec, mode='eval')` and `ast.literal_eval` for values: nothing is
+ever evaluated, so a spec from a command line cannot run code. `to_spec` writes the shortest spec of an
+encoder (non-default hyperparameters only) and round-trips: from_spec(to_spec(e)) == e.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import math
+
+import numpy as np
+
+from relpos_jax.encoders import base
+from relpos_jax.encoders import registry
+from relpos_jax.encoders.combine import Combined, combine
+
+ALLOWED = ('an encoder name (t5), a call with literal keyword hyperparameters (t5(num_buckets=64)), '
+           'a wrapper with nested specs as positional arguments (randomized(rope, max_position=2048)), '
+           'or a sum of specs (sinusoidal + t5)')
+
+_LITERAL_TYPES = (bool, int, float, str, type(None))
+
+
+def from_spec(spec: str | base.Encoder) -> base.Encoder:
+  """The encoder a spec string names (an Encoder is returned as it is). Bad specs raise ValueError."""
+  if isinstance(spec, base.Encoder):
+    return spec
+  if not isinstance(spec, str):
+    raise ValueError(f'encoder spec {spec!r} is neither a string nor an encoder; allowed: {ALLOWED}.')
+  text = spec.strip()
+  try:
+    tree = ast.parse(text, mode='eval')
+  except SyntaxError as e:
+    raise ValueError(f'encoder spec {spec!r} is not valid syntax ({e.msg}); allowed: {ALLOWED}.') from None
+  return _build(tree.body, text)
+
+
+def _piece(node: ast.AST, text: str) -> str:
+  return ast.get_source_segment(text, node) or ast.dump(node)
+
+
+def _error(node: ast.AST, text: str, problem: str) -> ValueError:
+  return ValueError(f'encoder spec {text!r}: {_piece(node, text)!r} {problem}; allowed: {ALLOWED}.')
+
+
+def _build(node: ast.AST, text: str) -> base.Encoder:
+  if isinstance(node, ast.Name):
+    return registry.make(node.id)
+  if isinstance(node, ast.BinOp):
+    if not isinstance(node.op, ast.Add):
+      raise _error(node, text, f'uses the operator {type(node.op).__name__}; only + combines encoders')
+    return combine(_build(node.left, text), _build(node.right, text))
+  if isinstance(node, ast.Call):
+    return _build_call(node, text)
+  raise _error(node, text, 'is not an encoder spec')
+
+
+def _build_call(node: ast.Call, text: str) -> base.Encoder:
+  if not isinstance(node.func, ast.Name):
+    raise _error(node.func, text, 'is not an encoder name')
+  name = node.func.id
+  cls = registry.encoder_class(name)  # ValueError listing the names for an unknown one.
+  fields = [f for f in dataclasses.fields(cls) if f.init]
+  if len(node.args) > len(fields):
+    raise _error(node, text, f'passes {len(node.args)} positional arguments; {name} has '
+                             f'{len(fields)} fields')
+  hparams = {}
+  for field, arg in zip(fields, node.args):
+    takes_encoder = (field.default is dataclasses.MISSING
+                     or isinstance(field.default, base.Encoder))
+    if isinstance(arg, ast.Starred) or not takes_encoder or not isinstance(
+        arg, (ast.Name, ast.Call, ast.BinOp)):
+      raise _error(arg, text, f'cannot be a positional argument of {name}: positional arguments are '
+                              f'nested encoder specs for a wrapper\'s encoder fields; give '
+                              f'hyperparameters as keywords (name=value)')
+    hparams[field.name] = _build(arg, text)
+  for keyword in node.keywords:
+    if keyword.arg is None:
+      raise _error(keyword.value, text, 'is a ** expansion; write each hyperparameter as name=value')
+    if keyword.arg in hparams:
+      raise _error(keyword.value, text, f'gives {keyword.arg} a second time')
+    hparams[keyword.arg] = _literal(keyword.value, keyword.arg, text)
+  return registry.make(name, **hparams)
+
+
+def _literal(node: ast.AST, field: str, text: str):
+  try:
+    value = ast.literal_eval(node)
+  except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+    raise _error(node, text, f'is not a literal value for {field} (quote strings: {field}=\'...\'; '
+                             f'nested encoders go positionally)') from None
+  # Lists read as tuples: encoders are hashable (static arguments of jax.jit).
+  value = _tuples(value)
+  if not _is_plain(value):
+    raise _error(node, text, f'is not an int, float, str, bool, None or tuple of them ({field})')
+  return value
+
+
+def _tuples(value):
+  if isinstance(value, (list, tuple)):
+    return tuple(_tuples(v) for v in value)
+  return value
+
+
+def _is_plain(value) -> bool:
+  if isinstance(value, tuple):
+    return all(_is_plain(v) for v in value)
+  return isinstance(value, _LITERAL_TYPES)
+
+
+def to_spec(encoder: base.Encoder) -> str:
+  """The shortest spec naming `encoder`: its registered name and only its non-default hyperparameters.
+
+  Sums print as 'a + b'; a wrapper's nested encoders print positionally. Raises ValueError for an encoder
+  no spec can name (an unregistered class, a non-literal hyperparameter).
+  """
+  if isinstance(encoder, Combined):
+    return ' + '.join(to_spec(part) for part in encoder.parts)
+  if not isinstance(encoder, base.Encoder):
+    raise ValueError(f'to_spec needs an encoder, got {encoder!r}.')
+  cls = type(encoder)
+  name = cls.name
+  if not name or registry.encoder_class(name) is not cls:
+    raise ValueError(f'{cls.__name__} is not a registered encoder; a spec can only name registered '
+                     f'ones ({", ".join(registry.names())}).')
+  fields = [f for f in dataclasses.fields(cls) if f.init]
+  leading = 0  # Nested encoders must be a prefix of the fields: they print positionally.
+  while leading < len(fields) and isinstance(getattr(encoder, fields[leading].name), base.Encoder):
+    leading += 1
+  positional = list(fields[:leading])
+  while positional and _is_default(encoder, positional[-1]):
+    positional.pop()  # Trailing default encoders can go; earlier ones hold their place.
+  args = [to_spec(getattr(encoder, f.name)) for f in positional]
+  for f in fields[leading:]:
+    if _is_default(encoder, f):
+      continue
+    args.append(f'{f.name}={_write_literal(encoder, f.name, getattr(encoder, f.name))}')
+  return f'{name}({", ".join(args)})' if args else name
+
+
+def _is_default(encoder, field: dataclasses.Field) -> bool:
+  if field.default is not dataclasses.MISSING:
+    default = field.default
+  elif field.default_factory is not dataclasses.MISSING:
+    default = field.default_factory()
+  else:
+    return False
+  value = getattr(encoder, field.name)
+  # True == 1 == 1.0 in Python: a bool only counts as default where the default is a bool too.
+  return value == default and isinstance(value, bool) == isinstance(default, bool)
+
+
+def _write_literal(encoder, field: str, value) -> str:
+  if isinstance(value, np.generic):
+    value = value.item()
+  if isinstance(value, tuple):
+    items = [_write_literal(encoder, field, v) for v in value]
+    return f'({items[0]},)' if len(items) == 1 else f'({", ".join(items)})'
+  if isinstance(value, float) and math.isinf(value):
+    return '1e999' if value > 0 else '-1e999'  # literal_eval reads 1e999 as inf; 'inf' is a name.
+  if isinstance(value, base.Encoder):
+    raise ValueError(f'{type(encoder).__name__}.{field} holds an encoder after a hyperparameter field; '
+                     f'a spec can only pass nested encoders as the leading positional arguments.')
+  if not isinstance(value, _LITERAL_TYPES) or (isinstance(value, float) and math.isnan(value)):
+    raise ValueError(f'{type(encoder).__name__}.{field}={value!r} cannot be written as a spec literal.')
+  return repr(value)

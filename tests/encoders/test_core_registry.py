@@ -1,0 +1,160 @@
+"""Every registered encoder, found by iterating the registry: jit with the encoder static, and gradients.
+
+An encoder another engineer registers later is covered automatically (the Toeplitz properties of scalar
+biases are in test_core_props.py). Gradients are taken under jit: eager mode would compile every primitive.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import relpos_jax
+from relpos_jax import encoders
+from relpos_jax.encoders import Kind
+from relpos_jax.encoders.combine import combine
+
+HEAD_DIM = 8
+MODEL_DIM = 16
+
+
+def default_instance(name: str) -> encoders.Encoder:
+  """The encoder with its defaults; a wrapper's required encoder field gets a learnable scalar bias."""
+  cls = encoders.encoder_class(name)
+  filled = {}
+  for field in dataclasses.fields(cls):
+    if field.init and field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+      if 'Encoder' not in str(field.type):
+        raise AssertionError(f'{name}.{field.name} has no default and is not an encoder field; teach '
+                             f'default_instance in {__file__} how to build {name}.')
+      filled[field.name] = encoders.make('shaw', max_distance=4)
+  return encoders.make(name, **filled)
+
+
+@functools.lru_cache(maxsize=None)
+def init_params(encoder, num_heads: int, seed: int = 0):
+  return encoder.init(jax.random.key(seed), num_heads, head_dim=HEAD_DIM, model_dim=MODEL_DIM)
+
+
+ALL = encoders.names()
+
+
+def test_the_registry_holds_the_core_encoders():
+  for name in ('distance', 'shaw', 'shaw_vector', 't5', 'piecewise', 'multiscale', 'sinusoidal',
+               'learned', 'absolute_score'):
+    assert name in ALL
+
+
+# --- jit with the encoder as a static argument, by kind ------------------------------------------
+
+CASES = [(n, default_instance(n)) for n in ALL] + [
+    ('sinusoidal + t5', combine(encoders.make('sinusoidal'), encoders.make('t5'))),
+    ('absolute_score(learned) + multiscale',
+     combine(encoders.make('absolute_score', base=encoders.make('learned', max_length=64)),
+             encoders.make('multiscale'))),
+]
+IDS = [label for label, _ in CASES]
+
+
+def _check_jit(enc, params, label):
+  """Runs the kind's entry points under jax.jit with the encoder static; checks them against another path."""
+  rng = np.random.default_rng(0)
+  if enc.kind is Kind.SCALAR_BIAS:
+    matrix = jax.jit(relpos_jax.bias_matrix, static_argnums=(0, 2, 3))
+    pairs = jax.jit(relpos_jax.bias_at_positions, static_argnums=(0,))
+    expected = pairs(enc, params, jnp.arange(3) + 4, jnp.arange(7))
+    for q_offset in (4, jnp.int32(4)):  # a Python int, and a traced offset
+      out = matrix(enc, params, 3, 7, q_offset)
+      assert out.shape == (params['dims'].num_heads, 3, 7), label
+      np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6, err_msg=label)
+    return
+  rel = relpos_jax.relative_positions(4, 6)
+  if enc.kind is Kind.VECTOR_RELATIVE:
+    for method in ('key_embeddings', 'value_embeddings'):
+      eager = getattr(enc, method)(params, rel)
+      if eager is None:
+        continue
+      jitted = jax.jit(lambda e, p, r, m=method: getattr(e, m)(p, r), static_argnums=0)(enc, params, rel)
+      np.testing.assert_allclose(jitted, eager, rtol=1e-5, atol=1e-6, err_msg=f'{label}.{method}')
+    return
+  if enc.kind is Kind.ROTARY:
+    x = jnp.asarray(rng.normal(size=(2, 6, 2, HEAD_DIM)), jnp.float32)
+    positions = jnp.broadcast_to(jnp.arange(6), (2, 6))
+    for method in ('rotate_queries', 'rotate_keys'):
+      jitted = jax.jit(lambda e, p, x, q, m=method: getattr(e, m)(p, x, q), static_argnums=0)
+      eager = getattr(enc, method)(params, x, positions)
+      np.testing.assert_allclose(jitted(enc, params, x, positions), eager, rtol=1e-5, atol=1e-5,
+                                 err_msg=f'{label}.{method}')
+    return
+  if enc.kind is Kind.ABSOLUTE:
+    positions = jnp.arange(6)
+    jitted = jax.jit(lambda e, p, q: e.embed(p, q), static_argnums=0)(enc, params, positions)
+    np.testing.assert_allclose(jitted, enc.embed(params, positions), rtol=1e-5, atol=1e-6, err_msg=label)
+    return
+  if enc.kind is Kind.COMBINED:
+    for part, part_params in enc.terms(params):
+      _check_jit(part, part_params, f'{label} > {type(part).__name__}')
+    return
+  raise AssertionError(f'{label}: unknown kind {enc.kind}')
+
+
+@pytest.mark.parametrize('label,enc', CASES, ids=IDS)
+def test_jit_with_static_encoder(label, enc):
+  _check_jit(enc, init_params(enc, 2), label)
+
+
+# --- gradients reach every learnable leaf ---------------------------------------------------------
+
+LENGTH = 24
+
+
+def _outputs(enc, params):
+  """The kind's differentiable outputs on a LENGTH x LENGTH problem."""
+  if enc.kind is Kind.SCALAR_BIAS:
+    return [relpos_jax.bias_matrix(enc, params, LENGTH, LENGTH)]
+  rel = relpos_jax.relative_positions(LENGTH, LENGTH)
+  if enc.kind is Kind.VECTOR_RELATIVE:
+    outs = [enc.key_embeddings(params, rel), enc.value_embeddings(params, rel), *enc.query_biases(params)]
+    return [o for o in outs if o is not None]
+  if enc.kind is Kind.ROTARY:
+    x = jax.random.normal(jax.random.key(1), (1, LENGTH, 2, HEAD_DIM))
+    positions = jnp.arange(LENGTH)[None]
+    return [enc.rotate_queries(params, x, positions), enc.rotate_keys(params, x, positions)]
+  if enc.kind is Kind.ABSOLUTE:
+    return [enc.embed(params, jnp.arange(LENGTH))]
+  if enc.kind is Kind.COMBINED:
+    return [o for part, p in enc.terms(params) for o in _outputs(part, p)]
+  raise AssertionError(f'unknown kind {enc.kind}')
+
+
+def _loss(enc, params):
+  """A scalar through every output, randomly weighted so that no gradient cancels by symmetry."""
+  total = 0.0
+  for i, out in enumerate(_outputs(enc, params)):
+    total = total + jnp.sum(out * jax.random.normal(jax.random.key(100 + i), out.shape))
+  return total
+
+
+@pytest.mark.parametrize('label,enc', CASES, ids=IDS)
+def test_gradients_reach_every_learnable_leaf(label, enc):
+  params = init_params(enc, 2)
+  grads = jax.jit(jax.grad(_loss, argnums=1), static_argnums=0)(enc, params)
+  leaves = jax.tree_util.tree_leaves_with_path(grads)
+  assert len(leaves) == len(jax.tree.leaves(params))
+  for path, grad in leaves:
+    grad = np.asarray(grad)
+    assert np.isfinite(grad).all(), f'{label}: non-finite gradient at {jax.tree_util.keystr(path)}'
+    assert np.any(grad != 0), f'{label}: no gradient reaches {jax.tree_util.keystr(path)}'
+
+
+def test_learnable_encoders_do_have_leaves_and_fixed_ones_none():
+  # Guards the gradient test against passing vacuously.
+  for name in ('distance', 'shaw', 't5', 'piecewise', 'multiscale', 'learned', 'absolute_score'):
+    assert jax.tree.leaves(init_params(encoders.make(name), 2)), name
+  for enc in (encoders.make('sinusoidal'), encoders.make('distance', learnable=False)):
+    assert jax.tree.leaves(init_params(enc, 2)) == [], enc
