@@ -45,9 +45,10 @@ def assert_qkv_shapes(query: jax.Array, key: jax.Array, value: jax.Array) -> Non
 
 
 def first_non_toeplitz_diagonal(x, atol: float = 1e-6, rtol: float = 1e-6):
-  """Returns None if x (..., M, N) is Toeplitz, else (d, (i, j), value, (i0, j0), reference).
+  """Returns None if x (..., M, N) is Toeplitz, else (d, (i, j), value, (i0, j0), reference, lead).
 
-  d = j - i names the diagonal, (i, j) its first entry that differs from the diagonal's first entry (i0, j0).
+  d = j - i names the diagonal, (i, j) its first entry that differs from the diagonal's first entry (i0, j0),
+  and lead the index of the (M, N) slice it is in (empty for a 2-D x).
   """
   x = np.asarray(x)
   if x.ndim < 2:
@@ -62,7 +63,7 @@ def first_non_toeplitz_diagonal(x, atol: float = 1e-6, rtol: float = 1e-6):
     bad = ~np.isclose(diag, ref, atol=atol, rtol=rtol, equal_nan=True)
     if bad.any():
       where = np.argwhere(bad)[0]
-      lead, t = tuple(where[:-1]), int(where[-1])
+      lead, t = tuple(int(v) for v in where[:-1]), int(where[-1])
       i0, j0 = (0, d) if d >= 0 else (-d, 0)
       return d, (i0 + t, j0 + t), diag[lead + (t,)], (i0, j0), diag[lead + (0,)], lead
   return None

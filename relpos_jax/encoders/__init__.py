@@ -14,3 +14,6 @@ from relpos_jax.encoders.registry import encoder_class, make, names, register
 for _module in sorted(m.name for m in _pkgutil.iter_modules(__path__)):
   if _module not in ('base', 'registry'):
     _importlib.import_module(f'{__name__}.{_module}')
+
+from relpos_jax.encoders.combine import Combined, combine  # noqa: E402
+from relpos_jax.encoders.spec import from_spec, to_spec  # noqa: E402

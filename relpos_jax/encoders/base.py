@@ -146,7 +146,7 @@ class VectorRelativeEncoder(Encoder):
 
   Scores gain q_i . a^K_{j-i} (plus (u . k_j) and (v . a^K_{j-i}) with the query biases of Transformer-XL);
   outputs gain sum_j w_ij a^V_{j-i} when `value_embeddings` is not None. Encoders with a bounded table set
-  `max_distance`: relative positions are clipped to [-max_distance, max_distance], so the layer may evaluate
+  `clip_distance`: relative positions are clipped to [-max_distance, max_distance], so the layer may evaluate
   the table once on that range and gather.
   """
 

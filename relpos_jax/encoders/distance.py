@@ -28,8 +28,9 @@ class Distance(base.ScalarBiasEncoder):
 
   def __post_init__(self):
     base.require_choice(self.name, 'mode', self.mode, ('absolute', 'signed'))
-    base.require(isinstance(self.slope, (int, float)) and math.isfinite(self.slope), self.name,
-                 'slope', self.slope, 'a finite number')
+    base.require(isinstance(self.slope, (int, float)) and not isinstance(self.slope, bool)
+                 and math.isfinite(self.slope), self.name, 'slope', self.slope, 'a finite number')
+    base.require(isinstance(self.learnable, bool), self.name, 'learnable', self.learnable, 'True or False')
 
   def init_params(self, rng, dims_):
     del rng

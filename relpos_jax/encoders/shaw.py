@@ -7,10 +7,13 @@ clips, which fails for |j - i| > k). Beyond k all distances share the edge entri
 Two forms:
   shaw        a scalar bias per head: b_h(j - i) = w_h[clip(j - i)]             (2k + 1, num_heads) table
   shaw_vector the paper's form, e_ij = q_i . (k_j + a^K_{clip(j-i)}) / sqrt(d),
-              z_i = sum_j w_ij (v_j + a^V_{clip(j-i)}), tables a^K, a^V of shape (2k + 1, head_dim) shared
-              across heads as in the paper. The attention layer consumes them without building (L, L, d).
+              z_i = sum_j w_ij (v_j + a^V_{clip(j-i)}), tables a^K, a^V of shape (2k + 1, H, head_dim):
+              unique per layer and head as the paper's base model (section 4.1); `per_head=False` shares one
+              (2k + 1, head_dim) table across heads, as its big model. The attention layer consumes them
+              without building (L, L, d).
 
-The paper's default clipping distance is k = 16 (section 4; it reports no gain beyond k >= 2 for translation).
+The paper's base model clips at k = 16 (section 4.1; it reports no gain beyond k >= 2 for translation);
+k = 0 is allowed (a single learned constant, the paper's ablation).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class Shaw(base.TableBiasEncoder):
 class ShawVector(base.VectorRelativeEncoder):
   max_distance: int = 16
   use_value_embeddings: bool = True
+  per_head: bool = True
 
   def __post_init__(self):
     _check_max_distance(self.name, self.max_distance)
@@ -65,7 +69,8 @@ class ShawVector(base.VectorRelativeEncoder):
   def init_params(self, rng, dims_):
     init = jax.nn.initializers.normal(dims_.head_dim ** -0.5)
     key_rng, value_rng = jax.random.split(rng)
-    shape = (2 * self.max_distance + 1, dims_.head_dim)
+    heads = (dims_.num_heads,) if self.per_head else ()
+    shape = (2 * self.max_distance + 1,) + heads + (dims_.head_dim,)
     params = {'key_table': init(key_rng, shape, jnp.float32)}
     if self.use_value_embeddings:
       params['value_table'] = init(value_rng, shape, jnp.float32)
@@ -73,6 +78,8 @@ class ShawVector(base.VectorRelativeEncoder):
 
   def _lookup(self, params, table, rel):
     rows = jnp.take(params[table], clipped_index(rel, self.max_distance), axis=0)
+    if self.per_head:
+      return rows
     return jnp.broadcast_to(rows[..., None, :],
                             rows.shape[:-1] + (base.dims(params).num_heads, rows.shape[-1]))
 

@@ -55,15 +55,28 @@ class T5(base.TableBiasEncoder):
 
   def __post_init__(self):
     base.require_positive_int(self.name, 'num_buckets', self.num_buckets, minimum=4 if self.bidirectional else 2)
-    per_side = self.num_buckets // 2 if self.bidirectional else self.num_buckets
-    max_exact = per_side // 2
+    base.require(not self.bidirectional or self.num_buckets % 2 == 0, self.name, 'num_buckets',
+                 self.num_buckets, 'an even number in bidirectional mode (half the buckets per direction)')
     base.require_positive_int(self.name, 'max_distance', self.max_distance, minimum=1)
-    # The logarithmic buckets cover distances max_exact..max_distance-1; more buckets than those
-    # distances would leave buckets no distance can reach.
-    base.require(self.max_distance - max_exact >= per_side - max_exact and self.max_distance > max_exact,
-                 self.name, 'max_distance', self.max_distance,
-                 f'>= {per_side} for num_buckets={self.num_buckets} '
-                 f'({"bidirectional" if self.bidirectional else "causal"}): every bucket must be reachable')
+    max_exact = (self.num_buckets // 2 if self.bidirectional else self.num_buckets) // 2
+    base.require(self.max_distance > max_exact, self.name, 'max_distance', self.max_distance,
+                 f'> {max_exact} (the exact range of num_buckets={self.num_buckets}) so the logarithmic '
+                 'buckets have a range to cover')
+    missing = self.unreachable_buckets()
+    base.require(not missing, self.name, 'num_buckets', self.num_buckets,
+                 f'no more buckets than distances up to max_distance={self.max_distance} can fill; buckets '
+                 f'{missing} would never be reached (lower num_buckets or raise max_distance)')
+
+  def unreachable_buckets(self) -> list[int]:
+    """Buckets no relative position reaches, besides bucket num_buckets // 2 in bidirectional mode.
+
+    That one is unreachable in the reference implementation too (rel = 0 lands in bucket 0 and every
+    key ahead gets num_buckets // 2 + n with n >= 1); we keep the published layout bit for bit.
+    """
+    rel = np.arange(-(self.max_distance + 1), self.max_distance + 2)
+    reached = set(np.asarray(self.bucket(rel)).tolist())
+    expected = set(range(self.num_buckets)) - ({self.num_buckets // 2} if self.bidirectional else set())
+    return sorted(expected - reached)
 
   def bucket(self, rel):
     return t5_bucket(rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
