@@ -109,19 +109,23 @@ def write_markdown(results: Results, path: str) -> str:
 
 def plot(results: Results, path: str) -> str:
   """Metric against evaluation length (log2 axis), one line per encoder, training length marked."""
+  # A bare Figure, not pyplot: no backend switch, so this works headless and leaves a notebook's
+  # inline figures alone.
   import matplotlib
-  matplotlib.use('Agg')  # Headless: studies run on servers; a notebook shows the PNG or re-plots.
-  import matplotlib.pyplot as plt
+  from matplotlib.figure import Figure
 
   lengths = results['eval_lengths']
-  fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
-  cmap = plt.get_cmap('tab20')
+  fig = Figure(figsize=(9, 5), dpi=120)
+  ax = fig.subplots()
+  cmap = matplotlib.colormaps['tab20']
   for n, run in enumerate(results['runs']):
     values = [_value(run, length) for length in lengths]
     points = [(length, v) for length, v in zip(lengths, values) if v is not None]
     if points:
       xs, ys = zip(*points)
-      ax.plot(xs, ys, marker='o', ms=3, lw=1.5, color=cmap(n % 20), label=run['name'])
+      # Dark shades of tab20 first, then the light ones: neighbours in the legend never share a hue.
+      color = cmap((2 * n) % 20 + (n // 10) % 2)
+      ax.plot(xs, ys, marker='o', ms=3, lw=1.5, color=color, ls='-' if n < 10 else '--', label=run['name'])
   ax.axvline(results['train_length'], color='grey', ls='--', lw=1)
   ax.text(results['train_length'], 0.98, ' train length', transform=ax.get_xaxis_transform(),
           va='top', fontsize=8, color='grey')
@@ -131,8 +135,7 @@ def plot(results: Results, path: str) -> str:
   ax.set_ylabel(results['metric'].replace('_', ' '))
   ax.set_title(results.get('meta', {}).get('title', 'Length generalization'))
   ax.grid(alpha=0.3)
-  ax.legend(fontsize=8, ncol=2, frameon=False)
+  ax.legend(fontsize=8, frameon=False, loc='upper left', bbox_to_anchor=(1.01, 1.0))
   fig.tight_layout()
   fig.savefig(path)
-  plt.close(fig)
   return path

@@ -441,5 +441,9 @@ def load_config(path: str | os.PathLike, overrides: Mapping[str, Any] | None = N
                         f'{parent}: {", ".join(sorted(_keys(node)))}.')
     node[leaf] = value
   if validate_config:
-    validate(config)
+    if 'study' in _keys(config):  # A study config: a training config plus its `study` section.
+      from relpos_jax.study import runner
+      runner.validate_study(config)
+    else:
+      validate(config)
   return config
