@@ -98,6 +98,8 @@ class Encoder:
   carries_position: ClassVar[bool] = True
   # Whether the encoder's contribution depends on absolute positions (not only on j - i).
   is_relative: ClassVar[bool] = True
+  # Whether the encoder is only defined for causal attention (xPos: keys ahead would grow without bound).
+  requires_causal: ClassVar[bool] = False
 
   def init(self, rng: jax.Array, num_heads: int, *, head_dim: int | None = None,
            model_dim: int | None = None) -> Params:

@@ -1,0 +1,138 @@
+"""A Linen twin of `RelativeMultiHeadAttention`, for Linen models (t5x, big_vision style).
+
+    from relpos_jax.nn import linen as relpos_linen
+
+    class Block(nn.Module):
+      @nn.compact
+      def __call__(self, x):
+        return x + relpos_linen.RelativeMultiHeadAttention(num_heads=4, encoder=encoders.make('t5'))(x)
+
+It is built on the same pure functions as the NNX layer (`position_terms`, `functional.attend`), so given
+the same weights the two agree; `params_from_nnx(layer)` converts an NNX layer's weights into this
+module's params. Params are a plain Linen tree:
+
+    query/kernel, key/kernel, value/kernel   (model_dim, H * D)
+    out/kernel                               (H * D, model_dim)
+    position_<i>/<path>                      the learnable arrays of attention part i, flat by path
+                                             (e.g. position_0/table); parameter-free parts have none
+
+Encoder params are stored flat (no static `Dims` node inside Linen collections, which keeps them friendly
+to any checkpointer) and rebuilt around the part's own params structure at call time.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from relpos_jax.encoders import base
+from relpos_jax.nn import attention as attention_lib
+from relpos_jax.nn import functional, position_terms
+
+
+def _path_name(path) -> str:
+  names = []
+  for entry in path:
+    for attribute in ('key', 'idx', 'name'):
+      if hasattr(entry, attribute):
+        names.append(str(getattr(entry, attribute)))
+        break
+    else:
+      names.append(str(entry))
+  return '/'.join(names)
+
+
+def flatten_params(params) -> dict[str, jax.Array]:
+  """An encoder's params pytree -> {path: array} (the Dims node has no leaves and disappears)."""
+  return {_path_name(path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]}
+
+
+def unflatten_params(like, flat: dict[str, jax.Array]):
+  """The inverse of `flatten_params`, around the structure of `like` (e.g. from jax.eval_shape)."""
+  paths_and_leaves, treedef = jax.tree_util.tree_flatten_with_path(like)
+  return jax.tree_util.tree_unflatten(treedef, [flat[_path_name(path)] for path, _ in paths_and_leaves])
+
+
+class RelativeMultiHeadAttention(nn.Module):
+  """Linen multi-head self-attention with any encoder; same arguments and semantics as the NNX layer.
+
+  Attributes: num_heads, encoder, head_dim (None: model_dim // num_heads, model_dim read from the input),
+  causal, dtype ('float32' | 'bfloat16'), implementation (None | 'xla' | 'cudnn' | 'einsum'),
+  debug_checks.
+  """
+
+  num_heads: int
+  encoder: base.Encoder
+  head_dim: int | None = None
+  causal: bool = False
+  dtype: Any = 'float32'
+  implementation: str | None = None
+  debug_checks: bool = False
+
+  def _sizes(self, model_dim: int) -> int:
+    if self.head_dim is not None:
+      return self.head_dim
+    if model_dim % self.num_heads:
+      raise ValueError(f'linen.RelativeMultiHeadAttention: model_dim={model_dim} is not divisible by '
+                       f'num_heads={self.num_heads}; set head_dim.')
+    return model_dim // self.num_heads
+
+  def _part_params(self, index: int, part, model_dim: int, head_dim: int):
+    init = functools.partial(part.init, num_heads=self.num_heads, head_dim=head_dim, model_dim=model_dim)
+    like = jax.eval_shape(init, jax.random.key(0))
+    if not jax.tree_util.tree_leaves(like):
+      return init(jax.random.key(0))  # Nothing to learn: only the static Dims.
+    flat = self.param(f'position_{index}', lambda rng: flatten_params(init(rng)))
+    return unflatten_params(like, flat)
+
+  @nn.compact
+  def __call__(self, x: jax.Array, *, positions: jax.Array | None = None,
+               padding_mask: jax.Array | None = None, position_bias: jax.Array | None = None) -> jax.Array:
+    """x (B, L, model_dim) -> (B, L, model_dim); positions (B, L) int or None; padding_mask (B, L) bool."""
+    functional.check_implementation(self.implementation)
+    if x.ndim != 3:
+      raise ValueError(f'linen.RelativeMultiHeadAttention: x must be (batch, length, model_dim), got '
+                       f'{x.shape}.')
+    dtype = attention_lib.canonical_dtype(self.dtype)
+    b, length, model_dim = x.shape
+    head_dim = self._sizes(model_dim)
+    causal_only = [p.name for p in position_terms.flatten(self.encoder)
+                   if getattr(p, 'requires_causal', False)]
+    if causal_only and not self.causal:
+      raise ValueError(f'linen.RelativeMultiHeadAttention: encoder {causal_only} is causal-only; use '
+                       f'causal=True.')
+    parts = position_terms.attention_parts(self.encoder)
+    params = [self._part_params(i, part, model_dim, head_dim) for i, part in enumerate(parts)]
+    dense = functools.partial(nn.Dense, use_bias=False, dtype=dtype, param_dtype=jnp.float32)
+    inner = self.num_heads * head_dim
+    shape = (b, length, self.num_heads, head_dim)
+    q = dense(inner, name='query')(x).reshape(shape)
+    k = dense(inner, name='key')(x).reshape(shape)
+    v = dense(inner, name='value')(x).reshape(shape)
+    positions = attention_lib.check_positions_shape(positions, b, length)
+    if position_terms.has_kind(parts, base.Kind.ROTARY):
+      rot = positions if positions is not None else position_terms.contiguous_positions(b, length)
+      q, k = position_terms.rotate(parts, params, q, k, rot, rot)
+    out = functional.attend(q, k, v, parts=parts, params=params, causal=self.causal,
+                            key_mask=padding_mask, q_positions=positions,
+                            k_positions=positions, position_bias=position_bias,
+                            implementation=self.implementation, debug_checks=self.debug_checks)
+    return dense(model_dim, name='out')(out.reshape(b, length, inner).astype(dtype))
+
+
+def params_from_nnx(layer: attention_lib.RelativeMultiHeadAttention) -> dict:
+  """The Linen twin's params holding the weights of an NNX `RelativeMultiHeadAttention` (which must own
+  its position params). Use as `twin.apply({'params': params_from_nnx(layer)}, x)`."""
+  if layer.position_params is None:
+    raise ValueError('params_from_nnx: the layer does not own its position params (own_position_params=False); '
+                     'its model holds them.')
+  params = {name: {'kernel': getattr(layer, name).kernel[...]} for name in ('query', 'key', 'value', 'out')}
+  for i, part_params in enumerate(layer.position_params):
+    flat = flatten_params(attention_lib.variable_values(part_params))
+    if flat:
+      params[f'position_{i}'] = flat
+  return params

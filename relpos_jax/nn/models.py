@@ -1,0 +1,303 @@
+"""Two transformers that take any position encoder: `DecoderLM` (causal) and `EncoderModel` (bidirectional).
+
+    config = ModelConfig(vocab_size=32, encoder=encoders.make('t5'), num_layers=2, model_dim=64, num_heads=4)
+    model = DecoderLM(config, rngs=nnx.Rngs(params=0, dropout=1))      # or EncoderModel
+    logits = model(tokens, positions=None, padding_mask=None, deterministic=True)
+    # tokens (B, L) int32 -> logits (B, L, output vocab) float32
+
+Layout: token embedding (+ absolute position embedding p_i, if the encoder has an absolute part) -> N
+pre-norm blocks (`blocks.TransformerBlock`) -> final norm -> linear head. `positions` (B, L) int32 replaces
+0 .. L-1 everywhere (the train step passes `encoder.train_positions(rng, B, L)` for randomized positions).
+
+With `share_position_bias` the model owns one set of encoder params for all layers and evaluates the
+scalar bias once per forward (T5's choice); otherwise every layer has its own (Shaw's, ALiBi's are fixed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import warnings
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from relpos_jax.encoders import base
+from relpos_jax.nn import attention as attention_lib
+from relpos_jax.nn import blocks, functional, position_terms
+
+KVCache = attention_lib.KVCache
+
+
+def _positive_int(value) -> bool:
+  return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
+
+
+def _fail(field: str, value, allowed: str) -> ValueError:
+  return ValueError(f'ModelConfig: {field}={value!r} is invalid; allowed: {allowed}.')
+
+
+def resolve_encoder(encoder) -> base.Encoder:
+  """An Encoder as it is, or a spec string ('t5', 'sinusoidal + shaw(max_distance=8)') parsed by from_spec."""
+  if isinstance(encoder, base.Encoder):
+    return encoder
+  if isinstance(encoder, str):
+    from relpos_jax.encoders import spec  # Local: keeps nn importable while encoders are being added.
+    return spec.from_spec(encoder)
+  raise _fail('encoder', encoder, 'an Encoder (relpos_jax.encoders.make(...)) or a spec string')
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+  """Hyperparameters of `DecoderLM` and `EncoderModel` (causal or not is the model type's business).
+
+  vocab_size: input tokens. output_vocab_size: logits size, None for vocab_size (see `output_vocab`).
+  encoder: an Encoder or a spec string (stored as the parsed Encoder). mlp_ratio: MLP hidden size /
+  model_dim. dtype: compute dtype 'float32' | 'bfloat16' (params, norms, softmax, position terms and
+  logits stay float32). share_position_bias: one encoder for all layers, its scalar bias computed once.
+  attention_implementation: None | 'xla' | 'cudnn' (jax.nn.dot_product_attention) | 'einsum'.
+  norm: 'rmsnorm' | 'layernorm'. debug_checks: run-time Toeplitz checks of the realised bias.
+  """
+
+  vocab_size: int
+  encoder: Any
+  output_vocab_size: int | None = None
+  num_layers: int = 2
+  model_dim: int = 128
+  num_heads: int = 4
+  mlp_ratio: float = 4.0
+  dropout_rate: float = 0.0
+  dtype: str = 'float32'
+  share_position_bias: bool = False
+  attention_implementation: str | None = None
+  norm: str = 'rmsnorm'
+  debug_checks: bool = False
+
+  def __post_init__(self):
+    for field in ('vocab_size', 'num_layers', 'model_dim', 'num_heads'):
+      if not _positive_int(getattr(self, field)):
+        raise _fail(field, getattr(self, field), 'an int >= 1')
+    if self.output_vocab_size is not None and not _positive_int(self.output_vocab_size):
+      raise _fail('output_vocab_size', self.output_vocab_size, 'None (= vocab_size) or an int >= 1')
+    if self.model_dim % self.num_heads:
+      raise _fail('model_dim', self.model_dim, f'a multiple of num_heads={self.num_heads}')
+    ratio = self.mlp_ratio
+    if (not isinstance(ratio, numbers.Real) or isinstance(ratio, bool) or not ratio > 0
+        or int(round(self.model_dim * ratio)) < 1):
+      raise _fail('mlp_ratio', ratio, 'a number > 0 with model_dim * mlp_ratio >= 1')
+    rate = self.dropout_rate
+    if not isinstance(rate, numbers.Real) or isinstance(rate, bool) or not 0.0 <= rate < 1.0:
+      raise _fail('dropout_rate', rate, 'a number in [0, 1)')
+    if self.dtype not in attention_lib.DTYPES:
+      raise _fail('dtype', self.dtype, str(tuple(attention_lib.DTYPES)))
+    if not isinstance(self.share_position_bias, bool):
+      raise _fail('share_position_bias', self.share_position_bias, 'True or False')
+    if self.attention_implementation not in functional.IMPLEMENTATIONS:
+      raise _fail('attention_implementation', self.attention_implementation, str(functional.IMPLEMENTATIONS))
+    if self.norm not in blocks.NORMS:
+      raise _fail('norm', self.norm, str(blocks.NORMS))
+    if not isinstance(self.debug_checks, bool):
+      raise _fail('debug_checks', self.debug_checks, 'True or False')
+    try:
+      object.__setattr__(self, 'encoder', resolve_encoder(self.encoder))
+    except ValueError as e:
+      if str(e).startswith('ModelConfig'):
+        raise
+      raise _fail('encoder', self.encoder, f'a valid encoder or spec ({e})') from e
+
+  @property
+  def head_dim(self) -> int:
+    return self.model_dim // self.num_heads
+
+  @property
+  def output_vocab(self) -> int:
+    """The logits size: output_vocab_size, or vocab_size when that is None."""
+    return self.vocab_size if self.output_vocab_size is None else self.output_vocab_size
+
+  @property
+  def mlp_hidden_dim(self) -> int:
+    return int(round(self.model_dim * self.mlp_ratio))
+
+
+class _Transformer(nnx.Module):
+  """Shared body of the two models; `causal` is fixed by the subclass."""
+
+  causal: ClassVar[bool]
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    if not isinstance(config, ModelConfig):
+      raise ValueError(f'{type(self).__name__}: config must be a ModelConfig, got {type(config).__name__}.')
+    self.config = config
+    encoder = config.encoder
+    causal_only = [p.name for p in position_terms.flatten(encoder) if getattr(p, 'requires_causal', False)]
+    if causal_only and not self.causal:
+      raise ValueError(f'{type(self).__name__} is bidirectional but encoder {causal_only} is causal-only '
+                       f'(requires_causal); use DecoderLM or another encoder.')
+    self.input_parts = position_terms.input_parts(encoder)
+    self.attention_parts = position_terms.attention_parts(encoder)
+    sizes = dict(num_heads=config.num_heads, head_dim=config.head_dim, model_dim=config.model_dim)
+    self.embed = nnx.Embed(config.vocab_size, config.model_dim, param_dtype=jnp.float32,
+                           embedding_init=jax.nn.initializers.normal(1.0), rngs=rngs)
+    self.input_position_params = nnx.List([
+        attention_lib.as_variables(p)
+        for p in position_terms.init_params(self.input_parts, rngs.params(), **sizes)])
+    if config.share_position_bias:
+      self.position_params = nnx.List([
+          attention_lib.as_variables(p)
+          for p in position_terms.init_params(self.attention_parts, rngs.params(), **sizes)])
+    else:
+      self.position_params = None
+    self.embed_dropout = nnx.Dropout(config.dropout_rate, rngs=rngs)
+    self.blocks = nnx.List([
+        blocks.TransformerBlock(
+            config.model_dim, config.num_heads, encoder, mlp_hidden_dim=config.mlp_hidden_dim,
+            causal=self.causal, dropout_rate=config.dropout_rate, norm=config.norm, dtype=config.dtype,
+            implementation=config.attention_implementation,
+            own_position_params=not config.share_position_bias, debug_checks=config.debug_checks,
+            rngs=rngs)
+        for _ in range(config.num_layers)])
+    self.final_norm = blocks.make_norm(config.norm, config.model_dim, rngs)
+    # The head computes in float32: logits feed a softmax cross-entropy.
+    self.head = nnx.Linear(config.model_dim, config.output_vocab, dtype=jnp.float32,
+                           param_dtype=jnp.float32, rngs=rngs)
+
+  # --------------------------------------------------------------------------------------------------------
+
+  def check_length(self, length: int) -> None:
+    """Raises ValueError when sequences of `length` tokens cannot be encoded (a learned table too short)."""
+    if not _positive_int(length):
+      raise ValueError(f'{type(self).__name__}.check_length: length={length!r} is invalid; allowed: an '
+                       f'int >= 1.')
+    for part in position_terms.flatten(self.config.encoder):
+      check = getattr(part, 'check_positions', None)
+      if check is not None:
+        check(int(length))
+
+  def _check_tokens(self, tokens) -> jax.Array:
+    tokens = jnp.asarray(tokens)
+    if tokens.ndim != 2 or not jnp.issubdtype(tokens.dtype, jnp.integer):
+      raise ValueError(f'{type(self).__name__}: tokens must be an int array (batch, length), got '
+                       f'{tokens.dtype} {tokens.shape}.')
+    return tokens
+
+  def _check_padding(self, padding_mask, shape):
+    if padding_mask is None:
+      return None
+    padding_mask = jnp.asarray(padding_mask)
+    if padding_mask.shape != shape or padding_mask.dtype != jnp.bool_:
+      raise ValueError(f'padding_mask must be bool of shape (batch, length) = {shape} with True = real token, '
+                       f'got {padding_mask.dtype} {padding_mask.shape}.')
+    return padding_mask
+
+  def _embed(self, tokens, positions, deterministic):
+    x = self.embed(tokens).astype(jnp.float32)
+    params = [attention_lib.variable_values(p) for p in self.input_position_params]
+    absolute = position_terms.input_embedding(self.input_parts, params, positions)
+    if absolute is not None:
+      x = x + absolute
+    return self.embed_dropout(x, deterministic=deterministic)
+
+  def _shared_params(self):
+    if self.position_params is None:
+      return None
+    return [attention_lib.variable_values(p) for p in self.position_params]
+
+  def _logits(self, x):
+    return self.head(self.final_norm(x)).astype(jnp.float32)
+
+  def __call__(self, tokens: jax.Array, *, positions: jax.Array | None = None,
+               padding_mask: jax.Array | None = None, deterministic: bool = True) -> jax.Array:
+    """tokens (B, L) int -> logits (B, L, config.output_vocab) float32.
+
+    positions: (B, L) int32, None for 0 .. L-1. padding_mask: (B, L) bool, True = real token.
+    deterministic: False enables dropout (needs a 'dropout' stream in the model's rngs).
+    """
+    tokens = self._check_tokens(tokens)
+    b, length = tokens.shape
+    self.check_length(length)
+    positions = attention_lib.check_positions_shape(positions, b, length)
+    padding_mask = self._check_padding(padding_mask, (b, length))
+    embed_positions = positions if positions is not None else position_terms.contiguous_positions(b, length)
+    x = self._embed(tokens, embed_positions, deterministic)
+    shared = self._shared_params()
+    bias = None
+    if shared is not None:
+      # T5: one bias for every layer, computed once.
+      bias = position_terms.scalar_bias(self.attention_parts, shared, length, length, q_positions=positions,
+                                        k_positions=positions)
+    for block in self.blocks:
+      x = block(x, positions=positions, padding_mask=padding_mask, position_bias=bias,
+                position_params=shared, deterministic=deterministic)
+    return self._logits(x)
+
+
+class DecoderLM(_Transformer):
+  """A causal decoder-only language model; also decodes with a key/value cache.
+
+      cache = model.init_cache(batch, max_length)
+      logits, cache = model.decode(tokens_chunk, cache)     # (B, C) -> (B, C, V), at positions index..
+  """
+
+  causal = True
+
+  def init_cache(self, batch: int, max_length: int) -> tuple[KVCache, ...]:
+    """One empty `KVCache` per layer for `batch` sequences of up to `max_length` tokens."""
+    self.check_length(max_length)
+    return tuple(block.attention.init_cache(batch, max_length) for block in self.blocks)
+
+  def decode(self, tokens: jax.Array, cache: tuple[KVCache, ...], *, positions: jax.Array | None = None,
+             padding_mask: jax.Array | None = None) -> tuple[jax.Array, tuple[KVCache, ...]]:
+    """Feeds C new tokens (B, C) after the cached ones; returns their logits (B, C, V) and the new cache.
+
+    Equals the full forward over all tokens so far, at the new positions. positions: (B, C) int32 for
+    explicit positions (then use explicit positions for every chunk), None for index .. index + C - 1.
+    """
+    tokens = self._check_tokens(tokens)
+    b, chunk = tokens.shape
+    if len(cache) != len(self.blocks):
+      raise ValueError(f'decode: cache has {len(cache)} layers, the model {len(self.blocks)}.')
+    first = cache[0]
+    index, max_length = first.index, first.max_length
+    attention_lib.check_cache_room(index, chunk, max_length)
+    explicit = attention_lib.check_positions_shape(positions, b, chunk)
+    padding_mask = self._check_padding(padding_mask, (b, chunk))
+    new_positions = (explicit if explicit is not None
+                     else position_terms.contiguous_positions(b, chunk, index))
+    x = self._embed(tokens, new_positions, True)
+    shared = self._shared_params()
+    bias = None
+    if shared is not None:
+      if explicit is None:
+        bias = position_terms.scalar_bias(self.attention_parts, shared, chunk, max_length, q_offset=index)
+      else:
+        key_positions = jax.lax.dynamic_update_slice(first.positions, explicit, (0, index))
+        bias = position_terms.scalar_bias(self.attention_parts, shared, chunk, max_length,
+                                          q_positions=explicit, k_positions=key_positions)
+    new_cache = []
+    for block, layer_cache in zip(self.blocks, cache):
+      x, layer_cache = block.decode(x, layer_cache, positions=explicit, padding_mask=padding_mask,
+                                    position_bias=bias, position_params=shared)
+      new_cache.append(layer_cache)
+    return self._logits(x), tuple(new_cache)
+
+
+class EncoderModel(_Transformer):
+  """A bidirectional encoder scoring every position: sequence-to-sequence algorithmic tasks.
+
+  Input and output vocabularies may differ (config.output_vocab_size). An encoder that carries no position
+  (NoPE) makes a bidirectional model permutation-equivariant: it is built, with a warning.
+  """
+
+  causal = False
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    encoder = config.encoder if isinstance(config, ModelConfig) else None
+    if encoder is not None and not any(p.carries_position for p in position_terms.flatten(encoder)):
+      warnings.warn(
+          f'EncoderModel with encoder {encoder.name or type(encoder).__name__!r}: it carries no position '
+          f'information (carries_position is False), and without a causal mask a bidirectional model sees '
+          f'its input as a bag of tokens (attention is permutation-equivariant), so it cannot tell token '
+          f'order. Use a causal DecoderLM or an encoder that carries position.', UserWarning, stacklevel=2)
+    super().__init__(config, rngs=rngs)

@@ -1,0 +1,95 @@
+"""Encoder cases for the nn tests: every registered encoder, built with its defaults, by kind.
+
+A test asks for one of these arguments and is parametrized over the matching cases (pytest_generate_tests):
+
+  encoder_case            every case (name, encoder)
+  attention_case          cases with a term inside attention (not purely absolute)
+  scalar_or_rotary_case   cases whose attention can run on jax.nn.dot_product_attention
+  vector_case             cases with a vector-relative part
+
+The cases come from `encoders.names()` at collection time, so an encoder that lands in the registry is
+covered without touching these tests. Wrappers whose required fields are encoders (randomized) are built
+around one representative base per attention kind; a few combinations (the lecture's absolute + relative)
+are added when their parts exist. A registered encoder that cannot be built this way fails collection
+loudly rather than being skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from relpos_jax import encoders
+from relpos_jax.encoders import base
+from relpos_jax.nn import position_terms
+
+# One base per attention kind for wrappers (randomized); used when registered.
+_WRAPPED_BASES = ('t5', 'rope', 'shaw_vector')
+_COMBINATIONS = (('sinusoidal', 't5'), ('rope', 'alibi'), ('absolute_score', 'shaw_vector'),
+                 ('learned', 'transformer_xl'))
+
+
+def _required_fields(cls):
+  return [f for f in dataclasses.fields(cls)
+          if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+
+
+def encoder_cases() -> list[tuple[str, base.Encoder]]:
+  names = encoders.names()
+  cases = []
+  for name in names:
+    required = _required_fields(encoders.encoder_class(name))
+    if not required:
+      cases.append((name, encoders.make(name)))
+      continue
+    if not all('Encoder' in str(f.type) for f in required):
+      raise RuntimeError(f'tests/nn: encoder {name!r} needs {[f.name for f in required]} to be built; teach '
+                         f'tests/nn/conftest.py how to build it.')
+    for inner in _WRAPPED_BASES:
+      if inner in names:
+        cases.append((f'{name}({inner})', encoders.make(name, **{f.name: encoders.make(inner)
+                                                                 for f in required})))
+  try:
+    from relpos_jax.encoders.combine import combine
+  except ImportError:
+    combine = None
+  if combine is not None:
+    for first, second in _COMBINATIONS:
+      if first in names and second in names:
+        cases.append((f'{first}+{second}', combine(encoders.make(first), encoders.make(second))))
+  return cases
+
+
+def parts_of(encoder):
+  return position_terms.flatten(encoder)
+
+
+def causal_only(encoder) -> bool:
+  return any(getattr(p, 'requires_causal', False) for p in parts_of(encoder))
+
+
+def has_attention_term(encoder) -> bool:
+  return bool(position_terms.attention_parts(encoder))
+
+
+def dpa_capable(encoder) -> bool:
+  return has_attention_term(encoder) and not position_terms.has_kind(parts_of(encoder),
+                                                                     base.Kind.VECTOR_RELATIVE)
+
+
+def has_vector(encoder) -> bool:
+  return position_terms.has_kind(parts_of(encoder), base.Kind.VECTOR_RELATIVE)
+
+
+_FILTERS = {
+    'encoder_case': lambda e: True,
+    'attention_case': has_attention_term,
+    'scalar_or_rotary_case': dpa_capable,
+    'vector_case': has_vector,
+}
+
+
+def pytest_generate_tests(metafunc):
+  for argname, keep in _FILTERS.items():
+    if argname in metafunc.fixturenames:
+      cases = [c for c in encoder_cases() if keep(c[1])]
+      metafunc.parametrize(argname, cases, ids=[c[0] for c in cases])

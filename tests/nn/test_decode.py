@@ -1,0 +1,82 @@
+"""Cached decoding equals the full forward: every encoder case (token by token and in chunks), explicit
+(randomized) positions, under jit; and its errors (cache overflow, a bidirectional layer)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from relpos_jax import encoders
+from relpos_jax.nn import RelativeMultiHeadAttention
+
+B, L, DIM, HEADS = 2, 7, 16, 2
+
+_forward = nnx.jit(lambda layer, x, positions: layer(x, positions=positions))
+_decode = nnx.jit(lambda layer, x, cache, positions=None: layer.decode(x, cache, positions=positions))
+
+
+def _layer(encoder, *, causal=True):
+  return RelativeMultiHeadAttention(HEADS, DIM, encoder, causal=causal, rngs=nnx.Rngs(0))
+
+
+def _x():
+  return jax.random.normal(jax.random.key(1), (B, L, DIM))
+
+
+def _decode_in_chunks(layer, x, chunks, max_length, positions=None):
+  cache = layer.init_cache(x.shape[0], max_length)
+  outs, start = [], 0
+  for size in chunks:
+    chunk_positions = None if positions is None else positions[:, start:start + size]
+    y, cache = _decode(layer, x[:, start:start + size], cache, chunk_positions)
+    outs.append(y)
+    start += size
+  assert int(cache.index) == start
+  return jnp.concatenate(outs, axis=1)
+
+
+def test_cached_decoding_equals_full_forward(attention_case):
+  _, encoder = attention_case
+  layer = _layer(encoder)
+  x = _x()
+  full = _forward(layer, x, None)
+  for chunks in ([1] * L, [3, 1, 3]):
+    np.testing.assert_allclose(_decode_in_chunks(layer, x, chunks, max_length=L + 3), full, atol=2e-5,
+                               rtol=1e-5)
+
+
+@pytest.mark.parametrize('name', ['t5', 'rope', 'shaw_vector', 'transformer_xl', 'fire', 'alibi', 'xpos'])
+def test_cached_decoding_with_explicit_positions(name):
+  layer = _layer(encoders.make(name))
+  x = _x()
+  positions = jnp.sort(jax.vmap(lambda r: jax.random.choice(r, 50, (L,), replace=False))(
+      jax.random.split(jax.random.key(3), B)), axis=-1).astype(jnp.int32)
+  full = _forward(layer, x, positions)
+  np.testing.assert_allclose(_decode_in_chunks(layer, x, [2, 1, 4], L + 1, positions), full, atol=2e-5,
+                             rtol=1e-5)
+
+
+def test_decode_under_jit_and_overflow_is_an_error():
+  layer = _layer(encoders.make('t5'))
+  x = _x()
+  cache = layer.init_cache(B, 4)
+
+  @nnx.jit
+  def step(layer, x, cache):
+    return layer.decode(x, cache)
+
+  y, cache = step(layer, x[:, :3], cache)
+  assert y.shape == (B, 3, DIM)
+  with pytest.raises(ValueError, match='exceed the cache of max_length=4'):
+    layer.decode(x[:, :2], cache)  # Concrete index: caught before running.
+  with pytest.raises(Exception, match='exceed the cache'):
+    jax.block_until_ready(step(layer, x[:, :2], cache))  # Traced index: caught when it runs.
+
+
+def test_decode_needs_a_causal_layer():
+  layer = _layer(encoders.make('t5'), causal=False)
+  with pytest.raises(ValueError, match='causal'):
+    layer.decode(_x(), layer.init_cache(B, L))
