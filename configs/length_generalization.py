@@ -23,7 +23,11 @@ DEFAULT_ENCODERS = (
     'sinusoidal',
     'learned: learned(max_length=1024)',
     'shaw: shaw(max_distance=16)',
+    # T5's published max_distance=128 leaves the buckets of distances >= 64 untrained at train length 64
+    # (they keep their ~0 init while trained far buckets learn ~ -2); t5-32 is the layout whose every bucket
+    # (saturating at distance 32) is trained, the regime of Press et al. (max_distance < train length).
     't5: t5(bidirectional=False)',
+    't5-32: t5(bidirectional=False, num_buckets=16, max_distance=32)',
     'multiscale',
     'alibi',
     'kerple_log',

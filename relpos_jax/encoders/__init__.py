@@ -9,7 +9,7 @@ import pkgutil as _pkgutil
 
 from relpos_jax.encoders.base import (AbsoluteEncoder, Dims, Encoder, Kind, RotaryEncoder,
                                       ScalarBiasEncoder, VectorRelativeEncoder)
-from relpos_jax.encoders.registry import encoder_class, make, names, register
+from relpos_jax.encoders.registry import encoder_class, make, make_default, names, register
 
 for _module in sorted(m.name for m in _pkgutil.iter_modules(__path__)):
   if _module not in ('base', 'registry'):

@@ -47,3 +47,20 @@ def make(name: str, **hparams) -> base.Encoder:
   if unknown:
     raise ValueError(f'{name}: unknown hyperparameter(s) {unknown}; allowed: {sorted(fields) or "none"}.')
   return cls(**hparams)
+
+
+def make_default(name: str, wrapped: base.Encoder | None = None) -> base.Encoder:
+  """The encoder `name` with every default (what a sweep over `names()` builds).
+
+  A wrapper's required encoder field (randomized's `base`) gets `wrapped`, by default a small learnable
+  scalar bias, `shaw(max_distance=4)`.
+  """
+  cls = encoder_class(name)
+  filled = {}
+  for field in dataclasses.fields(cls):
+    if field.init and field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+      if 'Encoder' not in str(field.type):
+        raise ValueError(f'{name}.{field.name} has no default and takes no encoder; make({name!r}, '
+                         f'{field.name}=...) needs it.')
+      filled[field.name] = make('shaw', max_distance=4) if wrapped is None else wrapped
+  return make(name, **filled)

@@ -6,7 +6,6 @@ biases are in test_core_props.py). Gradients are taken under jit: eager mode wou
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import jax
@@ -24,16 +23,7 @@ MODEL_DIM = 16
 
 
 def default_instance(name: str) -> encoders.Encoder:
-  """The encoder with its defaults; a wrapper's required encoder field gets a learnable scalar bias."""
-  cls = encoders.encoder_class(name)
-  filled = {}
-  for field in dataclasses.fields(cls):
-    if field.init and field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
-      if 'Encoder' not in str(field.type):
-        raise AssertionError(f'{name}.{field.name} has no default and is not an encoder field; teach '
-                             f'default_instance in {__file__} how to build {name}.')
-      filled[field.name] = encoders.make('shaw', max_distance=4)
-  return encoders.make(name, **filled)
+  return encoders.registry.make_default(name)
 
 
 @functools.lru_cache(maxsize=None)
