@@ -17,7 +17,10 @@ at its input. The attention itself is `functional.attend`, shared with the Linen
 
 from __future__ import annotations
 
+import warnings
+
 import flax.struct
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -111,12 +114,15 @@ class RelativeMultiHeadAttention(nnx.Module):
       encoders always take the einsum path.
     own_position_params: False when the model owns (shares) the encoder's params and passes them in.
     debug_checks: check the realised bias of Toeplitz encoders with checks.assert_toeplitz at run time.
+    model_adds_absolute: the surrounding model adds the absolute parts' embeddings to its input (else a
+      warning says they are ignored here).
     rngs: nnx.Rngs with a 'params' stream.
   """
 
   def __init__(self, num_heads: int, model_dim: int, encoder: base.Encoder, *, head_dim: int | None = None,
                causal: bool = False, dtype='float32', implementation: str | None = None,
-               own_position_params: bool = True, debug_checks: bool = False, rngs: nnx.Rngs):
+               own_position_params: bool = True, debug_checks: bool = False, model_adds_absolute: bool = False,
+               rngs: nnx.Rngs):
     for field, value in (('num_heads', num_heads), ('model_dim', model_dim)):
       if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f'RelativeMultiHeadAttention: {field}={value!r} is invalid; allowed: an int >= 1.')
@@ -136,6 +142,14 @@ class RelativeMultiHeadAttention(nnx.Module):
     if causal_only and not causal:
       raise ValueError(f'RelativeMultiHeadAttention: encoder {causal_only} is causal-only (requires_causal: '
                        f'keys ahead of the query would be scaled without bound); use causal=True.')
+    absolute = [p.name for p in position_terms.input_parts(encoder)]
+    if absolute and not model_adds_absolute:
+      warnings.warn(
+          f'RelativeMultiHeadAttention: the absolute part(s) {absolute} of encoder {encoder!r} act at the '
+          'model input (x + p_i), not in attention, so this layer ignores them. Add '
+          'relpos_jax.nn.position_terms.input_embedding(...) to the layer input as DecoderLM / EncoderModel '
+          'do (and pass model_adds_absolute=True), or use the absolute_score encoder for a score-level term.',
+          UserWarning, stacklevel=2)
     self.num_heads = num_heads
     self.model_dim = model_dim
     self.head_dim = head_dim

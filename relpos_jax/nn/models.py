@@ -156,7 +156,7 @@ class _Transformer(nnx.Module):
             causal=self.causal, dropout_rate=config.dropout_rate, norm=config.norm, dtype=config.dtype,
             implementation=config.attention_implementation,
             own_position_params=not config.share_position_bias, debug_checks=config.debug_checks,
-            rngs=rngs)
+            model_adds_absolute=True, rngs=rngs)
         for _ in range(config.num_layers)])
     self.final_norm = blocks.make_norm(config.norm, config.model_dim, rngs)
     # The head computes in float32: logits feed a softmax cross-entropy.
