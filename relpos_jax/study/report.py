@@ -98,8 +98,13 @@ def write_markdown(results: Results, path: str) -> str:
   if 'description' in meta:
     text.append(meta['description'] + '\n')
   text.append(markdown_table(results))
-  facts = {k: meta[k] for k in ('data', 'corpus_fingerprint', 'device', 'jax_version', 'wall_seconds',
-                                 'date') if k in meta}
+  facts = {k: meta[k] for k in ('corpus_fingerprint', 'device', 'jax_version', 'wall_seconds', 'date')
+           if k in meta}
+  data = meta.get('data')
+  if isinstance(data, dict):  # One readable line; results.json keeps the whole description.
+    facts = {'data': ', '.join(f'{k}={data[k]}' for k in ('source', 'task', 'num_train_tokens',
+                                                         'num_val_tokens', 'train_lengths') if k in data),
+             **facts}
   if facts:
     text.append('\n' + '\n'.join(f'- {k}: {v}' for k, v in facts.items()) + '\n')
   with open(path, 'w') as f:
