@@ -88,6 +88,10 @@ class Randomized(contract.Encoder):
     return self.base.is_toeplitz
 
   @property
+  def requires_causal(self):
+    return self.base.requires_causal
+
+  @property
   def clip_distance(self):
     return self.base.clip_distance
 
