@@ -1,0 +1,92 @@
+"""Runs the benchmarks and writes one markdown page (`python -m benchmarks.run`, options below).
+
+    python -m benchmarks.run --out docs/benchmarks.md          # everything, full sizes (minutes on 2 cores)
+    python -m benchmarks.run --quick --only attention_kinds    # smaller sizes, one measurement
+    python -m benchmarks.run --length 64 --repeats 1           # tiny: does every script still run?
+
+Run it on a quiet machine: the contenders are interleaved so noise hits all alike, but a busy machine still
+widens the spread of every median. Each section says exactly what its timed function contains.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from typing import Callable
+
+from benchmarks import attention_kinds, bias_construction, report, train_step
+
+
+def _bias_construction(opts) -> report.Section:
+  lengths = bias_construction.QUICK_LENGTHS if opts.quick else bias_construction.LENGTHS
+  return bias_construction.run(lengths=(opts.length,) if opts.length else lengths, repeats=opts.repeats,
+                               warmup=opts.warmup)
+
+
+def _attention_kinds(opts) -> report.Section:
+  length = attention_kinds.QUICK_LENGTH if opts.quick else attention_kinds.LENGTH
+  naive_length = attention_kinds.QUICK_NAIVE_LENGTH if opts.quick else attention_kinds.NAIVE_LENGTH
+  if opts.length:
+    length = naive_length = opts.length
+  return attention_kinds.run(length=length, naive_length=naive_length, repeats=opts.repeats,
+                             warmup=opts.warmup)
+
+
+def _train_step(opts) -> report.Section:
+  lengths = train_step.QUICK_LENGTHS if opts.quick else train_step.LENGTHS
+  return train_step.run(lengths=(opts.length,) if opts.length else lengths, repeats=opts.repeats,
+                        warmup=opts.warmup)
+
+
+BENCHMARKS: dict[str, Callable] = {
+    'bias_construction': _bias_construction,
+    'attention_kinds': _attention_kinds,
+    'train_step': _train_step,
+}
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+  parser = argparse.ArgumentParser(prog='python -m benchmarks.run', description=__doc__.split('\n')[0])
+  parser.add_argument('--only', default='', help=f'comma-separated subset of {",".join(BENCHMARKS)}')
+  parser.add_argument('--quick', action='store_true', help='smaller sizes (development; not the table)')
+  parser.add_argument('--length', type=int, default=0,
+                      help='one sequence length for every measurement (e.g. 64 for a smoke run)')
+  parser.add_argument('--repeats', type=int, default=7,
+                      help='timed rounds (>= 5 for a table; the median is reported)')
+  parser.add_argument('--warmup', type=int, default=1, help='untimed runs of each contender first')
+  parser.add_argument('--out', default='', help='write the markdown page here (e.g. docs/benchmarks.md)')
+  opts = parser.parse_args(argv)
+  only = [name for name in opts.only.split(',') if name]
+  unknown = sorted(set(only) - set(BENCHMARKS))
+  if unknown:
+    parser.error(f'--only: unknown benchmark(s) {unknown}; allowed: {", ".join(BENCHMARKS)}.')
+  opts.only = only or list(BENCHMARKS)
+  if opts.repeats < 1 or opts.warmup < 0 or opts.length < 0:
+    parser.error(f'--repeats={opts.repeats} must be >= 1, --warmup={opts.warmup} >= 0 and '
+                 f'--length={opts.length} >= 1 when given.')
+  return opts
+
+
+def main(argv: list[str] | None = None) -> str:
+  """Runs the chosen benchmarks, prints each section as it completes, and returns the page."""
+  argv = sys.argv[1:] if argv is None else argv
+  opts = parse(argv)
+  sections = []
+  for name in opts.only:
+    section = BENCHMARKS[name](opts)
+    print(section.markdown(), flush=True)
+    sections.append(section)
+  command = ' '.join(['python -m benchmarks.run'] + [shlex.quote(a) for a in argv])
+  page = report.document(sections, command=command)
+  if opts.out:
+    os.makedirs(os.path.dirname(os.path.abspath(opts.out)), exist_ok=True)
+    with open(opts.out, 'w') as f:
+      f.write(page)
+    print(f'wrote {opts.out}')
+  return page
+
+
+if __name__ == '__main__':
+  main()
