@@ -9,7 +9,9 @@ Which path runs is decided by the parts' kinds:
   vector relative (Shaw a^K/a^V, XL)     ->  an explicit einsum path that adds the position scores and the
                                              a^V output term (`position_terms.vector_*`)
 
-`implementation='einsum'` forces the explicit path for every kind (tests compare the two). A causal square
+`implementation='einsum'` forces the explicit path for every kind (tests compare the two). The default
+(`None`) takes dot_product_attention on accelerators and the explicit path on CPU, where XLA's
+dot_product_attention measured about 8% slower per train step at our shapes (docs/benchmarks.md). A causal square
 (no cache offset) goes to dot_product_attention as `is_causal=True` rather than as a mask, so the cuDNN
 kernel can skip the masked half; padding and cache masks go in `mask`.
 
@@ -124,7 +126,8 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
       (contiguous).
     position_bias: a precomputed scalar bias (H or B, H, Lq, Lk), e.g. shared across layers; replaces
       the scalar parts' own bias.
-    implementation: None | 'xla' | 'cudnn' | 'einsum'.
+    implementation: None (dot_product_attention on accelerators, einsum on CPU) | 'xla' | 'cudnn' |
+      'einsum'.
     debug_checks: check the realised bias of Toeplitz encoders with `checks.assert_toeplitz`.
 
   Returns:
@@ -158,7 +161,9 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
 
   vector_parts = [(part, p) for part, p in zip(parts, params) if part.kind is Kind.VECTOR_RELATIVE]
 
-  if not vector_parts and implementation != 'einsum':
+  use_dot_product_attention = implementation in ('xla', 'cudnn') or (
+      implementation is None and jax.default_backend() != 'cpu')
+  if not vector_parts and use_dot_product_attention:
     # A plain causal square lets the kernel skip the masked half (cuDNN) instead of reading a mask.
     native_causal = causal and q_len == k_len and _is_static_zero(q_offset)
     dpa_mask = attention_mask(q_len, k_len, causal=causal and not native_causal, q_offset=q_offset,
