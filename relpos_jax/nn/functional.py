@@ -186,7 +186,7 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
     scores = jnp.einsum('bihd,bjhd->bhij', content_query, key, preferred_element_type=jnp.float32)
     tables = []
     for part, p in vector_parts:
-      table = position_terms.relative_table(part, q_len, k_len, q_offset=q_offset,
+      table = position_terms.relative_table(part, q_len, k_len, q_offset=q_offset, causal=causal,
                                             q_positions=q_positions, k_positions=k_positions)
       tables.append(table)
       scores = scores + position_terms.vector_scores(part, p, query, table)

@@ -129,3 +129,65 @@ def test_vector_path_never_builds_pairwise_head_dim_tensor():
     for var in eqn.outvars:
       shape = getattr(var.aval, 'shape', ())
       assert not (len(shape) >= 3 and shape.count(length) >= 2 and head_dim in shape[-1:]), (eqn, shape)
+
+
+CAUSAL_DISTINCT = [c for c in VECTOR_CONFIGS if c[6] and not c[5]]  # causal, contiguous positions
+
+
+@pytest.mark.parametrize('label,spec,q_len,k_len,q_offset,explicit,causal,filled', CAUSAL_DISTINCT,
+                         ids=[c[0] + '_causal_table' for c in CAUSAL_DISTINCT])
+def test_causal_table_matches_naive(monkeypatch, label, spec, q_len, k_len, q_offset, explicit, causal,
+                                    filled):
+  """`relative_table(causal=True)` (rows rel <= 0 only) under a causal mask: same values and gradients.
+
+  attend passes causal=causal itself; forcing it here keeps the causal table under test whatever the
+  plumbing does.
+  """
+  full_table = position_terms.relative_table
+  monkeypatch.setattr(position_terms, 'relative_table',
+                      lambda *args, **kwargs: full_table(*args, **{**kwargs, 'causal': True}))
+  test_vector_paths_match_naive_values_and_gradients(label, spec, q_len, k_len, q_offset, explicit, causal,
+                                                     filled)
+
+
+def test_causal_table_keeps_only_non_positive_rows():
+  xl = encoders.make('transformer_xl')
+  table = position_terms.relative_table(xl, 6, 6, causal=True)
+  assert table.mode == 'distinct' and table.causal
+  np.testing.assert_array_equal(table.rows, np.arange(-5, 1))
+  cached = position_terms.relative_table(xl, 2, 10, q_offset=3, causal=True)
+  np.testing.assert_array_equal(cached.rows, np.arange(-4, 1))
+  assert position_terms.relative_table(xl, 2, 10, q_offset=8, causal=True).num_rows == 10  # drops rel 1
+  # One query at the last key (decoding): every distinct row is <= 0 already, nothing to drop.
+  assert not position_terms.relative_table(xl, 1, 10, q_offset=9, causal=True).causal
+  # A traced offset or explicit positions keep every row.
+  assert position_terms.relative_table(xl, 6, 6, q_offset=jnp.int32(0), causal=True).num_rows == 11
+  pos = jnp.zeros((1, 4), jnp.int32)
+  assert position_terms.relative_table(xl, 4, 4, q_positions=pos, k_positions=pos,
+                                       causal=True).mode == 'pairwise'
+
+
+def test_gather_and_aggregate_are_transposes():
+  """<gather(P), W> == <P, aggregate(W)> on every table layout, and each one's gradient is the other."""
+  shaw = encoders.make('shaw_vector', max_distance=2)
+  xl = encoders.make('transformer_xl')
+  pos = jnp.array([[0, 3, 4, 9, 20, 21]], jnp.int32)
+  tables = [position_terms.relative_table(shaw, 6, 6), position_terms.relative_table(xl, 6, 6),
+            position_terms.relative_table(xl, 6, 6, causal=True),
+            position_terms.relative_table(shaw, 3, 9, q_offset=4),
+            position_terms.relative_table(xl, 3, 9, q_offset=4),
+            position_terms.relative_table(xl, 3, 9, q_offset=4, causal=True),
+            position_terms.relative_table(xl, 1, 7, q_offset=6),
+            position_terms.relative_table(xl, 5, 3, q_offset=-2, causal=True),
+            position_terms.relative_table(shaw, 6, 6, q_positions=pos, k_positions=pos)]
+  for table in tables:
+    kp, kw = jax.random.split(jax.random.key(table.num_rows))
+    projected = jax.random.normal(kp, (1, 2, table.q_len, table.num_rows))
+    weights = jax.random.normal(kw, (1, 2, table.q_len, table.k_len))
+    if table.causal:  # pairs ahead read zero, so only weights the causal mask keeps are transposed
+      weights = jnp.where(table.rel <= 0, weights, 0.0)
+    lhs = jnp.sum(position_terms._gather_rows(projected, table) * weights)
+    rhs = jnp.sum(projected * position_terms.aggregate_weights(weights, table))
+    np.testing.assert_allclose(lhs, rhs, rtol=1e-5, atol=1e-5)
+    g_gather = jax.grad(lambda p: jnp.sum(position_terms._gather_rows(p, table) * weights))(projected)
+    np.testing.assert_allclose(g_gather, position_terms.aggregate_weights(weights, table), rtol=1e-6)
