@@ -16,7 +16,20 @@ _REF = 'Deletang et al. 2023, tasks/regular; Ruoss et al. 2023'
 
 
 @dataclasses.dataclass(frozen=True)
-class EvenPairs(EncoderTask):
+class _BinaryClassification(EncoderTask):
+  """Binary strings in, one of two classes out."""
+
+  @property
+  def input_alphabet_size(self) -> int:
+    return 2
+
+  @property
+  def num_classes(self) -> int:
+    return 2
+
+
+@dataclasses.dataclass(frozen=True)
+class EvenPairs(_BinaryClassification):
   """Class 1 iff the number of unequal adjacent pairs ('01' or '10') is odd, else 0.
 
   Examples (from the reference): 001110 -> one '01', one '10' -> 0;  0101001 -> 2 + 3 -> 1.
@@ -26,14 +39,6 @@ class EvenPairs(EncoderTask):
   name = 'even_pairs'
   reference = _REF
 
-  @property
-  def input_alphabet_size(self) -> int:
-    return 2
-
-  @property
-  def num_classes(self) -> int:
-    return 2
-
   def _generate(self, rng, batch_size, n):
     x = rng.integers(0, 2, size=(batch_size, n), dtype=np.int32)
     y = (np.sum(x[:, 1:] != x[:, :-1], axis=1) % 2).astype(np.int32)[:, None]
@@ -41,19 +46,11 @@ class EvenPairs(EncoderTask):
 
 
 @dataclasses.dataclass(frozen=True)
-class ParityCheck(EncoderTask):
+class ParityCheck(_BinaryClassification):
   """Class = (number of 1s) mod 2.  Examples: 1010100 -> 1;  01111 -> 0."""
 
   name = 'parity_check'
   reference = _REF
-
-  @property
-  def input_alphabet_size(self) -> int:
-    return 2
-
-  @property
-  def num_classes(self) -> int:
-    return 2
 
   def _generate(self, rng, batch_size, n):
     x = rng.integers(0, 2, size=(batch_size, n), dtype=np.int32)
