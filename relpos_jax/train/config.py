@@ -186,16 +186,18 @@ def _get(config, path: str):
 
 
 def _check_keys(section_name: str, section, allowed, required) -> None:
+  """Unknown and missing keys of `config.<section_name>` ('' for the top level), named in the error."""
+  where = f'config.{section_name}' if section_name else 'config'
   if not isinstance(section, (ml_collections.ConfigDict, Mapping)):
-    raise ConfigError(f'config.{section_name} must be a ConfigDict, got {type(section).__name__}.')
+    raise ConfigError(f'{where} must be a ConfigDict, got {type(section).__name__}.')
   present = set(_keys(section))
   unknown = sorted(present - set(allowed))
   if unknown:
-    raise ConfigError(f'unknown key(s) {", ".join(f"config.{section_name}.{k}" for k in unknown)}; '
-                      f'allowed in config.{section_name}: {", ".join(sorted(allowed))}.')
+    raise ConfigError(f'unknown key(s) {", ".join(f"{where}.{k}" for k in unknown)}; '
+                      f'allowed in {where}: {", ".join(sorted(allowed))}.')
   missing = sorted(set(required) - present)
   if missing:
-    raise ConfigError(f'missing key(s) {", ".join(f"config.{section_name}.{k}" for k in missing)}.')
+    raise ConfigError(f'missing key(s) {", ".join(f"{where}.{k}" for k in missing)}.')
 
 
 def _check_values(section_name: str, section, checks: Mapping[str, tuple]) -> None:
@@ -217,14 +219,7 @@ def validate(config, *, num_devices: int | None = None) -> list[str]:
   Returns:
     Warnings (also issued with `warnings.warn`): combinations that run but are usually mistakes.
   """
-  top = set(_keys(config))
-  unknown = sorted(top - set(TOP_LEVEL_KEYS))
-  if unknown:
-    raise ConfigError(f'unknown top-level key(s) {", ".join(f"config.{k}" for k in unknown)}; '
-                      f'allowed: {", ".join(TOP_LEVEL_KEYS)}.')
-  missing = sorted(set(TOP_LEVEL_KEYS) - top)
-  if missing:
-    raise ConfigError(f'missing key(s) {", ".join(f"config.{k}" for k in missing)}.')
+  _check_keys('', config, TOP_LEVEL_KEYS, TOP_LEVEL_KEYS)
   ok, allowed = int_at_least(0)
   if not ok(config.seed):
     raise _fail('seed', config.seed, f'allowed: {allowed}')
