@@ -61,7 +61,7 @@ def bias_fn(strategy: str, encoder, length: int):
   if strategy == 'all_pairs':
     return functools.partial(all_pairs_bias, encoder, length=length)
   if strategy == 'one_hot':
-    if not isinstance(encoder, encoders.base.TableBiasEncoder):
+    if not isinstance(encoder, encoders.contract.TableBiasEncoder):
       raise ValueError(f'one_hot needs a table encoder (bucket + table); got {type(encoder).__name__}.')
     return functools.partial(one_hot_bias, encoder, buckets=bucket_constant(encoder, length))
   raise ValueError(f'unknown strategy {strategy!r}; allowed: {STRATEGIES}.')

@@ -2,7 +2,7 @@
 Generalization of Transformers"), for a TPU or GPU.
 
 From the paper and its reference code (google-deepmind/randomized_positional_encodings):
-  model     encoder-only transformer, 5 layers, model_dim 64, 8 heads, MLP widening 4, dropout 0.1
+  model     bidirectional transformer, 5 layers, model_dim 64, 8 heads, MLP widening 4, dropout 0.1
             (`TransformerConfig` defaults and `_ARCHITECTURE_PARAMS` of experiments/example.py); the
             encoding their example trains is randomized relative (Transformer-XL) with L = 2048
   data      lengths n ~ U{1..N}, N = 40, one length per batch; batch size 128

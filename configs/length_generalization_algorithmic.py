@@ -1,6 +1,6 @@
 r"""Length generalization on an algorithmic task at CPU scale (the shape of Ruoss et al. 2023's protocol).
 
-An encoder-only transformer (configs/algorithmic.py: 3 layers, d_model 64, 4 heads, batch 32) trained on
+An bidirectional transformer (configs/algorithmic.py: 3 layers, d_model 64, 4 heads, batch 32) trained on
 input lengths 1..20 of even_pairs, evaluated by per-output-token accuracy at 10 and 20 (in distribution)
 and 30, 40, 60, 100 (out of distribution). About 2 minutes per encoder on a 2-core CPU:
 

@@ -65,9 +65,9 @@ def bias_matrix(encoder, params, q_len: int, k_len: int, q_offset=0) -> jax.Arra
   positions only and expanded with `toeplitz`. Encoders whose bias also depends on the query position
   (FIRE) are not Toeplitz; they take their own path, `encoder.pair_bias` on the position grid.
   """
-  from relpos_jax.encoders import base  # Local: encoders import this module.
+  from relpos_jax.encoders import contract  # Local: encoders import this module.
 
-  if encoder.kind is not base.Kind.SCALAR_BIAS:
+  if encoder.kind is not contract.Kind.SCALAR_BIAS:
     raise ValueError(
         f'bias_matrix needs a scalar-bias encoder; {type(encoder).__name__} is of kind '
         f'{encoder.kind.value!r}. Rotary, vector-relative and absolute encoders act inside the '

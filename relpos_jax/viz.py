@@ -32,9 +32,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from relpos_jax import positions as positions_lib
-from relpos_jax.encoders import base, rope, spec
+from relpos_jax.encoders import contract, rope, spec
 
-Kind = base.Kind
+Kind = contract.Kind
 BIAS_CMAP = 'RdBu_r'
 # Heads beyond this many are summarised by the first ones: a figure of 16 heat maps reads as noise.
 MAX_HEAD_PANELS = 8
@@ -402,7 +402,7 @@ def plot_rotary_scores(encoder, params, distances, *, query_positions: Sequence[
   plt = _pyplot()
   _require_kind('plot_rotary_scores', encoder, Kind.ROTARY)
   distances = _int_range('distances', distances)
-  head_dim = base.dims(params).head_dim
+  head_dim = contract.dims(params).head_dim
   if head_dim is None:
     raise ValueError('plot_rotary_scores: params carry no head_dim; init the encoder with head_dim=...')
   query = np.ones(head_dim, np.float32) if query is None else np.asarray(query, np.float32)
@@ -559,7 +559,7 @@ def plot_encoder(encoder, params=None, *, rng=None, num_heads: int = 4, head_dim
   replaces the figure's title (default: the encoder's spec).
   """
   plt = _pyplot()
-  if not isinstance(encoder, base.Encoder):
+  if not isinstance(encoder, contract.Encoder):
     raise ValueError(f'plot_encoder: {encoder!r} is not an encoder; build one with relpos_jax.encoders.make.')
   if encoder.kind is Kind.COMBINED:
     raise ValueError(f'plot_encoder: {_name(encoder)} is a sum of encoders; plot each of encoder.parts.')

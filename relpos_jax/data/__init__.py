@@ -2,7 +2,7 @@
 length bucketing and scoring helpers. Everything is deterministic from an ``np.random.Generator`` seed.
 
   corpus   Corpus.stdlib() / Corpus.from_paths(...): byte tokens, by-file split, sample_batch, eval_windows
-  tasks    make_task(name), task_names(): encoder-only tasks (placeholders after the input) and count_copy
+  tasks    make_task(name), task_names(): bidirectional tasks (placeholders after the input) and count_copy
   buckets  BatchSpec, sample_bucketed, length_buckets: one length per batch, <= num_buckets shapes
 """
 

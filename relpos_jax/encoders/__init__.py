@@ -7,12 +7,12 @@ package imports them all, so `make(name, **hparams)` and `names()` see every enc
 import importlib as _importlib
 import pkgutil as _pkgutil
 
-from relpos_jax.encoders.base import (AbsoluteEncoder, Dims, Encoder, Kind, RotaryEncoder,
-                                      ScalarBiasEncoder, VectorRelativeEncoder)
+from relpos_jax.encoders.contract import (AbsoluteEncoder, Dims, Encoder, Kind, RotaryEncoder,
+                                          ScalarBiasEncoder, VectorRelativeEncoder)
 from relpos_jax.encoders.registry import encoder_class, make, make_default, names, register
 
 for _module in sorted(m.name for m in _pkgutil.iter_modules(__path__)):
-  if _module not in ('base', 'registry'):
+  if _module not in ('contract', 'registry'):
     _importlib.import_module(f'{__name__}.{_module}')
 
 from relpos_jax.encoders.combine import Combined, combine  # noqa: E402

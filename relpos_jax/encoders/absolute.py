@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
 
@@ -48,7 +48,7 @@ def sinusoids(positions: jax.Array, model_dim: int, max_wavelength: float = 10_0
 
 @register('sinusoidal')
 @dataclasses.dataclass(frozen=True)
-class Sinusoidal(base.AbsoluteEncoder):
+class Sinusoidal(contract.AbsoluteEncoder):
   """Fixed sinusoids of Vaswani et al. 2017; defined at every position (max_length None)."""
 
   max_wavelength: float = 10_000.0
@@ -56,10 +56,10 @@ class Sinusoidal(base.AbsoluteEncoder):
   def __post_init__(self):
     ok = (isinstance(self.max_wavelength, (int, float)) and not isinstance(self.max_wavelength, bool)
           and math.isfinite(self.max_wavelength) and self.max_wavelength > 0)
-    base.require(ok, self.name, 'max_wavelength', self.max_wavelength, 'a finite number > 0 (paper: 10000)')
+    contract.require(ok, self.name, 'max_wavelength', self.max_wavelength, 'a finite number > 0 (paper: 10000)')
 
   def embed(self, params, positions):
-    return sinusoids(positions, base.dims(params).model_dim, self.max_wavelength)
+    return sinusoids(positions, contract.dims(params).model_dim, self.max_wavelength)
 
 
 def _concrete_positions(positions) -> np.ndarray | None:
@@ -71,7 +71,7 @@ def _concrete_positions(positions) -> np.ndarray | None:
 
 @register('learned')
 @dataclasses.dataclass(frozen=True)
-class Learned(base.AbsoluteEncoder):
+class Learned(contract.AbsoluteEncoder):
   """A learnable (max_length, model_dim) table, one row per position 0 .. max_length - 1.
 
   max_length = 2048: room for the usual training lengths and their first extrapolation multiples (the
@@ -85,7 +85,7 @@ class Learned(base.AbsoluteEncoder):
   table_init_stddev = 0.02
 
   def __post_init__(self):
-    base.require_positive_int(self.name, 'max_length', self.max_length)
+    contract.require_positive_int(self.name, 'max_length', self.max_length)
 
   def init_params(self, rng, dims_):
     init = jax.nn.initializers.normal(self.table_init_stddev)
@@ -112,7 +112,7 @@ class Learned(base.AbsoluteEncoder):
 
 @register('absolute_score')
 @dataclasses.dataclass(frozen=True)
-class AbsoluteScore(base.ScalarBiasEncoder):
+class AbsoluteScore(contract.ScalarBiasEncoder):
   """TUPE's absolute score term, P_h[i, j] = (p_i U^Q_h) . (p_j U^K_h) / sqrt(2 d_head).
 
   The sqrt(2 d_head) (not sqrt(d_head)) is TUPE's: the content and position terms are each scaled so their
@@ -121,14 +121,14 @@ class AbsoluteScore(base.ScalarBiasEncoder):
   start at N(0, 1 / model_dim), LeCun's fan-in scale for a projection of model_dim features.
   """
 
-  base: base.Encoder = Sinusoidal()
+  base: contract.Encoder = Sinusoidal()
 
   is_toeplitz = False
   is_relative = False
 
   def __post_init__(self):
-    ok = isinstance(self.base, base.Encoder) and self.base.kind is base.Kind.ABSOLUTE
-    base.require(ok, self.name, 'base', self.base,
+    ok = isinstance(self.base, contract.Encoder) and self.base.kind is contract.Kind.ABSOLUTE
+    contract.require(ok, self.name, 'base', self.base,
                  'an absolute encoder (kind ABSOLUTE), e.g. sinusoidal or learned')
 
   @property
@@ -140,7 +140,7 @@ class AbsoluteScore(base.ScalarBiasEncoder):
     self.base.check_positions(positions_upper_bound)
 
   def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
-    dims_ = base.check_init_dims(self.name, num_heads, head_dim, model_dim, needs_head_dim=True,
+    dims_ = contract.check_init_dims(self.name, num_heads, head_dim, model_dim, needs_head_dim=True,
                                  needs_model_dim=True)
     return {'dims': dims_, **self.init_params(rng, dims_)}
 
@@ -165,6 +165,6 @@ class AbsoluteScore(base.ScalarBiasEncoder):
     """q_pos, k_pos: broadcastable int arrays -> broadcast shape + (num_heads,)."""
     q = self._project(params, 'query_proj', q_pos)
     k = self._project(params, 'key_proj', k_pos)
-    head_dim = base.dims(params).head_dim
+    head_dim = contract.dims(params).head_dim
     # Projections are made once per position; the pairing broadcasts (Lq, 1) against (1, Lk).
     return jnp.einsum('...hd,...hd->...h', q, k) / np.sqrt(2.0 * head_dim).astype(np.float32)

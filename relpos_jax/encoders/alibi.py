@@ -29,7 +29,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
 
@@ -39,7 +39,7 @@ def _power_of_two_slopes(n: int) -> list[float]:
 
 def alibi_slopes(num_heads: int) -> np.ndarray:
   """The paper's slopes for `num_heads` heads, float64 (num_heads,), in head order."""
-  base.require_positive_int('alibi', 'num_heads', num_heads)
+  contract.require_positive_int('alibi', 'num_heads', num_heads)
   closest = 2 ** int(math.floor(math.log2(num_heads)))
   slopes = _power_of_two_slopes(closest)
   # Every other slope of twice as many heads interleaves with the slopes above (the reference's rule).
@@ -49,14 +49,14 @@ def alibi_slopes(num_heads: int) -> np.ndarray:
 
 @register('alibi')
 @dataclasses.dataclass(frozen=True)
-class ALiBi(base.ScalarBiasEncoder):
+class ALiBi(contract.ScalarBiasEncoder):
   bidirectional: bool = False
   learnable_slopes: bool = False
 
   def __post_init__(self):
-    base.require(isinstance(self.bidirectional, bool), self.name, 'bidirectional', self.bidirectional,
+    contract.require(isinstance(self.bidirectional, bool), self.name, 'bidirectional', self.bidirectional,
                  'True or False')
-    base.require(isinstance(self.learnable_slopes, bool), self.name, 'learnable_slopes',
+    contract.require(isinstance(self.learnable_slopes, bool), self.name, 'learnable_slopes',
                  self.learnable_slopes, 'True or False')
 
   def init_params(self, rng, dims_):
@@ -69,7 +69,7 @@ class ALiBi(base.ScalarBiasEncoder):
     """The (num_heads,) slopes in use: the paper's, or the learned ones."""
     if self.learnable_slopes:
       return jnp.exp(params['log_slopes'])
-    return jnp.asarray(alibi_slopes(base.dims(params).num_heads), jnp.float32)
+    return jnp.asarray(alibi_slopes(contract.dims(params).num_heads), jnp.float32)
 
   def bias(self, params, rel):
     rel = jnp.asarray(rel, jnp.float32)[..., None]

@@ -19,33 +19,33 @@ import dataclasses
 
 import jax
 
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 
 
 @dataclasses.dataclass(frozen=True)
-class Combined(base.Encoder):
+class Combined(contract.Encoder):
   """The sum of `parts`' contributions; params = {'dims': ..., 'parts': (params of each part, ...)}."""
 
-  parts: tuple[base.Encoder, ...]
+  parts: tuple[contract.Encoder, ...]
 
-  kind = base.Kind.COMBINED
+  kind = contract.Kind.COMBINED
   name = 'combined'  # For messages only: built with `combine` or `a + b` in a spec, not with `make`.
 
   def __post_init__(self):
     parts = self.parts
-    base.require(isinstance(parts, (tuple, list)), self.name, 'parts', parts, 'a tuple of encoders')
+    contract.require(isinstance(parts, (tuple, list)), self.name, 'parts', parts, 'a tuple of encoders')
     flat = []
     for part in parts:
-      base.require(isinstance(part, base.Encoder), self.name, 'parts', part,
+      contract.require(isinstance(part, contract.Encoder), self.name, 'parts', part,
                    'encoders only (e.g. relpos_jax.encoders.make("t5"))')
       flat.extend(part.parts if isinstance(part, Combined) else (part,))
     object.__setattr__(self, 'parts', tuple(flat))
-    base.require(len(flat) >= 2, self.name, 'parts', self.parts,
+    contract.require(len(flat) >= 2, self.name, 'parts', self.parts,
                  'at least two encoders (a single encoder is used as it is)')
-    for kind, why in ((base.Kind.ROTARY, 'rotating twice composes into another rotation, not a sum'),
-                      (base.Kind.ABSOLUTE, 'one input-level absolute encoding per model')):
+    for kind, why in ((contract.Kind.ROTARY, 'rotating twice composes into another rotation, not a sum'),
+                      (contract.Kind.ABSOLUTE, 'one input-level absolute encoding per model')):
       same = [p for p in flat if p.kind is kind]
-      base.require(len(same) <= 1, self.name, 'parts', self.parts,
+      contract.require(len(same) <= 1, self.name, 'parts', self.parts,
                    f'at most one {kind.value} part ({why}); got {len(same)}')
 
   @property
@@ -58,13 +58,13 @@ class Combined(base.Encoder):
 
   def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
     """Each part initialised with its own split of rng, for the same num_heads / head_dim / model_dim."""
-    dims_ = base.check_init_dims(self.name, num_heads, head_dim, model_dim)
+    dims_ = contract.check_init_dims(self.name, num_heads, head_dim, model_dim)
     rngs = jax.random.split(rng, len(self.parts))
     parts = tuple(part.init(part_rng, num_heads, head_dim=head_dim, model_dim=model_dim)
                   for part, part_rng in zip(self.parts, rngs))
     return {'dims': dims_, 'parts': parts}
 
-  def terms(self, params) -> tuple[tuple[base.Encoder, base.Params], ...]:
+  def terms(self, params) -> tuple[tuple[contract.Encoder, contract.Params], ...]:
     """(part, part params) pairs, the way the attention layer walks a combination."""
     return tuple(zip(self.parts, params['parts']))
 
@@ -84,6 +84,6 @@ class Combined(base.Encoder):
         check(positions_upper_bound)
 
 
-def combine(*encoders: base.Encoder) -> Combined:
+def combine(*encoders: contract.Encoder) -> Combined:
   """The sum of two or more encoders (nested sums flatten); see the module docstring for what is refused."""
   return Combined(parts=tuple(encoders))

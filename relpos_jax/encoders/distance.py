@@ -15,22 +15,22 @@ import math
 
 import jax.numpy as jnp
 
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
 
 @register('distance')
 @dataclasses.dataclass(frozen=True)
-class Distance(base.ScalarBiasEncoder):
+class Distance(contract.ScalarBiasEncoder):
   mode: str = 'absolute'
   slope: float = 1.0
   learnable: bool = True
 
   def __post_init__(self):
-    base.require_choice(self.name, 'mode', self.mode, ('absolute', 'signed'))
-    base.require(isinstance(self.slope, (int, float)) and not isinstance(self.slope, bool)
+    contract.require_choice(self.name, 'mode', self.mode, ('absolute', 'signed'))
+    contract.require(isinstance(self.slope, (int, float)) and not isinstance(self.slope, bool)
                  and math.isfinite(self.slope), self.name, 'slope', self.slope, 'a finite number')
-    base.require(isinstance(self.learnable, bool), self.name, 'learnable', self.learnable, 'True or False')
+    contract.require(isinstance(self.learnable, bool), self.name, 'learnable', self.learnable, 'True or False')
 
   def init_params(self, rng, dims_):
     del rng
@@ -41,7 +41,7 @@ class Distance(base.ScalarBiasEncoder):
   def slopes(self, params):
     if self.learnable:
       return params['slopes']
-    return jnp.full((base.dims(params).num_heads,), self.slope, jnp.float32)
+    return jnp.full((contract.dims(params).num_heads,), self.slope, jnp.float32)
 
   def bias(self, params, rel):
     rel = jnp.asarray(rel, jnp.float32)[..., None]

@@ -38,14 +38,14 @@ import math
 import jax
 import jax.numpy as jnp
 
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 from relpos_jax.encoders.mlp import apply_mlp, init_mlp
 from relpos_jax.encoders.registry import register
 
 
 @register('fire')
 @dataclasses.dataclass(frozen=True)
-class FIRE(base.ScalarBiasEncoder):
+class FIRE(contract.ScalarBiasEncoder):
   is_toeplitz = False
 
   mlp_width: int = 32
@@ -54,12 +54,12 @@ class FIRE(base.ScalarBiasEncoder):
   eps: float = 1e-6
 
   def __post_init__(self):
-    base.require_positive_int(self.name, 'mlp_width', self.mlp_width)
+    contract.require_positive_int(self.name, 'mlp_width', self.mlp_width)
     for field in ('init_c', 'init_threshold', 'eps'):
       value = getattr(self, field)
       ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
             and value > 0)
-      base.require(ok, self.name, field, value, 'a finite number > 0')
+      contract.require(ok, self.name, field, value, 'a finite number > 0')
 
   def init_params(self, rng, dims_):
     return {'mlp': init_mlp(rng, (1, self.mlp_width, dims_.num_heads), torch_default=True),

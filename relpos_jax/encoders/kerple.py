@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
 # The reference code's clamp floor for every kernel parameter.
@@ -96,7 +96,7 @@ def _abs_distance(rel) -> jax.Array:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Kerple(base.ScalarBiasEncoder):
+class _Kerple(contract.ScalarBiasEncoder):
   """Shared by the two kernels: two per-head raw parameters and their constrained values."""
 
   # The reference's initial r1 ~ U(0, r1_init_upper).
@@ -127,12 +127,12 @@ class _Kerple(base.ScalarBiasEncoder):
     """`params` with the raw parameters set so that the effective ones are (r1, r2), each a number or
     (num_heads,) values (to probe a kernel by hand, or to start from chosen values). Host-side: the values
     must be concrete and inside the parametrisation's range, else ValueError."""
-    num_heads = base.dims(params).num_heads
+    num_heads = contract.dims(params).num_heads
     r1 = np.broadcast_to(np.asarray(r1, np.float64), (num_heads,))
     r2 = np.broadcast_to(np.asarray(r2, np.float64), (num_heads,))
-    base.require(bool(np.all(r1 > EPS) and np.all(np.isfinite(r1))), self.name, 'r1', r1.tolist(),
+    contract.require(bool(np.all(r1 > EPS) and np.all(np.isfinite(r1))), self.name, 'r1', r1.tolist(),
                  f'finite values > {EPS} (the reference clamp floor)')
-    base.require(bool(np.all(r2 > EPS) and np.all(r2 < self.r2_upper_open)), self.name, 'r2', r2.tolist(),
+    contract.require(bool(np.all(r2 > EPS) and np.all(r2 < self.r2_upper_open)), self.name, 'r2', r2.tolist(),
                  f'values in ({EPS}, {self.r2_upper_open})')
     return {**params, 'r1_raw': positive_inverse(r1), 'r2_raw': self._r2_inverse(r2)}
 

@@ -28,7 +28,7 @@ from typing import Sequence
 import jax
 import jax.numpy as jnp
 
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
 
@@ -69,15 +69,15 @@ def signed_log(d: jax.Array) -> jax.Array:
 
 @register('mlp')
 @dataclasses.dataclass(frozen=True)
-class MLPBias(base.ScalarBiasEncoder):
+class MLPBias(contract.ScalarBiasEncoder):
   hidden_dim: int = 512
   depth: int = 1
   input_transform: str = 'log'
 
   def __post_init__(self):
-    base.require_positive_int(self.name, 'hidden_dim', self.hidden_dim)
-    base.require_positive_int(self.name, 'depth', self.depth)
-    base.require_choice(self.name, 'input_transform', self.input_transform, ('linear', 'log'))
+    contract.require_positive_int(self.name, 'hidden_dim', self.hidden_dim)
+    contract.require_positive_int(self.name, 'depth', self.depth)
+    contract.require_choice(self.name, 'input_transform', self.input_transform, ('linear', 'log'))
 
   def init_params(self, rng, dims_):
     sizes = (1,) + (self.hidden_dim,) * self.depth + (dims_.num_heads,)

@@ -31,7 +31,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
 REDUCTIONS = ('mean', 'sum')
@@ -46,7 +46,7 @@ def scale_bucket(rel: jax.Array, scale: int, buckets_per_side: int) -> jax.Array
 
 @register('multiscale')
 @dataclasses.dataclass(frozen=True)
-class MultiScale(base.ScalarBiasEncoder):
+class MultiScale(contract.ScalarBiasEncoder):
   """b_h(j - i) = mean (or sum) over scales s of table_s[bucket_s(j - i), h]; see the module docstring."""
 
   scales: tuple[int, ...] = (1, 4, 16)
@@ -61,14 +61,14 @@ class MultiScale(base.ScalarBiasEncoder):
     if isinstance(scales, list):  # A list (e.g. from a config) would make the encoder unhashable.
       scales = tuple(scales)
       object.__setattr__(self, 'scales', scales)
-    base.require(isinstance(scales, tuple) and len(scales) >= 1, self.name, 'scales', self.scales,
+    contract.require(isinstance(scales, tuple) and len(scales) >= 1, self.name, 'scales', self.scales,
                  'a non-empty tuple of ints >= 1')
     for scale in scales:
-      base.require_positive_int(self.name, 'scales', scale)
-    base.require(len(set(scales)) == len(scales), self.name, 'scales', self.scales,
+      contract.require_positive_int(self.name, 'scales', scale)
+    contract.require(len(set(scales)) == len(scales), self.name, 'scales', self.scales,
                  'distinct ints (a repeated scale only duplicates a table)')
-    base.require_positive_int(self.name, 'buckets_per_side', self.buckets_per_side)
-    base.require_choice(self.name, 'reduction', self.reduction, REDUCTIONS)
+    contract.require_positive_int(self.name, 'buckets_per_side', self.buckets_per_side)
+    contract.require_choice(self.name, 'reduction', self.reduction, REDUCTIONS)
 
   @property
   def table_size(self) -> int:

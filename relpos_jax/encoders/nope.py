@@ -20,15 +20,15 @@ import dataclasses
 
 import jax.numpy as jnp
 
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
 
 @register('nope')
 @dataclasses.dataclass(frozen=True)
-class NoPE(base.ScalarBiasEncoder):
+class NoPE(contract.ScalarBiasEncoder):
   carries_position = False
 
   def bias(self, params, rel):
     rel = jnp.asarray(rel)
-    return jnp.zeros(rel.shape + (base.dims(params).num_heads,), jnp.float32)
+    return jnp.zeros(rel.shape + (contract.dims(params).num_heads,), jnp.float32)

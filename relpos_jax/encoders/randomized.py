@@ -22,7 +22,7 @@ import numbers
 import jax
 import jax.numpy as jnp
 
-from relpos_jax.encoders import base as contract
+from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
 

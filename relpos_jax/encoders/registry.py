@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 
-_REGISTRY: dict[str, type[base.Encoder]] = {}
+_REGISTRY: dict[str, type[contract.Encoder]] = {}
 
 
 def register(name: str):
@@ -30,13 +30,13 @@ def names() -> list[str]:
   return sorted(_REGISTRY)
 
 
-def encoder_class(name: str) -> type[base.Encoder]:
+def encoder_class(name: str) -> type[contract.Encoder]:
   if name not in _REGISTRY:
     raise ValueError(f'unknown encoder {name!r}; allowed: {", ".join(names())}.')
   return _REGISTRY[name]
 
 
-def make(name: str, **hparams) -> base.Encoder:
+def make(name: str, **hparams) -> contract.Encoder:
   """Builds the encoder registered as `name` with the given hyperparameters (the rest: paper defaults).
 
   Raises ValueError for an unknown name, an unknown hyperparameter, or an invalid value.
@@ -49,7 +49,7 @@ def make(name: str, **hparams) -> base.Encoder:
   return cls(**hparams)
 
 
-def make_default(name: str, wrapped: base.Encoder | None = None) -> base.Encoder:
+def make_default(name: str, wrapped: contract.Encoder | None = None) -> contract.Encoder:
   """The encoder `name` with every default (what a sweep over `names()` builds).
 
   A wrapper's required encoder field (randomized's `base`) gets `wrapped`, by default a small learnable

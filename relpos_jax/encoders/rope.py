@@ -49,7 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 
 # `base` is also RoPE's hyperparameter name; the contract module goes by `contract` here.
-from relpos_jax.encoders import base as contract
+from relpos_jax.encoders import contract
 from relpos_jax.encoders import rope_scaling
 from relpos_jax.encoders.registry import register
 

@@ -31,7 +31,7 @@ import dataclasses
 import jax.numpy as jnp
 import numpy as np
 
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
 
@@ -48,14 +48,14 @@ def compression_ratios(num_heads: int) -> np.ndarray:
 
 @register('sandwich')
 @dataclasses.dataclass(frozen=True)
-class Sandwich(base.ScalarBiasEncoder):
+class Sandwich(contract.ScalarBiasEncoder):
   dim: int = 128
   bidirectional: bool = False
 
   def __post_init__(self):
     ok = isinstance(self.dim, int) and not isinstance(self.dim, bool) and self.dim >= 2 and self.dim % 2 == 0
-    base.require(ok, self.name, 'dim', self.dim, 'an even int >= 2 (pairs of sin/cos dimensions)')
-    base.require(isinstance(self.bidirectional, bool), self.name, 'bidirectional', self.bidirectional,
+    contract.require(ok, self.name, 'dim', self.dim, 'an even int >= 2 (pairs of sin/cos dimensions)')
+    contract.require(isinstance(self.bidirectional, bool), self.name, 'bidirectional', self.bidirectional,
                  'True or False')
 
   def bias(self, params, rel):
@@ -64,5 +64,5 @@ class Sandwich(base.ScalarBiasEncoder):
       rel = jnp.minimum(rel, 0.0)
     half_angles = rel[..., None] * jnp.asarray(sandwich_frequencies(self.dim) / 2, jnp.float32)
     inner_product_minus_dim = -2.0 * jnp.sum(jnp.square(jnp.sin(half_angles)), axis=-1)
-    ratios = jnp.asarray(compression_ratios(base.dims(params).num_heads), jnp.float32)
+    ratios = jnp.asarray(compression_ratios(contract.dims(params).num_heads), jnp.float32)
     return inner_product_minus_dim[..., None] / ratios

@@ -23,7 +23,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
 
@@ -33,12 +33,12 @@ def clipped_index(rel: jax.Array, max_distance: int) -> jax.Array:
 
 
 def _check_max_distance(name, max_distance):
-  base.require_positive_int(name, 'max_distance', max_distance, minimum=0)
+  contract.require_positive_int(name, 'max_distance', max_distance, minimum=0)
 
 
 @register('shaw')
 @dataclasses.dataclass(frozen=True)
-class Shaw(base.TableBiasEncoder):
+class Shaw(contract.TableBiasEncoder):
   max_distance: int = 16
 
   def __post_init__(self):
@@ -54,7 +54,7 @@ class Shaw(base.TableBiasEncoder):
 
 @register('shaw_vector')
 @dataclasses.dataclass(frozen=True)
-class ShawVector(base.VectorRelativeEncoder):
+class ShawVector(contract.VectorRelativeEncoder):
   max_distance: int = 16
   use_value_embeddings: bool = True
   per_head: bool = True
@@ -81,7 +81,7 @@ class ShawVector(base.VectorRelativeEncoder):
     if self.per_head:
       return rows
     return jnp.broadcast_to(rows[..., None, :],
-                            rows.shape[:-1] + (base.dims(params).num_heads, rows.shape[-1]))
+                            rows.shape[:-1] + (contract.dims(params).num_heads, rows.shape[-1]))
 
   def key_embeddings(self, params, rel):
     return self._lookup(params, 'key_table', rel)

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 from relpos_jax.encoders import registry
 from relpos_jax.encoders.combine import Combined, combine
 
@@ -31,9 +31,9 @@ ALLOWED = ('an encoder name (t5), a call with literal keyword hyperparameters (t
 _LITERAL_TYPES = (bool, int, float, str, type(None))
 
 
-def from_spec(spec: str | base.Encoder) -> base.Encoder:
+def from_spec(spec: str | contract.Encoder) -> contract.Encoder:
   """The encoder a spec string names (an Encoder is returned as it is). Bad specs raise ValueError."""
-  if isinstance(spec, base.Encoder):
+  if isinstance(spec, contract.Encoder):
     return spec
   if not isinstance(spec, str):
     raise ValueError(f'encoder spec {spec!r} is neither a string nor an encoder; allowed: {ALLOWED}.')
@@ -53,7 +53,7 @@ def _error(node: ast.AST, text: str, problem: str) -> ValueError:
   return ValueError(f'encoder spec {text!r}: {_piece(node, text)!r} {problem}; allowed: {ALLOWED}.')
 
 
-def _build(node: ast.AST, text: str) -> base.Encoder:
+def _build(node: ast.AST, text: str) -> contract.Encoder:
   if isinstance(node, ast.Name):
     return registry.make(node.id)
   if isinstance(node, ast.BinOp):
@@ -65,7 +65,7 @@ def _build(node: ast.AST, text: str) -> base.Encoder:
   raise _error(node, text, 'is not an encoder spec')
 
 
-def _build_call(node: ast.Call, text: str) -> base.Encoder:
+def _build_call(node: ast.Call, text: str) -> contract.Encoder:
   if not isinstance(node.func, ast.Name):
     raise _error(node.func, text, 'is not an encoder name')
   name = node.func.id
@@ -77,7 +77,7 @@ def _build_call(node: ast.Call, text: str) -> base.Encoder:
   hparams = {}
   for field, arg in zip(fields, node.args):
     takes_encoder = (field.default is dataclasses.MISSING
-                     or isinstance(field.default, base.Encoder))
+                     or isinstance(field.default, contract.Encoder))
     if isinstance(arg, ast.Starred) or not takes_encoder or not isinstance(
         arg, (ast.Name, ast.Call, ast.BinOp)):
       raise _error(arg, text, f'cannot be a positional argument of {name}: positional arguments are '
@@ -118,7 +118,7 @@ def _is_plain(value) -> bool:
   return isinstance(value, _LITERAL_TYPES)
 
 
-def to_spec(encoder: base.Encoder) -> str:
+def to_spec(encoder: contract.Encoder) -> str:
   """The shortest spec naming `encoder`: its registered name and only its non-default hyperparameters.
 
   Sums print as 'a + b'; a wrapper's nested encoders print positionally. Raises ValueError for an encoder
@@ -126,7 +126,7 @@ def to_spec(encoder: base.Encoder) -> str:
   """
   if isinstance(encoder, Combined):
     return ' + '.join(to_spec(part) for part in encoder.parts)
-  if not isinstance(encoder, base.Encoder):
+  if not isinstance(encoder, contract.Encoder):
     raise ValueError(f'to_spec needs an encoder, got {encoder!r}.')
   cls = type(encoder)
   name = cls.name
@@ -135,7 +135,7 @@ def to_spec(encoder: base.Encoder) -> str:
                      f'ones ({", ".join(registry.names())}).')
   fields = [f for f in dataclasses.fields(cls) if f.init]
   leading = 0  # Nested encoders must be a prefix of the fields: they print positionally.
-  while leading < len(fields) and isinstance(getattr(encoder, fields[leading].name), base.Encoder):
+  while leading < len(fields) and isinstance(getattr(encoder, fields[leading].name), contract.Encoder):
     leading += 1
   positional = list(fields[:leading])
   while positional and _is_default(encoder, positional[-1]):
@@ -168,7 +168,7 @@ def _write_literal(encoder, field: str, value) -> str:
     return f'({items[0]},)' if len(items) == 1 else f'({", ".join(items)})'
   if isinstance(value, float) and math.isinf(value):
     return '1e999' if value > 0 else '-1e999'  # literal_eval reads 1e999 as inf; 'inf' is a name.
-  if isinstance(value, base.Encoder):
+  if isinstance(value, contract.Encoder):
     raise ValueError(f'{type(encoder).__name__}.{field} holds an encoder after a hyperparameter field; '
                      f'a spec can only pass nested encoders as the leading positional arguments.')
   if not isinstance(value, _LITERAL_TYPES) or (isinstance(value, float) and math.isnan(value)):

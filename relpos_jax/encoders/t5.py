@@ -21,7 +21,7 @@ import dataclasses
 import jax.numpy as jnp
 import numpy as np
 
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
 
@@ -48,22 +48,22 @@ def t5_bucket(rel, *, bidirectional: bool, num_buckets: int, max_distance: int):
 
 @register('t5')
 @dataclasses.dataclass(frozen=True)
-class T5(base.TableBiasEncoder):
+class T5(contract.TableBiasEncoder):
   num_buckets: int = 32
   max_distance: int = 128
   bidirectional: bool = True
 
   def __post_init__(self):
-    base.require_positive_int(self.name, 'num_buckets', self.num_buckets, minimum=4 if self.bidirectional else 2)
-    base.require(not self.bidirectional or self.num_buckets % 2 == 0, self.name, 'num_buckets',
+    contract.require_positive_int(self.name, 'num_buckets', self.num_buckets, minimum=4 if self.bidirectional else 2)
+    contract.require(not self.bidirectional or self.num_buckets % 2 == 0, self.name, 'num_buckets',
                  self.num_buckets, 'an even number in bidirectional mode (half the buckets per direction)')
-    base.require_positive_int(self.name, 'max_distance', self.max_distance, minimum=1)
+    contract.require_positive_int(self.name, 'max_distance', self.max_distance, minimum=1)
     max_exact = (self.num_buckets // 2 if self.bidirectional else self.num_buckets) // 2
-    base.require(self.max_distance > max_exact, self.name, 'max_distance', self.max_distance,
+    contract.require(self.max_distance > max_exact, self.name, 'max_distance', self.max_distance,
                  f'> {max_exact} (the exact range of num_buckets={self.num_buckets}) so the logarithmic '
                  'buckets have a range to cover')
     missing = self.unreachable_buckets()
-    base.require(not missing, self.name, 'num_buckets', self.num_buckets,
+    contract.require(not missing, self.name, 'num_buckets', self.num_buckets,
                  f'no more buckets than distances up to max_distance={self.max_distance} can fill; buckets '
                  f'{missing} would never be reached (lower num_buckets or raise max_distance)')
 

@@ -30,7 +30,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from relpos_jax.encoders import base as contract
+from relpos_jax.encoders import contract
 from relpos_jax.encoders import rope
 from relpos_jax.encoders import rope_scaling
 from relpos_jax.encoders.registry import register

@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from relpos_jax.encoders import base as contract
+from relpos_jax.encoders import contract
 from relpos_jax.encoders import rope
 from relpos_jax.encoders.registry import register
 

@@ -1,7 +1,7 @@
 """Flax layers and models that take any relpos_jax encoder.
 
   RelativeMultiHeadAttention   NNX attention dispatching on encoder kind (attention.py)
-  DecoderLM, EncoderModel      NNX transformers configured by ModelConfig (models.py)
+  DecoderLM, BidirectionalModel      NNX transformers configured by ModelConfig (models.py)
   attend, attention_mask       the pure attention core shared with the Linen twin (functional.py)
   position_terms               pure per-kind position terms (scalar bias, vector relative, rotary, absolute)
   linen                        the Linen twin of the layer, for t5x / big_vision style models (import
@@ -14,4 +14,4 @@ from relpos_jax.nn import position_terms
 from relpos_jax.nn.attention import KVCache, RelativeMultiHeadAttention
 from relpos_jax.nn.blocks import MLP, TransformerBlock
 from relpos_jax.nn.functional import attend, attention_mask
-from relpos_jax.nn.models import DecoderLM, EncoderModel, ModelConfig
+from relpos_jax.nn.models import DecoderLM, BidirectionalModel, ModelConfig

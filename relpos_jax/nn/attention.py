@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 from relpos_jax.nn import functional, position_terms
 
 DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16}
@@ -119,7 +119,7 @@ class RelativeMultiHeadAttention(nnx.Module):
     rngs: nnx.Rngs with a 'params' stream.
   """
 
-  def __init__(self, num_heads: int, model_dim: int, encoder: base.Encoder, *, head_dim: int | None = None,
+  def __init__(self, num_heads: int, model_dim: int, encoder: contract.Encoder, *, head_dim: int | None = None,
                causal: bool = False, dtype='float32', implementation: str | None = None,
                own_position_params: bool = True, debug_checks: bool = False, model_adds_absolute: bool = False,
                rngs: nnx.Rngs):
@@ -133,7 +133,7 @@ class RelativeMultiHeadAttention(nnx.Module):
       head_dim = model_dim // num_heads
     elif isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 1:
       raise ValueError(f'RelativeMultiHeadAttention: head_dim={head_dim!r} is invalid; allowed: an int >= 1.')
-    if not isinstance(encoder, base.Encoder):
+    if not isinstance(encoder, contract.Encoder):
       raise ValueError(f'RelativeMultiHeadAttention: encoder={encoder!r} is invalid; allowed: an Encoder '
                        f'(relpos_jax.encoders.make(...)).')
     functional.check_implementation(implementation)
@@ -147,7 +147,7 @@ class RelativeMultiHeadAttention(nnx.Module):
       warnings.warn(
           f'RelativeMultiHeadAttention: the absolute part(s) {absolute} of encoder {encoder!r} act at the '
           'model input (x + p_i), not in attention, so this layer ignores them. Add '
-          'relpos_jax.nn.position_terms.input_embedding(...) to the layer input as DecoderLM / EncoderModel '
+          'relpos_jax.nn.position_terms.input_embedding(...) to the layer input as DecoderLM / BidirectionalModel '
           'do (and pass model_adds_absolute=True), or use the absolute_score encoder for a score-level term.',
           UserWarning, stacklevel=2)
     self.num_heads = num_heads
@@ -215,7 +215,7 @@ class RelativeMultiHeadAttention(nnx.Module):
     params = self._params(position_params)
     positions = check_positions_shape(positions, b, length)
     q, k, v = self._project(x)
-    if position_terms.has_kind(self.parts, base.Kind.ROTARY):
+    if position_terms.has_kind(self.parts, contract.Kind.ROTARY):
       rot = positions if positions is not None else position_terms.contiguous_positions(b, length)
       q, k = position_terms.rotate(self.parts, params, q, k, rot, rot)
     out = functional.attend(q, k, v, parts=self.parts, params=params, causal=self.causal,
@@ -271,7 +271,7 @@ class RelativeMultiHeadAttention(nnx.Module):
         mask=jax.lax.dynamic_update_slice(cache.mask, new_mask, start),
         index=index + chunk)
     keys = cache.key
-    if position_terms.has_kind(self.parts, base.Kind.ROTARY):
+    if position_terms.has_kind(self.parts, contract.Kind.ROTARY):
       # Keys are cached unrotated and rotated here with the cached positions: an encoder whose rotation
       # depends on the whole position array (xPos's centre, dynamic NTK's length) then sees queries and keys
       # exactly as a full forward over the tokens so far would.

@@ -29,7 +29,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 from relpos_jax.nn import attention as attention_lib
 from relpos_jax.nn import functional, position_terms
 
@@ -66,7 +66,7 @@ class RelativeMultiHeadAttention(nn.Module):
   """
 
   num_heads: int
-  encoder: base.Encoder
+  encoder: contract.Encoder
   head_dim: int | None = None
   causal: bool = False
   dtype: Any = 'float32'
@@ -114,7 +114,7 @@ class RelativeMultiHeadAttention(nn.Module):
     k = dense(inner, name='key')(x).reshape(shape)
     v = dense(inner, name='value')(x).reshape(shape)
     positions = attention_lib.check_positions_shape(positions, b, length)
-    if position_terms.has_kind(parts, base.Kind.ROTARY):
+    if position_terms.has_kind(parts, contract.Kind.ROTARY):
       rot = positions if positions is not None else position_terms.contiguous_positions(b, length)
       q, k = position_terms.rotate(parts, params, q, k, rot, rot)
     out = functional.attend(q, k, v, parts=parts, params=params, causal=self.causal,

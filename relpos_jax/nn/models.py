@@ -1,7 +1,7 @@
-"""Two transformers that take any position encoder: `DecoderLM` (causal) and `EncoderModel` (bidirectional).
+"""Two transformers that take any position encoder: `DecoderLM` (causal) and `BidirectionalModel` (bidirectional).
 
     config = ModelConfig(vocab_size=32, encoder=encoders.make('t5'), num_layers=2, model_dim=64, num_heads=4)
-    model = DecoderLM(config, rngs=nnx.Rngs(params=0, dropout=1))      # or EncoderModel
+    model = DecoderLM(config, rngs=nnx.Rngs(params=0, dropout=1))      # or BidirectionalModel
     logits = model(tokens, positions=None, padding_mask=None, deterministic=True)
     # tokens (B, L) int32 -> logits (B, L, output vocab) float32
 
@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 from relpos_jax.nn import attention as attention_lib
 from relpos_jax.nn import blocks, functional, position_terms
 
@@ -39,9 +39,9 @@ def _fail(field: str, value, allowed: str) -> ValueError:
   return ValueError(f'ModelConfig: {field}={value!r} is invalid; allowed: {allowed}.')
 
 
-def resolve_encoder(encoder) -> base.Encoder:
+def resolve_encoder(encoder) -> contract.Encoder:
   """An Encoder as it is, or a spec string ('t5', 'sinusoidal + shaw(max_distance=8)') parsed by from_spec."""
-  if isinstance(encoder, base.Encoder):
+  if isinstance(encoder, contract.Encoder):
     return encoder
   if isinstance(encoder, str):
     from relpos_jax.encoders import spec  # Local: keeps nn importable while encoders are being added.
@@ -51,7 +51,7 @@ def resolve_encoder(encoder) -> base.Encoder:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ModelConfig:
-  """Hyperparameters of `DecoderLM` and `EncoderModel` (causal or not is the model type's business).
+  """Hyperparameters of `DecoderLM` and `BidirectionalModel` (causal or not is the model type's business).
 
   vocab_size: input tokens. output_vocab_size: logits size, None for vocab_size (see `output_vocab`).
   encoder: an Encoder or a spec string (stored as the parsed Encoder). mlp_ratio: MLP hidden size /
@@ -283,7 +283,7 @@ class DecoderLM(_Transformer):
     return self._logits(x), tuple(new_cache)
 
 
-class EncoderModel(_Transformer):
+class BidirectionalModel(_Transformer):
   """A bidirectional encoder scoring every position: sequence-to-sequence algorithmic tasks.
 
   Input and output vocabularies may differ (config.output_vocab_size). An encoder that carries no position
@@ -296,7 +296,7 @@ class EncoderModel(_Transformer):
     encoder = config.encoder if isinstance(config, ModelConfig) else None
     if encoder is not None and not any(p.carries_position for p in position_terms.flatten(encoder)):
       warnings.warn(
-          f'EncoderModel with encoder {encoder.name or type(encoder).__name__!r}: it carries no position '
+          f'BidirectionalModel with encoder {encoder.name or type(encoder).__name__!r}: it carries no position '
           f'information (carries_position is False), and without a causal mask a bidirectional model sees '
           f'its input as a bag of tokens (attention is permutation-equivariant), so it cannot tell token '
           f'order. Use a causal DecoderLM or an encoder that carries position.', UserWarning, stacklevel=2)

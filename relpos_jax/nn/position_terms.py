@@ -29,28 +29,28 @@ import jax
 import jax.numpy as jnp
 
 from relpos_jax import positions as positions_lib
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 
-Kind = base.Kind
+Kind = contract.Kind
 
 
 # ----------------------------------------------------------------------------------------------------------
 # Parts: which encoders act where.
 
 
-def flatten(encoder: base.Encoder) -> tuple[base.Encoder, ...]:
+def flatten(encoder: contract.Encoder) -> tuple[contract.Encoder, ...]:
   """The leaf encoders of a (possibly combined) encoder, in order."""
   if encoder.kind is Kind.COMBINED:
     return tuple(leaf for part in encoder.parts for leaf in flatten(part))
   return (encoder,)
 
 
-def attention_parts(encoder: base.Encoder) -> tuple[base.Encoder, ...]:
+def attention_parts(encoder: contract.Encoder) -> tuple[contract.Encoder, ...]:
   """The parts that act inside attention: scalar biases, vector-relative tables, rotations."""
   return tuple(p for p in flatten(encoder) if p.kind is not Kind.ABSOLUTE)
 
 
-def input_parts(encoder: base.Encoder) -> tuple[base.Encoder, ...]:
+def input_parts(encoder: contract.Encoder) -> tuple[contract.Encoder, ...]:
   """The absolute parts: the model adds their embedding to its input (x + p_i)."""
   return tuple(p for p in flatten(encoder) if p.kind is Kind.ABSOLUTE)
 
@@ -184,7 +184,7 @@ class RelativeTable:
     raise ValueError(f'RelativeTable: mode {self.mode!r} has no row index.')
 
 
-def relative_table(encoder: base.VectorRelativeEncoder, q_len: int, k_len: int, *, q_offset=0,
+def relative_table(encoder: contract.VectorRelativeEncoder, q_len: int, k_len: int, *, q_offset=0,
                    q_positions=None, k_positions=None, causal: bool = False) -> RelativeTable:
   """Chooses the rows to evaluate `encoder`'s table at (see `RelativeTable`).
 

@@ -11,7 +11,7 @@ listed in `SCHEMA` below with what it allows; `validate(config)` checks:
     than training, `model_dim` not divisible by `num_heads`,
 
 and raises one ValueError whose message names the key (`config.model.num_heads=3: ...`). A combination
-that runs but is usually a mistake (NoPE in a bidirectional encoder-only model, which is then blind to
+that runs but is usually a mistake (NoPE in a bidirectional model, which is then blind to
 token order) is a warning, not an error: it is a legitimate control for order-free tasks such as parity.
 
 Layout of a config (see configs/lm.py and configs/algorithmic.py for complete examples):
@@ -19,8 +19,8 @@ Layout of a config (see configs/lm.py and configs/algorithmic.py for complete ex
   seed                 int: parameters, data stream, dropout and randomized positions all derive from it
   model.*              the transformer (everything of `relpos_jax.nn.models.ModelConfig` but the vocabulary
                        sizes, which come from the data); `model.encoder` is an encoder spec string
-  data.source          'corpus' (byte-level LM, decoder) or 'task' (algorithmic task; encoder-only, or
-                       decoder for count_copy), plus the keys of that source (SOURCE_KEYS)
+  data.source          'corpus' (byte-level LM, causal) or 'task' (algorithmic task; bidirectional, or
+                       causal for count_copy), plus the keys of that source (SOURCE_KEYS)
   optim.*              AdamW with global-norm clipping and a warmup + cosine (or constant) schedule
   train.*              steps, global batch size, logging and checkpoint cadence
   eval.*               lengths evaluated during and after training
@@ -313,10 +313,10 @@ def _check_combinations(config, num_devices: int | None) -> None:
 def _warnings(config) -> list[str]:
   found = []
   encoder = resolve_encoder(config)
-  if architecture(config) == 'encoder' and not carries_position(encoder):
+  if architecture(config) == 'bidirectional' and not carries_position(encoder):
     found.append(
         f'config.model.encoder={config.model.encoder!r} carries no position information, and '
-        f'config.data.task={config.data.task!r} trains a bidirectional encoder-only model: such a model is '
+        f'config.data.task={config.data.task!r} trains a bidirectional model: such a model is '
         'invariant to permuting its input, so it can only learn order-free tasks (parity_check); on '
         'others expect chance accuracy.')
   longest_eval = longest_sequence(config)
@@ -354,10 +354,10 @@ def resolve_task(config):
 
 
 def architecture(config) -> str:
-  """'decoder' (causal LM: the corpus, decoder tasks such as count_copy) or 'encoder' (bidirectional)."""
+  """'causal' (a causal LM: the corpus, causal tasks such as count_copy) or 'bidirectional' (a classifier)."""
   if config.data.source == 'corpus':
-    return 'decoder'
-  return 'decoder' if resolve_task(config).kind == 'decoder' else 'encoder'
+    return 'causal'
+  return resolve_task(config).kind
 
 
 def longest_training_sequence(config) -> int:
@@ -396,18 +396,18 @@ def sub_encoders(encoder):
 
 
 def _is_encoder(value) -> bool:
-  from relpos_jax.encoders.base import Encoder
+  from relpos_jax.encoders.contract import Encoder
   return isinstance(value, Encoder)
 
 
 def absolute_parts(encoder) -> list:
-  from relpos_jax.encoders.base import Kind
+  from relpos_jax.encoders.contract import Kind
   return [e for e in sub_encoders(encoder) if e.kind is Kind.ABSOLUTE]
 
 
 def carries_position(encoder) -> bool:
   """Whether any part of the encoder lets the model tell positions apart (NoPE alone does not)."""
-  from relpos_jax.encoders.base import Kind
+  from relpos_jax.encoders.contract import Kind
   leaves = [e for e in sub_encoders(encoder) if e.kind is not Kind.COMBINED]
   return any(e.carries_position for e in leaves)
 

@@ -36,7 +36,7 @@ class Data(Protocol):
   """What the training loop needs from a data source."""
 
   objective: Objective
-  architecture: str            # 'decoder' (causal) or 'encoder' (bidirectional)
+  architecture: str            # 'causal' or 'bidirectional'
   uses_padding: bool           # whether batches can hold padding (then the model gets padding_mask)
   vocab_size: int              # input embedding rows
   num_classes: int             # output logits
@@ -103,7 +103,7 @@ def task_batch(batch: Batch) -> Batch:
 class CorpusData:
   """Byte-level language modelling on the built-in corpus (a causal decoder)."""
 
-  architecture = 'decoder'
+  architecture = 'causal'
   uses_padding = False  # windows are cut at full length; a causal model needs no padding mask
 
   def __init__(self, config, corpus: data_lib.Corpus | None = None):
@@ -152,7 +152,7 @@ class TaskData:
                                    max_length=int(config.data.max_length),
                                    num_buckets=int(config.data.num_buckets),
                                    min_length=int(config.data.min_length))
-    self.architecture = 'decoder' if self.task.kind == 'decoder' else 'encoder'
+    self.architecture = self.task.kind
     self.objective = Objective('task', reduction=config.data.loss_reduction)
     self.vocab_size = self.task.vocab_size
     self.num_classes = self.task.num_classes

@@ -86,7 +86,7 @@ def model_config(config, data=None):
   from relpos_jax.nn.models import ModelConfig
   data = build_data(config) if data is None else data
   fields = {k: config.model[k] for k in config.model.keys() if k != 'encoder'}
-  output_vocab = data.num_classes if data.architecture == 'encoder' else None
+  output_vocab = data.num_classes if data.architecture == 'bidirectional' else None
   try:
     return ModelConfig(vocab_size=data.vocab_size, output_vocab_size=output_vocab,
                        encoder=config_lib.resolve_encoder(config), **fields)
@@ -95,19 +95,19 @@ def model_config(config, data=None):
 
 
 def build_model(config, data=None, *, seed: int | None = None) -> nnx.Module:
-  """The (untrained) model of a run: `DecoderLM` for the corpus and decoder tasks, else `EncoderModel`.
+  """The (untrained) model of a run: `DecoderLM` for the corpus and causal tasks, else `BidirectionalModel`.
 
   Parameters are drawn from `seed` (default `config.seed`). Raises ConfigError if the model cannot
   process the longest sequence the run uses (a learned absolute table that is too short).
   """
-  from relpos_jax.nn.models import DecoderLM, EncoderModel
+  from relpos_jax.nn.models import DecoderLM, BidirectionalModel
   data = build_data(config) if data is None else data
   seed = int(config.seed if seed is None else seed)
-  cls = DecoderLM if data.architecture == 'decoder' else EncoderModel
+  cls = DecoderLM if data.architecture == 'causal' else BidirectionalModel
   base = jax.random.key(seed)
   with warnings.catch_warnings():
-    # config.validate already warned about a position-free encoder-only model, naming the config key.
-    warnings.filterwarnings('ignore', message='EncoderModel with encoder', category=UserWarning)
+    # config.validate already warned about a position-free bidirectional model, naming the config key.
+    warnings.filterwarnings('ignore', message='BidirectionalModel with encoder', category=UserWarning)
     model = cls(model_config(config, data),
                 rngs=nnx.Rngs(params=jax.random.fold_in(base, PARAMS_STREAM), dropout=base))
   longest = config_lib.longest_sequence(config)

@@ -40,7 +40,7 @@ def test_registry():
   for name in ALL_TASKS:
     t = make_task(name)
     assert t.name == name and t.metadata['name'] == name
-    assert t.kind == ('decoder' if name == 'count_copy' else 'encoder')
+    assert t.kind == ('causal' if name == 'count_copy' else 'bidirectional')
 
 
 # ------------------------------------------------------------------ hand-checked examples
@@ -196,7 +196,7 @@ def _check_batch(task, b, n, bsz):
   assert b['inputs'].min() >= 0 and b['inputs'].max() < task.vocab_size
   assert not np.any(b['inputs'] == task.pad_id)
   assert b['targets'].min() >= 0 and b['targets'].max() < task.num_classes
-  if task.kind == 'encoder':
+  if task.kind == 'bidirectional':
     assert t == n + m
     assert np.all(b['inputs'][:, n:] == task.placeholder_id)
     assert np.all(b['inputs'][:, :n] < task.input_alphabet_size)

@@ -13,7 +13,7 @@ import pytest
 
 import relpos_jax
 from relpos_jax import checks
-from relpos_jax.encoders import Kind, base, make
+from relpos_jax.encoders import Kind, contract, make
 from relpos_jax.encoders.combine import combine
 
 # --- sinusoidal: Vaswani et al. 2017, section 3.5 --------------------------------------------------
@@ -164,7 +164,7 @@ def test_combine_inits_each_part_with_its_own_rng():
 def test_combine_passes_head_and_model_dims_to_the_parts():
   enc = combine(make('sinusoidal'), make('absolute_score'), make('shaw'))
   params = enc.init(jax.random.key(0), 2, head_dim=4, model_dim=8)
-  assert [p['dims'] for p in params['parts']] == [base.Dims(2, 4, 8)] * 3
+  assert [p['dims'] for p in params['parts']] == [contract.Dims(2, 4, 8)] * 3
   terms = enc.terms(params)
   assert [type(part).__name__ for part, _ in terms] == ['Sinusoidal', 'AbsoluteScore', 'Shaw']
 
@@ -186,11 +186,11 @@ def test_combine_flags():
 
 
 @dataclasses.dataclass(frozen=True)
-class _Sampling(base.ScalarBiasEncoder):
+class _Sampling(contract.ScalarBiasEncoder):
   """Unregistered: a bias that samples its training positions, like the randomized wrapper."""
 
   def bias(self, params, rel):
-    return jnp.zeros(jnp.shape(rel) + (base.dims(params).num_heads,))
+    return jnp.zeros(jnp.shape(rel) + (contract.dims(params).num_heads,))
 
   def train_positions(self, rng, batch, length):
     return jnp.broadcast_to(jnp.arange(length) * 3, (batch, length))

@@ -14,7 +14,7 @@ import pytest
 
 import relpos_jax
 from relpos_jax import encoders
-from relpos_jax.encoders import base as contract
+from relpos_jax.encoders import contract
 from relpos_jax.encoders.randomized import Randomized
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from relpos_jax import encoders
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 from relpos_jax.nn import position_terms
 
 # One base per attention kind for wrappers (randomized); used when registered.
@@ -33,7 +33,7 @@ def _required_fields(cls):
           if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
 
 
-def encoder_cases() -> list[tuple[str, base.Encoder]]:
+def encoder_cases() -> list[tuple[str, contract.Encoder]]:
   names = encoders.names()
   cases = []
   for name in names:
@@ -73,11 +73,11 @@ def has_attention_term(encoder) -> bool:
 
 def dpa_capable(encoder) -> bool:
   return has_attention_term(encoder) and not position_terms.has_kind(parts_of(encoder),
-                                                                     base.Kind.VECTOR_RELATIVE)
+                                                                     contract.Kind.VECTOR_RELATIVE)
 
 
 def has_vector(encoder) -> bool:
-  return position_terms.has_kind(parts_of(encoder), base.Kind.VECTOR_RELATIVE)
+  return position_terms.has_kind(parts_of(encoder), contract.Kind.VECTOR_RELATIVE)
 
 
 _FILTERS = {

@@ -12,7 +12,7 @@ import pytest
 from flax import nnx
 
 from relpos_jax import encoders
-from relpos_jax.encoders import base
+from relpos_jax.encoders import contract
 from relpos_jax.nn import RelativeMultiHeadAttention, attend, position_terms
 from relpos_jax.nn import functional
 from relpos_jax.nn.attention import variable_values
@@ -102,11 +102,11 @@ def test_bfloat16_follows_float32(name):
 
 
 @dataclasses.dataclass(frozen=True)
-class _LyingToeplitz(base.ScalarBiasEncoder):
+class _LyingToeplitz(contract.ScalarBiasEncoder):
   """Claims to be Toeplitz but its pair bias depends on the query position: debug_checks must notice."""
 
   def bias(self, params, rel):
-    return jnp.asarray(rel, jnp.float32)[..., None] * jnp.ones((base.dims(params).num_heads,))
+    return jnp.asarray(rel, jnp.float32)[..., None] * jnp.ones((contract.dims(params).num_heads,))
 
   def pair_bias(self, params, q_pos, k_pos):
     return self.bias(params, k_pos - q_pos) + jnp.asarray(q_pos, jnp.float32)[..., None] ** 2

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from relpos_jax.encoders import base
-from relpos_jax.nn import DecoderLM, EncoderModel, ModelConfig, position_terms
+from relpos_jax.encoders import contract
+from relpos_jax.nn import DecoderLM, BidirectionalModel, ModelConfig, position_terms
 
 B, L, VOCAB = 2, 6, 11
 
@@ -30,7 +30,7 @@ def _tokens(seed=0):
 
 def _query_dependent(encoder):
   """Relative, yet not Toeplitz: the bias also depends on the query position itself (FIRE)."""
-  return any(p.kind is base.Kind.SCALAR_BIAS and not p.is_toeplitz and p.is_relative
+  return any(p.kind is contract.Kind.SCALAR_BIAS and not p.is_toeplitz and p.is_relative
              for p in position_terms.flatten(encoder))
 
 
@@ -49,7 +49,7 @@ def test_translation_invariance_of_relative_encoders(encoder_case):
   if _query_dependent(encoder):
     pytest.skip(f'{name}: its bias depends on the query position itself (not Toeplitz), so it is not '
                 f'translation invariant by design')
-  model_cls = DecoderLM if _causal_only(encoder) else EncoderModel
+  model_cls = DecoderLM if _causal_only(encoder) else BidirectionalModel
   with warnings.catch_warnings():
     warnings.simplefilter('ignore')  # NoPE in a bidirectional model warns; tested in test_models.py.
     model = model_cls(_config(encoder), rngs=nnx.Rngs(params=0, dropout=1))

@@ -1,4 +1,4 @@
-"""ModelConfig, DecoderLM and EncoderModel: validation, cached decoding, shared biases, dropout, training."""
+"""ModelConfig, DecoderLM and BidirectionalModel: validation, cached decoding, shared biases, dropout, training."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from flax import nnx
 from relpos_jax import encoders
 from relpos_jax.encoders import spec
 from relpos_jax.encoders.combine import combine
-from relpos_jax.nn import DecoderLM, EncoderModel, ModelConfig
+from relpos_jax.nn import DecoderLM, BidirectionalModel, ModelConfig
 
 B, L, VOCAB = 2, 6, 11
 
@@ -65,7 +65,7 @@ def test_config_defaults_and_spec_strings():
 def test_models_map_tokens_to_float32_logits_of_the_output_vocab():
   config = _config(encoders.make('t5'), output_vocab_size=5)
   tokens = _tokens()
-  for cls in (DecoderLM, EncoderModel):
+  for cls in (DecoderLM, BidirectionalModel):
     model = cls(config, rngs=nnx.Rngs(params=0, dropout=1))
     logits = _forward(model, tokens, None)
     assert logits.shape == (B, L, 5) and logits.dtype == jnp.float32
@@ -95,7 +95,7 @@ def test_check_length_rejects_a_too_short_learned_table():
 def test_nope_in_a_bidirectional_model_warns():
   config = _config(encoders.make('nope'))
   with pytest.warns(UserWarning, match=r"encoder 'nope'.*carries_position is False.*cannot tell token order"):
-    EncoderModel(config, rngs=nnx.Rngs(params=0, dropout=1))
+    BidirectionalModel(config, rngs=nnx.Rngs(params=0, dropout=1))
   with warnings.catch_warnings():
     warnings.simplefilter('error')
     DecoderLM(config, rngs=nnx.Rngs(params=0, dropout=1))  # Causal NoPE infers position: no warning.
@@ -103,7 +103,7 @@ def test_nope_in_a_bidirectional_model_warns():
 
 def test_causal_only_encoder_is_refused_by_the_encoder_model():
   with pytest.raises(ValueError, match='causal-only'):
-    EncoderModel(_config(encoders.make('xpos')), rngs=nnx.Rngs(params=0, dropout=1))
+    BidirectionalModel(_config(encoders.make('xpos')), rngs=nnx.Rngs(params=0, dropout=1))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -155,7 +155,7 @@ def test_shared_position_bias_lives_in_the_model_once():
 
 
 def test_dropout_only_when_not_deterministic():
-  model = EncoderModel(_config('t5', dropout_rate=0.3), rngs=nnx.Rngs(params=0, dropout=1))
+  model = BidirectionalModel(_config('t5', dropout_rate=0.3), rngs=nnx.Rngs(params=0, dropout=1))
   tokens = _tokens()
   run = nnx.jit(lambda m, tokens, deterministic: m(tokens, deterministic=deterministic),
                 static_argnames='deterministic')
@@ -211,7 +211,7 @@ def test_decoder_learns_a_repeated_pattern():
 def test_encoder_model_learns_a_copy_into_its_own_output_vocab():
   """Copy each input token's class (token mod 3, a 3-symbol output vocab), trained at randomized positions."""
   encoder = encoders.make('randomized', base=encoders.make('t5'), max_position=64)
-  model = EncoderModel(_config(encoder, model_dim=32, output_vocab_size=3),
+  model = BidirectionalModel(_config(encoder, model_dim=32, output_vocab_size=3),
                        rngs=nnx.Rngs(params=0, dropout=1))
   length = 12
 

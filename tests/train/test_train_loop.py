@@ -74,7 +74,7 @@ def test_evaluate_is_independent_of_batching(reference_lm_run):
 def test_encoder_task_run(task_config):
   config = task_config('even_pairs')
   result = loop.train(config)
-  assert result.data.architecture == 'encoder' and len(result.data.buckets) == 2
+  assert result.data.architecture == 'bidirectional' and len(result.data.buckets) == 2
   final = result.final_metrics
   for key in ('loss', 'accuracy', 'exact_match', 'eval/5/accuracy', 'eval/5/exact_match', 'eval/5/loss'):
     assert np.isfinite(final[key]), key
@@ -93,6 +93,6 @@ def test_decoder_task_run(task_config):
   config = task_config('count_copy')
   config.data.num_buckets = 1  # one training shape: this test is about the decoder path, not bucketing
   result = loop.train(config)
-  assert result.data.architecture == 'decoder'
+  assert result.data.architecture == 'causal'
   assert {'eval/5/accuracy', 'eval/5/exact_match'} <= set(result.final_metrics)
   assert 0.0 <= result.final_metrics['eval/5/exact_match'] <= result.final_metrics['eval/5/accuracy'] <= 1.0

@@ -1,6 +1,6 @@
 """Algorithmic length-generalization tasks (Delétang et al. 2023; Ruoss et al. 2023; Kazemnejad et al. 2023).
 
-See ``base`` for the encoder-only batch format and ``count_copy`` for the decoder format.
+See ``base`` for the bidirectional batch format and ``count_copy`` for the decoder format.
 """
 
 from relpos_jax.data.tasks.arithmetic import BinaryAddition

@@ -2,7 +2,7 @@
 
 Encoder-only format (Delétang et al. 2023; Ruoss et al. 2023)
 -------------------------------------------------------------
-The reference code (``make_model_with_empty_targets`` in both DeepMind repositories) feeds an encoder-only
+The reference code (``make_model_with_empty_targets`` in both DeepMind repositories) feeds an bidirectional
 transformer the input string followed by ``output_length(n)`` copies of one extra "empty output" token, whose
 id is the input alphabet size, and reads the predictions at those last ``output_length(n)`` positions.
 Here, for input length ``n`` and ``m = output_length(n)``, ``T = n + m``:
@@ -41,10 +41,10 @@ Batch = dict[str, np.ndarray]
 
 @dataclasses.dataclass(frozen=True)
 class Task(abc.ABC):
-  """Shared metadata/validation for encoder and decoder tasks."""
+  """Shared metadata/validation for bidirectional (classification) and causal tasks."""
 
   name: ClassVar[str] = ''
-  kind: ClassVar[str] = ''                 # 'encoder' or 'decoder'
+  kind: ClassVar[str] = ''                 # 'bidirectional' (a classifier) or 'causal' (a decoder task)
   reference: ClassVar[str] = ''
   has_shortcut: ClassVar[bool] = False
   shortcut_reason: ClassVar[str | None] = None
@@ -97,7 +97,7 @@ class Task(abc.ABC):
 class EncoderTask(Task):
   """Input string, then ``output_length(n)`` placeholders; predictions are read at the placeholders."""
 
-  kind: ClassVar[str] = 'encoder'
+  kind: ClassVar[str] = 'bidirectional'
 
   @property
   @abc.abstractmethod

@@ -38,7 +38,7 @@ class CountCopy(Task):
   """Decoder task ``BOS s^n SEP t^n EOS``; see module docstring for the exact format."""
 
   name = 'count_copy'
-  kind = 'decoder'
+  kind = 'causal'
   reference = 'Kazemnejad et al. 2023 (copy/repeat variant)'
   num_symbols: int = 1
 
