@@ -21,6 +21,19 @@ shared, and one name keeps specs such as `rope(scaling='yarn', factor=4.0)` read
   dynamic   required           2048                    -
   yarn      required           2048                    beta_fast = 32, beta_slow = 1, attention_factor = 0.1 ln s + 1
   llama3    8                  8192                    low_freq_factor = 1, high_freq_factor = 4
+  longrope  required           4096                    short_factor = ones, long_factor = s^(2k/(D-2)),
+                                                       attention_factor = sqrt(1 + ln s / ln L_orig)
+
+YaRN extras: truncate = True, mscale / mscale_all_dim (DeepSeek-V2; together or not at all), attn_factor = 1,
+dynamic = False (dynamic YaRN: s = max(1, L / L_orig) from the current length; no factor).
+
+Options for every rule (defaults: off):
+  partial_rotary_factor f   rotate only the first int(D f) dims of each head (GPT-NeoX `rotary_pct`, HF
+                            `partial_rotary_factor`): frequencies, and any attention factor, are over those dims.
+  frequency_fraction p      p-RoPE (Barbero et al. 2024, "Round and Round We Go!"): keep the floor(p D'/2)
+                            highest frequencies, the other pairs are position-free (zero frequency).
+  resonance                 Resonance RoPE (Wang et al. 2024): every wavelength rounded to an integer,
+                            theta -> 2 pi / round(2 pi / theta) (after the rule; static rules only).
 
 (2048 is the default of the YaRN reference code, LLaMA-1's context; set it to your training length.)
 A hyperparameter that does not belong to the chosen rule is an error, so `rope(factor=4.0)` without a
@@ -54,7 +67,7 @@ from relpos_jax.encoders import rope_scaling
 from relpos_jax.encoders.registry import register
 
 LAYOUTS = ('half', 'interleaved')
-SCALINGS = ('none', 'linear', 'ntk', 'dynamic', 'yarn', 'llama3')
+SCALINGS = ('none', 'linear', 'ntk', 'dynamic', 'yarn', 'llama3', 'longrope')
 
 _REQUIRED = object()
 # Per rule: the scaling hyperparameters it uses, with their published default (or _REQUIRED). attention_factor
@@ -65,12 +78,18 @@ _RULE_FIELDS = {
     'ntk': {'factor': _REQUIRED},
     'dynamic': {'factor': _REQUIRED, 'original_max_position': 2048},
     'yarn': {'factor': _REQUIRED, 'original_max_position': 2048, 'beta_fast': 32.0, 'beta_slow': 1.0,
-             'attention_factor': None},
+             'attention_factor': None, 'truncate': True, 'mscale': None, 'mscale_all_dim': None,
+             'attn_factor': 1.0, 'dynamic': False},
     'llama3': {'factor': 8.0, 'original_max_position': 8192, 'low_freq_factor': 1.0,
                'high_freq_factor': 4.0},
+    'longrope': {'factor': _REQUIRED, 'original_max_position': 4096, 'short_factor': None, 'long_factor': None,
+                 'attention_factor': None},
 }
 _SCALING_FIELDS = ('factor', 'original_max_position', 'beta_fast', 'beta_slow', 'low_freq_factor',
-                   'high_freq_factor', 'attention_factor')
+                   'high_freq_factor', 'attention_factor', 'truncate', 'mscale', 'mscale_all_dim',
+                   'attn_factor', 'dynamic', 'short_factor', 'long_factor')
+# The rules whose frequencies depend on the traced length (max position + 1).
+_LENGTH_DEPENDENT = ('dynamic', 'longrope')
 
 _TWO_32 = 2.0 ** 32
 
@@ -236,13 +255,29 @@ class Rope(contract.RotaryEncoder):
   low_freq_factor: float | None = None
   high_freq_factor: float | None = None
   attention_factor: float | None = None
+  truncate: bool | None = None
+  mscale: float | None = None
+  mscale_all_dim: float | None = None
+  attn_factor: float | None = None
+  dynamic: bool | None = None
+  short_factor: tuple | None = None
+  long_factor: tuple | None = None
+  partial_rotary_factor: float = 1.0
+  frequency_fraction: float = 1.0
+  resonance: bool = False
 
   def __post_init__(self):
     name = self.name
     require_number(name, 'base', self.base, above=1)
     contract.require_choice(name, 'layout', self.layout, LAYOUTS)
     contract.require_choice(name, 'scaling', self.scaling, SCALINGS)
-    rule = _RULE_FIELDS[self.scaling]
+    rule = dict(_RULE_FIELDS[self.scaling])
+    dynamic_yarn = self.scaling == 'yarn' and self.dynamic is True
+    if dynamic_yarn:
+      # Dynamic YaRN takes its factor from the current length: a fixed one would be ignored.
+      contract.require(self.factor is None, name, 'factor', self.factor,
+                       'None with dynamic=True (dynamic YaRN uses s = max(1, L / original_max_position))')
+      rule['factor'] = None
     for field in _SCALING_FIELDS:
       value = getattr(self, field)
       if field not in rule:
@@ -258,84 +293,212 @@ class Rope(contract.RotaryEncoder):
     if self.original_max_position is not None:
       contract.require_positive_int(name, 'original_max_position', self.original_max_position)
     if self.scaling == 'yarn':
-      require_number(name, 'beta_slow', self.beta_slow, above=0)
-      require_number(name, 'beta_fast', self.beta_fast, above=self.beta_slow, above_name='beta_slow')
-      if self.attention_factor is None:
-        object.__setattr__(self, 'attention_factor', rope_scaling.yarn_attention_factor(self.factor))
-      require_number(name, 'attention_factor', self.attention_factor, above=0)
+      self._check_yarn(name, dynamic_yarn)
     if self.scaling == 'llama3':
       require_number(name, 'low_freq_factor', self.low_freq_factor, above=0)
       require_number(name, 'high_freq_factor', self.high_freq_factor, above=self.low_freq_factor,
                      above_name='low_freq_factor')
+    if self.scaling == 'longrope':
+      for field in ('short_factor', 'long_factor'):
+        value = getattr(self, field)
+        if value is not None:
+          ok = (isinstance(value, tuple) and len(value) > 0 and all(
+              isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+              for v in value))
+          contract.require(ok, name, field, value, 'None (the default) or a tuple of finite numbers > 0, '
+                           'one per rotated pair')
+      if self.attention_factor is None:
+        object.__setattr__(self, 'attention_factor', rope_scaling.longrope_attention_factor(
+            self.factor, self.original_max_position))
+      require_number(name, 'attention_factor', self.attention_factor, above=0)
+    f, p = self.partial_rotary_factor, self.frequency_fraction
+    for field, value in (('partial_rotary_factor', f), ('frequency_fraction', p)):
+      ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 < value <= 1
+      contract.require(ok, name, field, value, 'a number in (0, 1]')
+    contract.require(isinstance(self.resonance, bool), name, 'resonance', self.resonance, 'True or False')
+    if self.resonance:
+      contract.require(self.scaling != 'dynamic' and not dynamic_yarn, name, 'resonance', self.resonance,
+                       'False with length-dependent (dynamic) frequencies: rounding applies to fixed ones')
+
+  def _check_yarn(self, name: str, dynamic_yarn: bool) -> None:
+    require_number(name, 'beta_slow', self.beta_slow, above=0)
+    require_number(name, 'beta_fast', self.beta_fast, above=self.beta_slow, above_name='beta_slow')
+    for field in ('truncate', 'dynamic'):
+      contract.require(isinstance(getattr(self, field), bool), name, field, getattr(self, field),
+                       'True or False')
+    for field in ('mscale', 'mscale_all_dim'):
+      if getattr(self, field) is not None:
+        require_number(name, field, getattr(self, field), above=0)
+    if (self.mscale is None) != (self.mscale_all_dim is None):
+      raise contract.invalid(name, 'mscale' if self.mscale_all_dim is None else 'mscale_all_dim', None,
+                             'a number > 0 whenever the other of mscale / mscale_all_dim is set (the '
+                             'attention factor is their ratio)')
+    require_number(name, 'attn_factor', self.attn_factor, above=0)
+    if dynamic_yarn:
+      contract.require(self.attention_factor is None, name, 'attention_factor', self.attention_factor,
+                       'None with dynamic=True (it follows the current factor)')
+      return
+    if self.attention_factor is None:
+      object.__setattr__(self, 'attention_factor', rope_scaling.yarn_attention_factor(
+          self.factor, self.mscale, self.mscale_all_dim, self.attn_factor))
+    require_number(name, 'attention_factor', self.attention_factor, above=0)
 
   # --- frequencies -----------------------------------------------------------------------------------------
+
+  def rotary_dim(self, head_dim: int) -> int:
+    """How many leading dims of a head rotate: int(D * partial_rotary_factor) (HF's rounding)."""
+    return int(head_dim * self.partial_rotary_factor)
 
   def _check_head_dim(self, head_dim) -> None:
     ok = isinstance(head_dim, numbers.Integral) and not isinstance(head_dim, bool) and head_dim >= 2
     contract.require(ok and head_dim % 2 == 0, self.name, 'head_dim', head_dim, 'an even int >= 2')
-    if self.scaling in ('ntk', 'dynamic'):
+    d = self.rotary_dim(head_dim)
+    if d < 2 or d % 2:
+      raise contract.invalid(self.name, 'partial_rotary_factor', self.partial_rotary_factor,
+                             f'a fraction whose int(head_dim * f) is even and >= 2 (head_dim={head_dim} '
+                             f'gives {d} rotated dims)')
+    needs_two_pairs = self.scaling in ('ntk', 'dynamic') or (self.scaling == 'longrope'
+                                                            and self.long_factor is None)
+    if needs_two_pairs:
       # The exponent D / (D - 2) needs at least two pairs.
-      contract.require(head_dim >= 4, self.name, 'head_dim', head_dim,
-                       f'an even int >= 4 with scaling={self.scaling!r}')
+      contract.require(d >= 4, self.name, 'head_dim', head_dim,
+                       f'an even int with >= 4 rotated dims with scaling={self.scaling!r}')
+    if rope_scaling.kept_frequencies(d // 2, self.frequency_fraction) < 1:
+      raise contract.invalid(self.name, 'frequency_fraction', self.frequency_fraction,
+                             f'a fraction keeping at least one of the {d // 2} frequencies')
+    if self.scaling == 'longrope':
+      for field in ('short_factor', 'long_factor'):
+        value = getattr(self, field)
+        if value is not None and len(value) != d // 2:
+          raise contract.invalid(self.name, field, value, f'{d // 2} factors, one per rotated pair '
+                                 f'(head_dim={head_dim}, {d} rotated dims)')
+
+  def _longrope_factors(self, d: int, long: bool) -> np.ndarray:
+    if long:
+      given = self.long_factor
+      return (rope_scaling.longrope_default_long_factors(d, self.factor) if given is None
+              else np.asarray(given, np.float64))
+    return np.ones(d // 2) if self.short_factor is None else np.asarray(self.short_factor, np.float64)
+
+  def _finish(self, inv_freq: np.ndarray) -> np.ndarray:
+    """The options applied after the rule: resonance rounding, then p-RoPE's zeroed frequencies."""
+    if self.resonance:
+      inv_freq = rope_scaling.resonance(inv_freq)
+    if self.frequency_fraction < 1:
+      inv_freq = rope_scaling.p_rope(inv_freq, self.frequency_fraction)
+    return inv_freq
 
   def inverse_frequencies(self, head_dim: int, length: int | None = None) -> np.ndarray:
-    """theta_k (rad per position) for k = 0 .. D/2 - 1 under this rule, float64 numpy.
+    """theta_k (rad per position) for the D'/2 rotated pairs under this rule, float64 numpy.
 
-    `length` (the current sequence length, max position + 1) is needed by 'dynamic' only.
+    D' = rotary_dim(head_dim). `length` (the current sequence length, max position + 1) is needed by the
+    length-dependent rules only ('dynamic', 'longrope', dynamic YaRN).
     """
     self._check_head_dim(head_dim)
-    d, b, s = head_dim, self.base, self.factor
-    if self.scaling == 'dynamic':
+    d, b, s = self.rotary_dim(head_dim), self.base, self.factor
+    length_dependent = self.scaling in _LENGTH_DEPENDENT or self.dynamic is True
+    if length_dependent:
       contract.require_positive_int(self.name, 'length', length)
-      return rope_scaling.dynamic(d, b, s, self.original_max_position, length)
-    if length is not None:
+    elif length is not None:
       raise contract.invalid(self.name, 'length', length, f'None with scaling={self.scaling!r} (only '
-                             f'scaling="dynamic" depends on the length)')
+                             f'length-dependent rules {_LENGTH_DEPENDENT} and dynamic YaRN use it)')
+    if self.scaling == 'dynamic':
+      return self._finish(rope_scaling.dynamic(d, b, s, self.original_max_position, length))
+    if self.scaling == 'longrope':
+      long = length > self.original_max_position
+      return self._finish(rope_scaling.longrope(d, b, self._longrope_factors(d, long)))
     if self.scaling == 'none':
-      return rope_scaling.default_inverse_frequencies(d, b)
+      return self._finish(rope_scaling.default_inverse_frequencies(d, b))
     if self.scaling == 'linear':
-      return rope_scaling.linear(d, b, s)
+      return self._finish(rope_scaling.linear(d, b, s))
     if self.scaling == 'ntk':
-      return rope_scaling.ntk(d, b, s)
+      return self._finish(rope_scaling.ntk(d, b, s))
     if self.scaling == 'yarn':
-      return rope_scaling.yarn(d, b, s, self.original_max_position, self.beta_fast, self.beta_slow)
-    return rope_scaling.llama3(d, b, s, self.low_freq_factor, self.high_freq_factor,
-                               self.original_max_position)
+      if self.dynamic:
+        s = max(1.0, length / self.original_max_position)
+      return self._finish(rope_scaling.yarn(d, b, s, self.original_max_position, self.beta_fast,
+                                            self.beta_slow, self.truncate))
+    return self._finish(rope_scaling.llama3(d, b, s, self.low_freq_factor, self.high_freq_factor,
+                                            self.original_max_position))
 
   @property
   def vector_scale(self) -> float:
-    """The factor applied to every rotated q and k: YaRN's sqrt(1/t); the logits gain its square."""
-    return self.attention_factor if self.scaling == 'yarn' else 1.0
+    """The factor applied to every rotated q and k (YaRN's sqrt(1/t), LongRoPE's); the logits gain its
+    square. Dynamic YaRN's follows the length (see `_scale`)."""
+    return self.attention_factor if self.scaling in ('yarn', 'longrope') and not self.dynamic else 1.0
+
+  @staticmethod
+  def _length(positions: jax.Array) -> jax.Array:
+    """The current length of each sequence, max position + 1 along the last axis, float32 (..., 1)."""
+    return jnp.max(positions, axis=-1, keepdims=True).astype(jnp.float32) + 1.0
+
+  def _traced_angles(self, d: int, positions: jax.Array, turns: jax.Array, unscaled: jax.Array,
+                     theta: np.ndarray) -> jax.Array:
+    """Angles from traced turns per position; where `unscaled`, the float64-exact plain frequencies."""
+    keep = np.ones(d // 2)
+    if self.frequency_fraction < 1:
+      keep[rope_scaling.kept_frequencies(d // 2, self.frequency_fraction):] = 0.0
+    hi, lo = _traced_turns(turns * keep.astype(np.float32))
+    plain_hi, plain_lo = _static_turns(self._finish(theta))
+    hi = jnp.where(unscaled, plain_hi, hi)
+    lo = jnp.where(unscaled, plain_lo, lo)
+    return _angles_from_turns(positions, hi, lo)
 
   def _angles(self, head_dim: int, positions: jax.Array) -> jax.Array:
+    d = self.rotary_dim(head_dim)
+    theta = rope_scaling.default_inverse_frequencies(d, self.base)
+    if self.scaling == 'longrope':
+      # Short factors while the sequence fits the original context, long ones beyond (Phi-3, HF).
+      short = rotary_angles(positions, self._finish(rope_scaling.longrope(d, self.base,
+                                                                          self._longrope_factors(d, False))))
+      long = rotary_angles(positions, self._finish(rope_scaling.longrope(d, self.base,
+                                                                         self._longrope_factors(d, True))))
+      return jnp.where((self._length(positions) > self.original_max_position)[..., None], long, short)
+    if self.scaling == 'yarn' and self.dynamic:
+      # Dynamic YaRN: theta (1 - ramp + ramp / s) with s = max(1, L / L_orig) of each sequence.
+      s = jnp.maximum(self._length(positions) / self.original_max_position, 1.0)
+      ramp = rope_scaling.yarn_ramp(d, self.base, self.original_max_position, self.beta_fast,
+                                    self.beta_slow, self.truncate)
+      turns = (theta / (2 * np.pi)).astype(np.float32) * (1.0 - ramp + ramp / s[..., None]).astype(jnp.float32)
+      return self._traced_angles(d, positions, turns, (s == 1.0)[..., None], theta)
     if self.scaling != 'dynamic':
       return rotary_angles(positions, self.inverse_frequencies(head_dim))
     # Dynamic NTK: theta'_k = theta_k g^(-2k / (D - 2)) with g from the traced length of each sequence
     # (max position + 1 along the last axis; Hugging Face takes one length for the whole batch).
-    length = jnp.max(positions, axis=-1, keepdims=True).astype(jnp.float32) + 1.0
-    g = rope_scaling.dynamic_ntk_ratio(length, self.factor, self.original_max_position, jnp.maximum)
-    exponent = -np.arange(0, head_dim, 2, dtype=np.float64) / (head_dim - 2)
-    theta = rope_scaling.default_inverse_frequencies(head_dim, self.base)
+    g = rope_scaling.dynamic_ntk_ratio(self._length(positions), self.factor, self.original_max_position,
+                                       jnp.maximum)
+    exponent = -np.arange(0, d, 2, dtype=np.float64) / (d - 2)
     turns = (theta / (2 * np.pi)).astype(np.float32) * jnp.exp(jnp.log(g)[..., None] * exponent)
-    hi, lo = _traced_turns(turns)
     # Below the original length RoPE is unchanged: use the float64-exact plain frequencies bit for bit.
-    plain_hi, plain_lo = _static_turns(theta)
-    unscaled = (g == 1.0)[..., None]
-    hi = jnp.where(unscaled, plain_hi, hi)
-    lo = jnp.where(unscaled, plain_lo, lo)
-    return _angles_from_turns(positions, hi, lo)
+    return self._traced_angles(d, positions, turns, (g == 1.0)[..., None], theta)
+
+  def _scale(self, positions: jax.Array):
+    if self.scaling == 'yarn' and self.dynamic:
+      s = jnp.maximum(self._length(positions) / self.original_max_position, 1.0)
+      factor = rope_scaling.yarn_attention_factor(s, self.mscale, self.mscale_all_dim, self.attn_factor,
+                                                  log=jnp.log)
+      return factor.astype(jnp.float32)[..., None, None]  # (..., 1, 1, 1) against (..., L, 1, D/2)
+    return None if self.vector_scale == 1.0 else jnp.float32(self.vector_scale)
 
   # --- the encoder contract --------------------------------------------------------------------------------
 
   def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
     check_head_dim_for_init(self.name, head_dim)
+    if head_dim is not None:
+      self._check_head_dim(head_dim)
     return super().init(rng, num_heads, head_dim=head_dim, model_dim=model_dim)
 
   def rotate(self, params, x, positions):
     head_dim, positions = check_rotary_inputs(self.name, params, x, positions)
     self._check_head_dim(head_dim)
-    scale = None if self.vector_scale == 1.0 else jnp.float32(self.vector_scale)
-    return apply_rotation(x, self._angles(head_dim, positions), self.layout, scale)
+    d = self.rotary_dim(head_dim)
+    angles = self._angles(head_dim, positions)
+    scale = self._scale(positions)
+    if d == head_dim:
+      return apply_rotation(x, angles, self.layout, scale)
+    # Partial rotary: the leading d dims rotate (and carry any attention factor), the rest pass through.
+    rotated = apply_rotation(x[..., :d], angles, self.layout, scale)
+    return jnp.concatenate([rotated, x[..., d:]], axis=-1)
 
 
 def inverse_frequencies(head_dim: int, length: int | None = None, **rope_hparams) -> np.ndarray:

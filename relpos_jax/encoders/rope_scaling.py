@@ -27,6 +27,22 @@ context looks, to those pairs, like the one seen in training (s = factor, the ex
            theta / s, and in between theta is blended with smooth = (L_orig / lambda - low) / (high - low):
            (1 - smooth) theta / s + smooth theta. Published: s = 8, low = 1, high = 4, L_orig = 8192
            (Llama 3.1); Llama 3.2 uses s = 32. Nothing here is hard-coded.
+  longrope LongRoPE (Ding et al. 2024) as Phi-3 ships it (HF `_compute_longrope_parameters`): theta_k / f_k
+           with per-pair factors f, `short_factor` while the sequence fits L_orig and `long_factor` beyond;
+           the attention factor sqrt(1 + ln s / ln L_orig) multiplies q and k (s <= 1: 1).
+
+The YaRN extras follow HF `_compute_yarn_parameters` and DeepSeek-V2: `truncate=False` keeps the correction
+range unrounded; get_mscale(s, m) = 0.1 m ln s + 1, and with both `mscale` and `mscale_all_dim` the attention
+factor is get_mscale(s, mscale) / get_mscale(s, mscale_all_dim); `attn_factor` (the YaRN reference code's
+name) multiplies it. Dynamic YaRN (the reference's `LlamaDynamicYaRNScaledRotaryEmbedding`) uses the factor
+s = max(1, L / L_orig) of the current length L.
+
+Frequency options applied after the rule (HF / GPT-NeoX, Barbero et al. 2024, Wang et al. 2024):
+  partial  only the first int(D f) dimensions rotate; their frequencies are the rule's at that dimension
+  p-RoPE   `frequency_fraction` p keeps the floor(p D/2) highest frequencies and sets the rest to zero
+           (position-free pairs; the reference's infinite timescales): not the same as `partial`, which
+           re-spreads the full spectrum over fewer dimensions
+  resonance  theta_k -> 2 pi / round(2 pi / theta_k): every wavelength an integer number of positions
 
 Every function returns float64 numpy arrays of shape (D/2,): frequencies are constants known when a model
 is traced, and keeping them in float64 lets `rope.rotary_angles` turn them into exact phases. Hyperparameters
@@ -81,32 +97,89 @@ def yarn_correction_dim(num_rotations: float, head_dim: int, base: float, origin
 
 
 def yarn_correction_range(head_dim: int, base: float, original_max_position: int, beta_fast: float,
-                          beta_slow: float) -> tuple[int, int]:
-  """(low, high): the pairs below `low` extrapolate, those above `high` interpolate (reference rounding)."""
-  low = math.floor(yarn_correction_dim(beta_fast, head_dim, base, original_max_position))
-  high = math.ceil(yarn_correction_dim(beta_slow, head_dim, base, original_max_position))
+                          beta_slow: float, truncate: bool = True) -> tuple[float, float]:
+  """(low, high): the pairs below `low` extrapolate, those above `high` interpolate.
+
+  truncate=True rounds low down and high up (the reference code); False keeps them fractional (HF's
+  `truncate` option, used by gpt-oss).
+  """
+  low = yarn_correction_dim(beta_fast, head_dim, base, original_max_position)
+  high = yarn_correction_dim(beta_slow, head_dim, base, original_max_position)
+  if truncate:
+    low, high = math.floor(low), math.ceil(high)
   return max(low, 0), min(high, head_dim - 1)
 
 
 def yarn_ramp(head_dim: int, base: float, original_max_position: int, beta_fast: float,
-              beta_slow: float) -> np.ndarray:
+              beta_slow: float, truncate: bool = True) -> np.ndarray:
   """Per pair: 0 keeps theta (extrapolation), 1 takes theta / s (interpolation), linear in between."""
-  low, high = yarn_correction_range(head_dim, base, original_max_position, beta_fast, beta_slow)
+  low, high = yarn_correction_range(head_dim, base, original_max_position, beta_fast, beta_slow, truncate)
   if low == high:
     high += 0.001  # As the reference: avoids 0 / 0 when both bounds round to the same pair.
   return np.clip((np.arange(head_dim // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
 
 
 def yarn(head_dim: int, base: float, factor: float, original_max_position: int, beta_fast: float = 32.0,
-         beta_slow: float = 1.0) -> np.ndarray:
+         beta_slow: float = 1.0, truncate: bool = True) -> np.ndarray:
   theta = default_inverse_frequencies(head_dim, base)
-  ramp = yarn_ramp(head_dim, base, original_max_position, beta_fast, beta_slow)
+  ramp = yarn_ramp(head_dim, base, original_max_position, beta_fast, beta_slow, truncate)
   return (theta / factor) * ramp + theta * (1.0 - ramp)
 
 
-def yarn_attention_factor(factor: float) -> float:
-  """sqrt(1/t) = 0.1 ln s + 1 (YaRN eq. 22), applied to q and to k; the logits gain its square."""
-  return 0.1 * math.log(factor) + 1.0
+def yarn_get_mscale(factor, mscale: float = 1.0, log=math.log):
+  """0.1 m ln s + 1 (1 for s <= 1 in the references; the formula gives 1 at s = 1 and s >= 1 here)."""
+  return 0.1 * mscale * log(factor) + 1.0
+
+
+def yarn_attention_factor(factor, mscale: float | None = None, mscale_all_dim: float | None = None,
+                          attn_factor: float = 1.0, log=math.log):
+  """sqrt(1/t) = 0.1 ln s + 1 (YaRN eq. 22), applied to q and to k; the logits gain its square.
+
+  With mscale and mscale_all_dim (DeepSeek-V2): get_mscale(s, mscale) / get_mscale(s, mscale_all_dim).
+  `attn_factor` multiplies the result (YaRN reference code). `log` lets rope evaluate it on a traced s.
+  """
+  if mscale is not None and mscale_all_dim is not None:
+    value = yarn_get_mscale(factor, mscale, log) / yarn_get_mscale(factor, mscale_all_dim, log)
+  else:
+    value = yarn_get_mscale(factor, 1.0, log)
+  return attn_factor * value
+
+
+def longrope(head_dim: int, base: float, ext_factors) -> np.ndarray:
+  """theta_k / f_k: LongRoPE's per-pair rescale factors (short or long) divide the frequencies."""
+  return default_inverse_frequencies(head_dim, base) / np.asarray(ext_factors, np.float64)
+
+
+def longrope_default_long_factors(head_dim: int, factor: float) -> np.ndarray:
+  """s^(2k / (D - 2)): the per-pair factors NTK-aware scaling implies (1 for the highest frequency, s for the
+  lowest), the non-uniform, monotone shape of LongRoPE's searched factors; the default when none are given."""
+  return factor ** (np.arange(0, head_dim, 2, dtype=np.float64) / (head_dim - 2))
+
+
+def longrope_attention_factor(factor: float, original_max_position: int) -> float:
+  """sqrt(1 + ln s / ln L_orig) (Phi-3 / HF), 1 for s <= 1."""
+  if factor <= 1.0:
+    return 1.0
+  return math.sqrt(1.0 + math.log(factor) / math.log(original_max_position))
+
+
+def resonance(inv_freq: np.ndarray) -> np.ndarray:
+  """Resonance RoPE: 2 pi / round(2 pi / theta); zero frequencies (p-RoPE's free pairs) stay zero."""
+  inv_freq = np.asarray(inv_freq, np.float64)
+  safe = np.where(inv_freq > 0, inv_freq, 1.0)
+  return np.where(inv_freq > 0, 2 * np.pi / np.round(2 * np.pi / safe), 0.0)
+
+
+def kept_frequencies(num_pairs: int, frequency_fraction: float) -> int:
+  """p-RoPE: how many of the highest frequencies keep rotating, floor(p D / 2)."""
+  return int(math.floor(frequency_fraction * num_pairs + 1e-9))
+
+
+def p_rope(inv_freq: np.ndarray, frequency_fraction: float) -> np.ndarray:
+  """p-RoPE: zero every frequency but the floor(p D/2) highest (the first pairs)."""
+  inv_freq = np.array(inv_freq, np.float64)
+  inv_freq[kept_frequencies(inv_freq.shape[0], frequency_fraction):] = 0.0
+  return inv_freq
 
 
 def llama3(head_dim: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float,
