@@ -15,6 +15,8 @@ The attention layer dispatches on `encoder.kind` only (never on a particular enc
 | ROTARY           | rotate_queries / rotate_keys                           | q, k rotated at their positions      |
 | ABSOLUTE         | embed(params, positions), optional score term          | x + p_i, or P_ij added to the scores |
 | COMBINED         | parts                                                  | the sum of its parts' terms          |
+| POSITION_REMAP   | base, score_sets(q_pos, k_pos)                          | the base's term at remapped (query,  |
+|                  |                                                        | key) positions, merged per region    |
 
 Scalar-bias encoders say whether they are Toeplitz (`is_toeplitz`): a bias that depends on the query
 position too (FIRE) is not, and takes its own path in `bias_matrix`.
@@ -40,6 +42,7 @@ class Kind(enum.Enum):
   ROTARY = 'rotary'
   ABSOLUTE = 'absolute'
   COMBINED = 'combined'
+  POSITION_REMAP = 'position_remap'
 
 
 @jax.tree_util.register_static
@@ -248,3 +251,39 @@ class TableBiasEncoder(ScalarBiasEncoder):
 
   def bias(self, params, rel):
     return jnp.take(params['table'], self.bucket(jnp.asarray(rel, jnp.int32)), axis=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoreSet:
+  """One set of remapped positions: the base encoder is evaluated with queries at `q_positions` (..., Lq) and
+  keys at `k_positions` (..., Lk), and its scores are used on the pairs where `region` (..., Lq, Lk) is True.
+
+  `divisor` (an int >= 1) divides the base's frequencies (a rotary base rotates at q_positions / divisor):
+  how leaky ReRoPE compresses distances with integer positions.
+  """
+  q_positions: jax.Array
+  k_positions: jax.Array
+  region: jax.Array
+  divisor: int = 1
+
+
+class PositionRemapEncoder(Encoder):
+  """A wrapper that maps (query, key) positions before its `base` (rotary or scalar bias) sees them.
+
+  Some remaps cannot be written as one rotation of q and one of k (ReRoPE clips j - i, Self-Extend groups
+  only the far keys): `score_sets` then returns several position sets whose regions partition the (query,
+  key) pairs, and the attention layer computes the base's scores under each and keeps each pair's from its
+  region, as the papers' reference code merges two (or three) attention-score matrices. Remaps are defined
+  for causal attention (their regions are distances into the past). Parameters are the base's, so a model
+  trained with the base evaluates with the remap unchanged.
+  """
+
+  kind = Kind.POSITION_REMAP
+  requires_causal = True
+
+  def score_sets(self, q_positions: jax.Array, k_positions: jax.Array) -> tuple[ScoreSet, ...]:
+    """Int positions (B, Lq), (B, Lk) -> the position sets and their regions (B, Lq, Lk)."""
+    raise NotImplementedError
+
+  def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
+    return self.base.init(rng, num_heads, head_dim=head_dim, model_dim=model_dim)

@@ -491,9 +491,26 @@ class Rope(contract.RotaryEncoder):
   def rotate(self, params, x, positions):
     head_dim, positions = check_rotary_inputs(self.name, params, x, positions)
     self._check_head_dim(head_dim)
+    return self._apply(x, self._angles(head_dim, positions), self._scale(positions))
+
+  def rotate_divided(self, params, x, positions, divisor: int):
+    """x rotated at positions / divisor, exactly: frequencies theta / divisor at the integer positions.
+
+    What leaky ReRoPE needs (`remap.ReRope`); fixed-frequency rules only (not length-dependent ones).
+    """
+    head_dim, positions = check_rotary_inputs(self.name, params, x, positions)
+    self._check_head_dim(head_dim)
+    if divisor == 1:
+      return self.rotate(params, x, positions)
+    if self.scaling in _LENGTH_DEPENDENT or self.dynamic:
+      raise contract.invalid(self.name, 'scaling', self.scaling, 'a fixed-frequency rule to rotate at '
+                             'fractional positions (leaky ReRoPE)')
+    angles = rotary_angles(positions, self.inverse_frequencies(head_dim) / divisor)
+    return self._apply(x, angles, self._scale(positions))
+
+  def _apply(self, x, angles, scale):
+    head_dim = x.shape[-1]
     d = self.rotary_dim(head_dim)
-    angles = self._angles(head_dim, positions)
-    scale = self._scale(positions)
     if d == head_dim:
       return apply_rotation(x, angles, self.layout, scale)
     # Partial rotary: the leading d dims rotate (and carry any attention factor), the rest pass through.

@@ -8,6 +8,8 @@ Which path runs is decided by the parts' kinds:
                                              GPU (`implementation='cudnn'`)
   vector relative (Shaw a^K/a^V, XL)     ->  an explicit einsum path that adds the position scores and the
                                              a^V output term (`position_terms.vector_*`)
+  position remap (Self-Extend, ReRoPE)   ->  the explicit path, its scores merged from the remap's position
+                                             sets (`position_terms.remap_scores`)
 
 `implementation='einsum'` forces the explicit path for every kind (tests compare the two). The default
 (`None`) takes dot_product_attention on accelerators and the explicit path on CPU, where XLA's
@@ -64,6 +66,27 @@ def attention_mask(q_len: int, k_len: int, *, causal: bool, q_offset=0,
   return mask
 
 
+def sliding_window_mask(q_len: int, k_len: int, window: int, *, q_offset=0, q_positions=None,
+                        k_positions=None) -> jax.Array:
+  """Bool (B or 1, 1, Lq, Lk): True where the key is less than `window` positions before the query
+  (keys ahead are left to the causal mask)."""
+  if q_positions is None:
+    q_pos = (jnp.arange(q_len, dtype=jnp.int32) + jnp.asarray(q_offset, jnp.int32))[None]
+    k_pos = jnp.arange(k_len, dtype=jnp.int32)[None]
+  else:
+    q_pos, k_pos = jnp.asarray(q_positions, jnp.int32), jnp.asarray(k_positions, jnp.int32)
+  return (q_pos[:, :, None] - k_pos[:, None, :] < window)[:, None]
+
+
+def _positions_or_contiguous(b, q_len, k_len, q_offset, q_positions, k_positions):
+  """Explicit positions, or the contiguous layout's (queries at q_offset + i, keys at j), as (B, L)."""
+  if q_positions is not None:
+    return jnp.asarray(q_positions, jnp.int32), jnp.asarray(k_positions, jnp.int32)
+  q_pos = jnp.arange(q_len, dtype=jnp.int32) + jnp.asarray(q_offset, jnp.int32)
+  return (jnp.broadcast_to(q_pos, (b, q_len)),
+          jnp.broadcast_to(jnp.arange(k_len, dtype=jnp.int32), (b, k_len)))
+
+
 def _check_toeplitz_callback(bias):
   checks.assert_toeplitz(bias)
 
@@ -110,7 +133,7 @@ def _rows_seeing_a_key(q_len, k_len, *, causal, q_offset, key_mask, mask):
 def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params, causal: bool = False,
            key_mask: jax.Array | None = None, mask: jax.Array | None = None, q_offset=0, q_positions=None,
            k_positions=None, position_bias=None, implementation=None,
-           debug_checks: bool = False) -> jax.Array:
+           debug_checks: bool = False, window: int | None = None) -> jax.Array:
   """Multi-head attention with the position terms of `parts`.
 
   Args:
@@ -129,6 +152,8 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
     implementation: None (dot_product_attention on accelerators, einsum on CPU) | 'xla' | 'cudnn' |
       'einsum'.
     debug_checks: check the realised bias of Toeplitz encoders with `checks.assert_toeplitz`.
+    window: sliding-window (local) attention: a query sees keys at distance i - j < window only (None:
+      global). Distances are positions' (explicit ones when given), like the position terms.
 
   Returns:
     (B, Lq, H, D) in value's dtype. Queries that see no key at all output zeros.
@@ -160,10 +185,15 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
       bias = bias[None]
 
   vector_parts = [(part, p) for part, p in zip(parts, params) if part.kind is Kind.VECTOR_RELATIVE]
+  remaps = [(part, p) for part, p in zip(parts, params) if part.kind is Kind.POSITION_REMAP]
+  if window is not None:
+    window_mask = sliding_window_mask(q_len, k_len, window, q_offset=q_offset, q_positions=q_positions,
+                                      k_positions=k_positions)
+    mask = window_mask if mask is None else mask & window_mask
 
   use_dot_product_attention = implementation in ('xla', 'cudnn') or (
       implementation is None and jax.default_backend() != 'cpu')
-  if not vector_parts and use_dot_product_attention:
+  if not vector_parts and not remaps and use_dot_product_attention:
     # A plain causal square lets the kernel skip the masked half (cuDNN) instead of reading a mask.
     native_causal = causal and q_len == k_len and _is_static_zero(q_offset)
     dpa_mask = attention_mask(q_len, k_len, causal=causal and not native_causal, q_offset=q_offset,
@@ -183,7 +213,15 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
     if u is not None:
       content_query = query.astype(jnp.float32) + u
       key = key.astype(jnp.float32)
-    scores = jnp.einsum('bihd,bjhd->bhij', content_query, key, preferred_element_type=jnp.float32)
+    scores = None
+    if remaps:
+      q_pos, k_pos = _positions_or_contiguous(b, q_len, k_len, q_offset, q_positions, k_positions)
+      for part, p in remaps:
+        scores, remap_bias = position_terms.remap_scores(part, p, content_query, key, q_pos, k_pos, scores)
+        if remap_bias is not None:
+          bias = remap_bias if bias is None else bias + remap_bias
+    if scores is None:
+      scores = jnp.einsum('bihd,bjhd->bhij', content_query, key, preferred_element_type=jnp.float32)
     tables = []
     for part, p in vector_parts:
       table = position_terms.relative_table(part, q_len, k_len, q_offset=q_offset, causal=causal,

@@ -14,6 +14,8 @@ compute exactly the same thing. Everything dispatches on `encoder.kind`, never o
   ROTARY           `rotate`: q and k rotated at their positions.
   ABSOLUTE         `input_embedding`: x + p_i, added by the model at its input, not in the layer.
   COMBINED         `flatten`: the parts, each contributing its own kind's term; the terms add up.
+  POSITION_REMAP   `remap_scores`: the base's term under each of the remap's position sets, merged by
+                   region (content scores of remapped rotations, or the base's bias at remapped positions).
 
 Positions. Either contiguous (`q_positions is None`: queries at q_offset .. q_offset + Lq - 1, keys at
 0 .. Lk - 1, the layout of a full forward and of cached decoding), or explicit int arrays (B, Lq) and
@@ -138,6 +140,53 @@ def rotate(parts, params, query: jax.Array, key: jax.Array, q_positions: jax.Arr
       query = part.rotate_queries(p, query.astype(jnp.float32), q_positions).astype(query.dtype)
       key = part.rotate_keys(p, key.astype(jnp.float32), k_positions).astype(key.dtype)
   return query, key
+
+
+# ----------------------------------------------------------------------------------------------------------
+# POSITION_REMAP
+
+
+def remap_parts(parts) -> list:
+  return [i for i, p in enumerate(parts) if p.kind is Kind.POSITION_REMAP]
+
+
+def remap_scores(part, params, query: jax.Array, key: jax.Array, q_positions: jax.Array,
+                 k_positions: jax.Array, scores: jax.Array | None = None):
+  """A remap's contribution: (content scores (B, H, Lq, Lk) float32, bias (B, H, Lq, Lk) float32 or None).
+
+  Rotary base: the content scores are <R(q_s) q, R(k_s) k> of the set s whose region holds the pair, so
+  `scores` (the plain q . k of the other parts) is replaced. Scalar-bias base: `scores` (computed if None)
+  stays, and the bias is the base's pair_bias at the set's positions, per region. Positions (B, Lq), (B, Lk).
+  """
+  base = part.base
+  sets = part.score_sets(q_positions, k_positions)
+  if base.kind is Kind.ROTARY:
+    merged = None
+    for s in sets:
+      q = _rotate_set(base, params, query, s.q_positions, s.divisor)
+      k = _rotate_set(base, params, key, s.k_positions, s.divisor)
+      part_scores = jnp.einsum('bihd,bjhd->bhij', q, k, preferred_element_type=jnp.float32)
+      merged = part_scores if merged is None else jnp.where(s.region[:, None], part_scores, merged)
+    # Pairs in no region (keys ahead of the query for chunked remaps) keep the last set's score: masked.
+    return merged, None
+  if scores is None:
+    scores = jnp.einsum('bihd,bjhd->bhij', query, key, preferred_element_type=jnp.float32)
+  bias = None
+  for s in sets:
+    if s.divisor != 1:
+      raise ValueError(f'{part.name}: a scalar-bias base cannot read fractional positions (divisor '
+                       f'{s.divisor}).')
+    b = jnp.asarray(jnp.moveaxis(base.pair_bias(params, s.q_positions[..., :, None],
+                                                s.k_positions[..., None, :]), -1, -3), jnp.float32)
+    bias = b if bias is None else jnp.where(s.region[:, None], b, bias)
+  return scores, bias
+
+
+def _rotate_set(base, params, x, positions, divisor):
+  x32 = x.astype(jnp.float32)
+  if divisor == 1:
+    return base.rotate(params, x32, positions).astype(x.dtype)
+  return base.rotate_divided(params, x32, positions, divisor).astype(x.dtype)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -26,6 +26,13 @@ from relpos_jax.nn import position_terms
 _WRAPPED_BASES = ('t5', 'rope', 'shaw_vector')
 _COMBINATIONS = (('sinusoidal', 't5'), ('rope', 'alibi'), ('absolute_score', 'shaw_vector'),
                  ('learned', 'transformer_xl'))
+# Specs whose options are off by default, or whose defaults are a no-op at test lengths (remap windows of
+# hundreds of positions): cases that exercise them at L ~ 6 (issue 12's list).
+_SPECS = ('rope(partial_rotary_factor=0.5)', 'rope(frequency_fraction=0.75)', 'rope(resonance=True)',
+          'rope(scaling="longrope", factor=4.0)', 'rope(scaling="yarn", factor=8.0, truncate=False)',
+          'self_extend(rope, group_size=2, window=2)', 'self_extend(alibi, group_size=3, window=2)',
+          'rerope(rope, window=2)', 'rerope(rope, window=2, leak=3)', 'rerope(t5(bidirectional=False), window=3)',
+          'dual_chunk(rope, chunk=3, local_window=1)', 'dual_chunk(alibi, chunk=4, local_window=2)')
 
 
 def _required_fields(cls):
@@ -45,6 +52,9 @@ def encoder_cases() -> list[tuple[str, contract.Encoder]]:
       raise RuntimeError(f'tests/nn: encoder {name!r} needs {[f.name for f in required]} to be built; teach '
                          f'tests/nn/conftest.py how to build it.')
     for inner in _WRAPPED_BASES:
+      remap = issubclass(encoders.encoder_class(name), contract.PositionRemapEncoder)
+      if remap and encoders.make(inner).kind not in (contract.Kind.ROTARY, contract.Kind.SCALAR_BIAS):
+        continue  # Remaps wrap rotary and scalar-bias encoders only (a ValueError otherwise).
       if inner in names:
         cases.append((f'{name}({inner})', encoders.make(name, **{f.name: encoders.make(inner)
                                                                  for f in required})))
@@ -56,6 +66,8 @@ def encoder_cases() -> list[tuple[str, contract.Encoder]]:
     for first, second in _COMBINATIONS:
       if first in names and second in names:
         cases.append((f'{first}+{second}', combine(encoders.make(first), encoders.make(second))))
+  from relpos_jax.encoders import spec
+  cases.extend((text, spec.from_spec(text)) for text in _SPECS)
   return cases
 
 
