@@ -13,6 +13,11 @@ length of `config.eval.lengths`, and writes, after each encoder:
 
 Nothing saved is lost on interruption: a finished encoder's result is kept (`runs/<label>/result.json`) and
 skipped on the next call, and an unfinished one resumes from its latest checkpoint.
+
+Train with X, evaluate with Y: an entry `'label: X -> Y'` evaluates the run trained with X using encoder Y
+(an inference-time scaling or remap of X, with the same parameters: `relpos_jax.train.transfer`). The run
+trained with X is trained once and shared: it is the directory of the plain entry with spec X if the study
+has one, else `runs/<label of the first X -> ... entry>.trained`. Its result reports `spec` Y and `train_spec` X.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from absl import logging
 
 from relpos_jax.study import report
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import transfer
 
 RESULT_FILE = 'result.json'
 _LABEL = re.compile(r'^[A-Za-z0-9_.+-]+$')
@@ -41,9 +47,15 @@ _LABEL = re.compile(r'^[A-Za-z0-9_.+-]+$')
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
-  """One encoder of the study: a label (a directory name and a legend entry) and its spec string."""
+  """One encoder of the study: a label (a directory name and a legend entry), the spec it trains with and,
+  for 'label: X -> Y', the spec it is evaluated with (None: the training one)."""
   label: str
   spec: str
+  eval_spec: str | None = None
+
+  @property
+  def reported_spec(self) -> str:
+    return self.spec if self.eval_spec is None else self.eval_spec
 
 
 def parse_entries(encoders: Sequence[str]) -> list[Entry]:
@@ -60,6 +72,14 @@ def parse_entries(encoders: Sequence[str]) -> list[Entry]:
       raise config_lib.ConfigError(
           f'config.study.encoders entry {item!r} has label {label!r}; allowed: letters, digits, _ . + - '
           "(write 'label: spec' for specs with other characters).")
+    train_spec, arrow, eval_spec = spec.partition('->')
+    if arrow:
+      if not train_spec.strip() or not eval_spec.strip() or '->' in eval_spec:
+        raise config_lib.ConfigError(
+            f'config.study.encoders entry {item!r}: allowed: \'label: train_spec -> eval_spec\' with one '
+            'arrow and a spec on each side.')
+      entries.append(Entry(label, train_spec.strip(), eval_spec.strip()))
+      continue
     entries.append(Entry(label, spec))
   labels = [e.label for e in entries]
   duplicated = sorted({x for x in labels if labels.count(x) > 1})
@@ -102,9 +122,39 @@ def validate_study(config) -> tuple[ml_collections.ConfigDict, list[Entry]]:
       with warnings.catch_warnings():
         warnings.simplefilter('ignore')  # Each run warns again when it starts; here only errors count.
         config_lib.validate(run_config(base, entry))
+        if entry.eval_spec is not None:
+          config_lib.validate(transfer.eval_config(run_config(base, entry), entry.eval_spec))
     except ValueError as e:
       raise config_lib.ConfigError(f'config.study.encoders entry {entry.label!r}: {e}') from None
   return base, entries
+
+
+def check_transfers(base, entries: Sequence[Entry], data) -> None:
+  """Every 'X -> Y' entry's Y takes X's parameters (checked on freshly built models, before any training)."""
+  for entry in entries:
+    if entry.eval_spec is None:
+      continue
+    config = run_config(base, entry)
+    try:
+      with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        transfer.check_compatible(transfer.param_shapes(config, data),
+                                  transfer.param_shapes(transfer.eval_config(config, entry.eval_spec), data),
+                                  train_spec=entry.spec, eval_spec=entry.eval_spec)
+    except ValueError as e:
+      raise config_lib.ConfigError(f'config.study.encoders entry {entry.label!r}: {e}') from None
+
+
+def training_dirs(workdir: str, entries: Sequence[Entry]) -> dict[str, str]:
+  """Training spec -> the run directory that trains it (shared by its 'X -> Y' entries)."""
+  dirs = {}
+  for entry in entries:
+    if entry.eval_spec is None:
+      dirs.setdefault(entry.spec, os.path.join(workdir, 'runs', entry.label))
+  for entry in entries:
+    if entry.eval_spec is not None:
+      dirs.setdefault(entry.spec, os.path.join(workdir, 'runs', f'{entry.label}.trained'))
+  return dirs
 
 
 def metric_name(base) -> tuple[str, bool]:
@@ -126,10 +176,13 @@ def _environment() -> dict:
           'date': datetime.date.today().isoformat()}
 
 
-def _run_entry(base, entry: Entry, workdir: str, train_fn: Callable, metric: str, data) -> dict:
+def _run_entry(base, entry: Entry, workdir: str, train_fn: Callable, metric: str, data,
+               train_dir: str | None = None) -> dict:
   run_dir = os.path.join(workdir, 'runs', entry.label)
   result_path = os.path.join(run_dir, RESULT_FILE)
   config = run_config(base, entry)
+  if entry.eval_spec is not None:
+    return _run_transfer(base, entry, run_dir, train_dir, train_fn, metric, data)
   if os.path.exists(result_path):
     saved = report.load_json(result_path)
     if saved.get('config') == json.loads(config.to_json_best_effort()):
@@ -149,6 +202,38 @@ def _run_entry(base, entry: Entry, workdir: str, train_fn: Callable, metric: str
          'train_seconds': round(time.perf_counter() - started, 1),
          'num_params': int(sum(x.size for x in jax.tree.leaves(result.params))),
          'config': json.loads(config.to_json_best_effort())}
+  report.write_json(run, result_path)
+  return run
+
+
+def _run_transfer(base, entry: Entry, run_dir: str, train_dir: str, train_fn: Callable, metric: str,
+                  data) -> dict:
+  """'X -> Y': train X in `train_dir` (or reuse it), evaluate its parameters with encoder Y."""
+  from relpos_jax.train import loop
+
+  result_path = os.path.join(run_dir, RESULT_FILE)
+  config = run_config(base, entry)
+  evaluated = transfer.eval_config(config, entry.eval_spec)
+  as_json = json.loads(evaluated.to_json_best_effort())
+  if os.path.exists(result_path):
+    saved = report.load_json(result_path)
+    if saved.get('config') == as_json and saved.get('train_spec') == entry.spec:
+      logging.info('study: %s already done, reusing %s', entry.label, result_path)
+      return saved
+    raise config_lib.ConfigError(
+        f'{run_dir} holds a finished run of another config; use a new workdir or remove that directory.')
+  started = time.perf_counter()
+  result = train_fn(config, train_dir, data=data)  # Resumes, or returns at once when already trained.
+  model = transfer.with_encoder(result.model, config, entry.eval_spec, data)
+  evaluation = loop.evaluate_lengths(model, data, [int(n) for n in base.eval.lengths])
+  by_length = {str(n): evaluation[int(n)].get(metric) for n in base.eval.lengths}
+  metrics = result.final_metrics
+  run = {'name': entry.label, 'spec': entry.eval_spec, 'train_spec': entry.spec, 'by_length': by_length,
+         'train_metric': metrics.get(metric), 'train_loss': metrics.get('loss'), 'steps': result.step,
+         'trained_in': os.path.relpath(train_dir, os.path.dirname(os.path.dirname(run_dir))),
+         'eval_seconds': round(time.perf_counter() - started, 1),
+         'num_params': int(sum(x.size for x in jax.tree.leaves(result.params))), 'config': as_json}
+  os.makedirs(run_dir, exist_ok=True)
   report.write_json(run, result_path)
   return run
 
@@ -173,6 +258,8 @@ def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None =
   os.makedirs(workdir, exist_ok=True)
   metric, lower_is_better = metric_name(base)
   data = inputs.build_data(base)  # One corpus load (or task) shared by every encoder's run.
+  check_transfers(base, entries, data)
+  train_dirs = training_dirs(workdir, entries)
   results = {
       'metric': metric, 'lower_is_better': lower_is_better, 'train_length': train_length(base),
       'eval_lengths': [int(n) for n in base.eval.lengths], 'runs': [],
@@ -183,8 +270,8 @@ def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None =
   }
   started = time.perf_counter()
   for n, entry in enumerate(entries):
-    logging.info('study: encoder %d/%d: %s (%s)', n + 1, len(entries), entry.label, entry.spec)
-    results['runs'].append(_run_entry(base, entry, workdir, train_fn, metric, data))
+    logging.info('study: encoder %d/%d: %s (%s)', n + 1, len(entries), entry.label, entry.reported_spec)
+    results['runs'].append(_run_entry(base, entry, workdir, train_fn, metric, data, train_dirs[entry.spec]))
     results['meta']['wall_seconds'] = round(time.perf_counter() - started, 1)
     write_outputs(results, workdir)
     if on_result is not None:

@@ -148,3 +148,38 @@ def test_long_sweeps_show_a_subset_of_columns_but_average_all():
   row = report.markdown_table(results).splitlines()[2].split(' | ')
   assert len(row) == 1 + 10 + 3
   assert row[-2] == f'{(0.5 * 459 + 1.0) / 460:.3f}'  # out-of-dist mean over all 460 lengths
+
+
+def test_train_with_x_evaluate_with_y_reuses_the_trained_run(tmp_path):
+  config = tiny_study_config(encoders=(
+      'rope', 'same: rope -> rope', 'yarn: rope -> rope(scaling="yarn", factor=4.0, original_max_position=8)',
+      'se: rope -> self_extend(rope, group_size=2, window=4)', 'pi: alibi -> alibi(bidirectional=False)'))
+  trained = []
+
+  def recording_train(cfg, workdir, **kwargs):
+    result = loop.train(cfg, workdir, **kwargs)
+    trained.append((cfg.model.encoder, os.path.basename(workdir), result.step))
+    return result
+
+  results = study.run_study(config, tmp_path, train_fn=recording_train)
+  runs = {r['name']: r for r in results['runs']}
+  # One training of rope, in the plain entry's directory; the others restore it. alibi trains once too.
+  assert {(e, d) for e, d, _ in trained} == {('rope', 'rope'), ('alibi', 'pi.trained')}
+  assert len(list((tmp_path / 'runs' / 'rope' / 'checkpoints').iterdir())) >= 1
+  # 'rope -> rope' is the trained model evaluated again: the same numbers, so the parameters did move over.
+  assert runs['same']['by_length'] == runs['rope']['by_length']
+  assert runs['yarn']['spec'].startswith('rope(scaling=') and runs['yarn']['train_spec'] == 'rope'
+  assert runs['yarn']['by_length']['8'] != runs['rope']['by_length']['8']
+  # Self-Extend with a window of 4 regroups distances within the training length already.
+  assert runs['se']['by_length']['32'] != runs['rope']['by_length']['32']
+  assert '| yarn (`rope(scaling=' in (tmp_path / 'results.md').read_text()
+
+
+def test_an_evaluation_encoder_with_other_parameters_is_refused_before_training(tmp_path):
+  config = tiny_study_config(encoders=('bad: rope -> t5(bidirectional=False)',))
+  calls = []
+  with pytest.raises(ValueError, match="entry 'bad'.*cannot take the parameters trained with 'rope'.*needs"):
+    runner.run_study(config, tmp_path, train_fn=lambda *a, **k: calls.append(a))
+  assert not calls
+  with pytest.raises(ValueError, match='one arrow'):
+    runner.parse_entries(('x: rope -> rope -> rope',))
