@@ -7,6 +7,9 @@
                                          wrapper's fields in order (here its first field, `base`)
     sinusoidal + shaw(max_distance=8)    a sum of encoders (`combine`): the lecture's absolute + relative
 
+Per-layer encoders (`ModelConfig.encoder`, `config.model.encoder`) are a tuple of specs, written as one string
+'(rope, rope, rope, nope)' (or 'rope, nope'): `layer_specs` splits it; each element is an ordinary spec.
+
 `from_spec` reads a spec with `ast.parse(spec, mode='eval')` and `ast.literal_eval` for values: nothing is
 ever evaluated, so a spec from a command line cannot run code. `to_spec` writes the shortest spec of an
 encoder (non-default hyperparameters only) and round-trips: from_spec(to_spec(e)) == e.
@@ -43,6 +46,23 @@ def from_spec(spec: str | contract.Encoder) -> contract.Encoder:
   except SyntaxError as e:
     raise ValueError(f'encoder spec {spec!r} is not valid syntax ({e.msg}); allowed: {ALLOWED}.') from None
   return _build(tree.body, text)
+
+
+def layer_specs(spec: str) -> tuple[str, ...] | None:
+  """The element specs of a per-layer tuple spec ('rope, nope', '(rope, rope, nope)'), None for one spec."""
+  if not isinstance(spec, str):
+    return None
+  text = spec.strip()
+  try:
+    tree = ast.parse(text, mode='eval')
+  except SyntaxError:
+    return None  # from_spec reports it.
+  if not isinstance(tree.body, ast.Tuple):
+    return None
+  if not tree.body.elts:
+    raise ValueError(f'encoder spec {spec!r} is an empty tuple; allowed: one spec per layer, or a pattern '
+                     'repeated over the layers, e.g. (rope, rope, rope, nope).')
+  return tuple(_piece(node, text) for node in tree.body.elts)
 
 
 def _piece(node: ast.AST, text: str) -> str:

@@ -116,13 +116,15 @@ class RelativeMultiHeadAttention(nnx.Module):
     debug_checks: check the realised bias of Toeplitz encoders with checks.assert_toeplitz at run time.
     model_adds_absolute: the surrounding model adds the absolute parts' embeddings to its input (else a
       warning says they are ignored here).
+    window: sliding-window local attention, each query sees the keys less than `window` positions back
+      (None: global attention).
     rngs: nnx.Rngs with a 'params' stream.
   """
 
   def __init__(self, num_heads: int, model_dim: int, encoder: contract.Encoder, *, head_dim: int | None = None,
                causal: bool = False, dtype='float32', implementation: str | None = None,
                own_position_params: bool = True, debug_checks: bool = False, model_adds_absolute: bool = False,
-               rngs: nnx.Rngs):
+               window: int | None = None, rngs: nnx.Rngs):
     for field, value in (('num_heads', num_heads), ('model_dim', model_dim)):
       if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f'RelativeMultiHeadAttention: {field}={value!r} is invalid; allowed: an int >= 1.')
@@ -137,6 +139,9 @@ class RelativeMultiHeadAttention(nnx.Module):
       raise ValueError(f'RelativeMultiHeadAttention: encoder={encoder!r} is invalid; allowed: an Encoder '
                        f'(relpos_jax.encoders.make(...)).')
     functional.check_implementation(implementation)
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+      raise ValueError(f'RelativeMultiHeadAttention: window={window!r} is invalid; allowed: None (global) or '
+                       f'an int >= 1.')
     causal_only = [p.name or type(p).__name__ for p in position_terms.flatten(encoder)
                    if getattr(p, 'requires_causal', False)]
     if causal_only and not causal:
@@ -158,6 +163,7 @@ class RelativeMultiHeadAttention(nnx.Module):
     self.dtype = canonical_dtype(dtype)
     self.implementation = implementation
     self.debug_checks = bool(debug_checks)
+    self.window = window
     self.parts = position_terms.attention_parts(encoder)
     inner = num_heads * head_dim
     linear = dict(use_bias=False, dtype=self.dtype, param_dtype=jnp.float32, rngs=rngs)
@@ -221,7 +227,8 @@ class RelativeMultiHeadAttention(nnx.Module):
     out = functional.attend(q, k, v, parts=self.parts, params=params, causal=self.causal,
                             key_mask=padding_mask, q_positions=positions,
                             k_positions=positions, position_bias=position_bias,
-                            implementation=self.implementation, debug_checks=self.debug_checks)
+                            implementation=self.implementation, debug_checks=self.debug_checks,
+                            window=self.window)
     return self.out(out.reshape(b, length, self.num_heads * self.head_dim).astype(self.dtype))
 
   # --------------------------------------------------------------------------------------------------------
@@ -282,6 +289,6 @@ class RelativeMultiHeadAttention(nnx.Module):
                             key_mask=cache.mask, q_offset=index,
                             q_positions=explicit, k_positions=None if explicit is None else cache.positions,
                             position_bias=position_bias, implementation=self.implementation,
-                            debug_checks=self.debug_checks)
+                            debug_checks=self.debug_checks, window=self.window)
     y = self.out(out.reshape(b, chunk, self.num_heads * self.head_dim).astype(self.dtype))
     return y, cache

@@ -72,6 +72,7 @@ class RelativeMultiHeadAttention(nn.Module):
   dtype: Any = 'float32'
   implementation: str | None = None
   debug_checks: bool = False
+  window: int | None = None  # Sliding-window local attention (None: global), as the NNX layer's.
 
   def _sizes(self, model_dim: int) -> int:
     if self.head_dim is not None:
@@ -120,7 +121,8 @@ class RelativeMultiHeadAttention(nn.Module):
     out = functional.attend(q, k, v, parts=parts, params=params, causal=self.causal,
                             key_mask=padding_mask, q_positions=positions,
                             k_positions=positions, position_bias=position_bias,
-                            implementation=self.implementation, debug_checks=self.debug_checks)
+                            implementation=self.implementation, debug_checks=self.debug_checks,
+                            window=self.window)
     return dense(model_dim, name='out')(out.reshape(b, length, inner).astype(dtype))
 
 

@@ -11,6 +11,11 @@ pre-norm blocks (`blocks.TransformerBlock`) -> final norm -> linear head. `posit
 
 With `share_position_bias` the model owns one set of encoder params for all layers and evaluates the
 scalar bias once per forward (T5's choice); otherwise every layer has its own (Shaw's, ALiBi's are fixed).
+
+Per-layer encoders: `encoder` may be a tuple of encoders / specs (or one spec string that is a tuple,
+'(rope, rope, rope, nope)'), one per layer or a shorter pattern repeated over the layers (layer i takes
+pattern[i % len(pattern)]: Llama-4 / Command-A interleaving); `attention_window` likewise (None = global,
+an int W = sliding-window local attention over the last W positions: Gemma-style local/global patterns).
 """
 
 from __future__ import annotations
@@ -49,6 +54,70 @@ def resolve_encoder(encoder) -> contract.Encoder:
   raise _fail('encoder', encoder, 'an Encoder (relpos_jax.encoders.make(...)) or a spec string')
 
 
+def resolve_encoders(encoder):
+  """One Encoder, or a tuple of them for per-layer encoders (a tuple, or a spec string that is a tuple).
+
+  A bad element raises ValueError naming its index in the pattern.
+  """
+  if isinstance(encoder, str):
+    from relpos_jax.encoders import spec
+    split = spec.layer_specs(encoder)
+    if split is not None:
+      encoder = split
+  if isinstance(encoder, (tuple, list)):
+    if not encoder:
+      raise _fail('encoder', encoder, 'a non-empty tuple of encoders or specs (one per layer, or a pattern)')
+    out = []
+    for i, item in enumerate(encoder):
+      try:
+        out.append(resolve_encoder(item))
+      except ValueError as e:
+        raise _fail(f'encoder[{i}]', item, f'a valid encoder or spec for the layers i with i % '
+                                           f'{len(encoder)} == {i} ({e})') from e
+    return tuple(out)
+  return resolve_encoder(encoder)
+
+
+def per_layer(value, num_layers: int, field: str) -> tuple:
+  """A pattern (tuple) repeated over `num_layers`, or one value for every layer."""
+  if not isinstance(value, tuple):
+    return (value,) * num_layers
+  if len(value) > num_layers:
+    raise _fail(field, value, f'one entry per layer, or a shorter pattern repeated over them: at most '
+                              f'num_layers={num_layers} entries, got {len(value)}')
+  return tuple(value[i % len(value)] for i in range(num_layers))
+
+
+def all_encoders(encoder) -> tuple:
+  """The distinct encoders of a (possibly per-layer) encoder, in order."""
+  items = encoder if isinstance(encoder, tuple) else (encoder,)
+  return tuple(dict.fromkeys(items))
+
+
+def positions_encoder(encoder) -> contract.Encoder:
+  """The encoder whose `train_positions` a (possibly per-layer) model trains with: positions are shared by
+  every layer, so the first layer that draws its own (randomized) decides; else the first layer."""
+  items = all_encoders(encoder)
+  for e in items:
+    if type(e).train_positions is not contract.Encoder.train_positions:
+      return e
+  return items[0]
+
+
+def _readable(encoder) -> str:
+  from relpos_jax.encoders import spec
+  try:
+    return spec.to_spec(encoder)
+  except ValueError:
+    return encoder.name or type(encoder).__name__
+
+
+def _window(value, field):
+  if value is None or (_positive_int(value) and not isinstance(value, bool)):
+    return value
+  raise _fail(field, value, 'None (global attention) or an int >= 1 (sliding window of that many positions)')
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ModelConfig:
   """Hyperparameters of `DecoderLM` and `BidirectionalModel` (causal or not is the model type's business).
@@ -59,11 +128,14 @@ class ModelConfig:
   logits stay float32). share_position_bias: one encoder for all layers, its scalar bias computed once.
   attention_implementation: None | 'xla' | 'cudnn' (jax.nn.dot_product_attention) | 'einsum'.
   norm: 'rmsnorm' | 'layernorm'. debug_checks: run-time Toeplitz checks of the realised bias.
+  encoder and attention_window may be per-layer patterns (see the module docstring): `layer_encoders` and
+  `layer_windows` give the value of every layer.
   """
 
   vocab_size: int
   encoder: Any
   output_vocab_size: int | None = None
+  attention_window: Any = None
   num_layers: int = 2
   model_dim: int = 128
   num_heads: int = 4
@@ -101,11 +173,55 @@ class ModelConfig:
     if not isinstance(self.debug_checks, bool):
       raise _fail('debug_checks', self.debug_checks, 'True or False')
     try:
-      object.__setattr__(self, 'encoder', resolve_encoder(self.encoder))
+      object.__setattr__(self, 'encoder', resolve_encoders(self.encoder))
     except ValueError as e:
       if str(e).startswith('ModelConfig'):
         raise
       raise _fail('encoder', self.encoder, f'a valid encoder or spec ({e})') from e
+    window = self.attention_window
+    if isinstance(window, str):
+      import ast
+      try:
+        window = ast.literal_eval(window)
+      except (ValueError, SyntaxError):
+        raise _fail('attention_window', window, 'None, an int >= 1, or a tuple of them per layer') from None
+    if isinstance(window, list):
+      window = tuple(window)
+    if isinstance(window, tuple):
+      if not window:
+        raise _fail('attention_window', window, 'a non-empty tuple (one per layer, or a pattern)')
+      for i, w in enumerate(window):
+        _window(w, f'attention_window[{i}]')
+    else:
+      _window(window, 'attention_window')
+    object.__setattr__(self, 'attention_window', window)
+    self._check_layers()
+
+  def _check_layers(self) -> None:
+    """Layers must agree on what is model-wide: the input (absolute) embedding, a shared bias."""
+    layers = self.layer_encoders
+    self.layer_windows  # Validates the pattern length.
+    if not isinstance(self.encoder, tuple):
+      return
+    shown = tuple(_readable(e) for e in self.encoder)
+    first_input = position_terms.input_parts(layers[0])
+    for i, e in enumerate(layers[1:], 1):
+      if position_terms.input_parts(e) != first_input:
+        raise _fail('encoder', shown, f'every layer with the same absolute part (added once, at the input): '
+                                      f'layer {i} ({_readable(e)}) differs from layer 0 ({_readable(layers[0])})')
+      if self.share_position_bias and e != layers[0]:
+        raise _fail('encoder', shown, f'one encoder for every layer with share_position_bias=True: layer {i} '
+                                      f'({_readable(e)}) differs from layer 0 ({_readable(layers[0])})')
+
+  @property
+  def layer_encoders(self) -> tuple:
+    """The encoder of every layer (num_layers entries)."""
+    return per_layer(self.encoder, self.num_layers, 'encoder')
+
+  @property
+  def layer_windows(self) -> tuple:
+    """The sliding window of every layer (None: global)."""
+    return per_layer(self.attention_window, self.num_layers, 'attention_window')
 
   @property
   def head_dim(self) -> int:
@@ -130,11 +246,15 @@ class _Transformer(nnx.Module):
     if not isinstance(config, ModelConfig):
       raise ValueError(f'{type(self).__name__}: config must be a ModelConfig, got {type(config).__name__}.')
     self.config = config
-    encoder = config.encoder
-    causal_only = [p.name for p in position_terms.flatten(encoder) if getattr(p, 'requires_causal', False)]
-    if causal_only and not self.causal:
-      raise ValueError(f'{type(self).__name__} is bidirectional but encoder {causal_only} is causal-only '
-                       f'(requires_causal); use DecoderLM or another encoder.')
+    layers = config.layer_encoders
+    for i, layer_encoder in enumerate(layers):
+      causal_only = [p.name for p in position_terms.flatten(layer_encoder)
+                     if getattr(p, 'requires_causal', False)]
+      if causal_only and not self.causal:
+        where = f' (layer {i})' if len(set(layers)) > 1 else ''
+        raise ValueError(f'{type(self).__name__} is bidirectional but encoder {causal_only}{where} is '
+                         f'causal-only (requires_causal); use DecoderLM or another encoder.')
+    encoder = layers[0]
     self.input_parts = position_terms.input_parts(encoder)
     self.attention_parts = position_terms.attention_parts(encoder)
     sizes = dict(num_heads=config.num_heads, head_dim=config.head_dim, model_dim=config.model_dim)
@@ -152,12 +272,12 @@ class _Transformer(nnx.Module):
     self.embed_dropout = nnx.Dropout(config.dropout_rate, rngs=rngs)
     self.blocks = nnx.List([
         blocks.TransformerBlock(
-            config.model_dim, config.num_heads, encoder, mlp_hidden_dim=config.mlp_hidden_dim,
+            config.model_dim, config.num_heads, layer_encoder, mlp_hidden_dim=config.mlp_hidden_dim,
             causal=self.causal, dropout_rate=config.dropout_rate, norm=config.norm, dtype=config.dtype,
             implementation=config.attention_implementation,
             own_position_params=not config.share_position_bias, debug_checks=config.debug_checks,
-            model_adds_absolute=True, rngs=rngs)
-        for _ in range(config.num_layers)])
+            model_adds_absolute=True, window=window, rngs=rngs)
+        for layer_encoder, window in zip(layers, config.layer_windows)])
     self.final_norm = blocks.make_norm(config.norm, config.model_dim, rngs)
     # The head computes in float32: logits feed a softmax cross-entropy.
     self.head = nnx.Linear(config.model_dim, config.output_vocab, dtype=jnp.float32,
@@ -170,7 +290,7 @@ class _Transformer(nnx.Module):
     if not _positive_int(length):
       raise ValueError(f'{type(self).__name__}.check_length: length={length!r} is invalid; allowed: an '
                        f'int >= 1.')
-    for part in position_terms.flatten(self.config.encoder):
+    for part in (p for e in all_encoders(self.config.encoder) for p in position_terms.flatten(e)):
       check = getattr(part, 'check_positions', None)
       if check is not None:
         check(int(length))
@@ -294,7 +414,8 @@ class BidirectionalModel(_Transformer):
 
   def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
     encoder = config.encoder if isinstance(config, ModelConfig) else None
-    if encoder is not None and not any(p.carries_position for p in position_terms.flatten(encoder)):
+    if encoder is not None and not any(p.carries_position for e in all_encoders(encoder)
+                                       for p in position_terms.flatten(e)):
       warnings.warn(
           f'BidirectionalModel with encoder {encoder.name or type(encoder).__name__!r}: it carries no position '
           f'information (carries_position is False), and without a causal mask a bidirectional model sees '

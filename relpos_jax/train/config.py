@@ -334,10 +334,11 @@ def _warnings(config) -> list[str]:
 
 # ---------------------------------------------------------------------------------- derived quantities
 def resolve_encoder(config):
-  """The Encoder object of `config.model.encoder` (a spec string); errors name the key."""
-  from relpos_jax.encoders import spec
+  """The Encoder object of `config.model.encoder` (a spec string), or a tuple of them for per-layer
+  encoders ('(rope, rope, rope, nope)'); errors name the key."""
+  from relpos_jax.nn.models import resolve_encoders
   try:
-    return spec.from_spec(config.model.encoder)
+    return resolve_encoders(config.model.encoder)
   except (ValueError, TypeError, SyntaxError) as e:
     raise ConfigError(f'config.model.encoder={config.model.encoder!r} is invalid: {e}') from None
 
@@ -381,7 +382,12 @@ def longest_sequence(config) -> int:
 
 
 def sub_encoders(encoder):
-  """The encoder and every encoder inside it (parts of a sum, the base of a wrapper), depth first."""
+  """The encoder and every encoder inside it (parts of a sum, the base of a wrapper), depth first; for
+  per-layer encoders (a tuple), those of every layer."""
+  if isinstance(encoder, tuple):
+    for layer_encoder in dict.fromkeys(encoder):
+      yield from sub_encoders(layer_encoder)
+    return
   yield encoder
   children = []
   for f in dataclasses.fields(encoder):

@@ -198,7 +198,8 @@ def train(config, workdir: str | os.PathLike | None = None, *, devices: Sequence
 
   logging.info('training %s: %d parameters, %d devices, data %s', config.model.encoder,
                count_params(state.params), len(devices), json.dumps(metrics_lib.to_python(data.describe())))
-  encoder = config_lib.resolve_encoder(config)
+  from relpos_jax.nn.models import positions_encoder  # Per-layer encoders share one position draw.
+  encoder = positions_encoder(config_lib.resolve_encoder(config))
   train_step = make_train_step(parts.graphdef, data.objective, optimizer, encoder, mesh=mesh,
                                use_padding_mask=data.uses_padding)
   rest = sharding.replicate(parts.rest, mesh)
