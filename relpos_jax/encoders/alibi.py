@@ -19,6 +19,11 @@ slopes of 4, [1/4, 1/16, 1/64, 1/256], then 2^(-1), 2^(-3) from the slopes of 8:
 
 Published defaults: fixed (not learned) slopes, causal. `learnable_slopes=True` learns them, as log-slopes
 (m_h = exp(theta_h) stays positive for any theta) initialised at the paper's values.
+
+Asymmetric (`bidirectional=True, asymmetric=True, learnable_slopes=True`): separate slopes for the past
+(d < 0) and the future (d > 0), b_h(d) = m^past_h d for d <= 0 and -m^future_h d for d > 0, both learned
+and initialised at the paper's slopes (so training starts from the symmetric form): a bidirectional model
+can then weigh context before and after a token differently per head.
 """
 
 from __future__ import annotations
@@ -52,18 +57,28 @@ def alibi_slopes(num_heads: int) -> np.ndarray:
 class ALiBi(contract.ScalarBiasEncoder):
   bidirectional: bool = False
   learnable_slopes: bool = False
+  asymmetric: bool = False
 
   def __post_init__(self):
     contract.require(isinstance(self.bidirectional, bool), self.name, 'bidirectional', self.bidirectional,
                  'True or False')
     contract.require(isinstance(self.learnable_slopes, bool), self.name, 'learnable_slopes',
                  self.learnable_slopes, 'True or False')
+    contract.require(isinstance(self.asymmetric, bool), self.name, 'asymmetric', self.asymmetric,
+                     'True or False')
+    if self.asymmetric:
+      contract.require(self.bidirectional and self.learnable_slopes, self.name, 'asymmetric', self.asymmetric,
+                       'False unless bidirectional=True and learnable_slopes=True (past and future slopes '
+                       'are learned from the paper\'s; a causal bias has no future)')
 
   def init_params(self, rng, dims_):
     del rng
     if not self.learnable_slopes:
       return {}
-    return {'log_slopes': jnp.asarray(np.log(alibi_slopes(dims_.num_heads)), jnp.float32)}
+    log_slopes = jnp.asarray(np.log(alibi_slopes(dims_.num_heads)), jnp.float32)
+    if self.asymmetric:
+      return {'log_slopes': log_slopes, 'log_future_slopes': log_slopes}
+    return {'log_slopes': log_slopes}
 
   def slopes(self, params) -> jnp.ndarray:
     """The (num_heads,) slopes in use: the paper's, or the learned ones."""
@@ -73,5 +88,8 @@ class ALiBi(contract.ScalarBiasEncoder):
 
   def bias(self, params, rel):
     rel = jnp.asarray(rel, jnp.float32)[..., None]
+    if self.asymmetric:
+      future = jnp.exp(params['log_future_slopes'])
+      return self.slopes(params) * jnp.minimum(rel, 0.0) - future * jnp.maximum(rel, 0.0)
     distance = -jnp.abs(rel) if self.bidirectional else jnp.minimum(rel, 0.0)
     return self.slopes(params) * distance

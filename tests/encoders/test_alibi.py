@@ -100,3 +100,24 @@ def test_learnable_slope_gradient_is_the_distance_term():
 def test_fixed_slopes_have_no_parameters():
   params = make('alibi').init(jax.random.key(0), 8)
   assert jax.tree_util.tree_leaves(params) == []
+
+
+def test_asymmetric_alibi_has_separate_learned_past_and_future_slopes():
+  encoder = make('alibi', bidirectional=True, learnable_slopes=True, asymmetric=True)
+  params = encoder.init(jax.random.PRNGKey(0), 4)
+  rel = jnp.arange(-5, 6)
+  paper = alibi.alibi_slopes(4)
+  # Initialised at the paper's slopes: the symmetric bidirectional form.
+  np.testing.assert_allclose(encoder.bias(params, rel), -np.abs(np.asarray(rel))[:, None] * paper, rtol=1e-6)
+  params = dict(params, log_future_slopes=params['log_future_slopes'] + jnp.log(3.0))
+  got = np.asarray(encoder.bias(params, rel))
+  want = np.where(np.asarray(rel)[:, None] <= 0, np.asarray(rel)[:, None] * paper,
+                  -3.0 * np.asarray(rel)[:, None] * paper)
+  np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize('kw', [dict(asymmetric=True), dict(asymmetric=True, bidirectional=True),
+                                dict(asymmetric=True, learnable_slopes=True), dict(asymmetric=1)])
+def test_asymmetric_needs_bidirectional_learned_slopes(kw):
+  with pytest.raises(ValueError, match='asymmetric'):
+    make('alibi', **kw)
