@@ -37,9 +37,12 @@ def assert_bias_shape(bias: jax.Array, *, q_len: int, k_len: int, num_heads: int
 
 
 def assert_qkv_shapes(query: jax.Array, key: jax.Array, value: jax.Array) -> None:
-  """Queries (B, Lq, H, D), keys and values (B, Lk, H, D) with matching batch, heads and head_dim."""
+  """Queries (B, Lq, H, D), keys (B, Lk, H, D) and values (B, Lk, H, Dv) with matching batch and heads.
+
+  Dv = D except after an encoder that maps q and k to another size (PoPE's polar form doubles it).
+  """
   chex.assert_rank([query, key, value], 4)
-  chex.assert_equal_shape([key, value])
+  chex.assert_equal_shape_prefix([key, value], 3)
   chex.assert_equal_shape_prefix([query, key], 1)
   chex.assert_equal_shape_suffix([query, key], 2)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from typing import Any, ClassVar
 
 import jax
@@ -253,6 +254,8 @@ class TableBiasEncoder(ScalarBiasEncoder):
     return jnp.take(params['table'], self.bucket(jnp.asarray(rel, jnp.int32)), axis=0)
 
 
+@functools.partial(jax.tree_util.register_dataclass, data_fields=['q_positions', 'k_positions', 'region'],
+                   meta_fields=['divisor'])
 @dataclasses.dataclass(frozen=True)
 class ScoreSet:
   """One set of remapped positions: the base encoder is evaluated with queries at `q_positions` (..., Lq) and

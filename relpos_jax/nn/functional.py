@@ -193,7 +193,9 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
 
   use_dot_product_attention = implementation in ('xla', 'cudnn') or (
       implementation is None and jax.default_backend() != 'cpu')
-  if not vector_parts and not remaps and use_dot_product_attention:
+  # dot_product_attention needs one head size for q, k and v (PoPE's polar q and k are twice v's).
+  same_size = query.shape[-1] == value.shape[-1]
+  if not vector_parts and not remaps and same_size and use_dot_product_attention:
     # A plain causal square lets the kernel skip the masked half (cuDNN) instead of reading a mask.
     native_causal = causal and q_len == k_len and _is_static_zero(q_offset)
     dpa_mask = attention_mask(q_len, k_len, causal=causal and not native_causal, q_offset=q_offset,

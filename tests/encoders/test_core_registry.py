@@ -86,6 +86,13 @@ def _check_jit(enc, params, label):
     jitted = jax.jit(lambda e, p, q: e.embed(p, q), static_argnums=0)(enc, params, positions)
     np.testing.assert_allclose(jitted, enc.embed(params, positions), rtol=1e-5, atol=1e-6, err_msg=label)
     return
+  if enc.kind is Kind.POSITION_REMAP:
+    q_pos = jnp.broadcast_to(jnp.arange(5) + 3, (2, 5))
+    k_pos = jnp.broadcast_to(jnp.arange(8), (2, 8))
+    jitted = jax.jit(lambda e, q, k: e.score_sets(q, k), static_argnums=0)(enc, q_pos, k_pos)
+    for a, b in zip(jax.tree.leaves(jitted), jax.tree.leaves(enc.score_sets(q_pos, k_pos))):
+      np.testing.assert_array_equal(a, b, err_msg=label)
+    return _check_jit(enc.base, params, f'{label} > base')
   if enc.kind is Kind.COMBINED:
     for part, part_params in enc.terms(params):
       _check_jit(part, part_params, f'{label} > {type(part).__name__}')
@@ -119,6 +126,12 @@ def _outputs(enc, params):
     return [enc.embed(params, jnp.arange(LENGTH))]
   if enc.kind is Kind.COMBINED:
     return [o for part, p in enc.terms(params) for o in _outputs(part, p)]
+  if enc.kind is Kind.POSITION_REMAP:
+    from relpos_jax.nn import position_terms
+    q = jax.random.normal(jax.random.key(1), (1, LENGTH, 2, HEAD_DIM))
+    positions = jnp.arange(LENGTH)[None]
+    scores, bias = position_terms.remap_scores(enc, params, q, q, positions, positions)
+    return [scores] + ([] if bias is None else [bias])
   raise AssertionError(f'unknown kind {enc.kind}')
 
 
