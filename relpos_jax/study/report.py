@@ -89,6 +89,27 @@ def markdown_table(results: Results) -> str:
   return '\n'.join(lines) + '\n'
 
 
+def seed_table(seeds: list[Results]) -> str:
+  """Mean ± standard deviation over the results of one study run with several seeds (same entries)."""
+  first = seeds[0]
+  lengths = first['eval_lengths']
+  shown = display_lengths(lengths)
+  header = ['encoder'] + [f'{n} ({n / first["train_length"]:g}×)' for n in shown]
+  lines = [f'mean ± sd over {len(seeds)} seeds\n', '| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+  for i, run in enumerate(first['runs']):
+    cells = [run['name'] if run['spec'] == run['name'] else f'{run["name"]} (`{run["spec"]}`)']
+    for n in shown:
+      values = [_value(r['runs'][i], n) for r in seeds]
+      if any(v is None for v in values):
+        cells.append('—')
+        continue
+      mean = sum(values) / len(values)
+      sd = math.sqrt(sum((v - mean) ** 2 for v in values) / max(len(values) - 1, 1))
+      cells.append(f'{mean:.3f} ± {sd:.3f}')
+    lines.append('| ' + ' | '.join(cells) + ' |')
+  return '\n'.join(lines) + '\n'
+
+
 def write_markdown(results: Results, path: str) -> str:
   meta = results.get('meta', {})
   better = 'lower is better' if results.get('lower_is_better', True) else 'higher is better'

@@ -183,3 +183,12 @@ def test_an_evaluation_encoder_with_other_parameters_is_refused_before_training(
   assert not calls
   with pytest.raises(ValueError, match='one arrow'):
     runner.parse_entries(('x: rope -> rope -> rope',))
+
+
+def test_seed_table_by_hand():
+  def results(a, b):
+    return {'train_length': 8, 'eval_lengths': [8, 16],
+            'runs': [{'name': 'x', 'spec': 'rope', 'by_length': {'8': a, '16': b}}]}
+  table = report.seed_table([results(1.0, 2.0), results(3.0, 2.0)])
+  assert 'over 2 seeds' in table
+  assert '| x (`rope`) | 2.000 ± 1.414 | 2.000 ± 0.000 |' in table
