@@ -10,7 +10,7 @@ from relpos_jax.train import config as config_lib
 from relpos_jax.train.config import ConfigError, validate
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CONFIG_FILES = ('lm.py', 'algorithmic.py', 'algorithmic_published.py')
+CONFIG_FILES = ('lm.py', 'algorithmic.py', 'algorithmic.py:published')
 
 
 @pytest.mark.parametrize('name', CONFIG_FILES)
@@ -21,7 +21,7 @@ def test_shipped_configs_validate(name, num_devices):
 
 
 def test_published_protocol_numbers():
-  config = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic_published.py'))
+  config = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py:published'))
   assert (config.model.num_layers, config.model.model_dim, config.model.num_heads) == (5, 64, 8)
   assert config.train.batch_size == 128
   assert (config.data.min_length, config.data.max_length) == (1, 40)
@@ -123,7 +123,7 @@ def test_shipped_configs_build_their_model_and_data(name):
   overrides = {'data.max_train_bytes': 1_000_000} if name == 'lm.py' else {}
   config = config_lib.load_config(os.path.join(REPO, 'configs', name), overrides, validate_config=False)
   data = inputs.build_data(config)
-  model = loop.build_model(config, data)
+  model = loop.build_model(config)
   batch = {k: v[:4] for k, v in data.train_batch(0).items()}
   logits = model(batch['inputs'], padding_mask=batch['padding_mask'] if data.uses_padding else None)
   assert logits.shape == batch['inputs'].shape + (data.num_classes,)
