@@ -47,7 +47,7 @@ import jax
 import ml_collections
 
 from relpos_jax import data as data_lib
-from relpos_jax.encoders import contract, spec
+from relpos_jax.encoders import contract
 from relpos_jax.nn.models import ModelConfig, ModelConfigError
 
 SCHEDULES = ('warmup_cosine', 'warmup_constant')
@@ -219,11 +219,9 @@ def _conform(value, hint, meta) -> tuple[bool, Any, str]:
   if hint is dict:
     ok = isinstance(value, (Mapping, ml_collections.ConfigDict))
     return ok, dict(value) if ok else value, 'a dict of keyword arguments'
-  if typing.get_origin(hint) is tuple:
-    element = args[0]
-    ok = isinstance(value, (tuple, list)) and all(_conform(x, element, meta)[0] for x in value)
-    return ok, tuple(value) if ok else value, f'a tuple (may be empty), each element {_conform(1, element, meta)[2]}'
-  raise TypeError(f'config schema: unsupported field type {hint!r}')  # A schema bug, not user input.
+  assert typing.get_origin(hint) is tuple, f'config schema: unsupported field type {hint!r}'
+  ok = isinstance(value, (tuple, list)) and all(_conform(x, args[0], meta)[0] for x in value)
+  return ok, tuple(value) if ok else value, f'a tuple (may be empty), each element {_conform(1, args[0], meta)[2]}'
 
 
 def check_keys(where: str, node, allowed, required) -> None:
@@ -370,12 +368,7 @@ def _warnings(run: Config, limit: int | None, longest: int) -> list[str]:
 # ---------------------------------------------------------------------------------- derived quantities
 def resolve_encoder(config) -> contract.Encoder:
   """The Encoder object of `config.model.encoder` (a spec string); errors name the key."""
-  if isinstance(config, Config):
-    return config.encoder
-  try:
-    return spec.from_spec(config.model.encoder)
-  except (ValueError, TypeError, SyntaxError) as e:
-    raise ConfigError(f'config.model.encoder={config.model.encoder!r} is invalid: {e}') from None
+  return parse(config).encoder
 
 
 def resolve_task(config) -> data_lib.Task:
@@ -464,17 +457,16 @@ def config_from_file(path: str | os.PathLike) -> ml_collections.ConfigDict:
 
 def override(config: ml_collections.ConfigDict, key: str, value) -> None:
   """`config.<key> = value` for a dotted key that exists; an unknown key is named with the allowed keys."""
-  parent, _, leaf = key.rpartition('.')
+  *parents, leaf = key.split('.')
   node = config
-  for i, part in enumerate(parent.split('.') if parent else ()):
-    if part not in _keys(node) or not isinstance(node[part], ml_collections.ConfigDict):
-      where = '.'.join(['config'] + parent.split('.')[:i])
-      raise ConfigError(f'override config.{key}: unknown key {where}.{part}; allowed in {where}: '
+  for i, part in enumerate(parents + [leaf]):
+    if part not in _keys(node) or (i < len(parents) and not isinstance(node[part], ml_collections.ConfigDict)):
+      where = '.'.join(['config'] + parents[:i])
+      unknown = '' if i == len(parents) else f' {where}.{part}'
+      raise ConfigError(f'override config.{key}: unknown key{unknown}; allowed in {where}: '
                         f'{", ".join(sorted(_keys(node)))}.')
-    node = node[part]
-  if leaf not in _keys(node):
-    raise ConfigError(f'override config.{key}: unknown key; allowed in config{"." if parent else ""}'
-                      f'{parent}: {", ".join(sorted(_keys(node)))}.')
+    if i < len(parents):
+      node = node[part]
   if value is not dataclasses.MISSING:
     node[leaf] = value
 
