@@ -1,6 +1,6 @@
 """Train with X, evaluate with Y: a trained model's parameters in a model built with another encoder.
 
-    model = with_encoder(result.model, config, 'rope(scaling="yarn", factor=16.0)', data)
+    model = with_encoder(result.model, config, 'rope(scaling="yarn", factor=16.0)')
     evaluate_lengths(model, data, [64, 1024])
 
 Inference-time extensions (PI / NTK / YaRN scalings, Self-Extend, ReRoPE) change no parameter: the
@@ -55,17 +55,17 @@ def eval_config(config, eval_spec: str):
   return out
 
 
-def param_shapes(config, data) -> dict[str, tuple]:
+def param_shapes(config) -> dict[str, tuple]:
   """{path: (shape, dtype)} of the params of the model `config` builds (built once, then dropped: encoders
   check their inputs concretely, so an abstract trace cannot stand in)."""
   from relpos_jax.train import loop
-  return _shapes(loop.build_model(config, data))
+  return _shapes(loop.build_model(config))
 
 
-def with_encoder(model: nnx.Module, config, eval_spec: str, data) -> nnx.Module:
+def with_encoder(model: nnx.Module, config, eval_spec: str) -> nnx.Module:
   """A model of `config` with encoder `eval_spec`, holding `model`'s (trained) parameters."""
   from relpos_jax.train import loop
-  target = loop.build_model(eval_config(config, eval_spec), data)
+  target = loop.build_model(eval_config(config, eval_spec))
   check_compatible(model, target, train_spec=str(config.model.encoder), eval_spec=eval_spec)
   nnx.update(target, nnx.state(model, nnx.Param))
   return target

@@ -192,3 +192,15 @@ def test_seed_table_by_hand():
   table = report.seed_table([results(1.0, 2.0), results(3.0, 2.0)])
   assert 'over 2 seeds' in table
   assert '| x (`rope`) | 2.000 ± 1.414 | 2.000 ± 0.000 |' in table
+
+
+@pytest.mark.parametrize('variant,task', [('lm.py:study', None), ('lm.py:inference_extension', None),
+                                          ('algorithmic.py:study', 'even_pairs'),
+                                          ('algorithmic.py:published,study', 'reverse_string')])
+def test_shipped_study_variants_validate(variant, task):
+  """Each study is a variant of its training config: the same run plus a `study` section, checked up front."""
+  repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  config = study.load_config(os.path.join(repo, 'configs', variant))
+  base, entries = runner.validate_study(config)
+  assert len(entries) >= 9 and 'study' not in base
+  assert base.data.get('task') == task
