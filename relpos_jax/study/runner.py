@@ -56,10 +56,11 @@ def parse_entries(encoders: Sequence[str]) -> list[Entry]:
   for item in encoders:
     label, sep, spec = str(item).partition(':')
     label, spec = (label.strip(), spec.strip()) if sep else (item.strip(), item.strip())
-    if not _LABEL.match(label):
+    if not _LABEL.match(label) or not label.strip('.'):
       raise config_lib.ConfigError(
           f'config.study.encoders entry {item!r} has label {label!r}; allowed: letters, digits, _ . + - '
-          "(write 'label: spec' for specs with other characters).")
+          "and not only dots (the label names the run's directory under runs/; write 'label: spec' for "
+          'specs with other characters).')
     entries.append(Entry(label, spec))
   labels = [e.label for e in entries]
   duplicated = sorted({x for x in labels if labels.count(x) > 1})

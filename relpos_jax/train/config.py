@@ -104,6 +104,9 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         'log_every': int_at_least(1),
         'checkpoint_every': int_at_least(1),
         'keep_checkpoints': int_at_least(1),
+        # Optional (default 1). Updates with a non-finite loss, gradient norm or new state are skipped;
+        # this many in a row stop the run with DivergedError (see relpos_jax.train.loop).
+        'max_nonfinite_steps': optional(int_at_least(1)),
     },
     'eval': {
         'every': int_at_least(0),                   # 0: evaluate only at the end of training
@@ -123,7 +126,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
 }
 # Keys a section may leave out (read with .get, None when absent).
-OPTIONAL_KEYS: dict[str, tuple[str, ...]] = {'eval': ('num_tokens', 'max_tokens_per_batch')}
+OPTIONAL_KEYS: dict[str, tuple[str, ...]] = {'train': ('max_nonfinite_steps',),
+                                             'eval': ('num_tokens', 'max_tokens_per_batch')}
 SOURCE_KEYS: dict[str, dict[str, tuple]] = {
     'corpus': {
         'source': one_of(*SOURCES),

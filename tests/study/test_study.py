@@ -45,6 +45,10 @@ def test_parse_entries_labels_and_errors():
     runner.parse_entries(('alibi', 'alibi: alibi(learnable_slopes=True)'))
   with pytest.raises(ValueError, match='non-empty tuple'):
     runner.parse_entries('alibi')
+  # A label is a directory under runs/: '.', '..' or a path would write the run elsewhere.
+  for label in ('.', '..', '...', 'a/b', '../x', 'a\\b', ''):
+    with pytest.raises(ValueError, match='has label'):
+      runner.parse_entries((f'{label}: alibi',))
 
 
 def test_bad_entry_is_rejected_before_any_training():
