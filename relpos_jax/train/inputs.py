@@ -139,7 +139,7 @@ class CorpusData:
       asked = self._windows_asked(n)
       fits = (available - 1) // n
       if fits < asked:
-        short.append(f'{fits * n} instead of {asked * n} at length {n}')
+        short.append(f'{fits * n} tokens instead of {asked * n} at length {n}')
     if short:
       num_tokens = self.eval_config.get('num_tokens')
       what = (f'config.eval.num_tokens={num_tokens}' if num_tokens is not None
@@ -147,7 +147,7 @@ class CorpusData:
       warnings.warn(
           f'{what} asks for more validation text than the corpus has: its validation split '
           f'(config.data.max_train_bytes={max_train_bytes}) is {available} bytes in '
-          f'{self.corpus.num_val_files} file(s), so evaluation scores {"; ".join(short)} tokens. Load more '
+          f'{self.corpus.num_val_files} file(s), so evaluation scores {"; ".join(short)}. Load more '
           'of the corpus (a larger max_train_bytes) for a meaningful evaluation.', UserWarning, stacklevel=3)
 
   def train_batch(self, step: int) -> Batch:
