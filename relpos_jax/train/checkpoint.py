@@ -72,7 +72,10 @@ class Checkpoints:
         enable_async_checkpointing=async_save,
         cleanup_tmp_directories=True,  # leftovers of a save interrupted by a kill
         create=True)
-    self.manager = ocp.CheckpointManager(self.directory, options=options)
+    # One item (the TrainState) declared up front: otherwise orbax infers the layout from the newest step
+    # directory, and a stray empty one makes every step unreadable.
+    self.manager = ocp.CheckpointManager(self.directory, options=options,
+                                         item_handlers=ocp.StandardCheckpointHandler())
 
   def save(self, state: TrainState) -> bool:
     """Saves `state` under its step (asynchronously); False if that step is already saved.

@@ -366,11 +366,11 @@ def _read_json(path: epath.Path, what: str):
 
 
 def data_identity(description: Mapping) -> dict:
-  """What must not change for a run to be resumed: the corpus fingerprint, or a task's whole
-  description (`data.describe()`)."""
+  """What must not change for a run to be resumed: the corpus fingerprint (of its contents, wherever they
+  are), or a task's whole description (`data.describe()`)."""
   description = metrics_lib.to_python(dict(description))
   if 'fingerprint' in description:
-    return {'source': description.get('source'), 'fingerprint': description['fingerprint']}
+    return {'fingerprint': description['fingerprint']}
   return description
 
 
