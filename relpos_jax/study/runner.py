@@ -155,6 +155,7 @@ def _run_entry(base, entry: Entry, workdir: str, train_fn: Callable, metric: str
   started = time.perf_counter()
   run = {'name': entry.label, 'spec': entry.spec, 'config': json.loads(config.to_json_best_effort()),
          'data': data_id}
+  os.makedirs(run_dir, exist_ok=True)
   try:
     result = train_fn(config, run_dir, data=data)
   except loop.DivergedError as e:
