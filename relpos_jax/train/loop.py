@@ -262,6 +262,8 @@ def train(config, workdir: str | os.PathLike | None = None, *, devices: Sequence
       save_now = checkpoints is not None and (done % config.train.checkpoint_every == 0 or done == total)
       if evaluate_now or save_now or done % config.train.log_every == 0:
         guard.check(config)  # Before anything is evaluated or saved.
+        if checkpoints is not None:
+          checkpoints.check_for_errors()  # A failed background save stops the run here, not later.
       if evaluate_now:
         _eval_and_record(parts, state.params, data, eval_lengths, mesh, writer, done)
       if save_now:
