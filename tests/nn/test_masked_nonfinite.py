@@ -72,20 +72,20 @@ def test_a_nan_future_key_changes_no_earlier_row(name, implementation):
 def test_decoding_ignores_non_finite_unfilled_cache_slots_and_padded_tokens(name):
   layer = _layer(name, None, causal=True)
   x = _x()
-  cache = layer.init_cache(B, L + 2)
-  _, cache = _decode(layer, x[:, :3], cache, None)
-  garbage = dataclasses.replace(cache, key=cache.key.at[:, 3:].set(jnp.nan),
-                                value=cache.value.at[:, 3:].set(jnp.inf))
-  y1, _ = _decode(layer, x[:, 3:5], garbage, None)
-  y1_clean, _ = _decode(layer, x[:, 3:5], cache, None)
+  real = jnp.ones((B, 2), bool)  # every call decodes 2 tokens with a mask: one compilation
+  _, cache = _decode(layer, x[:, :2], layer.init_cache(B, L + 2), real)
+  garbage = dataclasses.replace(cache, key=cache.key.at[:, 2:].set(jnp.nan),
+                                value=cache.value.at[:, 2:].set(jnp.inf))
+  y1, _ = _decode(layer, x[:, 2:4], garbage, real)
+  y1_clean, _ = _decode(layer, x[:, 2:4], cache, real)
   np.testing.assert_array_equal(y1, y1_clean)
   assert np.all(np.isfinite(y1))
   # A padded token holding NaN: later tokens do not see it.
   padding = jnp.array([[True, False], [True, True]])
-  _, poisoned = _decode(layer, _with(x, 0, 4, jnp.nan)[:, 3:5], cache, padding)
-  _, clean = _decode(layer, _with(x, 0, 4, 0.0)[:, 3:5], cache, padding)
-  after = _decode(layer, x[:, 5:6], poisoned, None)[0]
-  np.testing.assert_array_equal(after, _decode(layer, x[:, 5:6], clean, None)[0])
+  _, poisoned = _decode(layer, _with(x, 0, 3, jnp.nan)[:, 2:4], cache, padding)
+  _, clean = _decode(layer, _with(x, 0, 3, 0.0)[:, 2:4], cache, padding)
+  after = _decode(layer, x[:, 4:6], poisoned, real)[0]
+  np.testing.assert_array_equal(after, _decode(layer, x[:, 4:6], clean, real)[0])
   assert np.all(np.isfinite(after))
 
 
@@ -99,5 +99,5 @@ def test_an_explicit_mask_and_the_gradients_ignore_masked_nans():
     def loss(q):
       return jnp.sum(functional.attend(q, k, v, parts=parts, params=params, mask=mask,
                                        implementation=implementation))
-    value, grad = jax.value_and_grad(loss)(q)
+    value, grad = jax.jit(jax.value_and_grad(loss))(q)
     assert np.isfinite(value) and np.all(np.isfinite(grad)), implementation
