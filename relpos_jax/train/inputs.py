@@ -73,7 +73,7 @@ def eval_batch_size(eval_config, length: int, num_devices: int | None = None) ->
   """Rows per evaluation batch at `length` tokens: `eval.batch_size`, or fewer under
   `eval.max_tokens_per_batch`, but always a multiple of the device count (at least one row per device)."""
   size = int(eval_config.batch_size)
-  budget = eval_config.get('max_tokens_per_batch')
+  budget = getattr(eval_config, 'max_tokens_per_batch', None)
   if budget is None:
     return size
   if num_devices is None:
@@ -126,7 +126,7 @@ class CorpusData:
     self._warn_if_eval_is_short([int(n) for n in config.eval.lengths], config.data.max_train_bytes)
 
   def _windows_asked(self, length: int) -> int:
-    num_tokens = self.eval_config.get('num_tokens')
+    num_tokens = getattr(self.eval_config, 'num_tokens', None)
     return int(self.eval_config.num_examples) if num_tokens is None else max(1, int(num_tokens) // length)
 
   def _warn_if_eval_is_short(self, lengths: list[int], max_train_bytes) -> None:
@@ -141,7 +141,7 @@ class CorpusData:
       if fits < asked:
         short.append(f'{fits * n} tokens instead of {asked * n} at length {n}')
     if short:
-      num_tokens = self.eval_config.get('num_tokens')
+      num_tokens = getattr(self.eval_config, 'num_tokens', None)
       what = (f'config.eval.num_tokens={num_tokens}' if num_tokens is not None
               else f'config.eval.num_examples={self.eval_config.num_examples}')
       warnings.warn(
@@ -213,4 +213,4 @@ def build_data(config) -> CorpusData | TaskData:
   if config.data.source == 'task':
     return TaskData(config)
   raise config_lib.ConfigError(f'config.data.source={config.data.source!r} is invalid; allowed: '
-                               f'{config_lib.SOURCES}.')
+                               f'{tuple(config_lib.SOURCES)}.')

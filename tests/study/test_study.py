@@ -197,3 +197,14 @@ def test_finished_results_on_another_corpus_are_not_reused(tmp_path, monkeypatch
   monkeypatch.setattr(inputs, 'build_data', lambda config: OtherCorpus())
   with pytest.raises(ValueError, match=r"runs/alibi holds a finished run on other data.*0123456789abcdef"):
     study.run_study(config, tmp_path, train_fn=lambda *a, **k: pytest.fail('must not train'))
+
+
+@pytest.mark.parametrize('variant,task', [('lm.py:study', None), ('algorithmic.py:study', 'even_pairs'),
+                                          ('algorithmic.py:published,study', 'reverse_string')])
+def test_shipped_study_variants_validate(variant, task):
+  """Each study is a variant of its training config: the same run plus a `study` section, checked up front."""
+  repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  config = study.load_config(os.path.join(repo, 'configs', variant))
+  base, entries = runner.validate_study(config)
+  assert len(entries) >= 9 and 'study' not in base
+  assert base.data.get('task') == task
