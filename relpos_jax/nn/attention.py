@@ -7,6 +7,7 @@
 
     cache = layer.init_cache(batch, max_length)    # cached autoregressive decoding (causal layers)
     y, cache = layer.decode(x_new, cache)          # x_new (B, C, model_dim) at q_offset = cache.index
+    decode = jit_decode(layer)                     # the same, compiled, the cache room checked first
 
 The layer owns the q/k/v/output projections and, unless told otherwise, the encoder's parameters
 (`position_params`, one pytree per attention part). A model that shares one position encoding across its
@@ -76,18 +77,48 @@ class KVCache:
     return self.key.shape[1]
 
 
-def _raise_if_overflow(index, chunk, max_length):
-  if int(index) + chunk > max_length:
-    raise ValueError(f'decode: {chunk} new token(s) at cache index {int(index)} exceed the cache of '
-                     f'max_length={max_length}; init_cache with a larger max_length.')
+def _overflow_error(chunk: int, max_length: int, index=None) -> ValueError:
+  where = (f'at positions {index}..{index + chunk - 1}' if index is not None else 'in one call')
+  needed = (index or 0) + chunk
+  return ValueError(f'decode: {chunk} new token(s) {where} exceed the cache of max_length={max_length} '
+                    f'(positions 0..{max_length - 1}); init_cache with max_length >= {needed}.')
 
 
 def check_cache_room(index, chunk: int, max_length: int) -> None:
-  """ValueError when the chunk does not fit; checked now if index is concrete, else when it runs."""
-  if isinstance(index, jax.core.Tracer):
-    jax.debug.callback(_raise_if_overflow, index, chunk, max_length)
-  else:
-    _raise_if_overflow(index, chunk, max_length)
+  """ValueError when `chunk` new tokens at cache `index` do not fit a cache of `max_length`.
+
+  The chunk and the cache size are static shapes: always checked, also under jit. The index is checked
+  when it is concrete (eager calls, `jit_decode`); under the caller's own jit it is traced and cannot be
+  checked without a host callback, so `overflow_mask` makes that chunk's outputs NaN instead of letting the
+  write clamp silently onto the last cached tokens."""
+  if chunk > max_length:
+    raise _overflow_error(chunk, max_length)
+  if not isinstance(index, jax.core.Tracer):
+    index = int(index)
+    if index + chunk > max_length:
+      raise _overflow_error(chunk, max_length, index)
+
+
+def poison_overflow(y: jax.Array, index, chunk: int, max_length: int) -> jax.Array:
+  """`y` where the chunk fits the cache, NaN where it overflows (a traced index; see check_cache_room)."""
+  if not isinstance(index, jax.core.Tracer):
+    return y
+  return jnp.where(index + chunk > max_length, jnp.asarray(jnp.nan, y.dtype), y)
+
+
+def jit_decode(module):
+  """`decode(inputs, cache, **kwargs) -> (outputs, cache)`: `module.decode` (a causal layer or DecoderLM)
+  compiled with nnx.jit, checking on the host first that the chunk fits the cache, so that decoding past
+  the cache is a ValueError naming the cache size and the positions asked for (reading the cache index
+  waits for the previous call to finish)."""
+  compiled = nnx.jit(lambda m, inputs, cache, kwargs: m.decode(inputs, cache, **kwargs))
+
+  def decode(inputs, cache, **kwargs):
+    first = cache[0] if isinstance(cache, (tuple, list)) else cache
+    check_cache_room(jax.device_get(first.index), jnp.shape(inputs)[1], first.max_length)
+    return compiled(module, inputs, cache, kwargs)
+
+  return decode
 
 
 def check_positions_shape(positions, batch: int, length: int, what: str = 'positions') -> jax.Array | None:
@@ -284,4 +315,4 @@ class RelativeMultiHeadAttention(nnx.Module):
                             position_bias=position_bias, implementation=self.implementation,
                             debug_checks=self.debug_checks)
     y = self.out(out.reshape(b, chunk, self.num_heads * self.head_dim).astype(self.dtype))
-    return y, cache
+    return poison_overflow(y, index, chunk, max_length), cache

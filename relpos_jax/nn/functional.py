@@ -18,6 +18,12 @@ kernel can skip the masked half; padding and cache masks go in `mask`.
 Numerics: scores, position terms and softmax are float32 whatever the input dtype; masked scores take a
 large finite negative value, and query rows with no visible key (padding queries under a causal mask) give
 exactly zero output instead of a uniform average, identically on both paths.
+
+Masked keys contribute nothing, whatever they hold: a masked weight is exactly zero, but 0 * NaN is NaN, so
+a NaN or inf in a padded key, an unfilled cache slot or a future key under the causal mask would otherwise
+reach every query row. When anything is masked, non-finite keys and values are replaced by zeros (a
+select) before either path runs, and the rows that do see one are set to NaN afterwards, as a NaN in a
+visible key makes them. Finite inputs pass through the selects unchanged (bit for bit).
 """
 
 from __future__ import annotations
@@ -107,6 +113,29 @@ def _rows_seeing_a_key(q_len, k_len, *, causal, q_offset, key_mask, mask):
   return sees
 
 
+def _without_nonfinite_keys(key, value, q_len, *, causal, q_offset, key_mask, mask):
+  """(key, value with non-finite entries zeroed, (B, Lq, H) bool: rows that see a non-finite key or value)."""
+  k_len = key.shape[1]
+  finite = jnp.all(jnp.isfinite(key), axis=-1) & jnp.all(jnp.isfinite(value), axis=-1)  # (B, Lk, H)
+  key = jnp.where(finite[..., None], key, jnp.zeros((), key.dtype))
+  value = jnp.where(finite[..., None], value, jnp.zeros((), value.dtype))
+  bad = ~finite
+  if key_mask is not None:
+    bad = bad & key_mask[:, :, None]
+  if mask is not None:  # An arbitrary mask: ask the full (B, H, Lq, Lk) mask.
+    full = attention_mask(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask)
+    full = mask if full is None else full & mask
+    seen = jnp.any(full & jnp.moveaxis(bad, 1, -1)[:, :, None, :], axis=-1)  # (B, H, Lq)
+    return key, value, jnp.moveaxis(seen, 1, -1)
+  if causal:
+    # Query i sees keys j <= q_offset + i: does it see the first non-finite one?
+    index = jnp.arange(k_len, dtype=jnp.int32)[None, :, None]
+    first = jnp.min(jnp.where(bad, index, k_len), axis=1)  # (B, H)
+    q_index = jnp.arange(q_len, dtype=jnp.int32) + jnp.asarray(q_offset, jnp.int32)
+    return key, value, first[:, None, :] <= q_index[None, :, None]
+  return key, value, jnp.broadcast_to(jnp.any(bad, axis=1)[:, None, :], (bad.shape[0], q_len, bad.shape[2]))
+
+
 def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params, causal: bool = False,
            key_mask: jax.Array | None = None, mask: jax.Array | None = None, q_offset=0, q_positions=None,
            k_positions=None, position_bias=None, implementation=None,
@@ -160,6 +189,10 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
       bias = bias[None]
 
   vector_parts = [(part, p) for part, p in zip(parts, params) if part.kind is Kind.VECTOR_RELATIVE]
+  sees_nonfinite = None
+  if causal or key_mask is not None or mask is not None:
+    key, value, sees_nonfinite = _without_nonfinite_keys(key, value, q_len, causal=causal, q_offset=q_offset,
+                                                         key_mask=key_mask, mask=mask)
 
   use_dot_product_attention = implementation in ('xla', 'cudnn') or (
       implementation is None and jax.default_backend() != 'cpu')
@@ -207,5 +240,7 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
   sees = _rows_seeing_a_key(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
   if sees is not None:
     # A query that sees no key (padding under a causal mask) outputs zero on every path, not an average.
-    out = out * sees[:, :, None, None].astype(out.dtype)
+    out = jnp.where(sees[:, :, None, None], out, jnp.zeros((), out.dtype))
+  if sees_nonfinite is not None:
+    out = jnp.where(sees_nonfinite[..., None], jnp.asarray(jnp.nan, out.dtype), out)
   return out

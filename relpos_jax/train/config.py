@@ -93,6 +93,9 @@ class Train:
   log_every: int = key(ge=1)
   checkpoint_every: int = key(ge=1)
   keep_checkpoints: int = key(ge=1)
+  # Updates with a non-finite loss, gradient norm or new state are skipped; this many in a row stop the
+  # run with DivergedError (see relpos_jax.train.loop).
+  max_nonfinite_steps: int = key(1, ge=1)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import types
 
 import ml_collections
 import numpy as np
@@ -45,6 +46,10 @@ def test_parse_entries_labels_and_errors():
     runner.parse_entries(('alibi', 'alibi: alibi(learnable_slopes=True)'))
   with pytest.raises(ValueError, match='non-empty tuple'):
     runner.parse_entries('alibi')
+  # A label is a directory under runs/: '.', '..' or a path would write the run elsewhere.
+  for label in ('.', '..', '...', 'a/b', '../x', 'a\\b', ''):
+    with pytest.raises(ValueError, match='has label'):
+      runner.parse_entries((f'{label}: alibi',))
 
 
 def test_bad_entry_is_rejected_before_any_training():
@@ -148,6 +153,50 @@ def test_long_sweeps_show_a_subset_of_columns_but_average_all():
   row = report.markdown_table(results).splitlines()[2].split(' | ')
   assert len(row) == 1 + 10 + 3
   assert row[-2] == f'{(0.5 * 459 + 1.0) / 460:.3f}'  # out-of-dist mean over all 460 lengths
+
+
+def _fake_result(base, metric='bits_per_char'):
+  """What a finished run returns, without training (the study only reads these fields)."""
+  metrics = {f'eval/{n}/{metric}': 1.0 + n / 100 for n in base.eval.lengths}
+  return types.SimpleNamespace(final_metrics={**metrics, metric: 1.0, 'loss': 0.7}, step=base.train.steps,
+                               params={'w': np.zeros(3)})
+
+
+def test_a_diverged_encoder_is_marked_diverged_not_printed_as_a_number(tmp_path):
+  config = tiny_study_config()
+  base, _ = runner.split_config(config)
+
+  def diverges_on_sinusoidal(cfg, workdir, **kwargs):
+    if cfg.model.encoder == 'sinusoidal':
+      raise loop.DivergedError('training diverged: ... from update 2 ...', step=2, count=1)
+    return _fake_result(base)
+
+  results = study.run_study(config, tmp_path, train_fn=diverges_on_sinusoidal)
+  saved = report.load_json(tmp_path / 'results.json')
+  abs_run = saved['runs'][1]
+  assert abs_run['diverged']['step'] == 2 and set(abs_run['by_length'].values()) == {None}
+  assert 'diverged' not in saved['runs'][0]
+  table = (tmp_path / 'results.md').read_text()
+  assert '| abs (`sinusoidal`) | diverged at step 2 |' in table and 'nan' not in table.lower()
+  # A diverged encoder is a finished result: a rerun reuses it (the divergence is deterministic).
+  again = study.run_study(config, tmp_path, train_fn=lambda *a, **k: pytest.fail('retrained'))
+  assert again['runs'] == results['runs']
+
+
+def test_finished_results_on_another_corpus_are_not_reused(tmp_path, monkeypatch):
+  config = tiny_study_config()
+  base, _ = runner.split_config(config)
+  study.run_study(config, tmp_path, train_fn=lambda *a, **k: _fake_result(base))
+  saved = report.load_json(tmp_path / 'runs' / 'alibi' / runner.RESULT_FILE)
+  assert saved['data'] == {'fingerprint': inputs.build_data(base).describe()['fingerprint']}
+
+  class OtherCorpus:  # the same config, but the stdlib now points at other sources
+    def describe(self):
+      return {'source': 'corpus', 'fingerprint': '0123456789abcdef'}
+
+  monkeypatch.setattr(inputs, 'build_data', lambda config: OtherCorpus())
+  with pytest.raises(ValueError, match=r"runs/alibi holds a finished run on other data.*0123456789abcdef"):
+    study.run_study(config, tmp_path, train_fn=lambda *a, **k: pytest.fail('must not train'))
 
 
 @pytest.mark.parametrize('variant,task', [('lm.py:study', None), ('algorithmic.py:study', 'even_pairs'),
