@@ -26,7 +26,7 @@ import platform
 import re
 import time
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import jax
 import ml_collections
@@ -34,6 +34,7 @@ from absl import logging
 
 from relpos_jax.study import report
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import inputs, loop
 
 RESULT_FILE = 'result.json'
 _LABEL = re.compile(r'^[A-Za-z0-9_.+-]+$')
@@ -164,8 +165,6 @@ def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None =
     train_fn: `train_fn(config, workdir, data=...) -> TrainResult` (default `relpos_jax.train.loop.train`).
     on_result: called with the results dict after each encoder (e.g. to re-plot in a notebook).
   """
-  from relpos_jax.train import inputs, loop
-
   base, entries = validate_study(config)
   _, study = split_config(config)
   train_fn = loop.train if train_fn is None else train_fn

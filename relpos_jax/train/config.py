@@ -273,7 +273,7 @@ def _check_combinations(config, num_devices: int | None) -> None:
   model, data, optim, train, eval_ = config.model, config.data, config.optim, config.train, config.eval
   encoder = resolve_encoder(config)
   if data.source == 'task':
-    task = resolve_task(config)
+    resolve_task(config)  # Raises for an unknown task or invalid task hyperparameters.
     if data.min_length > data.max_length:
       raise _fail('data.min_length', data.min_length,
                   f'must be <= config.data.max_length={data.max_length}')

@@ -25,13 +25,14 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 from absl import logging
 from etils import epath
 from flax import nnx
 
+from relpos_jax.nn.models import BidirectionalModel, DecoderLM, ModelConfig
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import inputs as inputs_lib
 from relpos_jax.train import metrics as metrics_lib
 from relpos_jax.train import sharding
 from relpos_jax.train.checkpoint import Checkpoints
@@ -83,7 +84,6 @@ class TrainResult:
 # ------------------------------------------------------------------------------------------- building
 def model_config(config, data=None):
   """The `relpos_jax.nn.models.ModelConfig` of a run (vocabulary sizes from its data)."""
-  from relpos_jax.nn.models import ModelConfig
   data = build_data(config) if data is None else data
   fields = {k: config.model[k] for k in config.model.keys() if k != 'encoder'}
   output_vocab = data.num_classes if data.architecture == 'bidirectional' else None
@@ -100,7 +100,6 @@ def build_model(config, data=None, *, seed: int | None = None) -> nnx.Module:
   Parameters are drawn from `seed` (default `config.seed`). Raises ConfigError if the model cannot
   process the longest sequence the run uses (a learned absolute table that is too short).
   """
-  from relpos_jax.nn.models import DecoderLM, BidirectionalModel
   data = build_data(config) if data is None else data
   seed = int(config.seed if seed is None else seed)
   cls = DecoderLM if data.architecture == 'causal' else BidirectionalModel
@@ -301,7 +300,6 @@ def load_model(workdir: str | os.PathLike, config=None, *, step: int | None = No
   directory's config.json."""
   workdir = os.fspath(workdir)
   if config is None:
-    import ml_collections
     config = ml_collections.ConfigDict(json.loads((epath.Path(workdir) / CONFIG_FILE).read_text()))
   devices = list(jax.devices() if devices is None else devices)
   mesh = sharding.make_mesh(devices)
