@@ -83,6 +83,7 @@ def bias_matrix(encoder, params, q_len: int, k_len: int, q_offset=0) -> jax.Arra
         f'{encoder.kind.value!r}. Rotary, vector-relative and absolute encoders act inside the '
         f'attention layer (relpos_jax.nn) instead.')
   q_len, k_len, q_offset = _check('bias_matrix', q_len, k_len, q_offset)
+  contract.check_params(encoder, params)
   if encoder.is_toeplitz:
     rel = distinct_relative_positions(q_len, k_len, q_offset)
     values = encoder.bias(params, rel)  # (q_len + k_len - 1, H)
@@ -102,6 +103,7 @@ def bias_at_positions(encoder, params, q_positions: jax.Array, k_positions: jax.
   With non-contiguous positions the bias is no longer Toeplitz in the index space, so every pair is
   evaluated: `q_positions` (..., q_len) and `k_positions` (..., k_len) broadcast over leading axes.
   """
+  contract.check_params(encoder, params)
   q = validation.int_array('bias_at_positions', 'q_positions', q_positions)[..., :, None]
   k = validation.int_array('bias_at_positions', 'k_positions', k_positions)[..., None, :]
   return jnp.moveaxis(encoder.pair_bias(params, q, k), -1, -3)
