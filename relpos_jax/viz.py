@@ -25,6 +25,7 @@ bias is white whatever the encoder's range.
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Mapping, Sequence
 
 import jax
@@ -536,8 +537,6 @@ def plot_train_positions(encoder, rng, *, batch: int = 4, length: int = 32, ax=N
 
 def describe(encoder) -> str:
   """The encoder's spec, kind and the first paragraph of its module's docstring (where its paper is cited)."""
-  import sys  # Local: only this text helper reads module docstrings.
-
   doc = (sys.modules[type(encoder).__module__].__doc__ or '').strip().split('\n\n')[0]
   return f'{_name(encoder)}  [{encoder.kind.value}]\n  ' + ' '.join(doc.split())
 
