@@ -55,9 +55,8 @@ class RelativeTable:
     """Row read by each pair: (Lq, Lk) or (B, Lq, Lk) int32 (for causal 'distinct', >= num_rows ahead)."""
     if self.mode == 'distinct':
       return positions_lib.toeplitz_index(self.q_len, self.k_len)
-    if self.mode == 'clipped':
-      return jnp.clip(self.rel, -self.clip, self.clip) + self.clip
-    raise ValueError(f'RelativeTable: mode {self.mode!r} has no row index.')
+    assert self.mode == 'clipped', f'mode {self.mode!r} has no row index'
+    return jnp.clip(self.rel, -self.clip, self.clip) + self.clip
 
 
 def relative_table(encoder: contract.VectorRelativeEncoder, q_len: int, k_len: int, *, q_offset=0,
@@ -163,8 +162,7 @@ def _aggregate_impl(weights: jax.Array, table: RelativeTable) -> jax.Array:
     if table.causal:
       weights = jnp.where(_ahead(table), 0.0, weights)
     return _unskew(weights, table.num_rows)  # row r holds key j = r + i - (Lq - 1)
-  if table.mode != 'clipped':
-    raise ValueError(f'aggregate_weights: mode {table.mode!r} has no row table.')
+  assert table.mode == 'clipped', f'mode {table.mode!r} has no row table'
   k = table.clip
   num_rows = 2 * k + 1
   if not table.contiguous:
