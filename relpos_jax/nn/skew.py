@@ -182,7 +182,7 @@ def _aggregate_impl(weights: jax.Array, table: RelativeTable) -> jax.Array:
   return jnp.concatenate([left, middle, right], axis=-1)
 
 
-# `_gather_rows` and `aggregate_weights` are linear and each other's transpose (a pair reads row r <=> its
+# `gather_rows` and `aggregate_weights` are linear and each other's transpose (a pair reads row r <=> its
 # weight is summed into row r), so each one's VJP is the other: a gather instead of the scatter-add that
 # autodiff would make of a gather (slow on CPU), and masked sums instead of a gather's transpose.
 # The table travels as its static fields (hashable) plus its int arrays (zero cotangent).
@@ -199,36 +199,25 @@ def _join_table(static, arrays) -> RelativeTable:
   return RelativeTable(mode, q_len, k_len, rows, rel, q_offset, contiguous, clip, causal)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _gather_rows_linear(static, projected, arrays):
-  return _gather_rows_impl(projected, _join_table(static, arrays))
+def _linear_with_transpose(impl, transpose):
+  """`impl(x, table)` as a custom-VJP function of (static, x, arrays) whose VJP is `transpose(g, table)`."""
+
+  @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+  def linear(static, x, arrays):
+    return impl(x, _join_table(static, arrays))
+
+  def forward(static, x, arrays):
+    return linear(static, x, arrays), arrays
+
+  def backward(static, arrays, cotangent):
+    return transpose(cotangent, _join_table(static, arrays)), None
+
+  linear.defvjp(forward, backward)
+  return linear
 
 
-def _gather_rows_fwd(static, projected, arrays):
-  return _gather_rows_linear(static, projected, arrays), arrays
-
-
-def _gather_rows_bwd(static, arrays, cotangent):
-  return _aggregate_impl(cotangent, _join_table(static, arrays)), None
-
-
-_gather_rows_linear.defvjp(_gather_rows_fwd, _gather_rows_bwd)
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _aggregate_linear(static, weights, arrays):
-  return _aggregate_impl(weights, _join_table(static, arrays))
-
-
-def _aggregate_fwd(static, weights, arrays):
-  return _aggregate_linear(static, weights, arrays), arrays
-
-
-def _aggregate_bwd(static, arrays, cotangent):
-  return _gather_rows_impl(cotangent, _join_table(static, arrays)), None
-
-
-_aggregate_linear.defvjp(_aggregate_fwd, _aggregate_bwd)
+_gather_rows_linear = _linear_with_transpose(_gather_rows_impl, _aggregate_impl)
+_aggregate_linear = _linear_with_transpose(_aggregate_impl, _gather_rows_impl)
 
 
 def gather_rows(projected: jax.Array, table: RelativeTable) -> jax.Array:
