@@ -14,7 +14,8 @@ The attention layer dispatches on `encoder.kind` only (never on a particular enc
 | VECTOR_RELATIVE  | key_embeddings / value_embeddings / query_biases       | q . a_{j-i} in scores, sum w a_{j-i} |
 | ROTARY           | rotate_queries / rotate_keys                           | q, k rotated at their positions      |
 | ABSOLUTE         | embed(params, positions), optional score term          | x + p_i, or P_ij added to the scores |
-| COMBINED         | parts                                                  | the sum of its parts' terms          |
+| COMBINED         | children(), terms(params) -> ((part, its params), ...) | the sum of its parts' terms (a sum,  |
+|                  |                                                        | or a wrapper of one part: randomized)|
 
 Scalar-bias encoders say whether they are Toeplitz (`is_toeplitz`): a bias that depends on the query
 position too (FIRE) is not, and takes its own path in `bias_matrix`.

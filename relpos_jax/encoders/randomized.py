@@ -70,6 +70,10 @@ class Randomized(contract.Encoder):
   def children(self):
     return (self.base,)
 
+  def terms(self, params):
+    """(base, params): the one term, read with the base's params (the COMBINED contract)."""
+    return ((self.base, params),)
+
   @property
   def carries_position(self):
     return self.base.carries_position
