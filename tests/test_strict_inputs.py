@@ -13,7 +13,6 @@ from flax import nnx
 
 import relpos_jax
 from relpos_jax import encoders, validation
-from relpos_jax.encoders import contract
 from relpos_jax.nn import DecoderLM, ModelConfig, RelativeMultiHeadAttention
 
 # A wrong value per annotation; a bool field also gets 0 (falsy but not a bool).
