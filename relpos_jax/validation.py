@@ -30,14 +30,24 @@ MAX_RELATIVE = 2 ** 31 - 1
 MAX_TABLE_ROWS = 2 ** 20
 
 
-def invalid(who: str, field: str, value, allowed: str) -> ValueError:
-  """The one error message for a bad argument: names the value and what is allowed."""
-  return ValueError(f'{who}: {field}={value!r} is invalid; allowed: {allowed}.')
+class InvalidValue(ValueError):
+  """A bad argument. `who`, `field`, `value`, `allowed` and `depends_on` (the other fields the rule involves)
+  let a caller such as the config loader name its own keys (`config.model.<field>`) without parsing the text."""
+
+  def __init__(self, who: str, field: str, value, allowed: str, depends_on: tuple[str, ...] = (),
+               message: str | None = None):
+    super().__init__(message or f'{who}: {field}={value!r} is invalid; allowed: {allowed}.')
+    self.who, self.field, self.value, self.allowed, self.depends_on = who, field, value, allowed, depends_on
 
 
-def require(ok: bool, who: str, field: str, value, allowed: str) -> None:
+def invalid(who: str, field: str, value, allowed: str, depends_on: tuple[str, ...] = ()) -> InvalidValue:
+  """The one error for a bad argument: names the value and what is allowed."""
+  return InvalidValue(who, field, value, allowed, depends_on)
+
+
+def require(ok: bool, who: str, field: str, value, allowed: str, depends_on: tuple[str, ...] = ()) -> None:
   if not ok:
-    raise invalid(who, field, value, allowed)
+    raise invalid(who, field, value, allowed, depends_on)
 
 
 def is_int(value) -> bool:
@@ -114,8 +124,9 @@ def head_dim(who: str, model_dim: int, num_heads: int, head_dim_=None) -> int:
   if head_dim_ is not None:
     return positive_int(who, 'head_dim', head_dim_)
   if model_dim % num_heads:
-    raise ValueError(f'{who}: model_dim={model_dim} is not divisible by num_heads={num_heads}; allowed: a '
-                     f'multiple of num_heads (or an explicit head_dim where the layer takes one).')
+    raise InvalidValue(who, 'model_dim', model_dim, f'a multiple of num_heads={num_heads}', ('num_heads',),
+                       f'{who}: model_dim={model_dim} is not divisible by num_heads={num_heads}; allowed: a '
+                       f'multiple of num_heads (or an explicit head_dim where the layer takes one).')
   return model_dim // num_heads
 
 

@@ -46,7 +46,7 @@ class Combined(contract.Encoder):
     object.__setattr__(self, 'parts', tuple(flat))
     validation.require(2 <= len(flat) <= MAX_PARTS, self.name, 'parts', self.parts,
                        f'at least two encoders (a single encoder is used as it is) and at most {MAX_PARTS}')
-    drawing = [p for part in flat for p in contract.walk(part) if p.draws_train_positions]
+    drawing = [p for part in flat for p in contract.walk(part) if p.train_position_limit is not None]
     validation.require(len(drawing) <= 1, self.name, 'parts', self.parts,
                        f'at most one part that draws training positions (randomized); got {len(drawing)}, and '
                        f'only one draw can be used: wrap the whole sum once, randomized(a + b)')

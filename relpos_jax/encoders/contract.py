@@ -106,8 +106,9 @@ class Encoder:
   is_relative: ClassVar[bool] = True
   # Whether the encoder is only defined for causal attention (xPos: keys ahead would grow without bound).
   requires_causal: ClassVar[bool] = False
-  # Whether the encoder draws its own training positions (randomized): at most one per model.
-  draws_train_positions: ClassVar[bool] = False
+  # Training draws positions from [0, train_position_limit) instead of 0..L-1 (randomized positions); None:
+  # training uses 0..L-1. At most one encoder of a model draws; a run trains on at most this many tokens.
+  train_position_limit: ClassVar[int | None] = None
   # Which sizes `init` must be given (vector-relative tables need head_dim, absolute ones model_dim).
   needs_head_dim: ClassVar[bool] = False
   needs_model_dim: ClassVar[bool] = False
@@ -166,7 +167,7 @@ def train_positions(encoder: Encoder, rng: jax.Array, batch: int, length: int) -
   its own (randomized; at most one), or None for the default 0 .. length - 1. The training pipeline's one
   question to an encoder about positions."""
   for node in walk(encoder):
-    if node.draws_train_positions:
+    if node.train_position_limit is not None:
       return node.train_positions(rng, batch, length)
   return None
 

@@ -50,13 +50,11 @@ class Randomized(contract.Encoder):
   max_position: int = 2048
 
   kind = contract.Kind.COMBINED
-  draws_train_positions = True
-
   def __post_init__(self):
     validation.require(isinstance(self.base, contract.Encoder), self.name, 'base', self.base,
                        'an Encoder instance, e.g. make("rope")')
     # Randomizing twice has no meaning (only one draw can be used) and would hide a config mistake.
-    nested = [node for node in contract.walk(self.base) if node.draws_train_positions]
+    nested = [node for node in contract.walk(self.base) if node.train_position_limit is not None]
     validation.require(not nested, self.name, 'base', self.base,
                        'an encoder that is not itself randomized and holds no randomized part')
     validation.positive_int(self.name, 'max_position', self.max_position, maximum=validation.MAX_TABLE_ROWS)
@@ -69,6 +67,10 @@ class Randomized(contract.Encoder):
 
   def children(self):
     return (self.base,)
+
+  @property
+  def train_position_limit(self) -> int:
+    return self.max_position
 
   def terms(self, params):
     """(base, params): the one term, read with the base's params (the COMBINED contract)."""

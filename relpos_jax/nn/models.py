@@ -30,6 +30,9 @@ from relpos_jax.nn import attention as attention_lib
 from relpos_jax.nn import blocks, functional, position_terms
 
 KVCache = attention_lib.KVCache
+# What ModelConfig raises: a ValueError carrying field, value, allowed and depends_on, so that a config loader
+# names its own keys (config.model.<field>) without parsing the message.
+ModelConfigError = validation.InvalidValue
 
 
 def resolve_encoder(encoder) -> contract.Encoder:
@@ -76,7 +79,7 @@ class ModelConfig:
     ratio = self.mlp_ratio
     validation.require(isinstance(ratio, numbers.Real) and not isinstance(ratio, bool) and ratio > 0
                        and int(round(self.model_dim * ratio)) >= 1, who, 'mlp_ratio', ratio,
-                       'a number > 0 with model_dim * mlp_ratio >= 1')
+                       'a number > 0 with model_dim * mlp_ratio >= 1', ('model_dim',))
     rate = self.dropout_rate
     validation.require(isinstance(rate, numbers.Real) and not isinstance(rate, bool) and 0.0 <= rate < 1.0,
                        who, 'dropout_rate', rate, 'a number in [0, 1)')

@@ -189,7 +189,7 @@ def test_combine_flags():
 class _Sampling(contract.ScalarBiasEncoder):
   """Unregistered: a bias that samples its training positions, like the randomized wrapper."""
 
-  draws_train_positions = True
+  train_position_limit = 12
 
   def bias(self, params, rel):
     return jnp.zeros(jnp.shape(rel) + (contract.dims(params).num_heads,))
