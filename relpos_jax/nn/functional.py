@@ -32,8 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from relpos_jax import checks
-from relpos_jax.nn import position_terms
+from relpos_jax import checks, validation
+from relpos_jax.nn import position_terms, skew
 
 Kind = position_terms.Kind
 
@@ -44,10 +44,7 @@ _LARGE_NEGATIVE = np.float32(-0.7 * np.finfo(np.float32).max)
 
 
 def check_implementation(implementation) -> None:
-  if implementation not in IMPLEMENTATIONS:
-    raise ValueError(f'attention implementation={implementation!r} is invalid; allowed: {IMPLEMENTATIONS} '
-                     f'(None and "xla": jax.nn.dot_product_attention on XLA, "cudnn": its cuDNN kernel on '
-                     f'GPU, "einsum": the explicit path).')
+  validation.choice('attention', 'implementation', implementation, IMPLEMENTATIONS)
 
 
 def attention_mask(q_len: int, k_len: int, *, causal: bool, q_offset=0,
@@ -55,16 +52,22 @@ def attention_mask(q_len: int, k_len: int, *, causal: bool, q_offset=0,
   """Bool (B or 1, 1, q_len, k_len), True = may attend; None when nothing is masked.
 
   Causality is by index: query i (at index q_offset + i among the keys) sees keys j <= q_offset + i.
-  `key_mask` (B, k_len) marks real keys (padding_mask of the keys, or the filled part of a cache).
+  `key_mask` (B, k_len) bool marks real keys (padding_mask of the keys, or the filled part of a cache).
   """
+  q_len = validation.positive_int('attention_mask', 'q_len', q_len)
+  k_len = validation.positive_int('attention_mask', 'k_len', k_len)
+  if key_mask is not None:
+    key_mask = validation.mask('attention_mask', key_mask, (np.shape(key_mask)[0], k_len), 'key_mask')
+  return _attention_mask(q_len, k_len, causal=causal, q_offset=validation.offset('attention_mask', q_offset),
+                         key_mask=key_mask)
+
+
+def _attention_mask(q_len, k_len, *, causal, q_offset, key_mask):
   mask = None
   if causal:
     q_index = jnp.arange(q_len, dtype=jnp.int32)[:, None] + jnp.asarray(q_offset, jnp.int32)
     mask = (jnp.arange(k_len, dtype=jnp.int32)[None, :] <= q_index)[None, None]
   if key_mask is not None:
-    key_mask = jnp.asarray(key_mask, bool)
-    if key_mask.ndim != 2 or key_mask.shape[1] != k_len:
-      raise ValueError(f'padding/key mask must be (batch, {k_len}) bool, got shape {key_mask.shape}.')
     km = key_mask[:, None, None, :]
     mask = km if mask is None else mask & km
   return mask
@@ -107,7 +110,7 @@ def _rows_seeing_a_key(q_len, k_len, *, causal, q_offset, key_mask, mask):
   elif causal and not _is_static_zero(q_offset):
     sees = (jnp.arange(q_len, dtype=jnp.int32) + jnp.asarray(q_offset, jnp.int32) >= 0)[None]
   if mask is not None:  # An arbitrary mask: ask the full (B, H, Lq, Lk) mask.
-    full = attention_mask(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask)
+    full = _attention_mask(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask)
     full = mask if full is None else full & mask
     sees = jnp.any(jnp.broadcast_to(full, full.shape[:-1] + (k_len,)), axis=(1, -1))  # (B|1, Lq)
   return sees
@@ -164,17 +167,19 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
   """
   check_implementation(implementation)
   checks.assert_qkv_shapes(query, key, value)
-  if (q_positions is None) != (k_positions is None):
-    raise ValueError('attend: give both q_positions and k_positions, or neither (contiguous positions).')
   b, q_len, num_heads, head_dim = query.shape
   k_len = key.shape[1]
+  validation.require((q_positions is None) == (k_positions is None), 'attend', 'k_positions',
+                     '<given>' if q_positions is None else None,
+                     'both q_positions and k_positions, or neither (contiguous positions)')
+  q_offset = validation.offset('attend', q_offset)
+  if q_positions is not None:
+    q_positions = validation.positions('attend', q_positions, (b, q_len), 'q_positions')
+    k_positions = validation.positions('attend', k_positions, (b, k_len), 'k_positions')
   scale = 1.0 / np.sqrt(head_dim)
   contiguous = q_positions is None
   if key_mask is not None:
-    key_mask = jnp.asarray(key_mask, bool)
-    if key_mask.shape != (b, k_len):
-      raise ValueError(f'padding/key mask must be (batch, {k_len}) = {(b, k_len)} bool, got shape '
-                       f'{key_mask.shape}.')
+    key_mask = validation.mask('attend', key_mask, (b, k_len), 'key_mask')
 
   bias = position_bias
   if bias is None:
@@ -199,7 +204,7 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
   if not vector_parts and use_dot_product_attention:
     # A plain causal square lets the kernel skip the masked half (cuDNN) instead of reading a mask.
     native_causal = causal and q_len == k_len and _is_static_zero(q_offset)
-    dpa_mask = attention_mask(q_len, k_len, causal=causal and not native_causal, q_offset=q_offset,
+    dpa_mask = _attention_mask(q_len, k_len, causal=causal and not native_causal, q_offset=q_offset,
                               key_mask=key_mask)
     if mask is not None:
       dpa_mask = mask if dpa_mask is None else dpa_mask & mask
@@ -208,7 +213,7 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
     out = jax.nn.dot_product_attention(query, key, value, bias=dpa_bias, mask=dpa_mask, scale=scale,
                                        is_causal=native_causal, implementation=implementation)
   else:
-    full_mask = attention_mask(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask)
+    full_mask = _attention_mask(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask)
     if mask is not None:
       full_mask = mask if full_mask is None else full_mask & mask
     content_query = query
@@ -219,7 +224,7 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
     scores = jnp.einsum('bihd,bjhd->bhij', content_query, key, preferred_element_type=jnp.float32)
     tables = []
     for part, p in vector_parts:
-      table = position_terms.relative_table(part, q_len, k_len, q_offset=q_offset, causal=causal,
+      table = skew.relative_table(part, q_len, k_len, q_offset=q_offset, causal=causal,
                                             q_positions=q_positions, k_positions=k_positions)
       tables.append(table)
       scores = scores + position_terms.vector_scores(part, p, query, table)

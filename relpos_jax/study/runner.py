@@ -32,7 +32,7 @@ import platform
 import re
 import time
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import jax
 import ml_collections

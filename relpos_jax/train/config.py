@@ -420,7 +420,7 @@ def longest_sequence(config) -> int:
 
 def train_position_limit(encoder: contract.Encoder) -> int | None:
   """The fewest positions any part of the encoder draws its training positions from (None: 0..L-1)."""
-  limits = [p.train_position_limit for p in contract.leaves(encoder) if p.train_position_limit is not None]
+  limits = [p.train_position_limit for p in contract.walk(encoder) if p.train_position_limit is not None]
   return min(limits) if limits else None
 
 

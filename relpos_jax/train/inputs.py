@@ -18,6 +18,7 @@ import functools
 import warnings
 from typing import Protocol
 
+import jax
 import numpy as np
 
 from relpos_jax import data as data_lib
@@ -77,7 +78,6 @@ def eval_batch_size(eval_config, length: int, num_devices: int | None = None) ->
   if budget is None:
     return size
   if num_devices is None:
-    import jax
     num_devices = jax.device_count()
   fitting = (int(budget) // max(int(length), 1)) // num_devices * num_devices
   return max(num_devices, min(size, fitting))

@@ -46,10 +46,9 @@ from absl import logging
 from etils import epath
 from flax import nnx
 
-from relpos_jax.train import config as config_lib
-from relpos_jax.train import inputs as inputs_lib
-from relpos_jax.train import metrics as metrics_lib
 from relpos_jax.nn.models import BidirectionalModel, DecoderLM
+from relpos_jax.train import config as config_lib
+from relpos_jax.train import metrics as metrics_lib
 from relpos_jax.train import sharding
 from relpos_jax.train.checkpoint import CHECKPOINT_DIR, Checkpoints
 from relpos_jax.train.inputs import build_data

@@ -6,7 +6,7 @@ drawn with `fold_in(fold_in(key(seed), POSITIONS_STREAM), step)`, so a resumed r
 uninterrupted one exactly. JAX's partitionable threefry (the default) draws the same bits however the
 batch is sharded.
 
-Positions: `encoder.train_positions(key, B, T)` (None: 0..T-1) for the padded length T of the batch (the
+Positions: `contract.train_positions(encoder, key, B, T)` (None: 0..T-1) for the padded length T of the batch (the
 encoder contract takes no mask; the real tokens get the first n of the T sorted positions); evaluation
 always uses the default positions 0..T-1.
 
@@ -28,6 +28,7 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh
 
+from relpos_jax.encoders import contract
 from relpos_jax.train import sharding
 from relpos_jax.train.objectives import Objective
 from relpos_jax.train.optim import OptimizerSpec
@@ -79,7 +80,7 @@ def make_train_step(graphdef, objective: Objective, optimizer: OptimizerSpec, en
   def train_step(state: TrainState, rest, batch, key):
     dropout_key, positions_key = step_keys(key, state.step)
     batch_size, length = batch['inputs'].shape
-    positions = encoder.train_positions(positions_key, batch_size, length)
+    positions = contract.train_positions(encoder, positions_key, batch_size, length)
 
     def loss_fn(params):
       logits = forward(graphdef, params, rest, batch, positions=positions, deterministic=False,

@@ -12,7 +12,6 @@ import pytest
 
 from relpos_jax import study
 from relpos_jax.study import report, runner
-from relpos_jax.train import config as config_lib
 from relpos_jax.train import inputs, loop
 
 
