@@ -110,8 +110,10 @@ class RelativeMultiHeadAttention(nnx.Module):
     head_dim: per-head size D; default model_dim // num_heads.
     causal: mask keys after the query (decoder); required for `decode`.
     dtype: compute dtype, 'float32' or 'bfloat16'; params, softmax and position terms stay float32.
-    implementation: None | 'xla' | 'cudnn' (jax.nn.dot_product_attention) | 'einsum'; vector-relative
-      encoders always take the einsum path.
+    implementation: None | 'xla' | 'cudnn' (jax.nn.dot_product_attention) | 'einsum' | 'blockwise' (tiles,
+      an online softmax, O(L) memory; see relpos_jax.nn.blockwise); vector-relative encoders take the
+      einsum path unless 'blockwise'.
+    block_size: the tiles of 'blockwise': None (default), an int or (block_q, block_k).
     own_position_params: False when the model owns (shares) the encoder's params and passes them in.
     debug_checks: check the realised bias of Toeplitz encoders with checks.assert_toeplitz at run time.
     model_adds_absolute: the surrounding model adds the absolute parts' embeddings to its input (else a
@@ -120,7 +122,7 @@ class RelativeMultiHeadAttention(nnx.Module):
   """
 
   def __init__(self, num_heads: int, model_dim: int, encoder: contract.Encoder, *, head_dim: int | None = None,
-               causal: bool = False, dtype='float32', implementation: str | None = None,
+               causal: bool = False, dtype='float32', implementation: str | None = None, block_size=None,
                own_position_params: bool = True, debug_checks: bool = False, model_adds_absolute: bool = False,
                rngs: nnx.Rngs):
     for field, value in (('num_heads', num_heads), ('model_dim', model_dim)):
@@ -137,6 +139,7 @@ class RelativeMultiHeadAttention(nnx.Module):
       raise ValueError(f'RelativeMultiHeadAttention: encoder={encoder!r} is invalid; allowed: an Encoder '
                        f'(relpos_jax.encoders.make(...)).')
     functional.check_implementation(implementation)
+    functional.check_block_size(implementation, block_size)
     causal_only = [p.name or type(p).__name__ for p in position_terms.flatten(encoder)
                    if getattr(p, 'requires_causal', False)]
     if causal_only and not causal:
@@ -157,6 +160,7 @@ class RelativeMultiHeadAttention(nnx.Module):
     self.causal = bool(causal)
     self.dtype = canonical_dtype(dtype)
     self.implementation = implementation
+    self.block_size = block_size
     self.debug_checks = bool(debug_checks)
     self.parts = position_terms.attention_parts(encoder)
     inner = num_heads * head_dim
@@ -221,7 +225,8 @@ class RelativeMultiHeadAttention(nnx.Module):
     out = functional.attend(q, k, v, parts=self.parts, params=params, causal=self.causal,
                             key_mask=padding_mask, q_positions=positions,
                             k_positions=positions, position_bias=position_bias,
-                            implementation=self.implementation, debug_checks=self.debug_checks)
+                            implementation=self.implementation, block_size=self.block_size,
+                            debug_checks=self.debug_checks)
     return self.out(out.reshape(b, length, self.num_heads * self.head_dim).astype(self.dtype))
 
   # --------------------------------------------------------------------------------------------------------
@@ -282,6 +287,6 @@ class RelativeMultiHeadAttention(nnx.Module):
                             key_mask=cache.mask, q_offset=index,
                             q_positions=explicit, k_positions=None if explicit is None else cache.positions,
                             position_bias=position_bias, implementation=self.implementation,
-                            debug_checks=self.debug_checks)
+                            block_size=self.block_size, debug_checks=self.debug_checks)
     y = self.out(out.reshape(b, chunk, self.num_heads * self.head_dim).astype(self.dtype))
     return y, cache

@@ -9,6 +9,9 @@ Which path runs is decided by the parts' kinds:
   vector relative (Shaw a^K/a^V, XL)     ->  an explicit einsum path that adds the position scores and the
                                              a^V output term (`position_terms.vector_*`)
 
+  any kind, implementation='blockwise'    ->  `blockwise.attend`: query and key tiles, an online softmax, every
+                                             position term built per tile; O(L) memory, training included
+
 `implementation='einsum'` forces the explicit path for every kind (tests compare the two). The default
 (`None`) takes dot_product_attention on accelerators and the explicit path on CPU, where XLA's
 dot_product_attention measured about 8% slower per train step at our shapes (docs/benchmarks.md). A causal square
@@ -27,21 +30,33 @@ import jax.numpy as jnp
 import numpy as np
 
 from relpos_jax import checks
-from relpos_jax.nn import position_terms
+from relpos_jax.nn import blockwise, position_terms
 
 Kind = position_terms.Kind
 
-IMPLEMENTATIONS = (None, 'xla', 'cudnn', 'einsum')
+IMPLEMENTATIONS = (None, 'xla', 'cudnn', 'einsum', 'blockwise')
+# The implementations that run in tiles and take a `block_size`.
+TILED_IMPLEMENTATIONS = ('blockwise',)
 
-# dot_product_attention's own choice (jax.nn.functions._get_large_negative): finite in float32.
-_LARGE_NEGATIVE = np.float32(-0.7 * np.finfo(np.float32).max)
+_LARGE_NEGATIVE = blockwise.LARGE_NEGATIVE
 
 
 def check_implementation(implementation) -> None:
   if implementation not in IMPLEMENTATIONS:
     raise ValueError(f'attention implementation={implementation!r} is invalid; allowed: {IMPLEMENTATIONS} '
                      f'(None and "xla": jax.nn.dot_product_attention on XLA, "cudnn": its cuDNN kernel on '
-                     f'GPU, "einsum": the explicit path).')
+                     f'GPU, "einsum": the explicit path, "blockwise": tiles with an online softmax, O(L) '
+                     f'memory).')
+
+
+def check_block_size(implementation, block_size) -> None:
+  """block_size is None, or valid for a tiled implementation (ValueError otherwise)."""
+  if block_size is None:
+    return
+  if implementation not in TILED_IMPLEMENTATIONS:
+    raise ValueError(f'block_size={block_size!r} is only used by the tiled attention implementations '
+                     f'{TILED_IMPLEMENTATIONS}; implementation={implementation!r} has no tiles (drop block_size).')
+  blockwise.block_sizes(block_size)
 
 
 def attention_mask(q_len: int, k_len: int, *, causal: bool, q_offset=0,
@@ -109,7 +124,7 @@ def _rows_seeing_a_key(q_len, k_len, *, causal, q_offset, key_mask, mask):
 
 def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params, causal: bool = False,
            key_mask: jax.Array | None = None, mask: jax.Array | None = None, q_offset=0, q_positions=None,
-           k_positions=None, position_bias=None, implementation=None,
+           k_positions=None, position_bias=None, implementation=None, block_size=None,
            debug_checks: bool = False) -> jax.Array:
   """Multi-head attention with the position terms of `parts`.
 
@@ -127,13 +142,16 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
     position_bias: a precomputed scalar bias (H or B, H, Lq, Lk), e.g. shared across layers; replaces
       the scalar parts' own bias.
     implementation: None (dot_product_attention on accelerators, einsum on CPU) | 'xla' | 'cudnn' |
-      'einsum'.
-    debug_checks: check the realised bias of Toeplitz encoders with `checks.assert_toeplitz`.
+      'einsum' | 'blockwise'.
+    block_size: the tiles of 'blockwise': None (default), an int or (block_q, block_k).
+    debug_checks: check the realised bias of Toeplitz encoders with `checks.assert_toeplitz` (not with
+      'blockwise', whose Toeplitz biases are built from their distinct values and never realised).
 
   Returns:
     (B, Lq, H, D) in value's dtype. Queries that see no key at all output zeros.
   """
   check_implementation(implementation)
+  check_block_size(implementation, block_size)
   checks.assert_qkv_shapes(query, key, value)
   if (q_positions is None) != (k_positions is None):
     raise ValueError('attend: give both q_positions and k_positions, or neither (contiguous positions).')
@@ -146,6 +164,15 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
     if key_mask.shape != (b, k_len):
       raise ValueError(f'padding/key mask must be (batch, {k_len}) = {(b, k_len)} bool, got shape '
                        f'{key_mask.shape}.')
+
+  if implementation == 'blockwise':
+    if position_bias is not None:
+      checks.assert_bias_shape(position_bias, q_len=q_len, k_len=k_len, num_heads=num_heads)
+    out = blockwise.attend(query, key, value, parts=parts, params=params, causal=causal, scale=scale,
+                           key_mask=key_mask, mask=mask, q_offset=q_offset, q_positions=q_positions,
+                           k_positions=k_positions, position_bias=position_bias, block_size=block_size)
+    return _zero_rows_without_keys(out, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask,
+                                   mask=mask)
 
   bias = position_bias
   if bias is None:
@@ -203,7 +230,11 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
       if extra is not None:
         out = out + extra
     out = out.astype(value.dtype)
+  return _zero_rows_without_keys(out, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask,
+                                 mask=mask)
 
+
+def _zero_rows_without_keys(out, q_len, k_len, *, causal, q_offset, key_mask, mask):
   sees = _rows_seeing_a_key(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
   if sees is not None:
     # A query that sees no key (padding under a causal mask) outputs zero on every path, not an average.

@@ -61,8 +61,8 @@ class RelativeMultiHeadAttention(nn.Module):
   """Linen multi-head self-attention with any encoder; same arguments and semantics as the NNX layer.
 
   Attributes: num_heads, encoder, head_dim (None: model_dim // num_heads, model_dim read from the input),
-  causal, dtype ('float32' | 'bfloat16'), implementation (None | 'xla' | 'cudnn' | 'einsum'),
-  debug_checks.
+  causal, dtype ('float32' | 'bfloat16'), implementation (None | 'xla' | 'cudnn' | 'einsum' | 'blockwise'),
+  block_size (the tiles of 'blockwise'), debug_checks.
   """
 
   num_heads: int
@@ -71,6 +71,7 @@ class RelativeMultiHeadAttention(nn.Module):
   causal: bool = False
   dtype: Any = 'float32'
   implementation: str | None = None
+  block_size: Any = None
   debug_checks: bool = False
 
   def _sizes(self, model_dim: int) -> int:
@@ -94,6 +95,7 @@ class RelativeMultiHeadAttention(nn.Module):
                padding_mask: jax.Array | None = None, position_bias: jax.Array | None = None) -> jax.Array:
     """x (B, L, model_dim) -> (B, L, model_dim); positions (B, L) int or None; padding_mask (B, L) bool."""
     functional.check_implementation(self.implementation)
+    functional.check_block_size(self.implementation, self.block_size)
     if x.ndim != 3:
       raise ValueError(f'linen.RelativeMultiHeadAttention: x must be (batch, length, model_dim), got '
                        f'{x.shape}.')
@@ -120,7 +122,8 @@ class RelativeMultiHeadAttention(nn.Module):
     out = functional.attend(q, k, v, parts=parts, params=params, causal=self.causal,
                             key_mask=padding_mask, q_positions=positions,
                             k_positions=positions, position_bias=position_bias,
-                            implementation=self.implementation, debug_checks=self.debug_checks)
+                            implementation=self.implementation, block_size=self.block_size,
+                            debug_checks=self.debug_checks)
     return dense(model_dim, name='out')(out.reshape(b, length, inner).astype(dtype))
 
 

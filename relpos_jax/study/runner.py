@@ -75,7 +75,7 @@ def split_config(config) -> tuple[ml_collections.ConfigDict, ml_collections.Conf
                                  'study section (see configs/length_generalization.py).')
   as_dict = config.to_dict()
   study = ml_collections.ConfigDict(as_dict.pop('study'))
-  allowed = {'encoders', 'title', 'description'}
+  allowed = {'encoders', 'title', 'description', 'trained_workdir'}  # trained_workdir: `reevaluate`
   unknown = sorted(set(study.keys()) - allowed)
   if unknown:
     raise config_lib.ConfigError(f'unknown key(s) {", ".join("config.study." + k for k in unknown)}; '
