@@ -61,8 +61,7 @@ def test_blockwise_equals_explicit_causal_with_padding(attention_case):
   _assert_same(*_layers(encoder, causal=True), _x(), padding_mask=padding)
 
 
-@pytest.mark.parametrize('name', ['t5', 'fire', 'rope', 'shaw_vector', 'transformer_xl', 'absolute_score',
-                                  'sinusoidal + shaw'])
+@pytest.mark.parametrize('name', ['t5', 'fire', 'shaw_vector', 'transformer_xl', 'rope + absolute_score'])
 def test_blockwise_equals_explicit_bidirectional_and_explicit_positions(name):
   encoder = encoders.from_spec(name)
   padding = jnp.array([[True] * L, [True] * (L - 4) + [False] * 4])
@@ -75,7 +74,7 @@ def test_blockwise_equals_explicit_bidirectional_and_explicit_positions(name):
 _decode = nnx.jit(lambda layer, x, cache: layer.decode(x, cache))
 
 
-@pytest.mark.parametrize('name', ['t5', 'alibi', 'fire', 'rope', 'shaw_vector', 'transformer_xl'])
+@pytest.mark.parametrize('name', ['t5', 'fire', 'rope', 'shaw_vector', 'transformer_xl'])
 def test_blockwise_cached_decoding_equals_explicit_forward(name):
   """Chunks at q_offset = cache index (a traced offset inside jit), keys past the index masked."""
   fast, slow = _layers(encoders.from_spec(name), causal=True)
@@ -95,8 +94,8 @@ def test_causal_tiles_ahead_of_the_queries_are_skipped():
   cfg = blockwise._Config(parts=(), tilers=(), given_bias=False, causal=True, scale=1.0, bq=4, bk=3,
                           num_q_tiles=3, num_k_tiles=6, k_len=18, has_key_mask=False, has_mask=False)
   aux = {'q_offset': jnp.int32(2)}
-  # Query tile 0 holds key indices 2..5: key tiles 0 (0-2) and 1 (3-5); tile 2 (8..11 + 2 = up to 13): 0..4.
-  assert [int(blockwise._key_tile_range(cfg, aux, jnp.int32(qs))[1]) for qs in (0, 4, 8)] == [2, 3, 5]
+  # Query tile qs sees keys up to qs + 3 + 2: 5, 9, 13 -> key tiles 0..1, 0..3, 0..4 of the 6.
+  assert [int(blockwise._key_tile_range(cfg, aux, jnp.int32(qs))[1]) for qs in (0, 4, 8)] == [2, 4, 5]
   bidirectional = blockwise._Config(**{**cfg.__dict__, 'causal': False})
   assert blockwise._key_tile_range(bidirectional, aux, jnp.int32(0)) == (0, 6)
 
