@@ -475,12 +475,21 @@ def _pad_axis(x, axis: int, size: int):
   return jnp.pad(x, widths)
 
 
-def attend(query, key, value, *, parts, params, causal: bool, scale: float, key_mask=None, mask=None,
-           q_offset=0, q_positions=None, k_positions=None, position_bias=None, block_size=None) -> jax.Array:
-  """`functional.attend`'s contract, blockwise: (B, Lq, H, D) outputs in value's dtype.
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+  """One call, ready for the tile loops: the static config, padded q, k, v, the position data and masks."""
+  cfg: _Config
+  q: jax.Array
+  k: jax.Array
+  v: jax.Array
+  theta: dict
+  aux: dict
+  q_len: int
 
-  The caller (functional.attend) has checked the shapes and zeroes the queries that see no key.
-  """
+
+def prepare(query, key, value, *, parts, params, causal: bool, scale: float, key_mask=None, mask=None,
+            q_offset=0, q_positions=None, k_positions=None, position_bias=None, block_size=None) -> Prepared:
+  """Tiles, padding, and each part's prepared data (`_Tiler.prepare`, differentiable by plain autodiff)."""
   bq, bk = block_sizes(block_size)
   b, q_len, num_heads, _ = query.shape
   k_len = key.shape[1]
@@ -521,8 +530,14 @@ def attend(query, key, value, *, parts, params, causal: bool, scale: float, key_
                 causal=bool(causal), scale=float(scale), bq=bq, bk=bk, num_q_tiles=num_q_tiles,
                 num_k_tiles=num_k_tiles, k_len=k_len, has_key_mask=key_mask is not None,
                 has_mask=mask is not None)
-  q = _pad_axis(query, 1, padded_q)
-  k = _pad_axis(key, 1, padded_k)
-  v = _pad_axis(value, 1, padded_k)
-  out = _attention(cfg, q, k, v, theta, aux)
-  return out[:, :q_len]
+  return Prepared(cfg, _pad_axis(query, 1, padded_q), _pad_axis(key, 1, padded_k),
+                  _pad_axis(value, 1, padded_k), theta, aux, q_len)
+
+
+def attend(query, key, value, **kwargs) -> jax.Array:
+  """`functional.attend`'s contract, blockwise (keywords as `prepare`): (B, Lq, H, D) in value's dtype.
+
+  The caller (functional.attend) has checked the shapes and zeroes the queries that see no key.
+  """
+  p = prepare(query, key, value, **kwargs)
+  return _attention(p.cfg, p.q, p.k, p.v, p.theta, p.aux)[:, :p.q_len]

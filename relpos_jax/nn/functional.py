@@ -11,6 +11,8 @@ Which path runs is decided by the parts' kinds:
 
   any kind, implementation='blockwise'    ->  `blockwise.attend`: query and key tiles, an online softmax, every
                                              position term built per tile; O(L) memory, training included
+  Toeplitz biases, rotary, none, 'pallas' ->  `pallas_attention.attend`: the same as a Pallas kernel (interpret
+                                             mode on CPU), the bias built in-kernel from its distinct values
 
 `implementation='einsum'` forces the explicit path for every kind (tests compare the two). The default
 (`None`) takes dot_product_attention on accelerators and the explicit path on CPU, where XLA's
@@ -34,9 +36,9 @@ from relpos_jax.nn import blockwise, position_terms
 
 Kind = position_terms.Kind
 
-IMPLEMENTATIONS = (None, 'xla', 'cudnn', 'einsum', 'blockwise')
+IMPLEMENTATIONS = (None, 'xla', 'cudnn', 'einsum', 'blockwise', 'pallas')
 # The implementations that run in tiles and take a `block_size`.
-TILED_IMPLEMENTATIONS = ('blockwise',)
+TILED_IMPLEMENTATIONS = ('blockwise', 'pallas')
 
 _LARGE_NEGATIVE = blockwise.LARGE_NEGATIVE
 
@@ -46,7 +48,7 @@ def check_implementation(implementation) -> None:
     raise ValueError(f'attention implementation={implementation!r} is invalid; allowed: {IMPLEMENTATIONS} '
                      f'(None and "xla": jax.nn.dot_product_attention on XLA, "cudnn": its cuDNN kernel on '
                      f'GPU, "einsum": the explicit path, "blockwise": tiles with an online softmax, O(L) '
-                     f'memory).')
+                     f'memory, "pallas": its Pallas kernel for Toeplitz biases).')
 
 
 def check_block_size(implementation, block_size) -> None:
@@ -165,12 +167,17 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
       raise ValueError(f'padding/key mask must be (batch, {k_len}) = {(b, k_len)} bool, got shape '
                        f'{key_mask.shape}.')
 
-  if implementation == 'blockwise':
+  if implementation in TILED_IMPLEMENTATIONS:
     if position_bias is not None:
       checks.assert_bias_shape(position_bias, q_len=q_len, k_len=k_len, num_heads=num_heads)
-    out = blockwise.attend(query, key, value, parts=parts, params=params, causal=causal, scale=scale,
-                           key_mask=key_mask, mask=mask, q_offset=q_offset, q_positions=q_positions,
-                           k_positions=k_positions, position_bias=position_bias, block_size=block_size)
+    if implementation == 'pallas':
+      from relpos_jax.nn import pallas_attention  # Local: jax.experimental.pallas only when asked for.
+      tiled = pallas_attention.attend
+    else:
+      tiled = blockwise.attend
+    out = tiled(query, key, value, parts=parts, params=params, causal=causal, scale=scale,
+                key_mask=key_mask, mask=mask, q_offset=q_offset, q_positions=q_positions,
+                k_positions=k_positions, position_bias=position_bias, block_size=block_size)
     return _zero_rows_without_keys(out, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask,
                                    mask=mask)
 
