@@ -54,18 +54,18 @@ def reevaluate_study(config, workdir: str | os.PathLike) -> dict:
   from relpos_jax.train import loop
 
   base, study = runner.split_config(config)
-  trained_workdir = study.get('trained_workdir')
+  trained_workdir = study.trained_workdir
   if not trained_workdir:
     raise config_lib.ConfigError('config.study.trained_workdir is missing: the study whose runs to evaluate.')
-  entries = runner.parse_entries(tuple(study.encoders))
+  entries = runner.parse_entries(study.encoders)
   workdir = os.fspath(workdir)
   os.makedirs(workdir, exist_ok=True)
   metric, lower_is_better = runner.metric_name(base)
   lengths = [int(n) for n in base.eval.lengths]
   results = {'metric': metric, 'lower_is_better': lower_is_better, 'train_length': runner.train_length(base),
              'eval_lengths': lengths, 'runs': [],
-             'meta': {'title': study.get('title', 'Length generalization'),
-                      'description': study.get('description', ''), 'trained_workdir': str(trained_workdir),
+             'meta': {'title': study.title, 'description': study.description,
+                      'trained_workdir': str(trained_workdir),
                       'config': json.loads(base.to_json_best_effort()), **runner._environment()}}
   started = time.perf_counter()
   for entry in entries:
