@@ -111,8 +111,8 @@ class RelativeMultiHeadAttention(nnx.Module):
     causal: mask keys after the query (decoder); required for `decode`.
     dtype: compute dtype, 'float32' or 'bfloat16'; params, softmax and position terms stay float32.
     implementation: None | 'xla' | 'cudnn' (jax.nn.dot_product_attention) | 'einsum' | 'blockwise' (tiles,
-      an online softmax, O(L) memory; see relpos_jax.nn.blockwise); vector-relative encoders take the
-      einsum path unless 'blockwise'.
+      an online softmax, O(L) memory; see relpos_jax.nn.blockwise) | 'pallas' (its Pallas kernel, Toeplitz
+      biases, rotary and none); vector-relative encoders take the einsum path unless 'blockwise'.
     block_size: the tiles of 'blockwise': None (default), an int or (block_q, block_k).
     own_position_params: False when the model owns (shares) the encoder's params and passes them in.
     debug_checks: check the realised bias of Toeplitz encoders with checks.assert_toeplitz at run time.

@@ -144,10 +144,10 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
     position_bias: a precomputed scalar bias (H or B, H, Lq, Lk), e.g. shared across layers; replaces
       the scalar parts' own bias.
     implementation: None (dot_product_attention on accelerators, einsum on CPU) | 'xla' | 'cudnn' |
-      'einsum' | 'blockwise'.
-    block_size: the tiles of 'blockwise': None (default), an int or (block_q, block_k).
+      'einsum' | 'blockwise' | 'pallas'.
+    block_size: the tiles of 'blockwise' / 'pallas': None (default), an int or (block_q, block_k).
     debug_checks: check the realised bias of Toeplitz encoders with `checks.assert_toeplitz` (not with
-      'blockwise', whose Toeplitz biases are built from their distinct values and never realised).
+      the tiled paths, whose Toeplitz biases are built from their distinct values and never realised).
 
   Returns:
     (B, Lq, H, D) in value's dtype. Queries that see no key at all output zeros.
