@@ -132,8 +132,10 @@ class RelativeMultiHeadAttention(nnx.Module):
     head_dim: per-head size D; default model_dim // num_heads.
     causal: mask keys after the query (decoder); required for `decode`.
     dtype: compute dtype, 'float32' or 'bfloat16'; params, softmax and position terms stay float32.
-    implementation: None | 'xla' | 'cudnn' (jax.nn.dot_product_attention) | 'einsum'; vector-relative
-      encoders always take the einsum path.
+    implementation: None | 'xla' | 'cudnn' (jax.nn.dot_product_attention) | 'einsum' | 'blockwise' (tiles,
+      an online softmax, O(L) memory; see relpos_jax.nn.blockwise) | 'pallas' (its Pallas kernel, Toeplitz
+      biases, rotary and none); vector-relative encoders take the einsum path unless 'blockwise'.
+    block_size: the tiles of 'blockwise': None (default), an int or (block_q, block_k).
     own_position_params: False when the model owns (shares) the encoder's params and passes them in.
     debug_checks: check the realised bias of Toeplitz encoders with checks.assert_toeplitz at run time.
     model_adds_absolute: the surrounding model adds the absolute parts' embeddings to its input (else a
@@ -142,7 +144,7 @@ class RelativeMultiHeadAttention(nnx.Module):
   """
 
   def __init__(self, num_heads: int, model_dim: int, encoder: contract.Encoder, *, head_dim: int | None = None,
-               causal: bool = False, dtype='float32', implementation: str | None = None,
+               causal: bool = False, dtype='float32', implementation: str | None = None, block_size=None,
                own_position_params: bool = True, debug_checks: bool = False, model_adds_absolute: bool = False,
                rngs: nnx.Rngs):
     who = 'RelativeMultiHeadAttention'
@@ -152,6 +154,7 @@ class RelativeMultiHeadAttention(nnx.Module):
     validation.require(isinstance(encoder, contract.Encoder), who, 'encoder', encoder,
                        'an Encoder (relpos_jax.encoders.make(...))')
     functional.check_implementation(implementation)
+    functional.check_block_size(implementation, block_size)
     flags = dict(causal=causal, own_position_params=own_position_params, debug_checks=debug_checks,
                  model_adds_absolute=model_adds_absolute)
     causal, own_position_params, debug_checks, model_adds_absolute = (
@@ -172,6 +175,7 @@ class RelativeMultiHeadAttention(nnx.Module):
     self.causal = causal
     self.dtype = canonical_dtype(dtype)
     self.implementation = implementation
+    self.block_size = block_size
     self.debug_checks = debug_checks
     self.parts = position_terms.attention_parts(encoder)
     inner = num_heads * head_dim
@@ -239,7 +243,8 @@ class RelativeMultiHeadAttention(nnx.Module):
     out = functional.attend(q, k, v, parts=self.parts, params=params, causal=self.causal,
                             key_mask=padding_mask, q_positions=positions,
                             k_positions=positions, position_bias=position_bias,
-                            implementation=self.implementation, debug_checks=self.debug_checks)
+                            implementation=self.implementation, block_size=self.block_size,
+                            debug_checks=self.debug_checks)
     return self.out(out.reshape(b, length, self.num_heads * self.head_dim).astype(self.dtype))
 
   # --------------------------------------------------------------------------------------------------------
@@ -297,6 +302,6 @@ class RelativeMultiHeadAttention(nnx.Module):
                             key_mask=cache.mask, q_offset=index,
                             q_positions=explicit, k_positions=None if explicit is None else cache.positions,
                             position_bias=position_bias, implementation=self.implementation,
-                            debug_checks=self.debug_checks)
+                            block_size=self.block_size, debug_checks=self.debug_checks)
     y = self.out(out.reshape(b, chunk, self.num_heads * self.head_dim).astype(self.dtype))
     return poison_overflow(y, index, chunk, max_length), cache

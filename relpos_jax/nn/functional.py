@@ -9,6 +9,11 @@ Which path runs is decided by the parts' kinds:
   vector relative (Shaw a^K/a^V, XL)     ->  an explicit einsum path that adds the position scores and the
                                              a^V output term (`position_terms.vector_*`)
 
+  any kind, implementation='blockwise'    ->  `blockwise.attend`: query and key tiles, an online softmax, every
+                                             position term built per tile; O(L) memory, training included
+  Toeplitz biases, rotary, none, 'pallas' ->  `pallas_attention.attend`: the same as a Pallas kernel (interpret
+                                             mode on CPU), the bias built in-kernel from its distinct values
+
 `implementation='einsum'` forces the explicit path for every kind (tests compare the two). The default
 (`None`) takes dot_product_attention on accelerators and the explicit path on CPU, where XLA's
 dot_product_attention measured about 8% slower per train step at our shapes (docs/benchmarks.md). A causal square
@@ -33,18 +38,29 @@ import jax.numpy as jnp
 import numpy as np
 
 from relpos_jax import checks, validation
-from relpos_jax.nn import position_terms, skew
+from relpos_jax.nn import blockwise, position_terms, skew
 
 Kind = position_terms.Kind
 
-IMPLEMENTATIONS = (None, 'xla', 'cudnn', 'einsum')
+IMPLEMENTATIONS = (None, 'xla', 'cudnn', 'einsum', 'blockwise', 'pallas')
+# The implementations that run in tiles and take a `block_size`.
+TILED_IMPLEMENTATIONS = ('blockwise', 'pallas')
 
-# dot_product_attention's own choice (jax.nn.functions._get_large_negative): finite in float32.
-_LARGE_NEGATIVE = np.float32(-0.7 * np.finfo(np.float32).max)
+_LARGE_NEGATIVE = blockwise.LARGE_NEGATIVE
 
 
 def check_implementation(implementation) -> None:
   validation.choice('attention', 'implementation', implementation, IMPLEMENTATIONS)
+
+
+def check_block_size(implementation, block_size) -> None:
+  """block_size is None, or valid for a tiled implementation (ValueError otherwise)."""
+  if block_size is None:
+    return
+  if implementation not in TILED_IMPLEMENTATIONS:
+    raise ValueError(f'block_size={block_size!r} is only used by the tiled attention implementations '
+                     f'{TILED_IMPLEMENTATIONS}; implementation={implementation!r} has no tiles (drop block_size).')
+  blockwise.block_sizes(block_size)
 
 
 def attention_mask(q_len: int, k_len: int, *, causal: bool, q_offset=0,
@@ -141,7 +157,7 @@ def _without_nonfinite_keys(key, value, q_len, *, causal, q_offset, key_mask, ma
 
 def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params, causal: bool = False,
            key_mask: jax.Array | None = None, mask: jax.Array | None = None, q_offset=0, q_positions=None,
-           k_positions=None, position_bias=None, implementation=None,
+           k_positions=None, position_bias=None, implementation=None, block_size=None,
            debug_checks: bool = False) -> jax.Array:
   """Multi-head attention with the position terms of `parts`.
 
@@ -159,13 +175,16 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
     position_bias: a precomputed scalar bias (H or B, H, Lq, Lk), e.g. shared across layers; replaces
       the scalar parts' own bias.
     implementation: None (dot_product_attention on accelerators, einsum on CPU) | 'xla' | 'cudnn' |
-      'einsum'.
-    debug_checks: check the realised bias of Toeplitz encoders with `checks.assert_toeplitz`.
+      'einsum' | 'blockwise' | 'pallas'.
+    block_size: the tiles of 'blockwise' / 'pallas': None (default), an int or (block_q, block_k).
+    debug_checks: check the realised bias of Toeplitz encoders with `checks.assert_toeplitz` (not with
+      the tiled paths, whose Toeplitz biases are built from their distinct values and never realised).
 
   Returns:
     (B, Lq, H, D) in value's dtype. Queries that see no key at all output zeros.
   """
   check_implementation(implementation)
+  check_block_size(implementation, block_size)
   checks.assert_qkv_shapes(query, key, value)
   b, q_len, num_heads, head_dim = query.shape
   k_len = key.shape[1]
@@ -180,6 +199,24 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
   contiguous = q_positions is None
   if key_mask is not None:
     key_mask = validation.mask('attend', key_mask, (b, k_len), 'key_mask')
+  sees_nonfinite = None
+  if causal or key_mask is not None or mask is not None:
+    key, value, sees_nonfinite = _without_nonfinite_keys(key, value, q_len, causal=causal, q_offset=q_offset,
+                                                         key_mask=key_mask, mask=mask)
+
+  if implementation in TILED_IMPLEMENTATIONS:
+    if position_bias is not None:
+      checks.assert_bias_shape(position_bias, q_len=q_len, k_len=k_len, num_heads=num_heads)
+    if implementation == 'pallas':
+      from relpos_jax.nn import pallas_attention  # Local: jax.experimental.pallas only when asked for.
+      tiled = pallas_attention.attend
+    else:
+      tiled = blockwise.attend
+    out = tiled(query, key, value, parts=parts, params=params, causal=causal, scale=scale,
+                key_mask=key_mask, mask=mask, q_offset=q_offset, q_positions=q_positions,
+                k_positions=k_positions, position_bias=position_bias, block_size=block_size)
+    return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask,
+                   mask=mask)
 
   bias = position_bias
   if bias is None:
@@ -194,10 +231,6 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
       bias = bias[None]
 
   vector_parts = [(part, p) for part, p in zip(parts, params) if part.kind is Kind.VECTOR_RELATIVE]
-  sees_nonfinite = None
-  if causal or key_mask is not None or mask is not None:
-    key, value, sees_nonfinite = _without_nonfinite_keys(key, value, q_len, causal=causal, q_offset=q_offset,
-                                                         key_mask=key_mask, mask=mask)
 
   use_dot_product_attention = implementation in ('xla', 'cudnn') or (
       implementation is None and jax.default_backend() != 'cpu')
@@ -241,11 +274,16 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
       if extra is not None:
         out = out + extra
     out = out.astype(value.dtype)
+  return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask,
+                 mask=mask)
 
+
+def _finish(out, sees_nonfinite, q_len, k_len, *, causal, q_offset, key_mask, mask):
   sees = _rows_seeing_a_key(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
   if sees is not None:
     # A query that sees no key (padding under a causal mask) outputs zero on every path, not an average.
     out = jnp.where(sees[:, :, None, None], out, jnp.zeros((), out.dtype))
   if sees_nonfinite is not None:
+    # Masked keys were zeroed before any path ran; a row that sees a non-finite key stays visibly NaN.
     out = jnp.where(sees_nonfinite[..., None], jnp.asarray(jnp.nan, out.dtype), out)
   return out

@@ -62,8 +62,8 @@ class RelativeMultiHeadAttention(nn.Module):
   """Linen multi-head self-attention with any encoder; same arguments and semantics as the NNX layer.
 
   Attributes: num_heads, encoder, head_dim (None: model_dim // num_heads, model_dim read from the input),
-  causal, dtype ('float32' | 'bfloat16'), implementation (None | 'xla' | 'cudnn' | 'einsum'),
-  debug_checks.
+  causal, dtype ('float32' | 'bfloat16'), implementation (None | 'xla' | 'cudnn' | 'einsum' | 'blockwise'),
+  block_size (the tiles of 'blockwise'), debug_checks.
   """
 
   num_heads: int
@@ -72,6 +72,7 @@ class RelativeMultiHeadAttention(nn.Module):
   causal: bool = False
   dtype: Any = 'float32'
   implementation: str | None = None
+  block_size: Any = None
   debug_checks: bool = False
 
   def _part_params(self, index: int, part, model_dim: int, head_dim: int):
@@ -88,6 +89,7 @@ class RelativeMultiHeadAttention(nn.Module):
     """x (B, L, model_dim) -> (B, L, model_dim); positions (B, L) int or None; padding_mask (B, L) bool."""
     who = 'linen.RelativeMultiHeadAttention'
     functional.check_implementation(self.implementation)
+    functional.check_block_size(self.implementation, self.block_size)
     validation.shaped(who, 'x', x, ('batch', 'length', 'model_dim'))
     dtype = attention_lib.canonical_dtype(self.dtype)
     b, length, model_dim = x.shape
@@ -110,7 +112,8 @@ class RelativeMultiHeadAttention(nn.Module):
     out = functional.attend(q, k, v, parts=parts, params=params, causal=self.causal,
                             key_mask=padding_mask, q_positions=positions,
                             k_positions=positions, position_bias=position_bias,
-                            implementation=self.implementation, debug_checks=self.debug_checks)
+                            implementation=self.implementation, block_size=self.block_size,
+                            debug_checks=self.debug_checks)
     return dense(model_dim, name='out')(out.reshape(b, length, inner).astype(dtype))
 
 

@@ -50,7 +50,9 @@ class ModelConfig:
   encoder: an Encoder or a spec string (stored as the parsed Encoder). mlp_ratio: MLP hidden size /
   model_dim. dtype: compute dtype 'float32' | 'bfloat16' (params, norms, softmax, position terms and
   logits stay float32). share_position_bias: one encoder for all layers, its scalar bias computed once.
-  attention_implementation: None | 'xla' | 'cudnn' (jax.nn.dot_product_attention) | 'einsum'.
+  attention_implementation: None | 'xla' | 'cudnn' (jax.nn.dot_product_attention) | 'einsum' |
+  'blockwise' (O(L) memory). attention_block_size: the tiles of 'blockwise', None (default), an int or
+  (block_q, block_k). With 'blockwise' a shared bias is built per tile in every layer, never as (H, L, L).
   norm: 'rmsnorm' | 'layernorm'. debug_checks: run-time Toeplitz checks of the realised bias.
   """
 
@@ -65,6 +67,7 @@ class ModelConfig:
   dtype: str = 'float32'
   share_position_bias: bool = False
   attention_implementation: str | None = None
+  attention_block_size: Any = None
   norm: str = 'rmsnorm'
   debug_checks: bool = False
 
@@ -88,6 +91,12 @@ class ModelConfig:
     validation.choice(who, 'norm', self.norm, blocks.NORMS)
     validation.boolean(who, 'share_position_bias', self.share_position_bias)
     validation.boolean(who, 'debug_checks', self.debug_checks)
+    if isinstance(self.attention_block_size, list):  # A config file's tuple can arrive as a list.
+      object.__setattr__(self, 'attention_block_size', tuple(self.attention_block_size))
+    try:
+      functional.check_block_size(self.attention_implementation, self.attention_block_size)
+    except ValueError as e:
+      raise validation.invalid(who, 'attention_block_size', self.attention_block_size, str(e)) from None
     try:
       object.__setattr__(self, 'encoder', resolve_encoder(self.encoder))
     except ValueError as e:
@@ -138,7 +147,7 @@ class _Transformer(nnx.Module):
         blocks.TransformerBlock(
             config.model_dim, config.num_heads, encoder, mlp_hidden_dim=config.mlp_hidden_dim,
             causal=self.causal, dropout_rate=config.dropout_rate, norm=config.norm, dtype=config.dtype,
-            implementation=config.attention_implementation,
+            implementation=config.attention_implementation, block_size=config.attention_block_size,
             own_position_params=not config.share_position_bias, debug_checks=config.debug_checks,
             model_adds_absolute=True, rngs=rngs)
         for _ in range(config.num_layers)])
@@ -173,6 +182,10 @@ class _Transformer(nnx.Module):
       x = x + absolute
     return self.embed_dropout(x, deterministic=deterministic)
 
+  @property
+  def _tiled(self) -> bool:
+    return self.config.attention_implementation in functional.TILED_IMPLEMENTATIONS
+
   def _shared_params(self):
     if self.position_params is None:
       return None
@@ -195,8 +208,8 @@ class _Transformer(nnx.Module):
     x = self._embed(tokens, embed_positions, deterministic)
     shared = self._shared_params()
     bias = None
-    if shared is not None:
-      # T5: one bias for every layer, computed once.
+    if shared is not None and not self._tiled:
+      # T5: one bias for every layer, computed once (blockwise builds it per tile from the shared params).
       bias = position_terms.scalar_bias(self.attention_parts, shared, length, length, q_positions=positions,
                                         k_positions=positions)
     for block in self.blocks:
@@ -238,7 +251,7 @@ class DecoderLM(_Transformer):
     x = self._embed(tokens, new_positions, True)
     shared = self._shared_params()
     bias = None
-    if shared is not None:
+    if shared is not None and not self._tiled:
       if explicit is None:
         bias = position_terms.scalar_bias(self.attention_parts, shared, chunk, max_length, q_offset=index)
       else:

@@ -52,6 +52,8 @@ class Study:
   encoders: tuple[str, ...] = config_lib.key()   # 'label: spec' entries, or bare specs (see parse_entries)
   title: str = config_lib.key('Length generalization')
   description: str = config_lib.key('')
+  # Another study's workdir: evaluate its trained runs at this config's lengths, no training (`reevaluate`).
+  trained_workdir: str = config_lib.key('')
 
 
 @dataclasses.dataclass(frozen=True)

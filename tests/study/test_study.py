@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from relpos_jax import study
-from relpos_jax.study import report, runner
+from relpos_jax.study import reevaluate, report, runner
+from relpos_jax.train import config as config_lib
 from relpos_jax.train import inputs, loop
 
 
@@ -199,7 +200,8 @@ def test_finished_results_on_another_corpus_are_not_reused(tmp_path, monkeypatch
 
 
 @pytest.mark.parametrize('variant,task', [('lm.py:study', None), ('algorithmic.py:study', 'even_pairs'),
-                                          ('algorithmic.py:published,study', 'reverse_string')])
+                                          ('algorithmic.py:published,study', 'reverse_string'),
+                                          ('lm.py:long_context', None)])
 def test_shipped_study_variants_validate(variant, task):
   """Each study is a variant of its training config: the same run plus a `study` section, checked up front."""
   repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -207,3 +209,34 @@ def test_shipped_study_variants_validate(variant, task):
   base, entries = runner.validate_study(config)
   assert len(entries) >= 9 and 'study' not in base
   assert base.data.get('task') == task
+
+
+# ------------------------------------------------------------------- reevaluate: a trained study, new lengths
+def test_reevaluate_reuses_trained_runs_at_new_lengths_with_blockwise(tmp_path):
+  trained = tiny_study_config(encoders=('alibi', 'r: rope'))
+  results = study.run_study(trained, tmp_path / 'trained')
+  config = tiny_study_config(encoders=('alibi', 'r: rope'))
+  config.eval.lengths = (16, 64)
+  config.model.attention_implementation = 'blockwise'
+  config.model.attention_block_size = 8
+  config.study.trained_workdir = str(tmp_path / 'trained')
+  long = reevaluate.reevaluate_study(config, tmp_path / 'long')
+  saved = report.load_json(tmp_path / 'long' / 'results.json')
+  assert saved['eval_lengths'] == [16, 64] and [r['name'] for r in saved['runs']] == ['alibi', 'r']
+  for trained_run, run in zip(results['runs'], long['runs']):
+    # Length 16 was evaluated by the trained study (explicit path) on the same text: the same number.
+    np.testing.assert_allclose(run['by_length']['16'], trained_run['by_length']['16'], rtol=1e-5)
+    assert np.isfinite(run['by_length']['64'])
+    assert run['config']['model']['attention_implementation'] == 'blockwise'
+    assert run['config']['train'] == trained_run['config']['train']
+  # Rerunning reuses the saved results.
+  assert reevaluate.reevaluate_study(config, tmp_path / 'long')['runs'] == long['runs']
+
+
+def test_reevaluate_errors_name_the_problem(tmp_path):
+  config = tiny_study_config(encoders=('alibi',))
+  with pytest.raises(config_lib.ConfigError, match='trained_workdir is missing'):
+    reevaluate.reevaluate_study(config, tmp_path)
+  config.study.trained_workdir = str(tmp_path / 'nothing')
+  with pytest.raises(config_lib.ConfigError, match='holds no trained run'):
+    reevaluate.reevaluate_study(config, tmp_path / 'out')
