@@ -33,7 +33,7 @@ What a tile needs, per kind (`_tiler`; the layer still knows kinds, never names)
   unclipped (Transformer-XL)          evaluated once; a tile slices its bq + bk - 1 rows, projects its
                                       queries on them and skews (`position_terms` kernels).
   vector relative otherwise (Shaw's   the tile is a (bq, bk) problem of its own at q_offset + qs - ks:
-  clipped tables, explicit positions) `position_terms.relative_table` / `vector_scores` / `vector_values`.
+  clipped tables, explicit positions) `skew.relative_table`, `position_terms.vector_scores` / `vector_values`.
   rotary                              applied to q and k before attention (nothing to do here).
   a precomputed `position_bias`       sliced per tile (it is (H, Lq, Lk) already: no memory saving).
 

@@ -14,6 +14,7 @@ import pytest
 from flax import nnx
 
 from relpos_jax import encoders
+from relpos_jax.encoders import contract
 from relpos_jax.nn import RelativeMultiHeadAttention, functional, position_terms
 
 B, L, DIM, HEADS = 2, 6, 16, 2
@@ -29,7 +30,7 @@ def _layer(name, implementation, causal):
   if implementation == 'cudnn' and jax.default_backend() != 'gpu':
     pytest.skip('the cuDNN kernel needs a GPU')
   encoder = encoders.make(name)
-  causal = causal or any(getattr(p, 'requires_causal', False) for p in position_terms.flatten(encoder))
+  causal = causal or any(p.requires_causal for p in contract.leaves(encoder))
   dtype = 'bfloat16' if implementation == 'cudnn' else 'float32'
   return RelativeMultiHeadAttention(HEADS, DIM, encoder, causal=causal, implementation=implementation,
                                     dtype=dtype, rngs=nnx.Rngs(0))
