@@ -34,6 +34,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
@@ -44,7 +45,7 @@ def _power_of_two_slopes(n: int) -> list[float]:
 
 def alibi_slopes(num_heads: int) -> np.ndarray:
   """The paper's slopes for `num_heads` heads, float64 (num_heads,), in head order."""
-  contract.require_positive_int('alibi', 'num_heads', num_heads)
+  validation.positive_int('alibi', 'num_heads', num_heads)
   closest = 2 ** int(math.floor(math.log2(num_heads)))
   slopes = _power_of_two_slopes(closest)
   # Every other slope of twice as many heads interleaves with the slopes above (the reference's rule).
@@ -60,16 +61,10 @@ class ALiBi(contract.ScalarBiasEncoder):
   asymmetric: bool = False
 
   def __post_init__(self):
-    contract.require(isinstance(self.bidirectional, bool), self.name, 'bidirectional', self.bidirectional,
-                 'True or False')
-    contract.require(isinstance(self.learnable_slopes, bool), self.name, 'learnable_slopes',
-                 self.learnable_slopes, 'True or False')
-    contract.require(isinstance(self.asymmetric, bool), self.name, 'asymmetric', self.asymmetric,
-                     'True or False')
     if self.asymmetric:
-      contract.require(self.bidirectional and self.learnable_slopes, self.name, 'asymmetric', self.asymmetric,
-                       'False unless bidirectional=True and learnable_slopes=True (past and future slopes '
-                       'are learned from the paper\'s; a causal bias has no future)')
+      validation.require(self.bidirectional and self.learnable_slopes, self.name, 'asymmetric', self.asymmetric,
+                         'False unless bidirectional=True and learnable_slopes=True (past and future slopes '
+                         'are learned from the paper\'s; a causal bias has no future)')
 
   def init_params(self, rng, dims_):
     del rng

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders import rope
 from relpos_jax.encoders.registry import register
@@ -41,13 +42,11 @@ class PoPE(contract.RotaryEncoder):
   """`pope`, `pope(base=500.0)`: polar embeddings, q and k of D features -> 2D."""
 
   base: float = 10000.0
+  needs_head_dim = True  # The learned phase bias is (heads, head_dim).
 
   def __post_init__(self):
-    rope.require_number(self.name, 'base', self.base, above=1)
+    validation.number(self.name, 'base', self.base, above=1)
 
-  def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
-    dims_ = contract.check_init_dims(self.name, num_heads, head_dim, model_dim, needs_head_dim=True)
-    return {'dims': dims_, **self.init_params(rng, dims_)}
 
   def init_params(self, rng, dims_):
     del rng

@@ -30,6 +30,7 @@ import dataclasses
 
 import jax.numpy as jnp
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
@@ -47,8 +48,8 @@ class _Remap(contract.PositionRemapEncoder):
   def __post_init__(self):
     base = self.base
     if not isinstance(base, contract.Encoder):
-      raise contract.invalid(self.name, 'base', base, 'an Encoder instance, e.g. make("rope")')
-    contract.require(base.kind in _BASE_KINDS, self.name, 'base', base,
+      raise validation.invalid(self.name, 'base', base, 'an Encoder instance, e.g. make("rope")')
+    validation.require(base.kind in _BASE_KINDS, self.name, 'base', base,
                      'a rotary or scalar-bias encoder (rope, xpos, alibi, t5, ...): a remap changes the '
                      'positions they see')
     self._check()
@@ -75,8 +76,8 @@ class SelfExtend(_Remap):
   is_relative = False  # Grouping floor-divides absolute positions.
 
   def _check(self):
-    contract.require_positive_int(self.name, 'group_size', self.group_size)
-    contract.require_positive_int(self.name, 'window', self.window)
+    validation.positive_int(self.name, 'group_size', self.group_size)
+    validation.positive_int(self.name, 'window', self.window)
 
   def score_sets(self, q_positions, k_positions):
     g, w = self.group_size, self.window
@@ -96,11 +97,11 @@ class ReRope(_Remap):
   leak: int | None = None
 
   def _check(self):
-    contract.require_positive_int(self.name, 'window', self.window)
+    validation.positive_int(self.name, 'window', self.window)
     if self.leak is not None:
-      contract.require_positive_int(self.name, 'leak', self.leak, minimum=2)
+      validation.positive_int(self.name, 'leak', self.leak, minimum=2)
       rotary = self.base.kind is contract.Kind.ROTARY
-      contract.require(rotary and callable(getattr(self.base, 'rotate_divided', None)), self.name, 'leak',
+      validation.require(rotary and callable(getattr(self.base, 'rotate_divided', None)), self.name, 'leak',
                        self.leak, f'None for base {self.base.name!r}: leaky ReRoPE needs a rotary base '
                        'that rotates at fractional positions (rotate_divided, e.g. rope)')
 
@@ -128,9 +129,9 @@ class DualChunk(_Remap):
   is_relative = False  # Chunks are cut at absolute positions.
 
   def _check(self):
-    contract.require_positive_int(self.name, 'chunk', self.chunk, minimum=2)
-    contract.require_positive_int(self.name, 'local_window', self.local_window)
-    contract.require(self.local_window < self.chunk, self.name, 'local_window', self.local_window,
+    validation.positive_int(self.name, 'chunk', self.chunk, minimum=2)
+    validation.positive_int(self.name, 'local_window', self.local_window)
+    validation.require(self.local_window < self.chunk, self.name, 'local_window', self.local_window,
                      f'an int < chunk={self.chunk} (chunks hold chunk - local_window tokens)')
 
   def score_sets(self, q_positions, k_positions):

@@ -62,6 +62,7 @@ import jax.numpy as jnp
 import numpy as np
 
 # `base` is also RoPE's hyperparameter name; the contract module goes by `contract` here.
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders import rope_scaling
 from relpos_jax.encoders.registry import register
@@ -150,7 +151,8 @@ def rotary_angles(positions, inv_freq) -> jax.Array:
   carry leading axes broadcasting against positions[..., None]. Returns positions.shape + (D/2,), up to
   broadcasting.
   """
-  positions = _integer_positions('rotary_angles', positions)
+  positions = validation.int_array('rotary_angles', 'positions', positions, limit=validation.MAX_RELATIVE,
+                                   hint=_FRACTIONAL_HINT)
   if isinstance(inv_freq, (np.ndarray, list, tuple)):
     hi, lo = _static_turns(np.asarray(inv_freq, np.float64))
   else:
@@ -161,27 +163,21 @@ def rotary_angles(positions, inv_freq) -> jax.Array:
 # ----------------------------------------------------------------------------------------------------------
 # The rotation, shared with xpos.
 
-def _integer_positions(who: str, positions) -> jax.Array:
-  positions = jnp.asarray(positions)
-  if not jnp.issubdtype(positions.dtype, jnp.integer):
-    raise ValueError(f'{who}: positions must be integers, got dtype {positions.dtype}. Fractional positions '
-                     f'are what linear scaling computes exactly: use rope(scaling="linear", factor=s).')
-  return positions.astype(jnp.int32)
+_FRACTIONAL_HINT = ('Fractional positions are what linear scaling computes exactly: use '
+                    'rope(scaling="linear", factor=s).')
 
 
-def check_rotary_inputs(who: str, params, x: jax.Array, positions) -> tuple[int, jax.Array]:
+def check_rotary_inputs(who: str, params, x: jax.Array, positions,
+                        min_head_dim: int = 2) -> tuple[int, jax.Array]:
   """Validates x (..., L, H, D) against integer positions broadcastable to (..., L); returns (D, positions)."""
   if x.ndim < 3:
     raise ValueError(f'{who}: x must be (..., length, heads, head_dim), got shape {x.shape}.')
-  head_dim = x.shape[-1]
-  if head_dim % 2:
-    raise ValueError(f'{who}: head_dim={head_dim} is invalid; rotary encodings rotate pairs of dimensions, '
-                     f'so head_dim must be even.')
+  head_dim = check_head_dim(who, x.shape[-1], min_head_dim)
   dims = params.get('dims') if isinstance(params, dict) else None
   if dims is not None and dims.head_dim is not None and dims.head_dim != head_dim:
     raise ValueError(f'{who}: x has head_dim={head_dim} but the params were initialised for '
                      f'head_dim={dims.head_dim}.')
-  positions = _integer_positions(who, positions)
+  positions = validation.int_array(who, 'positions', positions, hint=_FRACTIONAL_HINT)
   lead = x.shape[:-2]
   try:
     ok = positions.ndim >= 1 and np.broadcast_shapes(positions.shape, lead) == lead
@@ -221,23 +217,13 @@ def apply_rotation(x: jax.Array, angles: jax.Array, layout: str, scale=None) -> 
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Validation helpers shared with xpos.
+# Validation shared with xpos.
 
-def require_number(name: str, field: str, value, *, above=None, at_least=None, above_name=None) -> None:
-  """A finite real (not bool) > above / >= at_least; `above_name` names the field the bound comes from."""
-  ok = (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-        and (above is None or value > above) and (at_least is None or value >= at_least))
-  bound = ''
-  if above is not None:
-    bound = f' > {above_name}={above!r}' if above_name else f' > {above}'
-  elif at_least is not None:
-    bound = f' >= {at_least}'
-  contract.require(ok, name, field, value, f'a finite number{bound}')
-
-
-def check_head_dim_for_init(name: str, head_dim) -> None:
-  if head_dim is not None and head_dim % 2:
-    raise contract.invalid(name, 'head_dim', head_dim, 'an even int (rotary encodings rotate pairs)')
+def check_head_dim(name: str, head_dim, minimum: int = 2) -> int:
+  """The one head_dim check of the rotary encoders: an even int >= minimum (they rotate pairs)."""
+  ok = validation.is_int(head_dim) and head_dim >= minimum and head_dim % 2 == 0
+  validation.require(ok, name, 'head_dim', head_dim, f'an even int >= {minimum} (rotary encodings rotate pairs)')
+  return int(head_dim)
 
 
 @register('rope')
@@ -268,35 +254,35 @@ class Rope(contract.RotaryEncoder):
 
   def __post_init__(self):
     name = self.name
-    require_number(name, 'base', self.base, above=1)
-    contract.require_choice(name, 'layout', self.layout, LAYOUTS)
-    contract.require_choice(name, 'scaling', self.scaling, SCALINGS)
+    validation.number(name, 'base', self.base, above=1)
+    validation.choice(name, 'layout', self.layout, LAYOUTS)
+    validation.choice(name, 'scaling', self.scaling, SCALINGS)
     rule = dict(_RULE_FIELDS[self.scaling])
     dynamic_yarn = self.scaling == 'yarn' and self.dynamic is True
     if dynamic_yarn:
       # Dynamic YaRN takes its factor from the current length: a fixed one would be ignored.
-      contract.require(self.factor is None, name, 'factor', self.factor,
+      validation.require(self.factor is None, name, 'factor', self.factor,
                        'None with dynamic=True (dynamic YaRN uses s = max(1, L / original_max_position))')
       rule['factor'] = None
     for field in _SCALING_FIELDS:
       value = getattr(self, field)
       if field not in rule:
         users = [s for s, fields in _RULE_FIELDS.items() if field in fields]
-        contract.require(value is None, name, field, value,
+        validation.require(value is None, name, field, value,
                          f'None with scaling={self.scaling!r} ({field} belongs to scaling in {users})')
       elif value is None and rule[field] is _REQUIRED:
-        raise contract.invalid(name, field, value, f'a number >= 1: scaling={self.scaling!r} needs it')
+        raise validation.invalid(name, field, value, f'a number >= 1: scaling={self.scaling!r} needs it')
       elif value is None and rule[field] is not None:
         object.__setattr__(self, field, rule[field])  # The rule's published default.
     if self.factor is not None:
-      require_number(name, 'factor', self.factor, at_least=1)
+      validation.number(name, 'factor', self.factor, at_least=1)
     if self.original_max_position is not None:
-      contract.require_positive_int(name, 'original_max_position', self.original_max_position)
+      validation.positive_int(name, 'original_max_position', self.original_max_position)
     if self.scaling == 'yarn':
       self._check_yarn(name, dynamic_yarn)
     if self.scaling == 'llama3':
-      require_number(name, 'low_freq_factor', self.low_freq_factor, above=0)
-      require_number(name, 'high_freq_factor', self.high_freq_factor, above=self.low_freq_factor,
+      validation.number(name, 'low_freq_factor', self.low_freq_factor, above=0)
+      validation.number(name, 'high_freq_factor', self.high_freq_factor, above=self.low_freq_factor,
                      above_name='low_freq_factor')
     if self.scaling == 'longrope':
       for field in ('short_factor', 'long_factor'):
@@ -305,43 +291,43 @@ class Rope(contract.RotaryEncoder):
           ok = (isinstance(value, tuple) and len(value) > 0 and all(
               isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v > 0
               for v in value))
-          contract.require(ok, name, field, value, 'None (the default) or a tuple of finite numbers > 0, '
+          validation.require(ok, name, field, value, 'None (the default) or a tuple of finite numbers > 0, '
                            'one per rotated pair')
       if self.attention_factor is None:
         object.__setattr__(self, 'attention_factor', rope_scaling.longrope_attention_factor(
             self.factor, self.original_max_position))
-      require_number(name, 'attention_factor', self.attention_factor, above=0)
+      validation.number(name, 'attention_factor', self.attention_factor, above=0)
     f, p = self.partial_rotary_factor, self.frequency_fraction
     for field, value in (('partial_rotary_factor', f), ('frequency_fraction', p)):
       ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 < value <= 1
-      contract.require(ok, name, field, value, 'a number in (0, 1]')
-    contract.require(isinstance(self.resonance, bool), name, 'resonance', self.resonance, 'True or False')
+      validation.require(ok, name, field, value, 'a number in (0, 1]')
+    validation.require(isinstance(self.resonance, bool), name, 'resonance', self.resonance, 'True or False')
     if self.resonance:
-      contract.require(self.scaling != 'dynamic' and not dynamic_yarn, name, 'resonance', self.resonance,
+      validation.require(self.scaling != 'dynamic' and not dynamic_yarn, name, 'resonance', self.resonance,
                        'False with length-dependent (dynamic) frequencies: rounding applies to fixed ones')
 
   def _check_yarn(self, name: str, dynamic_yarn: bool) -> None:
-    require_number(name, 'beta_slow', self.beta_slow, above=0)
-    require_number(name, 'beta_fast', self.beta_fast, above=self.beta_slow, above_name='beta_slow')
+    validation.number(name, 'beta_slow', self.beta_slow, above=0)
+    validation.number(name, 'beta_fast', self.beta_fast, above=self.beta_slow, above_name='beta_slow')
     for field in ('truncate', 'dynamic'):
-      contract.require(isinstance(getattr(self, field), bool), name, field, getattr(self, field),
+      validation.require(isinstance(getattr(self, field), bool), name, field, getattr(self, field),
                        'True or False')
     for field in ('mscale', 'mscale_all_dim'):
       if getattr(self, field) is not None:
-        require_number(name, field, getattr(self, field), above=0)
+        validation.number(name, field, getattr(self, field), above=0)
     if (self.mscale is None) != (self.mscale_all_dim is None):
-      raise contract.invalid(name, 'mscale' if self.mscale_all_dim is None else 'mscale_all_dim', None,
+      raise validation.invalid(name, 'mscale' if self.mscale_all_dim is None else 'mscale_all_dim', None,
                              'a number > 0 whenever the other of mscale / mscale_all_dim is set (the '
                              'attention factor is their ratio)')
-    require_number(name, 'attn_factor', self.attn_factor, above=0)
+    validation.number(name, 'attn_factor', self.attn_factor, above=0)
     if dynamic_yarn:
-      contract.require(self.attention_factor is None, name, 'attention_factor', self.attention_factor,
+      validation.require(self.attention_factor is None, name, 'attention_factor', self.attention_factor,
                        'None with dynamic=True (it follows the current factor)')
       return
     if self.attention_factor is None:
       object.__setattr__(self, 'attention_factor', rope_scaling.yarn_attention_factor(
           self.factor, self.mscale, self.mscale_all_dim, self.attn_factor))
-    require_number(name, 'attention_factor', self.attention_factor, above=0)
+    validation.number(name, 'attention_factor', self.attention_factor, above=0)
 
   # --- frequencies -----------------------------------------------------------------------------------------
 
@@ -350,27 +336,26 @@ class Rope(contract.RotaryEncoder):
     return int(head_dim * self.partial_rotary_factor)
 
   def _check_head_dim(self, head_dim) -> None:
-    ok = isinstance(head_dim, numbers.Integral) and not isinstance(head_dim, bool) and head_dim >= 2
-    contract.require(ok and head_dim % 2 == 0, self.name, 'head_dim', head_dim, 'an even int >= 2')
+    check_head_dim(self.name, head_dim)
     d = self.rotary_dim(head_dim)
     if d < 2 or d % 2:
-      raise contract.invalid(self.name, 'partial_rotary_factor', self.partial_rotary_factor,
+      raise validation.invalid(self.name, 'partial_rotary_factor', self.partial_rotary_factor,
                              f'a fraction whose int(head_dim * f) is even and >= 2 (head_dim={head_dim} '
                              f'gives {d} rotated dims)')
     needs_two_pairs = self.scaling in ('ntk', 'dynamic') or (self.scaling == 'longrope'
                                                             and self.long_factor is None)
     if needs_two_pairs:
       # The exponent D / (D - 2) needs at least two pairs.
-      contract.require(d >= 4, self.name, 'head_dim', head_dim,
+      validation.require(d >= 4, self.name, 'head_dim', head_dim,
                        f'an even int with >= 4 rotated dims with scaling={self.scaling!r}')
     if rope_scaling.kept_frequencies(d // 2, self.frequency_fraction) < 1:
-      raise contract.invalid(self.name, 'frequency_fraction', self.frequency_fraction,
+      raise validation.invalid(self.name, 'frequency_fraction', self.frequency_fraction,
                              f'a fraction keeping at least one of the {d // 2} frequencies')
     if self.scaling == 'longrope':
       for field in ('short_factor', 'long_factor'):
         value = getattr(self, field)
         if value is not None and len(value) != d // 2:
-          raise contract.invalid(self.name, field, value, f'{d // 2} factors, one per rotated pair '
+          raise validation.invalid(self.name, field, value, f'{d // 2} factors, one per rotated pair '
                                  f'(head_dim={head_dim}, {d} rotated dims)')
 
   def _longrope_factors(self, d: int, long: bool) -> np.ndarray:
@@ -398,9 +383,9 @@ class Rope(contract.RotaryEncoder):
     d, b, s = self.rotary_dim(head_dim), self.base, self.factor
     length_dependent = self.scaling in _LENGTH_DEPENDENT or self.dynamic is True
     if length_dependent:
-      contract.require_positive_int(self.name, 'length', length)
+      validation.positive_int(self.name, 'length', length)
     elif length is not None:
-      raise contract.invalid(self.name, 'length', length, f'None with scaling={self.scaling!r} (only '
+      raise validation.invalid(self.name, 'length', length, f'None with scaling={self.scaling!r} (only '
                              f'length-dependent rules {_LENGTH_DEPENDENT} and dynamic YaRN use it)')
     if self.scaling == 'dynamic':
       return self._finish(rope_scaling.dynamic(d, b, s, self.original_max_position, length))
@@ -482,11 +467,9 @@ class Rope(contract.RotaryEncoder):
 
   # --- the encoder contract --------------------------------------------------------------------------------
 
-  def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
-    check_head_dim_for_init(self.name, head_dim)
-    if head_dim is not None:
-      self._check_head_dim(head_dim)
-    return super().init(rng, num_heads, head_dim=head_dim, model_dim=model_dim)
+  def check_dims(self, dims_):
+    if dims_.head_dim is not None:
+      self._check_head_dim(dims_.head_dim)
 
   def rotate(self, params, x, positions):
     head_dim, positions = check_rotary_inputs(self.name, params, x, positions)
@@ -503,7 +486,7 @@ class Rope(contract.RotaryEncoder):
     if divisor == 1:
       return self.rotate(params, x, positions)
     if self.scaling in _LENGTH_DEPENDENT or self.dynamic:
-      raise contract.invalid(self.name, 'scaling', self.scaling, 'a fixed-frequency rule to rotate at '
+      raise validation.invalid(self.name, 'scaling', self.scaling, 'a fixed-frequency rule to rotate at '
                              'fractional positions (leaky ReRoPE)')
     angles = rotary_angles(positions, self.inverse_frequencies(head_dim) / divisor)
     return self._apply(x, angles, self._scale(positions))

@@ -12,7 +12,13 @@ length of `config.eval.lengths`, and writes, after each encoder:
     <workdir>/runs/<label>/     the encoder's own run directory (config.json, metrics.jsonl, checkpoints)
 
 Nothing saved is lost on interruption: a finished encoder's result is kept (`runs/<label>/result.json`) and
-skipped on the next call, and an unfinished one resumes from its latest checkpoint.
+skipped on the next call, and an unfinished one resumes from its latest checkpoint. A finished result is
+reused only for the same config and the same data (corpus fingerprint, or task): otherwise the study
+stops and names the run directory to remove.
+
+An encoder whose training diverges (`relpos_jax.train.loop.DivergedError`: non-finite updates) is recorded
+as diverged (`'diverged': {'step': ..., 'message': ...}`, no metric values) and shown so in the table; the
+study goes on with the next encoder.
 
 Train with X, evaluate with Y: an entry `'label: X -> Y'` evaluates the run trained with X using encoder Y
 (an inference-time scaling or remap of X, with the same parameters: `relpos_jax.train.transfer`). The run
@@ -31,7 +37,7 @@ import platform
 import re
 import time
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import jax
 import ml_collections
@@ -52,6 +58,8 @@ class Study:
   encoders: tuple[str, ...] = config_lib.key()   # 'label: spec' entries, or bare specs (see parse_entries)
   title: str = config_lib.key('Length generalization')
   description: str = config_lib.key('')
+  # Another study's workdir: evaluate its trained runs at this config's lengths, no training (`reevaluate`).
+  trained_workdir: str = config_lib.key('')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,10 +85,11 @@ def parse_entries(encoders: Sequence[str]) -> list[Entry]:
   for item in encoders:
     label, sep, spec = str(item).partition(':')
     label, spec = (label.strip(), spec.strip()) if sep else (item.strip(), item.strip())
-    if not _LABEL.match(label):
+    if not _LABEL.match(label) or not label.strip('.'):
       raise config_lib.ConfigError(
           f'config.study.encoders entry {item!r} has label {label!r}; allowed: letters, digits, _ . + - '
-          "(write 'label: spec' for specs with other characters).")
+          "and not only dots (the label names the run's directory under runs/; write 'label: spec' for "
+          'specs with other characters).')
     train_spec, arrow, eval_spec = spec.partition('->')
     if arrow:
       if not train_spec.strip() or not eval_spec.strip() or '->' in eval_spec:
@@ -194,33 +203,53 @@ def _run_entry(base, entry: Entry, workdir: str, train_fn: Callable, metric: str
   run_dir = os.path.join(workdir, 'runs', entry.label)
   result_path = os.path.join(run_dir, RESULT_FILE)
   config = run_config(base, entry)
+  data_id = loop.data_identity(data.describe())
   if entry.eval_spec is not None:
-    return _run_transfer(base, entry, run_dir, train_dir, train_fn, metric, data)
+    return _run_transfer(base, entry, run_dir, train_dir, train_fn, metric, data, data_id)
   if os.path.exists(result_path):
     saved = report.load_json(result_path)
-    if saved.get('config') == json.loads(config.to_json_best_effort()):
-      logging.info('study: %s already done, reusing %s', entry.label, result_path)
-      return saved
-    raise config_lib.ConfigError(
-        f'{run_dir} holds a finished run of another config; use a new workdir or remove that directory.')
+    _check_saved(saved, run_dir, json.loads(config.to_json_best_effort()), data_id)
+    logging.info('study: %s already done, reusing %s', entry.label, result_path)
+    return saved
   started = time.perf_counter()
-  result = train_fn(config, run_dir, data=data)
+  run = {'name': entry.label, 'spec': entry.spec, 'config': json.loads(config.to_json_best_effort()),
+         'data': data_id}
+  os.makedirs(run_dir, exist_ok=True)
+  try:
+    result = train_fn(config, run_dir, data=data)
+  except loop.DivergedError as e:
+    logging.warning('study: %s diverged: %s', entry.label, e)
+    run.update({'by_length': {str(n): None for n in base.eval.lengths}, 'train_metric': None,
+                'train_loss': None, 'steps': e.step, 'diverged': {'step': e.step, 'message': str(e)},
+                'train_seconds': round(time.perf_counter() - started, 1)})
+    report.write_json(run, result_path)
+    return run
   metrics = result.final_metrics
   by_length = {str(n): metrics.get(f'eval/{n}/{metric}') for n in base.eval.lengths}
   missing = [n for n, v in by_length.items() if v is None]
   if missing:
     raise RuntimeError(f'study: the run of {entry.label} reported no {metric} at lengths {missing}.')
-  run = {'name': entry.label, 'spec': entry.spec, 'by_length': by_length,
-         'train_metric': metrics.get(metric), 'train_loss': metrics.get('loss'), 'steps': result.step,
-         'train_seconds': round(time.perf_counter() - started, 1),
-         'num_params': int(sum(x.size for x in jax.tree.leaves(result.params))),
-         'config': json.loads(config.to_json_best_effort())}
+  run.update({'by_length': by_length, 'train_metric': metrics.get(metric), 'train_loss': metrics.get('loss'),
+              'steps': result.step, 'train_seconds': round(time.perf_counter() - started, 1),
+              'num_params': int(sum(x.size for x in jax.tree.leaves(result.params)))})
   report.write_json(run, result_path)
   return run
 
 
+def _check_saved(saved: dict, run_dir: str, config_json, data_id: dict) -> None:
+  """A finished result is reused only for the same config and the same data."""
+  if saved.get('config') != config_json:
+    raise config_lib.ConfigError(
+        f'{run_dir} holds a finished run of another config; use a new workdir or remove that directory.')
+  if saved.get('data') != data_id:
+    raise config_lib.ConfigError(
+        f'{run_dir} holds a finished run on other data ({saved.get("data")} there, {data_id} now: the '
+        'corpus or the task changed), so its result does not belong in this study. Use a new workdir, or '
+        'remove that directory to train it again on this data.')
+
+
 def _run_transfer(base, entry: Entry, run_dir: str, train_dir: str, train_fn: Callable, metric: str,
-                  data) -> dict:
+                  data, data_id: dict) -> dict:
   """'X -> Y': train X in `train_dir` (or reuse it), evaluate its parameters with encoder Y."""
   result_path = os.path.join(run_dir, RESULT_FILE)
   config = run_config(base, entry)
@@ -228,23 +257,32 @@ def _run_transfer(base, entry: Entry, run_dir: str, train_dir: str, train_fn: Ca
   as_json = json.loads(evaluated.to_json_best_effort())
   if os.path.exists(result_path):
     saved = report.load_json(result_path)
-    if saved.get('config') == as_json and saved.get('train_spec') == entry.spec:
-      logging.info('study: %s already done, reusing %s', entry.label, result_path)
-      return saved
-    raise config_lib.ConfigError(
-        f'{run_dir} holds a finished run of another config; use a new workdir or remove that directory.')
+    if saved.get('train_spec') != entry.spec:
+      raise config_lib.ConfigError(
+          f'{run_dir} holds a finished run of another config; use a new workdir or remove that directory.')
+    _check_saved(saved, run_dir, as_json, data_id)
+    logging.info('study: %s already done, reusing %s', entry.label, result_path)
+    return saved
   started = time.perf_counter()
-  result = train_fn(config, train_dir, data=data)  # Resumes, or returns at once when already trained.
+  run = {'name': entry.label, 'spec': entry.eval_spec, 'train_spec': entry.spec, 'config': as_json,
+         'data': data_id, 'trained_in': os.path.relpath(train_dir, os.path.dirname(os.path.dirname(run_dir)))}
+  os.makedirs(run_dir, exist_ok=True)
+  try:
+    result = train_fn(config, train_dir, data=data)  # Resumes, or returns at once when already trained.
+  except loop.DivergedError as e:
+    logging.warning('study: %s (trained with %s) diverged: %s', entry.label, entry.spec, e)
+    run.update({'by_length': {str(n): None for n in base.eval.lengths}, 'train_metric': None,
+                'train_loss': None, 'steps': e.step, 'diverged': {'step': e.step, 'message': str(e)},
+                'eval_seconds': round(time.perf_counter() - started, 1)})
+    report.write_json(run, result_path)
+    return run
   model = transfer.with_encoder(result.model, config, entry.eval_spec)
   evaluation = loop.evaluate_lengths(model, data, [int(n) for n in base.eval.lengths])
   by_length = {str(n): evaluation[int(n)].get(metric) for n in base.eval.lengths}
   metrics = result.final_metrics
-  run = {'name': entry.label, 'spec': entry.eval_spec, 'train_spec': entry.spec, 'by_length': by_length,
-         'train_metric': metrics.get(metric), 'train_loss': metrics.get('loss'), 'steps': result.step,
-         'trained_in': os.path.relpath(train_dir, os.path.dirname(os.path.dirname(run_dir))),
-         'eval_seconds': round(time.perf_counter() - started, 1),
-         'num_params': int(sum(x.size for x in jax.tree.leaves(result.params))), 'config': as_json}
-  os.makedirs(run_dir, exist_ok=True)
+  run.update({'by_length': by_length, 'train_metric': metrics.get(metric), 'train_loss': metrics.get('loss'),
+              'steps': result.step, 'eval_seconds': round(time.perf_counter() - started, 1),
+              'num_params': int(sum(x.size for x in jax.tree.leaves(result.params)))})
   report.write_json(run, result_path)
   return run
 

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
+import jax.numpy as jnp
+
 from relpos_jax import encoders
 from relpos_jax.encoders import contract
 from relpos_jax.nn import position_terms
@@ -72,11 +75,11 @@ def encoder_cases() -> list[tuple[str, contract.Encoder]]:
 
 
 def parts_of(encoder):
-  return position_terms.flatten(encoder)
+  return contract.leaves(encoder)
 
 
 def causal_only(encoder) -> bool:
-  return any(getattr(p, 'requires_causal', False) for p in parts_of(encoder))
+  return any(p.requires_causal for p in parts_of(encoder))
 
 
 def has_attention_term(encoder) -> bool:
@@ -92,9 +95,27 @@ def has_vector(encoder) -> bool:
   return position_terms.has_kind(parts_of(encoder), contract.Kind.VECTOR_RELATIVE)
 
 
+def resizes_queries(encoder) -> bool:
+  """A rotary part whose q and k leave at another size than v's (PoPE's polar form doubles them)."""
+  for part in parts_of(encoder):
+    if part.kind is contract.Kind.ROTARY:
+      params = part.init(jax.random.key(0), 1, head_dim=8, model_dim=8)
+      out = jax.eval_shape(part.rotate_queries, params, jnp.zeros((1, 2, 1, 8)), jnp.zeros((1, 2), jnp.int32))
+      if out.shape[-1] != 8:
+        return True
+  return False
+
+
+def tiled_capable(encoder) -> bool:
+  """What the tiled paths take; a remap or resized q/k is refused by name there (tests/nn/test_remap.py)."""
+  return (has_attention_term(encoder) and not resizes_queries(encoder)
+          and not position_terms.has_kind(parts_of(encoder), contract.Kind.POSITION_REMAP))
+
+
 _FILTERS = {
     'encoder_case': lambda e: True,
     'attention_case': has_attention_term,
+    'tiled_case': tiled_capable,
     'scalar_or_rotary_case': dpa_capable,
     'vector_case': has_vector,
 }

@@ -98,3 +98,12 @@ def test_a_per_layer_config_trains_and_restores(tmp_path):
   for a, b in zip(jax.tree.leaves(nnx.state(result.model, nnx.Param)),
                   jax.tree.leaves(nnx.state(restored, nnx.Param))):
     np.testing.assert_array_equal(a, b)
+
+
+def test_a_sliding_window_is_the_same_on_the_blockwise_path():
+  einsum = DecoderLM(_config('t5', num_layers=2, attention_window=(3, None),
+                             attention_implementation='einsum'), rngs=nnx.Rngs(0))
+  tiled = DecoderLM(_config('t5', num_layers=2, attention_window=(3, None), attention_implementation='blockwise',
+                            attention_block_size=4), rngs=nnx.Rngs(0))
+  tokens = _tokens()
+  np.testing.assert_allclose(_forward(tiled, tokens), _forward(einsum, tokens), atol=1e-4, rtol=1e-4)

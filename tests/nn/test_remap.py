@@ -129,3 +129,25 @@ def test_remap_params_are_the_base_params():
   assert jax.tree.structure(a) == jax.tree.structure(b)
   for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
     np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize('implementation', ['blockwise', 'pallas'])
+@pytest.mark.parametrize('text', ['self_extend(rope, group_size=2, window=4)', 'rerope(rope, window=4)',
+                                  'dual_chunk(t5(bidirectional=False), chunk=8, local_window=2)'])
+def test_the_tiled_paths_refuse_a_remap_by_name(text, implementation):
+  """A remap merges whole score matrices per region: the tiled paths raise instead of dropping the remap."""
+  from relpos_jax.nn import functional
+  encoder = spec.from_spec(text)
+  parts = position_terms.attention_parts(encoder)
+  params = [p.init(jax.random.PRNGKey(0), H, head_dim=D) for p in parts]
+  q = jnp.ones((B, L, H, D), jnp.float32)
+  with pytest.raises(ValueError, match=f"{encoder.name}'.*'position_remap'.*no per-tile form"):
+    functional.attend(q, q, q, parts=parts, params=params, causal=True, implementation=implementation)
+
+
+def test_the_tiled_paths_refuse_pope_sized_queries():
+  from relpos_jax.nn import functional
+  q = jnp.ones((B, L, H, 2 * D), jnp.float32)
+  v = jnp.ones((B, L, H, D), jnp.float32)
+  with pytest.raises(ValueError, match='differ in size'):
+    functional.attend(q, q, v, parts=(), params=[], causal=True, implementation='blockwise')
