@@ -50,8 +50,8 @@ class _Remap(contract.PositionRemapEncoder):
     if not isinstance(base, contract.Encoder):
       raise validation.invalid(self.name, 'base', base, 'an Encoder instance, e.g. make("rope")')
     validation.require(base.kind in _BASE_KINDS, self.name, 'base', base,
-                     'a rotary or scalar-bias encoder (rope, xpos, alibi, t5, ...): a remap changes the '
-                     'positions they see')
+                       'a rotary or scalar-bias encoder (rope, xpos, alibi, t5, ...): a remap changes the '
+                       'positions they see')
     self._check()
 
   def _check(self):
@@ -132,7 +132,7 @@ class DualChunk(_Remap):
     validation.positive_int(self.name, 'chunk', self.chunk, minimum=2)
     validation.positive_int(self.name, 'local_window', self.local_window)
     validation.require(self.local_window < self.chunk, self.name, 'local_window', self.local_window,
-                     f'an int < chunk={self.chunk} (chunks hold chunk - local_window tokens)')
+                       f'an int < chunk={self.chunk} (chunks hold chunk - local_window tokens)')
 
   def score_sets(self, q_positions, k_positions):
     size = self.chunk - self.local_window  # Tokens per chunk.

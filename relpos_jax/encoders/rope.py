@@ -262,14 +262,14 @@ class Rope(contract.RotaryEncoder):
     if dynamic_yarn:
       # Dynamic YaRN takes its factor from the current length: a fixed one would be ignored.
       validation.require(self.factor is None, name, 'factor', self.factor,
-                       'None with dynamic=True (dynamic YaRN uses s = max(1, L / original_max_position))')
+                         'None with dynamic=True (dynamic YaRN uses s = max(1, L / original_max_position))')
       rule['factor'] = None
     for field in _SCALING_FIELDS:
       value = getattr(self, field)
       if field not in rule:
         users = [s for s, fields in _RULE_FIELDS.items() if field in fields]
         validation.require(value is None, name, field, value,
-                         f'None with scaling={self.scaling!r} ({field} belongs to scaling in {users})')
+                           f'None with scaling={self.scaling!r} ({field} belongs to scaling in {users})')
       elif value is None and rule[field] is _REQUIRED:
         raise validation.invalid(name, field, value, f'a number >= 1: scaling={self.scaling!r} needs it')
       elif value is None and rule[field] is not None:
@@ -292,7 +292,7 @@ class Rope(contract.RotaryEncoder):
               isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v > 0
               for v in value))
           validation.require(ok, name, field, value, 'None (the default) or a tuple of finite numbers > 0, '
-                           'one per rotated pair')
+                             'one per rotated pair')
       if self.attention_factor is None:
         object.__setattr__(self, 'attention_factor', rope_scaling.longrope_attention_factor(
             self.factor, self.original_max_position))
@@ -304,25 +304,25 @@ class Rope(contract.RotaryEncoder):
     validation.require(isinstance(self.resonance, bool), name, 'resonance', self.resonance, 'True or False')
     if self.resonance:
       validation.require(self.scaling != 'dynamic' and not dynamic_yarn, name, 'resonance', self.resonance,
-                       'False with length-dependent (dynamic) frequencies: rounding applies to fixed ones')
+                         'False with length-dependent (dynamic) frequencies: rounding applies to fixed ones')
 
   def _check_yarn(self, name: str, dynamic_yarn: bool) -> None:
     validation.number(name, 'beta_slow', self.beta_slow, above=0)
     validation.number(name, 'beta_fast', self.beta_fast, above=self.beta_slow, above_name='beta_slow')
     for field in ('truncate', 'dynamic'):
       validation.require(isinstance(getattr(self, field), bool), name, field, getattr(self, field),
-                       'True or False')
+                         'True or False')
     for field in ('mscale', 'mscale_all_dim'):
       if getattr(self, field) is not None:
         validation.number(name, field, getattr(self, field), above=0)
     if (self.mscale is None) != (self.mscale_all_dim is None):
       raise validation.invalid(name, 'mscale' if self.mscale_all_dim is None else 'mscale_all_dim', None,
-                             'a number > 0 whenever the other of mscale / mscale_all_dim is set (the '
-                             'attention factor is their ratio)')
+                               'a number > 0 whenever the other of mscale / mscale_all_dim is set (the '
+                               'attention factor is their ratio)')
     validation.number(name, 'attn_factor', self.attn_factor, above=0)
     if dynamic_yarn:
       validation.require(self.attention_factor is None, name, 'attention_factor', self.attention_factor,
-                       'None with dynamic=True (it follows the current factor)')
+                         'None with dynamic=True (it follows the current factor)')
       return
     if self.attention_factor is None:
       object.__setattr__(self, 'attention_factor', rope_scaling.yarn_attention_factor(
@@ -340,23 +340,23 @@ class Rope(contract.RotaryEncoder):
     d = self.rotary_dim(head_dim)
     if d < 2 or d % 2:
       raise validation.invalid(self.name, 'partial_rotary_factor', self.partial_rotary_factor,
-                             f'a fraction whose int(head_dim * f) is even and >= 2 (head_dim={head_dim} '
-                             f'gives {d} rotated dims)')
+                               f'a fraction whose int(head_dim * f) is even and >= 2 (head_dim={head_dim} '
+                               f'gives {d} rotated dims)')
     needs_two_pairs = self.scaling in ('ntk', 'dynamic') or (self.scaling == 'longrope'
                                                             and self.long_factor is None)
     if needs_two_pairs:
       # The exponent D / (D - 2) needs at least two pairs.
       validation.require(d >= 4, self.name, 'head_dim', head_dim,
-                       f'an even int with >= 4 rotated dims with scaling={self.scaling!r}')
+                         f'an even int with >= 4 rotated dims with scaling={self.scaling!r}')
     if rope_scaling.kept_frequencies(d // 2, self.frequency_fraction) < 1:
       raise validation.invalid(self.name, 'frequency_fraction', self.frequency_fraction,
-                             f'a fraction keeping at least one of the {d // 2} frequencies')
+                               f'a fraction keeping at least one of the {d // 2} frequencies')
     if self.scaling == 'longrope':
       for field in ('short_factor', 'long_factor'):
         value = getattr(self, field)
         if value is not None and len(value) != d // 2:
           raise validation.invalid(self.name, field, value, f'{d // 2} factors, one per rotated pair '
-                                 f'(head_dim={head_dim}, {d} rotated dims)')
+                                   f'(head_dim={head_dim}, {d} rotated dims)')
 
   def _longrope_factors(self, d: int, long: bool) -> np.ndarray:
     if long:
@@ -386,7 +386,7 @@ class Rope(contract.RotaryEncoder):
       validation.positive_int(self.name, 'length', length)
     elif length is not None:
       raise validation.invalid(self.name, 'length', length, f'None with scaling={self.scaling!r} (only '
-                             f'length-dependent rules {_LENGTH_DEPENDENT} and dynamic YaRN use it)')
+                               f'length-dependent rules {_LENGTH_DEPENDENT} and dynamic YaRN use it)')
     if self.scaling == 'dynamic':
       return self._finish(rope_scaling.dynamic(d, b, s, self.original_max_position, length))
     if self.scaling == 'longrope':
@@ -487,7 +487,7 @@ class Rope(contract.RotaryEncoder):
       return self.rotate(params, x, positions)
     if self.scaling in _LENGTH_DEPENDENT or self.dynamic:
       raise validation.invalid(self.name, 'scaling', self.scaling, 'a fixed-frequency rule to rotate at '
-                             'fractional positions (leaky ReRoPE)')
+                               'fractional positions (leaky ReRoPE)')
     angles = rotary_angles(positions, self.inverse_frequencies(head_dim) / divisor)
     return self._apply(x, angles, self._scale(positions))
 
