@@ -208,3 +208,47 @@ def test_passkey_text_and_scored_digits():
   depths = {bytes(r.astype(np.uint8)).decode().index('pass key') for r in
             task.sample(np.random.default_rng(1), 64, 6)['inputs']}
   assert len(depths) >= 5                                                  # the needle moves
+
+
+# ---------------------------------------------------------------- addition with task-structured positions
+def _addition_rows(name, n, batch=32, **kw):
+  task = make_task(name, **kw)
+  b = task.sample(np.random.default_rng(0), batch, n)
+  seq = np.concatenate([b['inputs'], b['targets'][:, -1:]], axis=1)
+  return task, b, seq
+
+
+@pytest.mark.parametrize('n', [1, 3, 12])
+def test_addition_answers_the_reversed_sum(n):
+  _, b, seq = _addition_rows('addition', n)
+  assert 'positions' not in b and seq.shape[1] == 3 * n + 3
+  for row, mask in zip(seq, b['accuracy_mask']):
+    a = int(''.join(map(str, row[:n])))
+    c = int(''.join(map(str, row[n + 1:2 * n + 1])))
+    assert row[n] == 10 and row[2 * n + 1] == 11
+    assert ''.join(map(str, row[2 * n + 2:][::-1])) == f'{a + c:0{n + 1}d}'
+    assert np.flatnonzero(mask).tolist() == list(range(2 * n + 1, 3 * n + 2))
+
+
+def test_addition_coupled_positions_match_the_reference_layout():
+  # HanseulJo/position-coupling: '+' and '=' at start s; the digit of significance k at s + 1 + k.
+  n = 3
+  _, b, _ = _addition_rows('addition_coupled', n, batch=200, max_position=10)
+  pos = b['positions']
+  s = pos[:, n]
+  want = s[:, None] + np.array([3, 2, 1, 0, 3, 2, 1, 0, 1, 2, 3])   # a2 a1 a0 + b2 b1 b0 = c0 c1 c2 (c3 is last)
+  assert np.array_equal(pos, want) and s.min() == 1 and s.max() == 10 - n - 1
+  with pytest.raises(ValueError, match='max_position >= 14'):
+    make_task('addition_coupled', max_position=13).sample(np.random.default_rng(0), 2, 12)
+
+
+def test_addition_abacus_positions_count_digits_from_the_least_significant():
+  n = 4
+  _, b, seq = _addition_rows('addition_abacus', n, batch=200, max_offset=7)
+  pos = b['positions']
+  offset = pos[:, n - 1] - 1
+  want = offset[:, None] + np.array([4, 3, 2, 1, 0, 4, 3, 2, 1, 0, 1, 2, 3, 4])
+  want[:, [n, 2 * n + 1]] = 0
+  assert np.array_equal(pos, want) and offset.min() == 0 and offset.max() == 7
+  with pytest.raises(ValueError, match='max_offset=-1'):
+    make_task('addition_abacus', max_offset=-1)

@@ -12,7 +12,7 @@ ENCODER_TASKS = ('even_pairs', 'parity_check', 'reverse_string', 'duplicate_stri
                  'bucket_sort', 'shift', 'missing_duplicate', 'modular_arithmetic', 'cycle_navigation',
                  'stack_manipulation', 'modular_arithmetic_brackets', 'solve_equation', 'odds_first',
                  'binary_multiplication', 'compute_sqrt')
-CAUSAL_TASKS = ('count_copy', 'flip_flop', 'mqar', 'passkey')
+CAUSAL_TASKS = ('count_copy', 'flip_flop', 'mqar', 'passkey', 'addition', 'addition_coupled', 'addition_abacus')
 ALL_TASKS = ENCODER_TASKS + CAUSAL_TASKS
 # Tasks whose scored positions are not the last output_length(n) ones: flip_flop scores its read bits (a varying
 # number, at most n), mqar the value after each query (n, interleaved with the queries).

@@ -1,9 +1,11 @@
 """Algorithmic length-generalization tasks: the Chomsky-hierarchy suite (Delétang et al. 2023; Ruoss et al. 2023),
-count_copy (Kazemnejad et al. 2023), flip_flop (Liu et al. 2023), mqar (Arora et al. 2023) and passkey.
+count_copy (Kazemnejad et al. 2023), flip_flop (Liu et al. 2023), mqar (Arora et al. 2023), passkey, and addition
+with task-structured positions (Cho et al. 2024; McLeish et al. 2024).
 
 See ``base`` for the bidirectional batch format and ``count_copy`` for the decoder format.
 """
 
+from relpos_jax.data.tasks.addition import Addition, AdditionAbacus, AdditionCoupled
 from relpos_jax.data.tasks.arithmetic import BinaryAddition, BinaryMultiplication, ComputeSqrt
 from relpos_jax.data.tasks.base import Batch, BidirectionalTask, Task
 from relpos_jax.data.tasks.count_copy import CountCopy
@@ -16,7 +18,7 @@ from relpos_jax.data.tasks.regular import CycleNavigation, EvenPairs, ModularAri
 from relpos_jax.data.tasks.strings import (BucketSort, DuplicateString, MissingDuplicate, OddsFirst,
                                            ReverseString, Shift)
 
-__all__ = ['Batch', 'BidirectionalTask', 'BinaryAddition', 'BinaryMultiplication', 'BucketSort', 'CHOMSKY_TASKS',
+__all__ = ['Addition', 'AdditionAbacus', 'AdditionCoupled', 'Batch', 'BidirectionalTask', 'BinaryAddition', 'BinaryMultiplication', 'BucketSort', 'CHOMSKY_TASKS',
            'ComputeSqrt', 'CountCopy', 'CycleNavigation', 'DuplicateString', 'EvenPairs', 'FlipFlop',
            'MissingDuplicate', 'ModularArithmetic', 'ModularArithmeticBrackets', 'MultiQueryAssociativeRecall',
            'OddsFirst', 'ParityCheck', 'Passkey', 'ReverseString', 'Shift', 'SolveEquation', 'StackManipulation',

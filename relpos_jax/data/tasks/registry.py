@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from relpos_jax.data.tasks.addition import Addition, AdditionAbacus, AdditionCoupled
 from relpos_jax.data.tasks.arithmetic import BinaryAddition, BinaryMultiplication, ComputeSqrt
 from relpos_jax.data.tasks.base import Task
 from relpos_jax.data.tasks.count_copy import CountCopy
@@ -19,7 +20,7 @@ CHOMSKY_CONTEXT_SENSITIVE = (DuplicateString, MissingDuplicate, OddsFirst, Binar
                              ComputeSqrt, BucketSort)
 TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (
     *CHOMSKY_REGULAR, *CHOMSKY_CONTEXT_FREE, *CHOMSKY_CONTEXT_SENSITIVE, Shift, CountCopy, FlipFlop,
-    MultiQueryAssociativeRecall, Passkey)}
+    MultiQueryAssociativeRecall, Passkey, Addition, AdditionCoupled, AdditionAbacus)}
 CHOMSKY_TASKS = tuple(cls.name for cls in (*CHOMSKY_REGULAR, *CHOMSKY_CONTEXT_FREE, *CHOMSKY_CONTEXT_SENSITIVE))
 
 
