@@ -8,7 +8,8 @@ batch is sharded.
 
 Positions: `encoder.train_positions(key, B, T)` (None: 0..T-1) for the padded length T of the batch (the
 encoder contract takes no mask; the real tokens get the first n of the T sorted positions); evaluation
-always uses the default positions 0..T-1.
+uses the default positions 0..T-1. A batch that carries its own `positions` (a task with structured
+positions, e.g. addition_coupled) uses those, in training and evaluation alike.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def forward(graphdef, params, rest, batch, *, positions=None, deterministic: boo
   if dropout_key is not None:
     nnx.reseed(model, dropout=dropout_key)
   padding_mask = batch['padding_mask'] if use_padding_mask else None
+  if 'positions' in batch:           # a task's own positions (position coupling, Abacus) replace any other
+    positions = batch['positions']
   return model(batch['inputs'], positions=positions, padding_mask=padding_mask, deterministic=deterministic)
 
 
