@@ -33,7 +33,7 @@ import dataclasses
 
 import numpy as np
 
-from relpos_jax.data._validate import check_positive_int
+from relpos_jax import validation
 from relpos_jax.data.tasks.base import Batch, Task
 
 PLUS, EQUALS, PAD = 10, 11, 12
@@ -107,7 +107,7 @@ class AdditionCoupled(Addition):
   max_position: int = 1024
 
   def __post_init__(self):
-    check_positive_int('max_position', self.max_position)
+    validation.positive_int('task', 'max_position', self.max_position)
 
   def positions(self, rng, significance):
     n = significance.shape[1] // 3 - 1
@@ -127,8 +127,7 @@ class AdditionAbacus(Addition):
   max_offset: int = 100
 
   def __post_init__(self):
-    if isinstance(self.max_offset, bool) or not isinstance(self.max_offset, (int, np.integer)) or self.max_offset < 0:
-      raise ValueError(f'max_offset must be a non-negative int, got max_offset={self.max_offset!r}')
+    validation.positive_int('task', 'max_offset', self.max_offset, minimum=0)
 
   def positions(self, rng, significance):
     offset = rng.integers(0, self.max_offset + 1, size=(significance.shape[0], 1))

@@ -14,7 +14,7 @@ import dataclasses
 
 import numpy as np
 
-from relpos_jax.data._validate import check_positive_int
+from relpos_jax import validation
 from relpos_jax.data.tasks.base import BidirectionalTask
 
 _REF = 'Deletang et al. 2023 (tasks/dcf/{}.py)'
@@ -107,9 +107,7 @@ class _ModularBrackets(BidirectionalTask):
   modulus: int = 5
 
   def __post_init__(self):
-    check_positive_int('modulus', self.modulus)
-    if self.modulus > 10:
-      raise ValueError(f'modulus must be at most 10 (residues are single digits), got modulus={self.modulus!r}')
+    validation.positive_int('task', 'modulus', self.modulus, maximum=10)   # residues are single digits
 
   @property
   def input_alphabet_size(self) -> int:

@@ -22,6 +22,7 @@ import dataclasses
 
 import numpy as np
 
+from relpos_jax import validation
 from relpos_jax.data.tasks.base import Batch, Task
 
 WRITE, READ, IGNORE, BIT0, BIT1, PAD = range(6)
@@ -38,11 +39,9 @@ class FlipFlop(Task):
   loss_on_all_tokens: bool = False
 
   def __post_init__(self):
-    if isinstance(self.p_ignore, bool) or not isinstance(self.p_ignore, (int, float)) or not (
-        0.0 <= self.p_ignore < 1.0):
-      raise ValueError(f'p_ignore must be a probability in [0, 1), got p_ignore={self.p_ignore!r}')
-    if not isinstance(self.loss_on_all_tokens, bool):
-      raise ValueError(f'loss_on_all_tokens must be True or False, got {self.loss_on_all_tokens!r}')
+    validation.require(isinstance(self.p_ignore, (int, float)) and not isinstance(self.p_ignore, bool)
+                       and 0.0 <= self.p_ignore < 1.0, 'task', 'p_ignore', self.p_ignore, 'a probability in [0, 1)')
+    validation.boolean('task', 'loss_on_all_tokens', self.loss_on_all_tokens)
 
   @property
   def vocab_size(self) -> int:

@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from relpos_jax.data._validate import check_positive_int
+from relpos_jax import validation
 from relpos_jax.data.tasks.base import Batch, Task
 
 
@@ -54,8 +54,8 @@ class MultiQueryAssociativeRecall(_Retrieval):
   num_values: int = 512
 
   def __post_init__(self):
-    check_positive_int('num_keys', self.num_keys)
-    check_positive_int('num_values', self.num_values)
+    validation.positive_int('task', 'num_keys', self.num_keys)
+    validation.positive_int('task', 'num_values', self.num_values)
 
   @property
   def vocab_size(self) -> int:
@@ -109,7 +109,7 @@ class Passkey(_Retrieval):
   digits: int = 5
 
   def __post_init__(self):
-    check_positive_int('digits', self.digits)
+    validation.positive_int('task', 'digits', self.digits)
 
   @property
   def vocab_size(self) -> int:

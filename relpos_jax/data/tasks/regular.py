@@ -10,7 +10,7 @@ import dataclasses
 
 import numpy as np
 
-from relpos_jax.data._validate import check_positive_int
+from relpos_jax import validation
 from relpos_jax.data.tasks.base import BidirectionalTask
 
 _REF = 'Deletang et al. 2023, tasks/regular; Ruoss et al. 2023'
@@ -77,7 +77,7 @@ class ModularArithmetic(BidirectionalTask):
   modulus: int = 5
 
   def __post_init__(self):
-    check_positive_int('modulus', self.modulus)
+    validation.positive_int('task', 'modulus', self.modulus)
 
   @property
   def input_alphabet_size(self) -> int:
@@ -125,7 +125,7 @@ class CycleNavigation(BidirectionalTask):
   cycle_length: int = 5
 
   def __post_init__(self):
-    check_positive_int('cycle_length', self.cycle_length)
+    validation.positive_int('task', 'cycle_length', self.cycle_length)
 
   @property
   def input_alphabet_size(self) -> int:
