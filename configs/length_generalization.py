@@ -1,14 +1,17 @@
 r"""The default length-generalization study: every family of encodings on the built-in corpus.
 
 Each encoder trains the small causal byte-level LM of configs/lm.py at length 64 (same data stream, same
-seed, same steps), then is evaluated on the same validation text cut into windows of 64, 128, 256, 512 and
+seeds, same steps), then is evaluated on the same validation text cut into windows of 64, 128, 256, 512 and
 1024 bytes (1x to 16x). Sized to finish in about 10 minutes on a 2-core CPU:
 
     python -m experiments.length_generalization                      # this config, ./results/default
+    python -m experiments.length_generalization --config.study.seeds='(0,1,2)' \
+        --workdir=results/seeds3                                     # the README's table: 3 seeds
     python -m experiments.length_generalization --config=configs/length_generalization.py \
         --config.train.steps=2000 --config.model.num_layers=4 --workdir=/tmp/bigger
 
-`study.encoders` holds 'label: spec' entries (any encoder spec; see relpos_jax.encoders.spec).
+`study.encoders` holds 'label: spec' entries (any encoder spec; see relpos_jax.encoders.spec);
+`study.seeds` the seeds every encoder is trained with (the table shows mean ± std over them).
 """
 
 import os
@@ -17,24 +20,30 @@ import ml_collections
 
 from relpos_jax.train import config as config_lib
 
-# The position-free control, absolute tables, the lecture's relative variants and today's choices.
+# The position-free control, absolute tables, every variant of the lecture (relative distance, Shaw's
+# clipped table, piecewise-linear and logarithmic range extension, multi-scale tables, absolute + relative)
+# and today's choices.
 DEFAULT_ENCODERS = (
     'nope',
     'sinusoidal',
     'learned: learned(max_length=1024)',
+    'distance',                                                  # the lecture's R[i, j] = j - i (section 2)
     'shaw: shaw(max_distance=16)',
-    # T5's published max_distance=128 leaves the buckets of distances >= 64 untrained at train length 64
+    'piecewise: piecewise(bidirectional=False)',                 # section 5a, piecewise-linear
+    # T5's published max_distance=128 leaves the buckets of distances >= 67 untrained at train length 64
     # (they keep their ~0 init while trained far buckets learn ~ -2); t5-32 is the layout whose every bucket
     # (saturating at distance 32) is trained, the regime of Press et al. (max_distance < train length).
-    't5: t5(bidirectional=False)',
+    't5: t5(bidirectional=False)',                               # section 5a, logarithmic
     't5-32: t5(bidirectional=False, num_buckets=16, max_distance=32)',
-    'multiscale',
+    'multiscale',                                                # section 5b
+    'sinusoidal+t5: sinusoidal + t5(bidirectional=False)',       # section 5c, absolute + relative
     'alibi',
     'kerple_log',
     'fire',
     'rope',
     'rope+randomized: randomized(rope, max_position=2048)',
 )
+SEEDS = (0,)  # The quick start; the README's table: --config.study.seeds='(0,1,2)'.
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -53,4 +62,5 @@ def get_config() -> ml_collections.ConfigDict:
   config.study.description = ('Bits per character on the validation files; every encoder trains the same '
                               'model, data stream and steps.')
   config.study.encoders = DEFAULT_ENCODERS
+  config.study.seeds = SEEDS
   return config

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import warnings
 
+import einops
 import flax.struct
 
 import jax
@@ -88,6 +89,17 @@ def check_cache_room(index, chunk: int, max_length: int) -> None:
     jax.debug.callback(_raise_if_overflow, index, chunk, max_length)
   else:
     _raise_if_overflow(index, chunk, max_length)
+
+
+def split_heads(x: jax.Array, num_heads: int) -> jax.Array:
+  """(batch, length, heads * head_dim) -> (batch, length, heads, head_dim): the layout `functional.attend`
+  takes (queries, keys and values all have it)."""
+  return einops.rearrange(x, 'b l (h d) -> b l h d', h=num_heads)
+
+
+def merge_heads(x: jax.Array) -> jax.Array:
+  """(batch, length, heads, head_dim) -> (batch, length, heads * head_dim), the inverse of `split_heads`."""
+  return einops.rearrange(x, 'b l h d -> b l (h d)')
 
 
 def check_positions_shape(positions, batch: int, length: int, what: str = 'positions') -> jax.Array | None:
@@ -192,9 +204,7 @@ class RelativeMultiHeadAttention(nnx.Module):
     return params
 
   def _project(self, x):
-    b, length, _ = x.shape
-    shape = (b, length, self.num_heads, self.head_dim)
-    return (self.query(x).reshape(shape), self.key(x).reshape(shape), self.value(x).reshape(shape))
+    return tuple(split_heads(proj(x), self.num_heads) for proj in (self.query, self.key, self.value))
 
   def _check_input(self, x):
     if x.ndim != 3 or x.shape[-1] != self.model_dim:
@@ -222,7 +232,7 @@ class RelativeMultiHeadAttention(nnx.Module):
                             key_mask=padding_mask, q_positions=positions,
                             k_positions=positions, position_bias=position_bias,
                             implementation=self.implementation, debug_checks=self.debug_checks)
-    return self.out(out.reshape(b, length, self.num_heads * self.head_dim).astype(self.dtype))
+    return self.out(merge_heads(out).astype(self.dtype))
 
   # --------------------------------------------------------------------------------------------------------
   # Cached decoding.
@@ -283,5 +293,5 @@ class RelativeMultiHeadAttention(nnx.Module):
                             q_positions=explicit, k_positions=None if explicit is None else cache.positions,
                             position_bias=position_bias, implementation=self.implementation,
                             debug_checks=self.debug_checks)
-    y = self.out(out.reshape(b, chunk, self.num_heads * self.head_dim).astype(self.dtype))
+    y = self.out(merge_heads(out).astype(self.dtype))
     return y, cache

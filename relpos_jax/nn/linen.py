@@ -109,10 +109,8 @@ class RelativeMultiHeadAttention(nn.Module):
     params = [self._part_params(i, part, model_dim, head_dim) for i, part in enumerate(parts)]
     dense = functools.partial(nn.Dense, use_bias=False, dtype=dtype, param_dtype=jnp.float32)
     inner = self.num_heads * head_dim
-    shape = (b, length, self.num_heads, head_dim)
-    q = dense(inner, name='query')(x).reshape(shape)
-    k = dense(inner, name='key')(x).reshape(shape)
-    v = dense(inner, name='value')(x).reshape(shape)
+    q, k, v = (attention_lib.split_heads(dense(inner, name=name)(x), self.num_heads)
+               for name in ('query', 'key', 'value'))
     positions = attention_lib.check_positions_shape(positions, b, length)
     if position_terms.has_kind(parts, contract.Kind.ROTARY):
       rot = positions if positions is not None else position_terms.contiguous_positions(b, length)
@@ -121,7 +119,7 @@ class RelativeMultiHeadAttention(nn.Module):
                             key_mask=padding_mask, q_positions=positions,
                             k_positions=positions, position_bias=position_bias,
                             implementation=self.implementation, debug_checks=self.debug_checks)
-    return dense(model_dim, name='out')(out.reshape(b, length, inner).astype(dtype))
+    return dense(model_dim, name='out')(attention_lib.merge_heads(out).astype(dtype))
 
 
 def params_from_nnx(layer: attention_lib.RelativeMultiHeadAttention) -> dict:

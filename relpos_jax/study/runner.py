@@ -2,17 +2,20 @@
 
     results = run_study(config, workdir)        # config: a training config plus a `study` section
 
-For every encoder of `config.study.encoders` the study trains the run that `config` describes with that
-encoder (`relpos_jax.train.loop.train`, same data stream, same seed, same steps), evaluates it at every
-length of `config.eval.lengths`, and writes, after each encoder:
+For every encoder of `config.study.encoders` and every seed of `config.study.seeds` (default: the
+config's own `seed`) the study trains the run that `config` describes with that encoder and seed
+(`relpos_jax.train.loop.train`: the seed sets the initialisation, the data order and the dropout streams;
+every encoder sees the same data stream for one seed), evaluates it at every length of `config.eval.lengths`,
+and writes, after each encoder:
 
     <workdir>/results.json      everything, with the config, corpus fingerprint, versions and device
-    <workdir>/results.md        encoder x evaluation length table
-    <workdir>/results.png       metric against evaluation length
-    <workdir>/runs/<label>/     the encoder's own run directory (config.json, metrics.jsonl, checkpoints)
+    <workdir>/results.md        encoder x evaluation length table (mean ± standard deviation over seeds)
+    <workdir>/results.png       metric against evaluation length (mean, and a ± std band over seeds)
+    <workdir>/runs/<label>/seed<s>/   the run of one encoder and seed (config.json, metrics.jsonl, checkpoints)
 
-Nothing saved is lost on interruption: a finished encoder's result is kept (`runs/<label>/result.json`) and
-skipped on the next call, and an unfinished one resumes from its latest checkpoint.
+Nothing saved is lost on interruption: a finished (encoder, seed) keeps its result
+(`runs/<label>/seed<s>/result.json`) and is skipped on the next call, an unfinished one resumes from its
+latest checkpoint. Adding seeds to a finished study trains only the new ones.
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ def split_config(config) -> tuple[ml_collections.ConfigDict, ml_collections.Conf
                                  'study section (see configs/length_generalization.py).')
   as_dict = config.to_dict()
   study = ml_collections.ConfigDict(as_dict.pop('study'))
-  allowed = {'encoders', 'title', 'description'}
+  allowed = {'encoders', 'seeds', 'title', 'description'}
   unknown = sorted(set(study.keys()) - allowed)
   if unknown:
     raise config_lib.ConfigError(f'unknown key(s) {", ".join("config.study." + k for k in unknown)}; '
@@ -83,9 +86,26 @@ def split_config(config) -> tuple[ml_collections.ConfigDict, ml_collections.Conf
   return ml_collections.ConfigDict(as_dict), study
 
 
-def run_config(base: ml_collections.ConfigDict, entry: Entry) -> ml_collections.ConfigDict:
+def parse_seeds(study, base) -> tuple[int, ...]:
+  """`config.study.seeds`: a non-empty tuple of distinct ints >= 0; absent, the config's own `seed`."""
+  seeds = study.get('seeds', None)
+  if seeds is None:
+    return (int(base.seed),)
+  ok = (isinstance(seeds, (tuple, list)) and len(seeds) > 0
+        and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)
+        and len(set(seeds)) == len(seeds))
+  if not ok:
+    raise config_lib.ConfigError(
+        f'config.study.seeds={seeds!r} is invalid: allowed: a non-empty tuple of distinct ints >= 0, '
+        "e.g. (0,) or (0, 1, 2) (on the command line: --config.study.seeds='(0,1,2)').")
+  return tuple(int(s) for s in seeds)
+
+
+def run_config(base: ml_collections.ConfigDict, entry: Entry, seed: int | None = None) -> ml_collections.ConfigDict:
   config = copy.deepcopy(base)
   config.model.encoder = entry.spec
+  if seed is not None:
+    config.seed = int(seed)
   return config
 
 
@@ -94,6 +114,7 @@ def validate_study(config) -> tuple[ml_collections.ConfigDict, list[Entry]]:
   not after an hour of training the entries before it."""
   base, study = split_config(config)
   entries = parse_entries(tuple(study.encoders))
+  parse_seeds(study, base)
   if not base.eval.lengths:
     raise config_lib.ConfigError('config.eval.lengths=() is invalid for a study: allowed: the lengths '
                                  'to evaluate every encoder at, e.g. (64, 128, 256, 512, 1024).')
@@ -126,14 +147,15 @@ def _environment() -> dict:
           'date': datetime.date.today().isoformat()}
 
 
-def _run_entry(base, entry: Entry, workdir: str, train_fn: Callable, metric: str, data) -> dict:
-  run_dir = os.path.join(workdir, 'runs', entry.label)
+def _run_seed(base, entry: Entry, seed: int, workdir: str, train_fn: Callable, metric: str, data) -> dict:
+  """One (encoder, seed): trained and evaluated, or read back from its result.json."""
+  run_dir = os.path.join(workdir, 'runs', entry.label, f'seed{seed}')
   result_path = os.path.join(run_dir, RESULT_FILE)
-  config = run_config(base, entry)
+  config = run_config(base, entry, seed)
   if os.path.exists(result_path):
     saved = report.load_json(result_path)
     if saved.get('config') == json.loads(config.to_json_best_effort()):
-      logging.info('study: %s already done, reusing %s', entry.label, result_path)
+      logging.info('study: %s seed %d already done, reusing %s', entry.label, seed, result_path)
       return saved
     raise config_lib.ConfigError(
         f'{run_dir} holds a finished run of another config; use a new workdir or remove that directory.')
@@ -143,8 +165,9 @@ def _run_entry(base, entry: Entry, workdir: str, train_fn: Callable, metric: str
   by_length = {str(n): metrics.get(f'eval/{n}/{metric}') for n in base.eval.lengths}
   missing = [n for n, v in by_length.items() if v is None]
   if missing:
-    raise RuntimeError(f'study: the run of {entry.label} reported no {metric} at lengths {missing}.')
-  run = {'name': entry.label, 'spec': entry.spec, 'by_length': by_length,
+    raise RuntimeError(f'study: the run of {entry.label} (seed {seed}) reported no {metric} at lengths '
+                       f'{missing}.')
+  run = {'name': entry.label, 'spec': entry.spec, 'seed': seed, 'by_length': by_length,
          'train_metric': metrics.get(metric), 'train_loss': metrics.get('loss'), 'steps': result.step,
          'train_seconds': round(time.perf_counter() - started, 1),
          'num_params': int(sum(x.size for x in jax.tree.leaves(result.params))),
@@ -153,13 +176,39 @@ def _run_entry(base, entry: Entry, workdir: str, train_fn: Callable, metric: str
   return run
 
 
+def _mean(values):
+  return None if any(v is None for v in values) else sum(values) / len(values)
+
+
+def merge_seeds(entry: Entry, per_seed: Sequence[dict]) -> dict:
+  """One encoder's study entry from its per-seed results: `by_length` is the mean over seeds,
+  `by_length_per_seed` keeps every value ({length: [one per seed]}, in the order of `seeds`)."""
+  lengths = list(per_seed[0]['by_length'])
+  first = per_seed[0]
+  config = dict(first['config'])
+  config.pop('seed', None)  # The seed is per run: `seeds` lists them.
+  return {'name': entry.label, 'spec': entry.spec, 'seeds': [r['seed'] for r in per_seed],
+          'by_length': {n: _mean([r['by_length'][n] for r in per_seed]) for n in lengths},
+          'by_length_per_seed': {n: [r['by_length'][n] for r in per_seed] for n in lengths},
+          'train_metric': _mean([r['train_metric'] for r in per_seed]),
+          'train_loss': _mean([r['train_loss'] for r in per_seed]), 'steps': first['steps'],
+          'train_seconds': round(sum(r['train_seconds'] for r in per_seed), 1),
+          'num_params': first['num_params'], 'config': config}
+
+
+def _run_entry(base, entry: Entry, seeds: Sequence[int], workdir: str, train_fn: Callable, metric: str,
+               data) -> dict:
+  return merge_seeds(entry, [_run_seed(base, entry, seed, workdir, train_fn, metric, data) for seed in seeds])
+
+
 def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None = None,
               on_result: Callable[[dict], None] | None = None) -> dict:
   """Runs (or resumes) the study of `config` in `workdir`; returns the results dict (see `report`).
 
   Args:
     config: a training config with a `study` section: `study.encoders` (specs, or 'label: spec'),
-      optional `study.title` / `study.description`.
+      optional `study.seeds` (every encoder is trained once per seed; default: `config.seed`),
+      `study.title` / `study.description`.
     workdir: where results and the runs go; calling again resumes.
     train_fn: `train_fn(config, workdir, data=...) -> TrainResult` (default `relpos_jax.train.loop.train`).
     on_result: called with the results dict after each encoder (e.g. to re-plot in a notebook).
@@ -168,6 +217,7 @@ def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None =
 
   base, entries = validate_study(config)
   _, study = split_config(config)
+  seeds = parse_seeds(study, base)
   train_fn = loop.train if train_fn is None else train_fn
   workdir = os.fspath(workdir)
   os.makedirs(workdir, exist_ok=True)
@@ -175,7 +225,7 @@ def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None =
   data = inputs.build_data(base)  # One corpus load (or task) shared by every encoder's run.
   results = {
       'metric': metric, 'lower_is_better': lower_is_better, 'train_length': train_length(base),
-      'eval_lengths': [int(n) for n in base.eval.lengths], 'runs': [],
+      'eval_lengths': [int(n) for n in base.eval.lengths], 'seeds': list(seeds), 'runs': [],
       'meta': {'title': study.get('title', 'Length generalization'),
                'description': study.get('description', ''),
                'data': data.describe(), 'corpus_fingerprint': data.describe().get('fingerprint'),
@@ -184,7 +234,7 @@ def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None =
   started = time.perf_counter()
   for n, entry in enumerate(entries):
     logging.info('study: encoder %d/%d: %s (%s)', n + 1, len(entries), entry.label, entry.spec)
-    results['runs'].append(_run_entry(base, entry, workdir, train_fn, metric, data))
+    results['runs'].append(_run_entry(base, entry, seeds, workdir, train_fn, metric, data))
     results['meta']['wall_seconds'] = round(time.perf_counter() - started, 1)
     write_outputs(results, workdir)
     if on_result is not None:

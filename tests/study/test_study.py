@@ -148,3 +148,67 @@ def test_long_sweeps_show_a_subset_of_columns_but_average_all():
   row = report.markdown_table(results).splitlines()[2].split(' | ')
   assert len(row) == 1 + 10 + 3
   assert row[-2] == f'{(0.5 * 459 + 1.0) / 460:.3f}'  # out-of-dist mean over all 460 lengths
+
+
+def test_seeds_train_each_encoder_once_per_seed_and_resume_per_seed(tmp_path):
+  config = tiny_study_config(encoders=('alibi',))
+  config.study.seeds = (0,)
+  calls = []
+
+  def counting_train(cfg, workdir, **kwargs):
+    calls.append((cfg.model.encoder, cfg.seed))
+    return loop.train(cfg, workdir, **kwargs)
+
+  study.run_study(config, tmp_path, train_fn=counting_train)
+  config.study.seeds = (0, 3)
+  results = study.run_study(config, tmp_path, train_fn=counting_train)
+  assert calls == [('alibi', 0), ('alibi', 3)]  # seed 0 reused, only seed 3 trained
+  run = report.load_json(tmp_path / 'results.json')['runs'][0]
+  assert run['seeds'] == [0, 3] and results['seeds'] == [0, 3]
+  per_seed = run['by_length_per_seed']
+  assert sorted(per_seed) == ['16', '32', '8'] and all(len(v) == 2 for v in per_seed.values())
+  for n, values in per_seed.items():
+    assert run['by_length'][n] == pytest.approx(np.mean(values))
+  # The seed changes the initialisation and the data order: the two runs differ.
+  assert per_seed['8'][0] != per_seed['8'][1]
+  seed0 = report.load_json(tmp_path / 'runs' / 'alibi' / 'seed0' / runner.RESULT_FILE)
+  assert seed0['seed'] == 0 and seed0['by_length']['8'] == per_seed['8'][0]
+  table = (tmp_path / 'results.md').read_text()
+  assert ' ± ' in table and 'seeds: 0, 3' in table
+
+
+@pytest.mark.parametrize('seeds', [(), (0, 0), (-1,), ('0',), 0, (1.5,)])
+def test_bad_seeds_are_named(seeds):
+  config = tiny_study_config()
+  config.study.seeds = seeds
+  with pytest.raises(ValueError, match='config.study.seeds'):
+    runner.validate_study(config)
+
+
+def test_markdown_table_mean_and_std_over_seeds_by_hand():
+  # Seeds give (2, 4) at length 10 and (3, 5) at 20: mean 3 ± sqrt(2), 4 ± sqrt(2); the ratios of the
+  # two seeds are 1.5 and 1.25: mean 1.375 ± 0.177 (not the ratio of the means, 4 / 3 = 1.33).
+  results = {'metric': 'bits_per_char', 'lower_is_better': True, 'train_length': 10, 'eval_lengths': [10, 20],
+             'runs': [{'name': 'a', 'spec': 'a', 'seeds': [0, 1], 'by_length': {'10': 3.0, '20': 4.0},
+                       'by_length_per_seed': {'10': [2.0, 4.0], '20': [3.0, 5.0]}}]}
+  row = report.markdown_table(results).splitlines()[2]
+  assert row == '| a | 3.000 ± 1.414 | 4.000 ± 1.414 | 3.000 ± 1.414 | 4.000 ± 1.414 | 1.38 ± 0.18 |'
+  assert report.std([2.0, 4.0]) == pytest.approx(2 ** 0.5) and report.std([2.0]) is None
+
+
+def test_plot_draws_a_band_per_encoder_with_several_seeds(tmp_path, monkeypatch):
+  from matplotlib.axes import Axes
+  bands = []
+  original = Axes.fill_between
+  monkeypatch.setattr(Axes, 'fill_between', lambda self, x, y1, y2, **kw: bands.append((list(x), list(y1),
+                                                                                        list(y2)))
+                      or original(self, x, y1, y2, **kw))
+  results = {'metric': 'bits_per_char', 'lower_is_better': True, 'train_length': 10, 'eval_lengths': [10, 20],
+             'runs': [{'name': 'a', 'spec': 'a', 'by_length': {'10': 3.0, '20': 4.0},
+                       'by_length_per_seed': {'10': [2.0, 4.0], '20': [3.0, 5.0]}},
+                      {'name': 'one-seed', 'spec': 'b', 'by_length': {'10': 1.0, '20': 1.0}}]}
+  report.plot(results, str(tmp_path / 'p.png'))
+  assert len(bands) == 1  # only the multi-seed run has a band
+  x, low, high = bands[0]
+  assert x == [10, 20] and low == pytest.approx([3 - 2 ** 0.5, 4 - 2 ** 0.5])
+  assert high == pytest.approx([3 + 2 ** 0.5, 4 + 2 ** 0.5])
