@@ -37,6 +37,10 @@ DEFAULT_ENCODERS = (
     't5-32: t5(bidirectional=False, num_buckets=16, max_distance=32)',
     'multiscale',                                                # section 5b
     'sinusoidal+t5: sinusoidal + t5(bidirectional=False)',       # section 5c, absolute + relative
+    # The lecture's log buckets made to extrapolate (docs/lecture_variants.md): t5-32's buckets as knots of
+    # a bias monotone beyond distance 7, interpolated in log-distance, continued past the last knot.
+    'monotone-t5-32: monotone(t5(bidirectional=False, num_buckets=16, max_distance=32), window=8, '
+    'init_slope=4.0)',
     'alibi',
     'kerple_log',
     'fire',
