@@ -70,10 +70,13 @@ def std(values) -> float | None:
   return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
-def _fmt_spread(mean, values, digits=3):
+def _fmt_spread(mean, values, digits=3, spread_digits=None):
   """'mean' or 'mean ± std' when there are several seeds."""
   spread = std(values)
-  return _fmt(mean, digits) if spread is None or mean is None else f'{_fmt(mean, digits)} ± {spread:.{digits}f}'
+  spread_digits = digits if spread_digits is None else spread_digits
+  if spread is None or mean is None:
+    return _fmt(mean, digits)
+  return f'{_fmt(mean, digits)} ± {spread:.{spread_digits}f}'
 
 
 def display_lengths(lengths, max_columns: int = 10) -> list:
@@ -123,9 +126,11 @@ def markdown_table(results: Results) -> str:
       ratio = _mean(seeds_summaries[2])  # The mean of the per-seed ratios, whose spread is shown.
     spreads = seeds_summaries or (None, None, None)
     name = run['name'] if run['spec'] == run['name'] else f'{run["name"]} (`{run["spec"]}`)'
+    if 'seeds' in run and results.get('seeds') and run['seeds'] != results['seeds']:
+      name += f' [seeds {", ".join(str(s) for s in run["seeds"])}]'  # A study reported before it finished.
     cells = ([name] + [_fmt_spread(values[n], per_seed[n]) for n in shown]
              + [_fmt_spread(in_mean, spreads[0]), _fmt_spread(out_mean, spreads[1]),
-                _fmt_spread(ratio, spreads[2], 2)])
+                _fmt_spread(ratio, spreads[2], 2, spread_digits=3)])
     lines.append('| ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines) + '\n'
 

@@ -147,8 +147,10 @@ def _environment() -> dict:
           'date': datetime.date.today().isoformat()}
 
 
-def _run_seed(base, entry: Entry, seed: int, workdir: str, train_fn: Callable, metric: str, data) -> dict:
-  """One (encoder, seed): trained and evaluated, or read back from its result.json."""
+def _run_seed(base, entry: Entry, seed: int, workdir: str, train_fn: Callable | None, metric: str,
+              data) -> dict | None:
+  """One (encoder, seed): trained and evaluated, or read back from its result.json (train_fn None: only
+  read back; None if it has not finished)."""
   run_dir = os.path.join(workdir, 'runs', entry.label, f'seed{seed}')
   result_path = os.path.join(run_dir, RESULT_FILE)
   config = run_config(base, entry, seed)
@@ -159,6 +161,8 @@ def _run_seed(base, entry: Entry, seed: int, workdir: str, train_fn: Callable, m
       return saved
     raise config_lib.ConfigError(
         f'{run_dir} holds a finished run of another config; use a new workdir or remove that directory.')
+  if train_fn is None:
+    return None
   started = time.perf_counter()
   result = train_fn(config, run_dir, data=data)
   metrics = result.final_metrics
@@ -196,13 +200,15 @@ def merge_seeds(entry: Entry, per_seed: Sequence[dict]) -> dict:
           'num_params': first['num_params'], 'config': config}
 
 
-def _run_entry(base, entry: Entry, seeds: Sequence[int], workdir: str, train_fn: Callable, metric: str,
-               data) -> dict:
-  return merge_seeds(entry, [_run_seed(base, entry, seed, workdir, train_fn, metric, data) for seed in seeds])
+def _run_entry(base, entry: Entry, seeds: Sequence[int], workdir: str, train_fn: Callable | None, metric: str,
+               data) -> dict | None:
+  per_seed = [_run_seed(base, entry, seed, workdir, train_fn, metric, data) for seed in seeds]
+  per_seed = [r for r in per_seed if r is not None]
+  return merge_seeds(entry, per_seed) if per_seed else None
 
 
 def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None = None,
-              on_result: Callable[[dict], None] | None = None) -> dict:
+              on_result: Callable[[dict], None] | None = None, finished_only: bool = False) -> dict:
   """Runs (or resumes) the study of `config` in `workdir`; returns the results dict (see `report`).
 
   Args:
@@ -212,13 +218,15 @@ def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None =
     workdir: where results and the runs go; calling again resumes.
     train_fn: `train_fn(config, workdir, data=...) -> TrainResult` (default `relpos_jax.train.loop.train`).
     on_result: called with the results dict after each encoder (e.g. to re-plot in a notebook).
+    finished_only: train nothing; report the (encoder, seed) runs that have finished so far (each run
+      lists its own `seeds`; encoders with none are left out), e.g. while a long study is under way.
   """
   from relpos_jax.train import inputs, loop
 
   base, entries = validate_study(config)
   _, study = split_config(config)
   seeds = parse_seeds(study, base)
-  train_fn = loop.train if train_fn is None else train_fn
+  train_fn = None if finished_only else (loop.train if train_fn is None else train_fn)
   workdir = os.fspath(workdir)
   os.makedirs(workdir, exist_ok=True)
   metric, lower_is_better = metric_name(base)
@@ -231,11 +239,17 @@ def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None =
                'data': data.describe(), 'corpus_fingerprint': data.describe().get('fingerprint'),
                'config': json.loads(base.to_json_best_effort()), **_environment()},
   }
+  if finished_only:
+    results['meta']['finished_only'] = True
   started = time.perf_counter()
   for n, entry in enumerate(entries):
     logging.info('study: encoder %d/%d: %s (%s)', n + 1, len(entries), entry.label, entry.spec)
-    results['runs'].append(_run_entry(base, entry, seeds, workdir, train_fn, metric, data))
-    results['meta']['wall_seconds'] = round(time.perf_counter() - started, 1)
+    run = _run_entry(base, entry, seeds, workdir, train_fn, metric, data)
+    if run is None:
+      continue
+    results['runs'].append(run)
+    if not finished_only:  # Reporting finished runs takes seconds: their train_seconds say what they took.
+      results['meta']['wall_seconds'] = round(time.perf_counter() - started, 1)
     write_outputs(results, workdir)
     if on_result is not None:
       on_result(results)

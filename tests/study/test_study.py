@@ -192,7 +192,7 @@ def test_markdown_table_mean_and_std_over_seeds_by_hand():
              'runs': [{'name': 'a', 'spec': 'a', 'seeds': [0, 1], 'by_length': {'10': 3.0, '20': 4.0},
                        'by_length_per_seed': {'10': [2.0, 4.0], '20': [3.0, 5.0]}}]}
   row = report.markdown_table(results).splitlines()[2]
-  assert row == '| a | 3.000 ± 1.414 | 4.000 ± 1.414 | 3.000 ± 1.414 | 4.000 ± 1.414 | 1.38 ± 0.18 |'
+  assert row == '| a | 3.000 ± 1.414 | 4.000 ± 1.414 | 3.000 ± 1.414 | 4.000 ± 1.414 | 1.38 ± 0.177 |'
   assert report.std([2.0, 4.0]) == pytest.approx(2 ** 0.5) and report.std([2.0]) is None
 
 
@@ -212,3 +212,17 @@ def test_plot_draws_a_band_per_encoder_with_several_seeds(tmp_path, monkeypatch)
   x, low, high = bands[0]
   assert x == [10, 20] and low == pytest.approx([3 - 2 ** 0.5, 4 - 2 ** 0.5])
   assert high == pytest.approx([3 + 2 ** 0.5, 4 + 2 ** 0.5])
+
+
+def test_finished_only_reports_what_has_finished_and_trains_nothing(tmp_path):
+  config = tiny_study_config(encoders=('alibi', 'abs: sinusoidal'))
+  config.study.seeds = (0,)
+  config.study.encoders = ('alibi',)
+  study.run_study(config, tmp_path)            # alibi, seed 0
+  config.study.encoders = ('alibi', 'abs: sinusoidal')
+  config.study.seeds = (0, 1)
+  results = study.run_study(config, tmp_path, finished_only=True,
+                            train_fn=lambda *a, **k: pytest.fail('finished_only trained'))
+  assert [(r['name'], r['seeds']) for r in results['runs']] == [('alibi', [0])]
+  assert results['meta']['finished_only'] and results['seeds'] == [0, 1]
+  assert '| alibi [seeds 0] |' in (tmp_path / 'results.md').read_text()
