@@ -1,4 +1,4 @@
-"""Byte-level ("character-level") language model on the built-in corpus (the Python standard library).
+r"""Byte-level ("character-level") language model on the built-in corpus (the Python standard library).
 
 A small causal transformer, trained at length 64 and evaluated at 64, 128 and 256 bytes: how the loss per
 character holds beyond the training length is the length-generalization question in its LM form. Sized
@@ -6,12 +6,66 @@ to finish in about a minute on a laptop CPU:
 
     python -m experiments.train --config=configs/lm.py --workdir=/tmp/lm
     python -m experiments.train --config=configs/lm.py --config.model.encoder='rope' --workdir=/tmp/lm_rope
+
+Variant `study` (`--config=configs/lm.py:study`): the default length-generalization study. Every encoder of
+`study.encoders` trains this model at length 64 (same data stream and steps for every encoder, per seed), then is evaluated
+on the same validation text cut into windows of 64, 128, 256, 512 and 1024 bytes (1x to 16x). Sized to finish
+in about 10 minutes on a 2-core CPU:
+
+    python -m experiments.length_generalization                      # this variant, ./results/default
+    python -m experiments.length_generalization --config=configs/lm.py:study \
+        --config.train.steps=2000 --config.model.num_layers=4 --workdir=/tmp/bigger
+
+`study.encoders` holds 'label: spec' entries (any encoder spec; see relpos_jax.encoders.spec); `study.seeds`
+the seeds every encoder is trained with (the table shows mean ± std over them):
+
+    python -m experiments.length_generalization --config.study.seeds='(0,1,2)' --workdir=results/seeds3
+
+Variant `study,long` (`--config=configs/lm.py:study,long`): the same study trained four times longer
+(1,600 steps; warmup and checkpoints scaled) for a subset of encoders (LONG_LABELS: T5 with its published
+layout, KERPLE-log, monotone-t5-32), one seed: do the findings hold with more training?
 """
 
 import ml_collections
+from ml_collections.config_dict import placeholder
+
+from relpos_jax.train.config import parse_variants
+
+# The position-free control, absolute tables, every variant of the lecture (relative distance, Shaw's
+# clipped table, piecewise-linear and logarithmic range extension, multi-scale tables, absolute + relative)
+# and today's choices.
+STUDY_ENCODERS = (
+    'nope',
+    'sinusoidal',
+    'learned: learned(max_length=1024)',
+    'distance',                                                  # the lecture's R[i, j] = j - i (section 2)
+    'shaw: shaw(max_distance=16)',
+    'piecewise: piecewise(bidirectional=False)',                 # section 5a, piecewise-linear
+    # T5's published max_distance=128 leaves the buckets of distances >= 67 untrained at train length 64
+    # (they keep their ~0 init while trained far buckets learn ~ -2); t5-32 is the layout whose every bucket
+    # (saturating at distance 32) is trained, the regime of Press et al. (max_distance < train length).
+    't5: t5(bidirectional=False)',                               # section 5a, logarithmic
+    't5-32: t5(bidirectional=False, num_buckets=16, max_distance=32)',
+    'multiscale',                                                # section 5b
+    'sinusoidal+t5: sinusoidal + t5(bidirectional=False)',       # section 5c, absolute + relative
+    # The lecture's log buckets made to extrapolate (docs/lecture_variants.md): t5-32's buckets as knots of
+    # a bias monotone beyond distance 7, interpolated in log-distance, continued past the last knot.
+    'monotone-t5-32: monotone(t5(bidirectional=False, num_buckets=16, max_distance=32), window=8, '
+    'init_slope=4.0)',
+    'alibi',
+    'kerple_log',
+    'fire',
+    'rope',
+    'rope+randomized: randomized(rope, max_position=2048)',
+)
+# Variant `long`: the labels of the default study trained for 1,600 steps.
+LONG_LABELS = ('t5', 'kerple_log', 'monotone-t5-32')
 
 
-def get_config() -> ml_collections.ConfigDict:
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  variants = parse_variants(arg, ('study', 'long'))
+  if 'long' in variants and 'study' not in variants:
+    raise ValueError("configs/lm.py: variant 'long' extends the study: use 'study,long'.")
   config = ml_collections.ConfigDict()
   config.seed = 0
 
@@ -55,4 +109,30 @@ def get_config() -> ml_collections.ConfigDict:
   config.eval.num_examples = 64           # validation windows per length
   config.eval.pad_multiple = 1
   config.eval.seed = 0
+  config.eval.num_tokens = placeholder(int)            # optional: scored tokens per length
+  config.eval.max_tokens_per_batch = placeholder(int)  # optional: cap on tokens per eval batch
+
+  if 'study' in variants:
+    config.train.steps = 400
+    config.train.log_every = 100
+    config.train.checkpoint_every = 200
+    config.optim.warmup_steps = 40
+    config.eval.every = 0                    # evaluate once, after training
+    config.eval.lengths = (64, 128, 256, 512, 1024)
+    config.eval.num_tokens = 65_536          # the same amount of validation text at every length
+    config.eval.max_tokens_per_batch = 16_384  # long windows in small batches: fits any laptop
+    config.study = ml_collections.ConfigDict()
+    config.study.title = 'Byte-level LM on the Python stdlib: trained at 64, evaluated up to 16x'
+    config.study.description = ('Bits per character on the validation files; every encoder trains the same '
+                                'model, data stream and steps.')
+    config.study.encoders = STUDY_ENCODERS
+    config.study.seeds = (0,)             # the quick start; the README's table: --config.study.seeds='(0,1,2)'
+  if 'long' in variants:
+    config.train.steps = 1600
+    config.train.log_every = 200
+    config.train.checkpoint_every = 400
+    config.optim.warmup_steps = 160
+    config.study.title = 'Byte-level LM on the Python stdlib: trained at 64 for 1,600 steps, evaluated up to 16x'
+    by_label = {entry.partition(':')[0].strip(): entry for entry in STUDY_ENCODERS}
+    config.study.encoders = tuple(by_label[label] for label in LONG_LABELS)
   return config

@@ -226,3 +226,14 @@ def test_finished_only_reports_what_has_finished_and_trains_nothing(tmp_path):
   assert [(r['name'], r['seeds']) for r in results['runs']] == [('alibi', [0])]
   assert results['meta']['finished_only'] and results['seeds'] == [0, 1]
   assert '| alibi [seeds 0] |' in (tmp_path / 'results.md').read_text()
+
+
+@pytest.mark.parametrize('variant,task', [('lm.py:study', None), ('lm.py:study,long', None), ('algorithmic.py:study', 'even_pairs'),
+                                          ('algorithmic.py:published,study', 'reverse_string')])
+def test_shipped_study_variants_validate(variant, task):
+  """Each study is a variant of its training config: the same run plus a `study` section, checked up front."""
+  repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  config = study.load_config(os.path.join(repo, 'configs', variant))
+  base, entries = runner.validate_study(config)
+  assert len(entries) >= (3 if 'long' in variant else 9) and 'study' not in base
+  assert base.data.get('task') == task
