@@ -24,12 +24,27 @@ the seeds every encoder is trained with (the table shows mean ± std over them):
 Variant `study,long` (`--config=configs/lm.py:study,long`): the same study trained four times longer
 (1,600 steps; warmup and checkpoints scaled) for a subset of encoders (LONG_LABELS: T5 with its published
 layout, KERPLE-log, monotone-t5-32), one seed: do the findings hold with more training?
+
+Variant `long_context` (`--config=configs/lm.py:long_context`): the `study` variant's trained runs (read from
+`study.trained_workdir`, no retraining) evaluated at 2,048 ... 65,536 bytes (32x to 1024x), plus 64 and 1,024
+as references, with `model.attention_implementation='blockwise'` (tiles, every position term built per tile:
+no (L, L) array at any length). Token budget for a CPU: 65,536 scored bytes per length (one window at 65,536,
+two at 32,768, ...). `learned` is left out (its table ends at position 1,023); the extrapolating biases come
+first, so an interrupted run has the main families:
+
+    python -m experiments.length_generalization --config=configs/lm.py:long_context \
+        --config.study.trained_workdir=results/default --workdir=results/long_context
 """
 
 import ml_collections
 from ml_collections.config_dict import placeholder
 
 from relpos_jax.train.config import parse_variants
+
+# The study's encoders that can encode 65,536 positions, in the order the long-context variant runs them.
+LONG_CONTEXT_LABELS = ('alibi', 'kerple_log', 'fire', 'rope', 'nope', 't5-32', 'shaw', 't5', 'sinusoidal',
+                       'multiscale', 'rope+randomized')
+LONG_CONTEXT_LENGTHS = (64, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
 
 # The position-free control, absolute tables, every variant of the lecture (relative distance, Shaw's
 # clipped table, piecewise-linear and logarithmic range extension, multi-scale tables, absolute + relative)
@@ -63,9 +78,14 @@ LONG_LABELS = ('t5', 'kerple_log', 'monotone-t5-32')
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  variants = parse_variants(arg, ('study', 'long'))
+  variants = parse_variants(arg, ('study', 'long', 'long_context'))
   if 'long' in variants and 'study' not in variants:
     raise ValueError("configs/lm.py: variant 'long' extends the study: use 'study,long'.")
+  if {'long', 'long_context'} <= variants:
+    raise ValueError("configs/lm.py: variants 'long' and 'long_context' do not combine: 'long_context' "
+                     "evaluates the trained runs of --config.study.trained_workdir.")
+  if 'long_context' in variants:
+    variants.add('study')
   config = ml_collections.ConfigDict()
   config.seed = 0
 
@@ -135,4 +155,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.study.title = 'Byte-level LM on the Python stdlib: trained at 64 for 1,600 steps, evaluated up to 16x'
     by_label = {entry.partition(':')[0].strip(): entry for entry in STUDY_ENCODERS}
     config.study.encoders = tuple(by_label[label] for label in LONG_LABELS)
+  if 'long_context' in variants:
+    config.eval.lengths = LONG_CONTEXT_LENGTHS
+    config.eval.num_tokens = 65_536          # one window at the longest length
+    config.eval.max_tokens_per_batch = 65_536
+    config.model.attention_implementation = 'blockwise'
+    by_label = {e.partition(':')[0].strip(): e for e in STUDY_ENCODERS}
+    config.study.encoders = tuple(by_label[label] for label in LONG_CONTEXT_LABELS)
+    config.study.trained_workdir = 'results/default'  # where `python -m experiments.length_generalization` trains
+    config.study.title = 'Byte-level LM on the Python stdlib: trained at 64, evaluated up to 1024x'
+    config.study.description = ("The default study's trained runs (no retraining), evaluated with blockwise "
+                                'attention on 65,536 validation bytes per length.')
   return config

@@ -40,12 +40,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import numbers
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.multiscale import MultiScale
 from relpos_jax.encoders.registry import register
@@ -91,18 +91,15 @@ class Monotone(contract.ScalarBiasEncoder):
   def __post_init__(self):
     allowed = ('a shaw, piecewise, t5 or multiscale encoder (a lecture table whose buckets give the knots), '
                'e.g. make("t5", bidirectional=False)')
-    contract.require(isinstance(self.base, contract.Encoder), self.name, 'base', self.base, allowed)
-    contract.require(getattr(self.base, 'name', None) in ('shaw', 'piecewise', 't5', 'multiscale'),
-                     self.name, 'base', self.base, allowed)
-    contract.require_positive_int(self.name, 'window', self.window)
+    validation.require(isinstance(self.base, contract.Encoder), self.name, 'base', self.base, allowed)
+    validation.require(getattr(self.base, 'name', None) in ('shaw', 'piecewise', 't5', 'multiscale'),
+                       self.name, 'base', self.base, allowed)
+    validation.positive_int(self.name, 'window', self.window)
     knots = self.num_knots
-    contract.require(self.window <= knots - 1, self.name, 'window', self.window,
-                     f'<= {knots - 1}: the base has {knots} knots and at least the last segment must be '
-                     'monotone (it sets the tail)')
-    ok = (isinstance(self.init_slope, numbers.Real) and not isinstance(self.init_slope, bool)
-          and np.isfinite(self.init_slope) and self.init_slope > 0)
-    contract.require(ok, self.name, 'init_slope', self.init_slope,
-                     'a finite number > 0 (the initial decay rate r of -r log(1 + n))')
+    validation.require(self.window <= knots - 1, self.name, 'window', self.window,
+                       f'<= {knots - 1}: the base has {knots} knots and at least the last segment must be '
+                       'monotone (it sets the tail)')
+    validation.number(self.name, 'init_slope', self.init_slope, above=0)
 
   @property
   def bidirectional(self) -> bool:

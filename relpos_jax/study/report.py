@@ -15,6 +15,11 @@ A study's results are plain JSON-able data, so a notebook can load, re-plot or m
 
 With several seeds the table shows mean ± standard deviation (sample std, n - 1) and the plot a band of
 ± one standard deviation around the mean. Results without `by_length_per_seed` (one seed) read as before.
+
+A run that diverged carries `'diverged': {'step': s, 'message': ...}` and no values; the table says
+`diverged at step s` instead of numbers, and the plot leaves it out. An encoder with some diverged seeds
+lists them in `'diverged_seeds': {'1': {'step': s, ...}}` (None in `by_length_per_seed`): its cells are
+mean ± std over the other seeds, and its name cell says which seeds diverged.
 """
 
 from __future__ import annotations
@@ -46,8 +51,11 @@ def _value(run, length):
 
 
 def _per_seed(run, length) -> list[float] | None:
-  """The values of every seed at `length`, or None (one seed, or a missing value)."""
+  """The values of every seed that did not diverge at `length`, or None (one seed, or a missing value)."""
   values = run.get('by_length_per_seed', {}).get(str(length))
+  if values and run.get('diverged_seeds'):
+    diverged = run['diverged_seeds']
+    values = [v for seed, v in zip(run['seeds'], values) if str(seed) not in diverged]
   if not values or any(v is None for v in values):
     return None
   return [float(v) for v in values]
@@ -128,6 +136,14 @@ def markdown_table(results: Results) -> str:
     name = run['name'] if run['spec'] == run['name'] else f'{run["name"]} (`{run["spec"]}`)'
     if 'seeds' in run and results.get('seeds') and run['seeds'] != results['seeds']:
       name += f' [seeds {", ".join(str(s) for s in run["seeds"])}]'  # A study reported before it finished.
+    if run.get('diverged'):
+      seeds = run.get('diverged_seeds', {})
+      which = f' (seeds {", ".join(seeds)})' if len(seeds) > 1 else ''
+      cells = [name, f'diverged at step {run["diverged"]["step"]}{which}'] + [''] * (len(header) - 2)
+      lines.append('| ' + ' | '.join(cells) + ' |')
+      continue
+    for seed, marker in run.get('diverged_seeds', {}).items():
+      name += f' [seed {seed} diverged at step {marker["step"]}]'  # Left out of the means.
     cells = ([name] + [_fmt_spread(values[n], per_seed[n]) for n in shown]
              + [_fmt_spread(in_mean, spreads[0]), _fmt_spread(out_mean, spreads[1]),
                 _fmt_spread(ratio, spreads[2], 2, spread_digits=3)])

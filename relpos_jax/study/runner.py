@@ -15,7 +15,14 @@ and writes, after each encoder:
 
 Nothing saved is lost on interruption: a finished (encoder, seed) keeps its result
 (`runs/<label>/seed<s>/result.json`) and is skipped on the next call, an unfinished one resumes from its
-latest checkpoint. Adding seeds to a finished study trains only the new ones.
+latest checkpoint. Adding seeds to a finished study trains only the new ones. A finished result is reused
+only for the same config and the same data (corpus fingerprint, or task): otherwise the study stops and
+names the run directory to remove.
+
+A run whose training diverges (`relpos_jax.train.loop.DivergedError`: non-finite updates) is recorded as
+diverged (`'diverged': {'step': ..., 'message': ...}`, no metric values) and the study goes on. An encoder
+keeps its diverged seeds in `diverged_seeds` ({seed: marker}); its means are over the other seeds, and
+when every seed diverged it carries `diverged` itself and the table says so instead of numbers.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import platform
 import re
 import time
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import jax
 import ml_collections
@@ -50,6 +57,8 @@ class Study:
   title: str = config_lib.key('Length generalization')
   description: str = config_lib.key('')
   seeds: tuple[int, ...] | None = config_lib.key(None, ge=0)  # every encoder trained once per seed
+  # Another study's workdir: evaluate its trained runs at this config's lengths, no training (`reevaluate`).
+  trained_workdir: str = config_lib.key('')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,10 +78,11 @@ def parse_entries(encoders: Sequence[str]) -> list[Entry]:
   for item in encoders:
     label, sep, spec = str(item).partition(':')
     label, spec = (label.strip(), spec.strip()) if sep else (item.strip(), item.strip())
-    if not _LABEL.match(label):
+    if not _LABEL.match(label) or not label.strip('.'):
       raise config_lib.ConfigError(
           f'config.study.encoders entry {item!r} has label {label!r}; allowed: letters, digits, _ . + - '
-          "(write 'label: spec' for specs with other characters).")
+          "and not only dots (the label names the run's directory under runs/; write 'label: spec' for "
+          'specs with other characters).')
     entries.append(Entry(label, spec))
   labels = [e.label for e in entries]
   duplicated = sorted({x for x in labels if labels.count(x) > 1})
@@ -165,54 +175,78 @@ def _run_seed(base, entry: Entry, seed: int, workdir: str, train_fn: Callable | 
   run_dir = os.path.join(workdir, 'runs', entry.label, f'seed{seed}')
   result_path = os.path.join(run_dir, RESULT_FILE)
   config = run_config(base, entry, seed)
+  data_id = loop.data_identity(data.describe())
   if os.path.exists(result_path):
     saved = report.load_json(result_path)
-    if saved.get('config') == json.loads(config.to_json_best_effort()):
-      logging.info('study: %s seed %d already done, reusing %s', entry.label, seed, result_path)
-      return saved
-    raise config_lib.ConfigError(
-        f'{run_dir} holds a finished run of another config; use a new workdir or remove that directory.')
+    if saved.get('config') != json.loads(config.to_json_best_effort()):
+      raise config_lib.ConfigError(
+          f'{run_dir} holds a finished run of another config; use a new workdir or remove that directory.')
+    if saved.get('data') != data_id:
+      raise config_lib.ConfigError(
+          f'{run_dir} holds a finished run on other data ({saved.get("data")} there, {data_id} now: the '
+          'corpus or the task changed), so its result does not belong in this study. Use a new workdir, or '
+          'remove that directory to train it again on this data.')
+    logging.info('study: %s seed %d already done, reusing %s', entry.label, seed, result_path)
+    return saved
   if train_fn is None:
     return None
   started = time.perf_counter()
-  result = train_fn(config, run_dir, data=data)
+  run = {'name': entry.label, 'spec': entry.spec, 'seed': seed,
+         'config': json.loads(config.to_json_best_effort()), 'data': data_id}
+  os.makedirs(run_dir, exist_ok=True)
+  try:
+    result = train_fn(config, run_dir, data=data)
+  except loop.DivergedError as e:
+    logging.warning('study: %s seed %d diverged: %s', entry.label, seed, e)
+    run.update({'by_length': {str(n): None for n in base.eval.lengths}, 'train_metric': None,
+                'train_loss': None, 'steps': e.step, 'diverged': {'step': e.step, 'message': str(e)},
+                'train_seconds': round(time.perf_counter() - started, 1)})
+    report.write_json(run, result_path)
+    return run
   metrics = result.final_metrics
   by_length = {str(n): metrics.get(f'eval/{n}/{metric}') for n in base.eval.lengths}
   missing = [n for n, v in by_length.items() if v is None]
   if missing:
     raise RuntimeError(f'study: the run of {entry.label} (seed {seed}) reported no {metric} at lengths '
                        f'{missing}.')
-  run = {'name': entry.label, 'spec': entry.spec, 'seed': seed, 'by_length': by_length,
-         'train_metric': metrics.get(metric), 'train_loss': metrics.get('loss'), 'steps': result.step,
-         'train_seconds': round(time.perf_counter() - started, 1),
-         'num_params': int(sum(x.size for x in jax.tree.leaves(result.params))),
-         'config': json.loads(config.to_json_best_effort())}
+  run.update({'by_length': by_length, 'train_metric': metrics.get(metric), 'train_loss': metrics.get('loss'),
+              'steps': result.step, 'train_seconds': round(time.perf_counter() - started, 1),
+              'num_params': int(sum(x.size for x in jax.tree.leaves(result.params)))})
   report.write_json(run, result_path)
   return run
 
 
 def _mean(values):
-  return None if any(v is None for v in values) else sum(values) / len(values)
+  return None if not values or any(v is None for v in values) else sum(values) / len(values)
 
 
 def merge_seeds(entry: Entry, per_seed: Sequence[dict]) -> dict:
-  """One encoder's study entry from its per-seed results: `by_length` is the mean over seeds,
-  `by_length_per_seed` keeps every value ({length: [one per seed]}, in the order of `seeds`)."""
+  """One encoder's study entry from its per-seed results: `by_length` is the mean over the seeds that did
+  not diverge, `by_length_per_seed` keeps every value ({length: [one per seed]}, in the order of `seeds`;
+  None for a diverged seed). Diverged seeds are listed in `diverged_seeds` ({seed: marker}); when every
+  seed diverged the entry carries `diverged` (the first seed's marker) and no values."""
   lengths = list(per_seed[0]['by_length'])
-  first = per_seed[0]
+  finite = [r for r in per_seed if not r.get('diverged')]
+  first = finite[0] if finite else per_seed[0]
   config = dict(first['config'])
   config.pop('seed', None)  # The seed is per run: `seeds` lists them.
-  return {'name': entry.label, 'spec': entry.spec, 'seeds': [r['seed'] for r in per_seed],
-          'by_length': {n: _mean([r['by_length'][n] for r in per_seed]) for n in lengths},
-          'by_length_per_seed': {n: [r['by_length'][n] for r in per_seed] for n in lengths},
-          'train_metric': _mean([r['train_metric'] for r in per_seed]),
-          'train_loss': _mean([r['train_loss'] for r in per_seed]), 'steps': first['steps'],
-          'train_seconds': round(sum(r['train_seconds'] for r in per_seed), 1),
-          'num_params': first['num_params'], 'config': config}
+  merged = {'name': entry.label, 'spec': entry.spec, 'seeds': [r['seed'] for r in per_seed],
+            'by_length': {n: _mean([r['by_length'][n] for r in finite]) for n in lengths},
+            'by_length_per_seed': {n: [r['by_length'][n] for r in per_seed] for n in lengths},
+            'train_metric': _mean([r['train_metric'] for r in finite]),
+            'train_loss': _mean([r['train_loss'] for r in finite]), 'steps': first['steps'],
+            'train_seconds': round(sum(r['train_seconds'] for r in per_seed), 1),
+            'num_params': first.get('num_params'), 'config': config, 'data': first.get('data')}
+  diverged = {str(r['seed']): r['diverged'] for r in per_seed if r.get('diverged')}
+  if diverged:
+    merged['diverged_seeds'] = diverged
+  if not finite:
+    merged['diverged'] = per_seed[0]['diverged']
+  return merged
 
 
-def _run_entry(base, entry: Entry, seeds: Sequence[int], workdir: str, train_fn: Callable | None, metric: str,
-               data) -> dict | None:
+def _run_entry(base, entry: Entry, seeds: Sequence[int], workdir: str, train_fn: Callable | None,
+               metric: str, data) -> dict | None:
   per_seed = [_run_seed(base, entry, seed, workdir, train_fn, metric, data) for seed in seeds]
   per_seed = [r for r in per_seed if r is not None]
   return merge_seeds(entry, per_seed) if per_seed else None
