@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import warnings
 
+import einops
 import flax.struct
 
 import jax
@@ -98,6 +99,17 @@ def check_cache_room(index, chunk: int, max_length: int) -> None:
     index = int(index)
     if index + chunk > max_length:
       raise _overflow_error(chunk, max_length, index)
+
+
+def split_heads(x: jax.Array, num_heads: int) -> jax.Array:
+  """(batch, length, heads * head_dim) -> (batch, length, heads, head_dim): the layout `functional.attend`
+  takes (queries, keys and values all have it)."""
+  return einops.rearrange(x, 'b l (h d) -> b l h d', h=num_heads)
+
+
+def merge_heads(x: jax.Array) -> jax.Array:
+  """(batch, length, heads, head_dim) -> (batch, length, heads * head_dim), the inverse of `split_heads`."""
+  return einops.rearrange(x, 'b l h d -> b l (h d)')
 
 
 def poison_overflow(y: jax.Array, index, chunk: int, max_length: int) -> jax.Array:
@@ -210,9 +222,7 @@ class RelativeMultiHeadAttention(nnx.Module):
     return params
 
   def _project(self, x):
-    b, length, _ = x.shape
-    shape = (b, length, self.num_heads, self.head_dim)
-    return (self.query(x).reshape(shape), self.key(x).reshape(shape), self.value(x).reshape(shape))
+    return tuple(split_heads(proj(x), self.num_heads) for proj in (self.query, self.key, self.value))
 
   def _check_input(self, x, positions, padding_mask):
     """x (B, L, model_dim), and positions / padding_mask (B, L) when given: the layer's input boundary."""
@@ -245,7 +255,7 @@ class RelativeMultiHeadAttention(nnx.Module):
                             k_positions=positions, position_bias=position_bias,
                             implementation=self.implementation, block_size=self.block_size,
                             debug_checks=self.debug_checks)
-    return self.out(out.reshape(b, length, self.num_heads * self.head_dim).astype(self.dtype))
+    return self.out(merge_heads(out).astype(self.dtype))
 
   # --------------------------------------------------------------------------------------------------------
   # Cached decoding.
@@ -303,5 +313,5 @@ class RelativeMultiHeadAttention(nnx.Module):
                             q_positions=explicit, k_positions=None if explicit is None else cache.positions,
                             position_bias=position_bias, implementation=self.implementation,
                             block_size=self.block_size, debug_checks=self.debug_checks)
-    y = self.out(out.reshape(b, chunk, self.num_heads * self.head_dim).astype(self.dtype))
+    y = self.out(merge_heads(out).astype(self.dtype))
     return poison_overflow(y, index, chunk, max_length), cache

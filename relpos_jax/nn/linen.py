@@ -100,10 +100,8 @@ class RelativeMultiHeadAttention(nn.Module):
     params = [self._part_params(i, part, model_dim, head_dim) for i, part in enumerate(parts)]
     dense = functools.partial(nn.Dense, use_bias=False, dtype=dtype, param_dtype=jnp.float32)
     inner = self.num_heads * head_dim
-    shape = (b, length, self.num_heads, head_dim)
-    q = dense(inner, name='query')(x).reshape(shape)
-    k = dense(inner, name='key')(x).reshape(shape)
-    v = dense(inner, name='value')(x).reshape(shape)
+    q, k, v = (attention_lib.split_heads(dense(inner, name=name)(x), self.num_heads)
+               for name in ('query', 'key', 'value'))
     if positions is not None:
       positions = validation.positions(who, positions, (b, length))
     if position_terms.has_kind(parts, contract.Kind.ROTARY):
@@ -114,7 +112,7 @@ class RelativeMultiHeadAttention(nn.Module):
                             k_positions=positions, position_bias=position_bias,
                             implementation=self.implementation, block_size=self.block_size,
                             debug_checks=self.debug_checks)
-    return dense(model_dim, name='out')(out.reshape(b, length, inner).astype(dtype))
+    return dense(model_dim, name='out')(attention_lib.merge_heads(out).astype(dtype))
 
 
 def params_from_nnx(layer: attention_lib.RelativeMultiHeadAttention) -> dict:

@@ -2,23 +2,27 @@
 
     results = run_study(config, workdir)        # config: a training config plus a `study` section
 
-For every encoder of `config.study.encoders` the study trains the run that `config` describes with that
-encoder (`relpos_jax.train.loop.train`, same data stream, same seed, same steps), evaluates it at every
-length of `config.eval.lengths`, and writes, after each encoder:
+For every encoder of `config.study.encoders` and every seed of `config.study.seeds` (default: the
+config's own `seed`) the study trains the run that `config` describes with that encoder and seed
+(`relpos_jax.train.loop.train`: the seed sets the initialisation, the data order and the dropout streams;
+every encoder sees the same data stream for one seed), evaluates it at every length of `config.eval.lengths`,
+and writes, after each encoder:
 
     <workdir>/results.json      everything, with the config, corpus fingerprint, versions and device
-    <workdir>/results.md        encoder x evaluation length table
-    <workdir>/results.png       metric against evaluation length
-    <workdir>/runs/<label>/     the encoder's own run directory (config.json, metrics.jsonl, checkpoints)
+    <workdir>/results.md        encoder x evaluation length table (mean ± standard deviation over seeds)
+    <workdir>/results.png       metric against evaluation length (mean, and a ± std band over seeds)
+    <workdir>/runs/<label>/seed<s>/   the run of one encoder and seed (config.json, metrics.jsonl, checkpoints)
 
-Nothing saved is lost on interruption: a finished encoder's result is kept (`runs/<label>/result.json`) and
-skipped on the next call, and an unfinished one resumes from its latest checkpoint. A finished result is
-reused only for the same config and the same data (corpus fingerprint, or task): otherwise the study
-stops and names the run directory to remove.
+Nothing saved is lost on interruption: a finished (encoder, seed) keeps its result
+(`runs/<label>/seed<s>/result.json`) and is skipped on the next call, an unfinished one resumes from its
+latest checkpoint. Adding seeds to a finished study trains only the new ones. A finished result is reused
+only for the same config and the same data (corpus fingerprint, or task): otherwise the study stops and
+names the run directory to remove.
 
-An encoder whose training diverges (`relpos_jax.train.loop.DivergedError`: non-finite updates) is recorded
-as diverged (`'diverged': {'step': ..., 'message': ...}`, no metric values) and shown so in the table; the
-study goes on with the next encoder.
+A run whose training diverges (`relpos_jax.train.loop.DivergedError`: non-finite updates) is recorded as
+diverged (`'diverged': {'step': ..., 'message': ...}`, no metric values) and the study goes on. An encoder
+keeps its diverged seeds in `diverged_seeds` ({seed: marker}); its means are over the other seeds, and
+when every seed diverged it carries `diverged` itself and the table says so instead of numbers.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ class Study:
   encoders: tuple[str, ...] = config_lib.key()   # 'label: spec' entries, or bare specs (see parse_entries)
   title: str = config_lib.key('Length generalization')
   description: str = config_lib.key('')
+  seeds: tuple[int, ...] | None = config_lib.key(None, ge=0)  # every encoder trained once per seed
   # Another study's workdir: evaluate its trained runs at this config's lengths, no training (`reevaluate`).
   trained_workdir: str = config_lib.key('')
 
@@ -98,9 +103,23 @@ def split_config(config) -> tuple[ml_collections.ConfigDict, Study]:
   return ml_collections.ConfigDict(as_dict), config_lib.parse_section(Study, 'study', study)
 
 
-def run_config(base: ml_collections.ConfigDict, entry: Entry) -> ml_collections.ConfigDict:
+def parse_seeds(study: Study, base) -> tuple[int, ...]:
+  """`config.study.seeds`: a non-empty tuple of distinct ints >= 0; None (absent), the config's own `seed`."""
+  seeds = study.seeds
+  if seeds is None:
+    return (int(base.seed),)
+  if not seeds or len(set(seeds)) != len(seeds):
+    raise config_lib.ConfigError(
+        f'config.study.seeds={seeds!r} is invalid: allowed: a non-empty tuple of distinct ints >= 0, '
+        "e.g. (0,) or (0, 1, 2) (on the command line: --config.study.seeds='(0,1,2)').")
+  return tuple(int(s) for s in seeds)
+
+
+def run_config(base: ml_collections.ConfigDict, entry: Entry, seed: int | None = None) -> ml_collections.ConfigDict:
   config = copy.deepcopy(base)
   config.model.encoder = entry.spec
+  if seed is not None:
+    config.seed = int(seed)
   return config
 
 
@@ -109,6 +128,7 @@ def validate_study(config) -> tuple[ml_collections.ConfigDict, list[Entry]]:
   not after an hour of training the entries before it."""
   base, study = split_config(config)
   entries = parse_entries(study.encoders)
+  parse_seeds(study, base)
   if not base.eval.lengths:
     raise config_lib.ConfigError('config.eval.lengths=() is invalid for a study: allowed: the lengths '
                                  'to evaluate every encoder at, e.g. (64, 128, 256, 512, 1024).')
@@ -148,12 +168,13 @@ def _environment() -> dict:
           'date': datetime.date.today().isoformat()}
 
 
-def _run_entry(base, entry: Entry, workdir: str, train_fn: Callable, metric: str, data) -> dict:
-  from relpos_jax.train import loop
-
-  run_dir = os.path.join(workdir, 'runs', entry.label)
+def _run_seed(base, entry: Entry, seed: int, workdir: str, train_fn: Callable | None, metric: str,
+              data) -> dict | None:
+  """One (encoder, seed): trained and evaluated, or read back from its result.json (train_fn None: only
+  read back; None if it has not finished)."""
+  run_dir = os.path.join(workdir, 'runs', entry.label, f'seed{seed}')
   result_path = os.path.join(run_dir, RESULT_FILE)
-  config = run_config(base, entry)
+  config = run_config(base, entry, seed)
   data_id = loop.data_identity(data.describe())
   if os.path.exists(result_path):
     saved = report.load_json(result_path)
@@ -165,16 +186,18 @@ def _run_entry(base, entry: Entry, workdir: str, train_fn: Callable, metric: str
           f'{run_dir} holds a finished run on other data ({saved.get("data")} there, {data_id} now: the '
           'corpus or the task changed), so its result does not belong in this study. Use a new workdir, or '
           'remove that directory to train it again on this data.')
-    logging.info('study: %s already done, reusing %s', entry.label, result_path)
+    logging.info('study: %s seed %d already done, reusing %s', entry.label, seed, result_path)
     return saved
+  if train_fn is None:
+    return None
   started = time.perf_counter()
-  run = {'name': entry.label, 'spec': entry.spec, 'config': json.loads(config.to_json_best_effort()),
-         'data': data_id}
+  run = {'name': entry.label, 'spec': entry.spec, 'seed': seed,
+         'config': json.loads(config.to_json_best_effort()), 'data': data_id}
   os.makedirs(run_dir, exist_ok=True)
   try:
     result = train_fn(config, run_dir, data=data)
   except loop.DivergedError as e:
-    logging.warning('study: %s diverged: %s', entry.label, e)
+    logging.warning('study: %s seed %d diverged: %s', entry.label, seed, e)
     run.update({'by_length': {str(n): None for n in base.eval.lengths}, 'train_metric': None,
                 'train_loss': None, 'steps': e.step, 'diverged': {'step': e.step, 'message': str(e)},
                 'train_seconds': round(time.perf_counter() - started, 1)})
@@ -184,7 +207,8 @@ def _run_entry(base, entry: Entry, workdir: str, train_fn: Callable, metric: str
   by_length = {str(n): metrics.get(f'eval/{n}/{metric}') for n in base.eval.lengths}
   missing = [n for n, v in by_length.items() if v is None]
   if missing:
-    raise RuntimeError(f'study: the run of {entry.label} reported no {metric} at lengths {missing}.')
+    raise RuntimeError(f'study: the run of {entry.label} (seed {seed}) reported no {metric} at lengths '
+                       f'{missing}.')
   run.update({'by_length': by_length, 'train_metric': metrics.get(metric), 'train_loss': metrics.get('loss'),
               'steps': result.step, 'train_seconds': round(time.perf_counter() - started, 1),
               'num_params': int(sum(x.size for x in jax.tree.leaves(result.params)))})
@@ -192,36 +216,82 @@ def _run_entry(base, entry: Entry, workdir: str, train_fn: Callable, metric: str
   return run
 
 
+def _mean(values):
+  return None if not values or any(v is None for v in values) else sum(values) / len(values)
+
+
+def merge_seeds(entry: Entry, per_seed: Sequence[dict]) -> dict:
+  """One encoder's study entry from its per-seed results: `by_length` is the mean over the seeds that did
+  not diverge, `by_length_per_seed` keeps every value ({length: [one per seed]}, in the order of `seeds`;
+  None for a diverged seed). Diverged seeds are listed in `diverged_seeds` ({seed: marker}); when every
+  seed diverged the entry carries `diverged` (the first seed's marker) and no values."""
+  lengths = list(per_seed[0]['by_length'])
+  finite = [r for r in per_seed if not r.get('diverged')]
+  first = finite[0] if finite else per_seed[0]
+  config = dict(first['config'])
+  config.pop('seed', None)  # The seed is per run: `seeds` lists them.
+  merged = {'name': entry.label, 'spec': entry.spec, 'seeds': [r['seed'] for r in per_seed],
+            'by_length': {n: _mean([r['by_length'][n] for r in finite]) for n in lengths},
+            'by_length_per_seed': {n: [r['by_length'][n] for r in per_seed] for n in lengths},
+            'train_metric': _mean([r['train_metric'] for r in finite]),
+            'train_loss': _mean([r['train_loss'] for r in finite]), 'steps': first['steps'],
+            'train_seconds': round(sum(r['train_seconds'] for r in per_seed), 1),
+            'num_params': first.get('num_params'), 'config': config, 'data': first.get('data')}
+  diverged = {str(r['seed']): r['diverged'] for r in per_seed if r.get('diverged')}
+  if diverged:
+    merged['diverged_seeds'] = diverged
+  if not finite:
+    merged['diverged'] = per_seed[0]['diverged']
+  return merged
+
+
+def _run_entry(base, entry: Entry, seeds: Sequence[int], workdir: str, train_fn: Callable | None,
+               metric: str, data) -> dict | None:
+  per_seed = [_run_seed(base, entry, seed, workdir, train_fn, metric, data) for seed in seeds]
+  per_seed = [r for r in per_seed if r is not None]
+  return merge_seeds(entry, per_seed) if per_seed else None
+
+
 def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None = None,
-              on_result: Callable[[dict], None] | None = None) -> dict:
+              on_result: Callable[[dict], None] | None = None, finished_only: bool = False) -> dict:
   """Runs (or resumes) the study of `config` in `workdir`; returns the results dict (see `report`).
 
   Args:
     config: a training config with a `study` section: `study.encoders` (specs, or 'label: spec'),
-      optional `study.title` / `study.description`.
+      optional `study.seeds` (every encoder is trained once per seed; default: `config.seed`),
+      `study.title` / `study.description`.
     workdir: where results and the runs go; calling again resumes.
     train_fn: `train_fn(config, workdir, data=...) -> TrainResult` (default `relpos_jax.train.loop.train`).
     on_result: called with the results dict after each encoder (e.g. to re-plot in a notebook).
+    finished_only: train nothing; report the (encoder, seed) runs that have finished so far (each run
+      lists its own `seeds`; encoders with none are left out), e.g. while a long study is under way.
   """
   base, entries = validate_study(config)
   _, study = split_config(config)
-  train_fn = loop.train if train_fn is None else train_fn
+  seeds = parse_seeds(study, base)
+  train_fn = None if finished_only else (loop.train if train_fn is None else train_fn)
   workdir = os.fspath(workdir)
   os.makedirs(workdir, exist_ok=True)
   metric, lower_is_better = metric_name(base)
   data = inputs.build_data(base)  # One corpus load (or task) shared by every encoder's run.
   results = {
       'metric': metric, 'lower_is_better': lower_is_better, 'train_length': train_length(base),
-      'eval_lengths': [int(n) for n in base.eval.lengths], 'runs': [],
+      'eval_lengths': [int(n) for n in base.eval.lengths], 'seeds': list(seeds), 'runs': [],
       'meta': {'title': study.title, 'description': study.description,
                'data': data.describe(), 'corpus_fingerprint': data.describe().get('fingerprint'),
                'config': json.loads(base.to_json_best_effort()), **_environment()},
   }
+  if finished_only:
+    results['meta']['finished_only'] = True
   started = time.perf_counter()
   for n, entry in enumerate(entries):
     logging.info('study: encoder %d/%d: %s (%s)', n + 1, len(entries), entry.label, entry.spec)
-    results['runs'].append(_run_entry(base, entry, workdir, train_fn, metric, data))
-    results['meta']['wall_seconds'] = round(time.perf_counter() - started, 1)
+    run = _run_entry(base, entry, seeds, workdir, train_fn, metric, data)
+    if run is None:
+      continue
+    results['runs'].append(run)
+    if not finished_only:  # Reporting finished runs takes seconds: their train_seconds say what they took.
+      results['meta']['wall_seconds'] = round(time.perf_counter() - started, 1)
     write_outputs(results, workdir)
     if on_result is not None:
       on_result(results)

@@ -9,7 +9,7 @@ A test asks for one of these arguments and is parametrized over the matching cas
 
 The cases come from `encoders.names()` at collection time, so an encoder that lands in the registry is
 covered without touching these tests. Wrappers whose required fields are encoders (randomized) are built
-around one representative base per attention kind; a few combinations (the lecture's absolute + relative)
+around one representative base per attention kind (those it accepts: monotone takes t5 only); a few combinations (the lecture's absolute + relative)
 are added when their parts exist. A registered encoder that cannot be built this way fails collection
 loudly rather than being skipped.
 """
@@ -44,10 +44,17 @@ def encoder_cases() -> list[tuple[str, contract.Encoder]]:
     if not all('Encoder' in str(f.type) for f in required):
       raise RuntimeError(f'tests/nn: encoder {name!r} needs {[f.name for f in required]} to be built; teach '
                          f'tests/nn/conftest.py how to build it.')
+    built, refused = [], []
     for inner in _WRAPPED_BASES:
       if inner in names:
-        cases.append((f'{name}({inner})', encoders.make(name, **{f.name: encoders.make(inner)
-                                                                 for f in required})))
+        try:  # A wrapper may take only some kinds (monotone: the lecture's tables only).
+          built.append((f'{name}({inner})', encoders.make(name, **{f.name: encoders.make(inner)
+                                                                   for f in required})))
+        except ValueError as e:
+          refused.append(str(e))
+    if not built:
+      raise RuntimeError(f'tests/nn: wrapper {name!r} takes none of the bases {_WRAPPED_BASES}: {refused}')
+    cases.extend(built)
   try:
     from relpos_jax.encoders.combine import combine
   except ImportError:

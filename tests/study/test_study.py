@@ -155,6 +155,84 @@ def test_long_sweeps_show_a_subset_of_columns_but_average_all():
   assert row[-2] == f'{(0.5 * 459 + 1.0) / 460:.3f}'  # out-of-dist mean over all 460 lengths
 
 
+def test_seeds_train_each_encoder_once_per_seed_and_resume_per_seed(tmp_path):
+  config = tiny_study_config(encoders=('alibi',))
+  config.study.seeds = (0,)
+  calls = []
+
+  def counting_train(cfg, workdir, **kwargs):
+    calls.append((cfg.model.encoder, cfg.seed))
+    return loop.train(cfg, workdir, **kwargs)
+
+  study.run_study(config, tmp_path, train_fn=counting_train)
+  config.study.seeds = (0, 3)
+  results = study.run_study(config, tmp_path, train_fn=counting_train)
+  assert calls == [('alibi', 0), ('alibi', 3)]  # seed 0 reused, only seed 3 trained
+  run = report.load_json(tmp_path / 'results.json')['runs'][0]
+  assert run['seeds'] == [0, 3] and results['seeds'] == [0, 3]
+  per_seed = run['by_length_per_seed']
+  assert sorted(per_seed) == ['16', '32', '8'] and all(len(v) == 2 for v in per_seed.values())
+  for n, values in per_seed.items():
+    assert run['by_length'][n] == pytest.approx(np.mean(values))
+  # The seed changes the initialisation and the data order: the two runs differ.
+  assert per_seed['8'][0] != per_seed['8'][1]
+  seed0 = report.load_json(tmp_path / 'runs' / 'alibi' / 'seed0' / runner.RESULT_FILE)
+  assert seed0['seed'] == 0 and seed0['by_length']['8'] == per_seed['8'][0]
+  table = (tmp_path / 'results.md').read_text()
+  assert ' ± ' in table and 'seeds: 0, 3' in table
+
+
+@pytest.mark.parametrize('seeds', [(), (0, 0), (-1,), ('0',), 0, (1.5,)])
+def test_bad_seeds_are_named(seeds):
+  config = tiny_study_config()
+  config.study.seeds = seeds
+  with pytest.raises(ValueError, match='config.study.seeds'):
+    runner.validate_study(config)
+
+
+def test_markdown_table_mean_and_std_over_seeds_by_hand():
+  # Seeds give (2, 4) at length 10 and (3, 5) at 20: mean 3 ± sqrt(2), 4 ± sqrt(2); the ratios of the
+  # two seeds are 1.5 and 1.25: mean 1.375 ± 0.177 (not the ratio of the means, 4 / 3 = 1.33).
+  results = {'metric': 'bits_per_char', 'lower_is_better': True, 'train_length': 10, 'eval_lengths': [10, 20],
+             'runs': [{'name': 'a', 'spec': 'a', 'seeds': [0, 1], 'by_length': {'10': 3.0, '20': 4.0},
+                       'by_length_per_seed': {'10': [2.0, 4.0], '20': [3.0, 5.0]}}]}
+  row = report.markdown_table(results).splitlines()[2]
+  assert row == '| a | 3.000 ± 1.414 | 4.000 ± 1.414 | 3.000 ± 1.414 | 4.000 ± 1.414 | 1.38 ± 0.177 |'
+  assert report.std([2.0, 4.0]) == pytest.approx(2 ** 0.5) and report.std([2.0]) is None
+
+
+def test_plot_draws_a_band_per_encoder_with_several_seeds(tmp_path, monkeypatch):
+  from matplotlib.axes import Axes
+  bands = []
+  original = Axes.fill_between
+  monkeypatch.setattr(Axes, 'fill_between', lambda self, x, y1, y2, **kw: bands.append((list(x), list(y1),
+                                                                                        list(y2)))
+                      or original(self, x, y1, y2, **kw))
+  results = {'metric': 'bits_per_char', 'lower_is_better': True, 'train_length': 10, 'eval_lengths': [10, 20],
+             'runs': [{'name': 'a', 'spec': 'a', 'by_length': {'10': 3.0, '20': 4.0},
+                       'by_length_per_seed': {'10': [2.0, 4.0], '20': [3.0, 5.0]}},
+                      {'name': 'one-seed', 'spec': 'b', 'by_length': {'10': 1.0, '20': 1.0}}]}
+  report.plot(results, str(tmp_path / 'p.png'))
+  assert len(bands) == 1  # only the multi-seed run has a band
+  x, low, high = bands[0]
+  assert x == [10, 20] and low == pytest.approx([3 - 2 ** 0.5, 4 - 2 ** 0.5])
+  assert high == pytest.approx([3 + 2 ** 0.5, 4 + 2 ** 0.5])
+
+
+def test_finished_only_reports_what_has_finished_and_trains_nothing(tmp_path):
+  config = tiny_study_config(encoders=('alibi', 'abs: sinusoidal'))
+  config.study.seeds = (0,)
+  config.study.encoders = ('alibi',)
+  study.run_study(config, tmp_path)            # alibi, seed 0
+  config.study.encoders = ('alibi', 'abs: sinusoidal')
+  config.study.seeds = (0, 1)
+  results = study.run_study(config, tmp_path, finished_only=True,
+                            train_fn=lambda *a, **k: pytest.fail('finished_only trained'))
+  assert [(r['name'], r['seeds']) for r in results['runs']] == [('alibi', [0])]
+  assert results['meta']['finished_only'] and results['seeds'] == [0, 1]
+  assert '| alibi [seeds 0] |' in (tmp_path / 'results.md').read_text()
+
+
 def _fake_result(base, metric='bits_per_char'):
   """What a finished run returns, without training (the study only reads these fields)."""
   metrics = {f'eval/{n}/{metric}': 1.0 + n / 100 for n in base.eval.lengths}
@@ -187,7 +265,7 @@ def test_finished_results_on_another_corpus_are_not_reused(tmp_path, monkeypatch
   config = tiny_study_config()
   base, _ = runner.split_config(config)
   study.run_study(config, tmp_path, train_fn=lambda *a, **k: _fake_result(base))
-  saved = report.load_json(tmp_path / 'runs' / 'alibi' / runner.RESULT_FILE)
+  saved = report.load_json(tmp_path / 'runs' / 'alibi' / 'seed0' / runner.RESULT_FILE)
   assert saved['data'] == {'fingerprint': inputs.build_data(base).describe()['fingerprint']}
 
   class OtherCorpus:  # the same config, but the stdlib now points at other sources
@@ -195,11 +273,63 @@ def test_finished_results_on_another_corpus_are_not_reused(tmp_path, monkeypatch
       return {'source': 'corpus', 'fingerprint': '0123456789abcdef'}
 
   monkeypatch.setattr(inputs, 'build_data', lambda config: OtherCorpus())
-  with pytest.raises(ValueError, match=r"runs/alibi holds a finished run on other data.*0123456789abcdef"):
+  with pytest.raises(ValueError, match=r"runs/alibi/seed0 holds a finished run on other data.*0123456789abcdef"):
     study.run_study(config, tmp_path, train_fn=lambda *a, **k: pytest.fail('must not train'))
 
 
-@pytest.mark.parametrize('variant,task', [('lm.py:study', None), ('algorithmic.py:study', 'even_pairs'),
+def test_a_diverged_seed_is_flagged_and_left_out_of_the_means(tmp_path):
+  config = tiny_study_config(encoders=('alibi',))
+  config.study.seeds = (0, 1, 2)
+  base, _ = runner.split_config(config)
+
+  def diverges_on_seed_1(cfg, workdir, **kwargs):
+    if cfg.seed == 1:
+      raise loop.DivergedError('training diverged: ... from update 2 ...', step=2, count=1)
+    result = _fake_result(base)
+    offset = 0.5 * cfg.seed  # seed 0: 1 + n / 100, seed 2: 2 + n / 100
+    result.final_metrics.update({k: v + offset for k, v in result.final_metrics.items() if k.startswith('eval/')})
+    return result
+
+  study.run_study(config, tmp_path, train_fn=diverges_on_seed_1)
+  run = report.load_json(tmp_path / 'results.json')['runs'][0]
+  marker = report.load_json(tmp_path / 'runs' / 'alibi' / 'seed1' / runner.RESULT_FILE)['diverged']
+  assert marker['step'] == 2 and run['diverged_seeds'] == {'1': marker} and 'diverged' not in run
+  assert run['by_length_per_seed']['8'] == [1.08, None, 2.08]
+  assert run['by_length']['8'] == pytest.approx(1.58)  # the mean of seeds 0 and 2 only
+  row = next(line for line in (tmp_path / 'results.md').read_text().splitlines() if line.startswith('| alibi'))
+  # 1.58 ± std(1.08, 2.08) = 0.707; the per-seed ratios 1.32 / 1.08 and 2.32 / 2.08.
+  assert row.startswith('| alibi [seed 1 diverged at step 2] | 1.580 ± 0.707 | 1.660 ± 0.707 |')
+  assert 'nan' not in row.lower()
+  # Every seed of `abs` diverged: the row says so, no numbers.
+  config.study.encoders = ('alibi', 'abs: sinusoidal')
+
+  def diverges(cfg, workdir, **kwargs):
+    raise loop.DivergedError('training diverged', step=3, count=1)
+
+  study.run_study(config, tmp_path, train_fn=diverges)  # alibi's seeds are reused
+  table = (tmp_path / 'results.md').read_text()
+  assert '| abs (`sinusoidal`) | diverged at step 3 (seeds 0, 1, 2) |' in table
+
+
+def test_every_seed_gets_the_data_check(tmp_path, monkeypatch):
+  config = tiny_study_config(encoders=('alibi',))
+  config.study.seeds = (0, 1)
+  base, _ = runner.split_config(config)
+  study.run_study(config, tmp_path, train_fn=lambda *a, **k: _fake_result(base))
+  for seed in (0, 1):
+    saved = report.load_json(tmp_path / 'runs' / 'alibi' / f'seed{seed}' / runner.RESULT_FILE)
+    assert saved['data'] == {'fingerprint': inputs.build_data(base).describe()['fingerprint']}
+  # Only seed 1's result was made on other data: it is named.
+  path = tmp_path / 'runs' / 'alibi' / 'seed1' / runner.RESULT_FILE
+  saved = report.load_json(path)
+  saved['data'] = {'fingerprint': '0123456789abcdef'}
+  report.write_json(saved, str(path))
+  with pytest.raises(ValueError, match=r"runs/alibi/seed1 holds a finished run on other data"):
+    study.run_study(config, tmp_path, train_fn=lambda *a, **k: pytest.fail('must not train'))
+
+
+@pytest.mark.parametrize('variant,task', [('lm.py:study', None), ('lm.py:study,long', None),
+                                          ('algorithmic.py:study', 'even_pairs'),
                                           ('algorithmic.py:published,study', 'reverse_string'),
                                           ('lm.py:long_context', None)])
 def test_shipped_study_variants_validate(variant, task):
@@ -207,7 +337,7 @@ def test_shipped_study_variants_validate(variant, task):
   repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   config = study.load_config(os.path.join(repo, 'configs', variant))
   base, entries = runner.validate_study(config)
-  assert len(entries) >= 9 and 'study' not in base
+  assert len(entries) >= (3 if variant.endswith(',long') else 9) and 'study' not in base
   assert base.data.get('task') == task
 
 
