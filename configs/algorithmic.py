@@ -86,7 +86,7 @@ SUITE_OTHER = ('flip_flop', 'mqar', 'passkey', 'addition', 'addition_coupled', '
 SUITE_ENCODERS = (
     'nope',
     'rope',
-    'rope+randomized: randomized(rope, max_position=256)',
+    'rope+randomized: randomized(rope, max_position=2048)',
     'alibi: alibi(bidirectional=True)',
     't5',
     'fire',
