@@ -96,3 +96,17 @@ def test_decoder_task_run(task_config):
   assert result.data.architecture == 'causal'
   assert {'eval/5/accuracy', 'eval/5/exact_match'} <= set(result.final_metrics)
   assert 0.0 <= result.final_metrics['eval/5/exact_match'] <= result.final_metrics['eval/5/accuracy'] <= 1.0
+
+
+def test_task_positions_replace_the_default_ones(task_config):
+  # addition_coupled hands the model its own position ids (Cho et al. 2024) in batch['positions'].
+  config = task_config('addition_coupled')
+  config.data.task_kwargs.max_position = 12
+  config.model.encoder = 'learned(max_length=32)'
+  result = loop.train(config)
+  batches = result.data.eval_set(5)
+  assert 'positions' in batches[0] and batches[0]['positions'].max() <= 12
+  coupled = loop.evaluate(result.model, batches, result.data.objective)
+  sequential = loop.evaluate(result.model, [{k: v for k, v in b.items() if k != 'positions'} for b in batches],
+                             result.data.objective)
+  assert coupled['loss'] != sequential['loss']         # the learned table is read at the task's positions
