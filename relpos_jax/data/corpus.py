@@ -248,11 +248,14 @@ class Corpus:
 
   # ---------------------------------------------------------------- batches
   def sample_batch(self, rng: np.random.Generator, batch_size: int, length: int,
-                   split: str = 'train') -> np.ndarray:
+                   split: str = 'train', rows: slice | None = None) -> np.ndarray:
     """Random crops: int32 array (batch_size, length + 1).
 
     Row ``r`` is ``tokens[s_r : s_r + length + 1]`` with ``s_r`` uniform over all valid starts; use
     ``x[:, :-1]`` as inputs and ``x[:, 1:]`` as next-token targets (both of length ``length``).
+    ``rows`` (a slice of ``range(batch_size)``) returns only those rows: the starts of all
+    ``batch_size`` rows are drawn first, so they equal the same rows of the whole batch (what one
+    process of a multi-process run feeds).
     """
     check_generator(rng)
     check_positive_int('batch_size', batch_size)
@@ -262,6 +265,10 @@ class Corpus:
       raise ValueError(f'length={length} needs length + 1 = {length + 1} tokens but the {split} split has '
                        f'only {toks.size}')
     starts = rng.integers(0, toks.size - length, size=batch_size)
+    if rows is not None:
+      if not isinstance(rows, slice) or rows.step not in (None, 1):
+        raise TypeError(f'rows must be a slice of consecutive rows, got {rows!r}')
+      starts = starts[rows]
     return toks[starts[:, None] + np.arange(length + 1)].astype(np.int32)
 
   def eval_windows(self, length: int, max_windows: int, split: str = 'validation') -> np.ndarray:

@@ -6,6 +6,10 @@ resumed from a checkpoint at step k sees exactly the batches k, k+1, ... of an u
 Evaluation sets depend only on (eval.seed, length), not on the training seed, so runs of different seeds
 are scored on the same examples.
 
+In a run over several processes each one builds only its rows of every training batch
+(`train_batch(step, rows)`), equal to those rows of the whole batch; every process reads the corpus (up to
+`data.max_train_bytes`, 8 MB by default) and builds the (small) evaluation sets whole.
+
 Batches follow the format of `relpos_jax.train.objectives` (inputs, targets, loss_mask, accuracy_mask,
 padding_mask; numpy, on the host). An evaluation set is cut into batches of `eval.batch_size`; the last one
 is filled with copies of a real row whose masks are zero (so shapes stay fixed and the filler counts for
@@ -41,7 +45,8 @@ class Data(Protocol):
   vocab_size: int              # input embedding rows
   num_classes: int             # output logits
 
-  def train_batch(self, step: int) -> Batch: ...
+  def train_batch(self, step: int, rows: slice | None = None) -> Batch:
+    """Training batch `step` (a pure function of (seed, step)); `rows`: only those rows of it."""
   def eval_set(self, length: int) -> list[Batch]: ...
   def describe(self) -> dict: ...
 
@@ -123,8 +128,9 @@ class CorpusData:
           f'{config.data.max_train_bytes} has {self.corpus.num_val_tokens}; shorten the lengths or load '
           'more of the corpus.')
 
-  def train_batch(self, step: int) -> Batch:
-    return lm_batch(self.corpus.sample_batch(train_rng(self.seed, step), self.batch_size, self.train_length))
+  def train_batch(self, step: int, rows: slice | None = None) -> Batch:
+    return lm_batch(self.corpus.sample_batch(train_rng(self.seed, step), self.batch_size, self.train_length,
+                                             rows=rows))
 
   @functools.lru_cache(maxsize=EVAL_SETS_CACHED)
   def eval_set(self, length: int) -> list[Batch]:
@@ -162,8 +168,10 @@ class TaskData:
     """The padded training lengths (one compilation each)."""
     return self.spec.buckets(self.task)
 
-  def train_batch(self, step: int) -> Batch:
-    return task_batch(data_lib.sample_bucketed(self.task, train_rng(self.seed, step), self.spec))
+  def train_batch(self, step: int, rows: slice | None = None) -> Batch:
+    # A task draws its rows one after another from one generator: the whole batch is drawn (cheap), then cut.
+    batch = task_batch(data_lib.sample_bucketed(self.task, train_rng(self.seed, step), self.spec))
+    return batch if rows is None else {k: v[rows] for k, v in batch.items()}
 
   @functools.lru_cache(maxsize=EVAL_SETS_CACHED)
   def eval_set(self, length: int) -> list[Batch]:

@@ -209,12 +209,16 @@ def train(config, workdir: str | os.PathLike | None = None, *, devices: Sequence
   last_record: dict = {}
   done = start
   end = total if stop_after is None else min(total, max(int(stop_after), start))
+  batch_size = int(config.train.batch_size)
+  rows = sharding.local_rows(mesh, batch_size)  # This process's rows of every batch (all, in one process).
   try:
     for step in range(start, end):
-      host_batch = data.train_batch(step)
-      state, step_metrics = train_step(state, rest, sharding.shard_batch(host_batch, mesh), key)
+      host_batch = data.train_batch(step, rows)
+      state, step_metrics = train_step(state, rest, sharding.shard_local_batch(host_batch, mesh, batch_size),
+                                       key)
       done = step + 1
-      throughput.add(int(np.sum(host_batch['padding_mask'])))
+      # Every row of a batch holds as many real tokens (one length per batch): scale this process's count.
+      throughput.add(int(np.sum(host_batch['padding_mask'])) * batch_size // (rows.stop - rows.start))
       if done % config.train.log_every == 0 or done == total:
         record = {'step': done, **{k: float(v) for k, v in jax.device_get(step_metrics).items()},
                   'lr': float(schedule(step)), 'tokens_per_sec': throughput.rate()}
@@ -292,7 +296,7 @@ def _check_or_write_config(config, workdir: str, is_chief: bool) -> None:
           'Differences: ' + '; '.join(f'config.{k}: {old.get(k)!r} there, {new.get(k)!r} here'
                                       for k in differences) + '. Use a new --workdir.')
   elif is_chief:
-    path.write_text(json.dumps(current, indent=2, sort_keys=True))
+    metrics_lib.write_text_atomic(path, json.dumps(current, indent=2, sort_keys=True))
 
 
 def load_model(workdir: str | os.PathLike, config=None, *, step: int | None = None,

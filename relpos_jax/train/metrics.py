@@ -50,11 +50,14 @@ class MetricsWriter:
     self.history: list[dict] = []
 
   def truncate_after(self, step: int) -> None:
-    """Keeps the records of steps <= `step` (in memory and on disk): the state a resume starts from."""
+    """Keeps the records of steps <= `step` (in memory and on disk): the state a resume starts from.
+
+    Every process of a multi-process run reads the file (they all need the history); only the writing one
+    rewrites it, atomically, so the others never read it half-written."""
     records = read_metrics(self.path) if self.path is not None and self.path.exists() else []
     self.history = [r for r in records if r.get('step', 0) <= step]
     if self.enabled:
-      self.path.write_text(''.join(json.dumps(record) + '\n' for record in self.history))
+      write_text_atomic(self.path, ''.join(json.dumps(record) + '\n' for record in self.history))
 
   def write(self, record: dict) -> dict:
     record = to_python(record)
@@ -63,6 +66,14 @@ class MetricsWriter:
       with self.path.open('a') as f:
         f.write(json.dumps(record) + '\n')
     return record
+
+
+def write_text_atomic(path: epath.Path, text: str) -> None:
+  """Writes `text` to a temporary file beside `path`, then renames it over `path`: a reader (another
+  process) sees the old content or the new, never a part."""
+  temporary = path.parent / f'.{path.name}.tmp-{os.getpid()}'
+  temporary.write_text(text)
+  temporary.replace(path)
 
 
 def read_metrics(path: str | os.PathLike) -> list[dict]:
