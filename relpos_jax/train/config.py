@@ -127,7 +127,8 @@ OPTIONAL_KEYS: dict[str, tuple[str, ...]] = {'eval': ('num_tokens', 'max_tokens_
 SOURCE_KEYS: dict[str, dict[str, tuple]] = {
     'corpus': {
         'source': one_of(*SOURCES),
-        'corpus': one_of('stdlib'),
+        # 'stdlib' (the built-in corpus) or a path: a directory of text files, one file, or a glob pattern.
+        'corpus': STRING,
         'max_train_bytes': optional(int_at_least(1)),
         'train_length': int_at_least(1),
     },
@@ -277,6 +278,12 @@ def _check_combinations(config, num_devices: int | None) -> None:
     if data.min_length > data.max_length:
       raise _fail('data.min_length', data.min_length,
                   f'must be <= config.data.max_length={data.max_length}')
+  if data.source == 'corpus':
+    from relpos_jax.data import corpus as corpus_lib
+    try:
+      corpus_lib.check_source(data.corpus)
+    except (TypeError, ValueError) as e:
+      raise _fail('data.corpus', data.corpus, str(e)) from None
   if data.source == 'corpus' and eval_.pad_multiple != 1:
     raise _fail('eval.pad_multiple', eval_.pad_multiple,
                 "corpus windows have exact lengths and are never padded; allowed: 1 with data.source='corpus'")

@@ -106,7 +106,8 @@ def task_batch(batch: Batch) -> Batch:
 
 
 class CorpusData:
-  """Byte-level language modelling on the built-in corpus (a causal decoder)."""
+  """Byte-level language modelling (a causal decoder) on `config.data.corpus`: 'stdlib' (the built-in
+  corpus) or a path to a directory of text files, one text file, or a glob pattern (`Corpus.load`)."""
 
   architecture = 'causal'
   uses_padding = False  # windows are cut at full length; a causal model needs no padding mask
@@ -116,8 +117,12 @@ class CorpusData:
     self.batch_size = int(config.train.batch_size)
     self.train_length = int(config.data.train_length)
     self.eval_config = config.eval
-    self.corpus = corpus if corpus is not None else data_lib.Corpus.stdlib(
-        max_train_bytes=config.data.max_train_bytes)
+    if corpus is None:
+      try:
+        corpus = data_lib.Corpus.load(config.data.corpus, max_train_bytes=config.data.max_train_bytes)
+      except (TypeError, ValueError) as e:
+        raise config_lib.ConfigError(f'config.data.corpus={config.data.corpus!r} is invalid: {e}') from None
+    self.corpus = corpus
     self.objective = Objective('language_model')
     self.vocab_size = self.num_classes = self.corpus.vocab_size
     longest = max([0] + [int(n) for n in config.eval.lengths])
