@@ -11,6 +11,8 @@ evaluation at the training length and beyond. Same model family as the published
 
 import ml_collections
 
+from relpos_jax.train import tensorboard
+
 
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
@@ -51,6 +53,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.log_every = 100
   config.train.checkpoint_every = 500
   config.train.keep_checkpoints = 2
+  config.train.tensorboard = tensorboard.available()  # events beside metrics.jsonl if tensorboardX is installed
 
   config.eval = ml_collections.ConfigDict()
   config.eval.every = 500

@@ -22,6 +22,8 @@ Deviation: the 460 evaluation lengths are padded to multiples of 32 (`eval.pad_m
 
 import ml_collections
 
+from relpos_jax.train import tensorboard
+
 
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
@@ -64,6 +66,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.log_every = 1_000
   config.train.checkpoint_every = 50_000
   config.train.keep_checkpoints = 3
+  config.train.tensorboard = tensorboard.available()  # events beside metrics.jsonl if tensorboardX is installed
 
   config.eval = ml_collections.ConfigDict()
   config.eval.every = 0                   # the range evaluation runs once, after training

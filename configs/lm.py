@@ -10,6 +10,8 @@ to finish in about a minute on a laptop CPU:
 
 import ml_collections
 
+from relpos_jax.train import tensorboard
+
 
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
@@ -47,6 +49,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.log_every = 50
   config.train.checkpoint_every = 100
   config.train.keep_checkpoints = 2
+  config.train.tensorboard = tensorboard.available()  # events beside metrics.jsonl if tensorboardX is installed
 
   config.eval = ml_collections.ConfigDict()
   config.eval.every = 150

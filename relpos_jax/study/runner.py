@@ -10,6 +10,8 @@ length of `config.eval.lengths`, and writes, after each encoder:
     <workdir>/results.md        encoder x evaluation length table
     <workdir>/results.png       metric against evaluation length
     <workdir>/runs/<label>/     the encoder's own run directory (config.json, metrics.jsonl, checkpoints)
+    <workdir>/events.out.tfevents.*   with TensorBoard on (config.train.tensorboard): one chart per encoder,
+                                the metric against the evaluation length (`tensorboard --logdir=<workdir>`)
 
 Nothing saved is lost on interruption: a finished encoder's result is kept (`runs/<label>/result.json`) and
 skipped on the next call, and an unfinished one resumes from its latest checkpoint.
@@ -34,6 +36,7 @@ from absl import logging
 
 from relpos_jax.study import report
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import tensorboard
 
 RESULT_FILE = 'result.json'
 _LABEL = re.compile(r'^[A-Za-z0-9_.+-]+$')
@@ -187,6 +190,8 @@ def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None =
     results['runs'].append(_run_entry(base, entry, workdir, train_fn, metric, data))
     results['meta']['wall_seconds'] = round(time.perf_counter() - started, 1)
     write_outputs(results, workdir)
+    if tensorboard.enabled(base.train):  # one chart per encoder: the metric against the evaluation length
+      tensorboard.write_study(results, workdir)
     if on_result is not None:
       on_result(results)
   return results

@@ -104,6 +104,9 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         'log_every': int_at_least(1),
         'checkpoint_every': int_at_least(1),
         'keep_checkpoints': int_at_least(1),
+        # Optional. TensorBoard scalars beside metrics.jsonl (relpos_jax.train.tensorboard); absent or None:
+        # written if tensorboardX is installed.
+        'tensorboard': optional(BOOL),
     },
     'eval': {
         'every': int_at_least(0),                   # 0: evaluate only at the end of training
@@ -123,7 +126,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
 }
 # Keys a section may leave out (read with .get, None when absent).
-OPTIONAL_KEYS: dict[str, tuple[str, ...]] = {'eval': ('num_tokens', 'max_tokens_per_batch')}
+OPTIONAL_KEYS: dict[str, tuple[str, ...]] = {'eval': ('num_tokens', 'max_tokens_per_batch'),
+                                              'train': ('tensorboard',)}
 SOURCE_KEYS: dict[str, dict[str, tuple]] = {
     'corpus': {
         'source': one_of(*SOURCES),
@@ -287,6 +291,11 @@ def _check_combinations(config, num_devices: int | None) -> None:
   if data.source == 'corpus' and eval_.pad_multiple != 1:
     raise _fail('eval.pad_multiple', eval_.pad_multiple,
                 "corpus windows have exact lengths and are never padded; allowed: 1 with data.source='corpus'")
+  if train.get('tensorboard'):
+    from relpos_jax.train import tensorboard
+    if not tensorboard.available():
+      raise _fail('train.tensorboard', True, f'TensorBoard event files need tensorboardX: {tensorboard.INSTALL_HINT}'
+                                             '; or set it to False')
   if optim.warmup_steps > train.steps:
     raise _fail('optim.warmup_steps', optim.warmup_steps,
                 f'warmup must not be longer than training (config.train.steps={train.steps})')

@@ -34,6 +34,7 @@ from relpos_jax.train import config as config_lib
 from relpos_jax.train import inputs as inputs_lib
 from relpos_jax.train import metrics as metrics_lib
 from relpos_jax.train import sharding
+from relpos_jax.train import tensorboard as tensorboard_lib
 from relpos_jax.train.checkpoint import Checkpoints
 from relpos_jax.train.inputs import build_data
 from relpos_jax.train.objectives import Objective
@@ -181,7 +182,8 @@ def train(config, workdir: str | os.PathLike | None = None, *, devices: Sequence
   state = sharding.replicate(init_train_state(params, optimizer.build()), mesh)
   is_chief = jax.process_index() == 0
 
-  writer = metrics_lib.MetricsWriter(workdir, enabled=is_chief)
+  writer = metrics_lib.MetricsWriter(workdir, enabled=is_chief,
+                                     tensorboard=tensorboard_lib.enabled(config.train))
   checkpoints = None
   start = 0
   if workdir is not None:
@@ -232,6 +234,9 @@ def train(config, workdir: str | os.PathLike | None = None, *, devices: Sequence
       throughput.exclude(time.perf_counter() - side_start)
       for hook in hooks:
         hook(done, state, step_metrics)
+  except BaseException:
+    writer.close()  # TensorBoard events written so far: flushed when interrupted too.
+    raise
   finally:
     if checkpoints is not None:
       checkpoints.close()  # Waits for a save in flight, so an interruption loses nothing written.
@@ -242,6 +247,7 @@ def train(config, workdir: str | os.PathLike | None = None, *, devices: Sequence
     eval_record = previous[-1] if previous else _eval_and_record(parts, state.params, data, eval_lengths,
                                                                 mesh, writer, total)
     final_metrics.update({k: v for k, v in eval_record.items() if k != 'step'})
+  writer.close()
   final_metrics['step'] = done
   return TrainResult(model=model_from(parts, state.params), state=state, parts=parts,
                      final_metrics=final_metrics, history=list(writer.history), config=config, data=data,

@@ -40,14 +40,17 @@ def to_python(value):
 
 
 class MetricsWriter:
-  """Appends records to `<workdir>/metrics.jsonl` (or only keeps them in memory when workdir is None).
+  """Appends records to `<workdir>/metrics.jsonl` (or only keeps them in memory when workdir is None), and
+  with `tensorboard=True` the same records as TensorBoard scalars in `<workdir>` (`relpos_jax.train.tensorboard`).
 
   The workdir may be local or a cloud path (`gs://...`, through etils.epath, as orbax uses)."""
 
-  def __init__(self, workdir: str | os.PathLike | None, *, enabled: bool = True):
+  def __init__(self, workdir: str | os.PathLike | None, *, enabled: bool = True, tensorboard: bool = False):
     self.path = epath.Path(workdir) / METRICS_FILE if workdir is not None else None
     self.enabled = enabled and self.path is not None
+    self.tensorboard = tensorboard and self.enabled
     self.history: list[dict] = []
+    self._events = None
 
   def truncate_after(self, step: int) -> None:
     """Keeps the records of steps <= `step` (in memory and on disk): the state a resume starts from.
@@ -58,6 +61,9 @@ class MetricsWriter:
     self.history = [r for r in records if r.get('step', 0) <= step]
     if self.enabled:
       write_text_atomic(self.path, ''.join(json.dumps(record) + '\n' for record in self.history))
+    if self.tensorboard and self._events is None:  # A resumed run hides the lost steps' events too.
+      from relpos_jax.train import tensorboard
+      self._events = tensorboard.open_writer(self.path.parent, purge_step=step + 1 if step else None)
 
   def write(self, record: dict) -> dict:
     record = to_python(record)
@@ -65,7 +71,16 @@ class MetricsWriter:
     if self.enabled:
       with self.path.open('a') as f:
         f.write(json.dumps(record) + '\n')
+    if self._events is not None:
+      from relpos_jax.train import tensorboard
+      tensorboard.write_record(self._events, record)
     return record
+
+  def close(self) -> None:
+    """Flushes and closes the TensorBoard writer (metrics.jsonl is written record by record)."""
+    if self._events is not None:
+      self._events.close()
+      self._events = None
 
 
 def write_text_atomic(path: epath.Path, text: str) -> None:

@@ -128,3 +128,21 @@ def test_shipped_configs_build_their_model_and_data(name):
   logits = model(batch['inputs'], padding_mask=batch['padding_mask'] if data.uses_padding else None)
   assert logits.shape == batch['inputs'].shape + (data.num_classes,)
   assert np.isfinite(np.asarray(logits)).all()
+
+
+def test_tensorboard_key_defaults_to_what_is_installed(monkeypatch, lm_config):
+  from relpos_jax.train import tensorboard
+  shipped = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'))
+  assert shipped.train.tensorboard is tensorboard.available()
+  config = lm_config()                        # no train.tensorboard key: on iff installed
+  assert 'tensorboard' not in config.train and tensorboard.enabled(config.train) is tensorboard.available()
+  config.train.tensorboard = False
+  assert not tensorboard.enabled(config.train)
+  monkeypatch.setattr(tensorboard, 'available', lambda: False)
+  config.train.tensorboard = True
+  with pytest.raises(ConfigError, match=r"config\.train\.tensorboard=True is invalid: .*tensorboardX.*relpos_jax\[tensorboard\]"):
+    validate(config, num_devices=4)
+  config = lm_config()
+  config.train.tensorboard = 'yes'
+  with pytest.raises(ConfigError, match=r"config\.train\.tensorboard='yes' is invalid: allowed: None or True or False"):
+    validate(config, num_devices=4)
