@@ -17,6 +17,7 @@ build: the same code runs on one CPU, one host of 8 GPUs, or a pod slice, with t
 
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 import jax
@@ -114,17 +115,19 @@ def initialize_distributed(coordinator_address: str | None = None, num_processes
   With no arguments JAX finds the cluster itself on Cloud TPU, Slurm, Open MPI and Kubernetes (and reads
   `JAX_COORDINATOR_ADDRESS`); elsewhere (a multi-node GPU cluster without those, or several local CPU
   processes) give all three: `coordinator_address='host0:1234'` (process 0's address and a free port, the
-  same on every process), `num_processes` and this process's `process_id` in 0..num_processes-1.
+  same on every process, or `JAX_COORDINATOR_ADDRESS` in the environment), `num_processes` and this
+  process's `process_id` in 0..num_processes-1.
   `kwargs` go to `jax.distributed.initialize` (e.g. `initialization_timeout`, `local_device_ids`).
   """
-  given = {'coordinator_address': coordinator_address, 'num_processes': num_processes, 'process_id': process_id}
+  address = coordinator_address or os.environ.get('JAX_COORDINATOR_ADDRESS')  # as JAX reads it
   if num_processes is not None and (isinstance(num_processes, bool) or not isinstance(num_processes, int)
                                     or num_processes < 1):
     raise ValueError(f'num_processes must be an int >= 1, got {num_processes!r}')
   if process_id is not None and (isinstance(process_id, bool) or not isinstance(process_id, int)
                                  or not 0 <= process_id < (num_processes or process_id + 1)):
     raise ValueError(f'process_id must be an int in [0, num_processes={num_processes}), got {process_id!r}')
-  if any(v is not None for v in given.values()) and any(v is None for v in given.values()):
+  given = {'coordinator_address': address, 'num_processes': num_processes, 'process_id': process_id}
+  if (num_processes is not None or process_id is not None) and None in given.values():
     missing = ', '.join(k for k, v in given.items() if v is None)
     raise ValueError(f'give coordinator_address, num_processes and process_id together (or none of them, '
                      f'for a cluster JAX detects by itself); missing: {missing}.')

@@ -162,9 +162,12 @@ def test_local_rows_and_shard_local_batch_in_one_process():
     sharding.shard_local_batch({'inputs': np.zeros((4, 2))}, mesh, 8)
 
 
-def test_initialize_distributed_rejects_a_partial_launch_spec():
+def test_initialize_distributed_rejects_a_partial_launch_spec(monkeypatch):
+  monkeypatch.delenv('JAX_COORDINATOR_ADDRESS', raising=False)
   with pytest.raises(ValueError, match='missing: process_id'):
     sharding.initialize_distributed('localhost:1234', 2)
+  with pytest.raises(ValueError, match='missing: coordinator_address'):
+    sharding.initialize_distributed(num_processes=2, process_id=0)
   with pytest.raises(ValueError, match=r'process_id must be an int in \[0, num_processes=2\), got 2'):
     sharding.initialize_distributed('localhost:1234', 2, 2)
   with pytest.raises(ValueError, match='num_processes must be an int >= 1'):
