@@ -231,3 +231,13 @@ def test_load_errors_name_the_path(tmp_path):
     Corpus.load(' ')
   with pytest.raises(TypeError, match='corpus must be .* got int 3'):
     Corpus.load(3)
+
+
+def test_sample_batch_rows_are_those_rows_of_the_whole_batch(text_dir):
+  """What one process of a multi-process run feeds: its rows, equal to the same rows of the whole batch."""
+  c = Corpus.from_paths(text_dir)
+  whole = c.sample_batch(np.random.default_rng(5), 8, 16)
+  for rows in (slice(0, 4), slice(4, 8), slice(2, 6)):
+    np.testing.assert_array_equal(c.sample_batch(np.random.default_rng(5), 8, 16, rows=rows), whole[rows])
+  with pytest.raises(TypeError, match='slice of consecutive rows'):
+    c.sample_batch(np.random.default_rng(5), 8, 16, rows=[0, 1])

@@ -19,7 +19,7 @@ import jax
 import numpy as np
 import pytest
 
-from relpos_jax.train import loop, sharding
+from relpos_jax.train import inputs, loop, sharding
 from relpos_jax.train.checkpoint import Checkpoints
 from relpos_jax.train.metrics import read_metrics
 
@@ -160,6 +160,16 @@ def test_local_rows_and_shard_local_batch_in_one_process():
     sharding.local_rows(mesh, 6)
   with pytest.raises(ValueError, match=r"batch\['inputs'\] has 4 rows, but this process feeds rows 0..7"):
     sharding.shard_local_batch({'inputs': np.zeros((4, 2))}, mesh, 8)
+
+
+def test_each_process_builds_its_rows_of_the_same_batch(lm_config, lm_data, task_config):
+  for data in (lm_data(lm_config()), inputs.TaskData(task_config())):
+    whole = data.train_batch(3)
+    for rows in (slice(0, 4), slice(4, 8)):
+      part = data.train_batch(3, rows)
+      assert sorted(part) == sorted(whole)
+      for key in whole:
+        np.testing.assert_array_equal(part[key], whole[key][rows])
 
 
 def test_initialize_distributed_rejects_a_partial_launch_spec(monkeypatch):
