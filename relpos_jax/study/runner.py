@@ -190,7 +190,8 @@ def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None =
     results['runs'].append(_run_entry(base, entry, workdir, train_fn, metric, data))
     results['meta']['wall_seconds'] = round(time.perf_counter() - started, 1)
     write_outputs(results, workdir)
-    if tensorboard.enabled(base.train):  # one chart per encoder: the metric against the evaluation length
+    # One chart per encoder, the metric against the evaluation length; by one process of a multi-process run.
+    if tensorboard.enabled(base.train) and jax.process_index() == 0:
       tensorboard.write_study(results, workdir)
     if on_result is not None:
       on_result(results)
