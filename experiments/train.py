@@ -28,7 +28,8 @@ _WORKDIR = flags.DEFINE_string('workdir', None, 'Run directory: checkpoints, met
 _MULTIHOST = flags.DEFINE_bool('multihost', False,
                                'Call jax.distributed.initialize() first (multi-host TPU / GPU runs).')
 _COORDINATOR = flags.DEFINE_string('coordinator_address', None,
-                                   'With --multihost: host:port of process 0 (when JAX cannot detect the cluster).')
+                                   'With --multihost: host:port of process 0 (where JAX cannot '
+                                   'detect the cluster).')
 _NUM_PROCESSES = flags.DEFINE_integer('num_processes', None, 'With --multihost: the number of processes.')
 _PROCESS_ID = flags.DEFINE_integer('process_id', None, 'With --multihost: this process, 0..num_processes-1.')
 flags.mark_flags_as_required(['config', 'workdir'])

@@ -294,8 +294,8 @@ def _check_combinations(config, num_devices: int | None) -> None:
   if train.get('tensorboard'):
     from relpos_jax.train import tensorboard
     if not tensorboard.available():
-      raise _fail('train.tensorboard', True, f'TensorBoard event files need tensorboardX: {tensorboard.INSTALL_HINT}'
-                                             '; or set it to False')
+      raise _fail('train.tensorboard', True,
+                  f'TensorBoard event files need tensorboardX: {tensorboard.INSTALL_HINT}; or set it to False')
   if optim.warmup_steps > train.steps:
     raise _fail('optim.warmup_steps', optim.warmup_steps,
                 f'warmup must not be longer than training (config.train.steps={train.steps})')

@@ -41,7 +41,7 @@ def to_python(value):
 
 class MetricsWriter:
   """Appends records to `<workdir>/metrics.jsonl` (or only keeps them in memory when workdir is None), and
-  with `tensorboard=True` the same records as TensorBoard scalars in `<workdir>` (`relpos_jax.train.tensorboard`).
+  with `tensorboard=True` the same records as TensorBoard scalars in `<workdir>` (`train.tensorboard`).
 
   The workdir may be local or a cloud path (`gs://...`, through etils.epath, as orbax uses)."""
 

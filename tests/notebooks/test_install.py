@@ -87,7 +87,8 @@ print('study encoders:', len(study.study.encoders))
   assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
   lines = done.stdout.splitlines()
   venv = (tmp_path / 'venv').resolve()
-  imported_from = pathlib.Path(next(line for line in lines if line.startswith('relpos_jax ')).split(' from ')[1])
+  version_line = next(line for line in lines if line.startswith('relpos_jax '))
+  imported_from = pathlib.Path(version_line.split(' from ')[1])
   assert imported_from.is_relative_to(venv) and imported_from.parent.name == 'site-packages', done.stdout
   assert f'installed: {colab / wheel.name}' in lines
   configs = pathlib.Path(next(line for line in lines if line.startswith('configs: ')).split(': ', 1)[1])

@@ -103,10 +103,11 @@ def test_training_on_your_own_corpus_is_one_override(tmp_path):
   import os
   from relpos_jax.train import config as config_lib
   from relpos_jax.train.config import ConfigError
-  lm = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'configs', 'lm.py')
+  lm = os.path.join(os.path.dirname(inputs.__file__), '..', '..', 'configs', 'lm.py')
   rng = np.random.default_rng(0)
   for i in range(12):
-    (tmp_path / f'doc{i:02d}.txt').write_text(' '.join(rng.choice(['the', 'cat', 'sat', 'on', 'a', 'mat'], 300)))
+    words = rng.choice(['the', 'cat', 'sat', 'on', 'a', 'mat'], 300)
+    (tmp_path / f'doc{i:02d}.txt').write_text(' '.join(words))
   overrides = {'data.corpus': str(tmp_path), 'train.steps': 3, 'train.batch_size': 4, 'train.log_every': 3,
                'optim.warmup_steps': 1, 'model.num_layers': 1, 'model.model_dim': 16, 'model.num_heads': 2,
                'data.train_length': 16, 'eval.every': 0, 'eval.lengths': (16, 32), 'eval.batch_size': 4,

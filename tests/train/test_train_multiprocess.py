@@ -9,7 +9,6 @@ instead of stalling the suite.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -44,7 +43,6 @@ loop.train(config, workdir, hooks=[kill])
 '''
 
 CONFIG_FILE = '''
-import json
 import ml_collections
 
 def get_config():
@@ -58,7 +56,7 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
-def _env(tmp_path) -> dict:
+def _env() -> dict:
   env = {k: v for k, v in os.environ.items() if k not in ('XLA_FLAGS', 'JAX_NUM_CPU_DEVICES')}
   env.update(PYTHONPATH=REPO + os.pathsep + os.environ.get('PYTHONPATH', ''), JAX_PLATFORMS='cpu',
              XLA_FLAGS='--xla_force_host_platform_device_count=2',  # 2 processes x 2 = the 4 devices here
@@ -69,8 +67,8 @@ def _env(tmp_path) -> dict:
 def _launch(argv_of, tmp_path, name):
   procs = []
   for i in range(NUM_PROCESSES):
-    log = open(tmp_path / f'{name}.{i}.log', 'w')
-    procs.append(subprocess.Popen(argv_of(i), cwd=REPO, env=_env(tmp_path), stdout=log, stderr=subprocess.STDOUT))
+    with open(tmp_path / f'{name}.{i}.log', 'w') as log:  # the child keeps its own copy of the file
+      procs.append(subprocess.Popen(argv_of(i), cwd=REPO, env=_env(), stdout=log, stderr=subprocess.STDOUT))
   return procs
 
 
