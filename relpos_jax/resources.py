@@ -1,10 +1,10 @@
 """Where the files shipped beside the package are, however it was installed.
 
-The config files (`configs/*.py`, e.g. the default study `length_generalization.py`) sit next to the
+The config files (`configs/*.py`, e.g. `lm.py`, whose `study` variant is the default study) sit next to the
 package in a checkout (`pip install -e .`, or a clone on the Python path); a wheel or sdist built by
 `python -m build` installs them as data files under `<prefix>/share/relpos_jax/configs/` (setup.cfg's
 `[options.data_files]`), found through the installed distribution's file list. So a notebook can load
-`configs_dir() / 'length_generalization.py'` on Colab from an uploaded wheel as from a checkout.
+`configs_dir() / 'lm.py'` on Colab from an uploaded wheel as from a checkout.
 """
 
 from __future__ import annotations

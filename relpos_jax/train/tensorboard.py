@@ -42,8 +42,9 @@ def available() -> bool:
 
 
 def enabled(train_config) -> bool:
-  """`config.train.tensorboard`, or (absent / None) whether tensorboardX is installed."""
-  value = train_config.get('tensorboard') if hasattr(train_config, 'get') else None
+  """`config.train.tensorboard` (of a ConfigDict or a parsed config), or (absent / None) whether tensorboardX
+  is installed."""
+  value = getattr(train_config, 'tensorboard', None)
   return available() if value is None else bool(value)
 
 

@@ -75,9 +75,9 @@ def test_setup_cell_installs_an_uploaded_wheel_in_a_clean_venv(tmp_path):
   python = _venv_seeing_the_dependencies(tmp_path / 'venv')
   script = tmp_path / 'setup_cell.py'
   script.write_text(_setup_cell(NOTEBOOKS[0]) + '''
-from relpos_jax.train import config as config_lib
-study = config_lib.load_config(CONFIGS / 'length_generalization.py', validate_config=False)
-print('study encoders:', len(study.study.encoders))
+from relpos_jax import study
+config = study.load_config(f"{CONFIGS / 'lm.py'}:study")
+print('study encoders:', len(config.study.encoders))
 ''')
   env = {k: v for k, v in os.environ.items()
          if not k.startswith(('RELPOS_JAX_', 'PYTHON', 'VIRTUAL_ENV', 'XLA_FLAGS'))}
@@ -93,8 +93,8 @@ print('study encoders:', len(study.study.encoders))
   assert f'installed: {colab / wheel.name}' in lines
   configs = pathlib.Path(next(line for line in lines if line.startswith('configs: ')).split(': ', 1)[1])
   assert configs.is_relative_to(venv) and configs.parts[-3:] == ('share', 'relpos_jax', 'configs'), done.stdout
-  from relpos_jax.train import config as config_lib
-  here = config_lib.load_config(ROOT / 'configs' / 'length_generalization.py', validate_config=False)
+  from relpos_jax import study
+  here = study.load_config(f"{ROOT / 'configs' / 'lm.py'}:study")
   assert f'study encoders: {len(here.study.encoders)}' in lines  # the default study, from the installed copy
 
 
