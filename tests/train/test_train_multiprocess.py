@@ -43,6 +43,7 @@ loop.train(config, workdir, hooks=[kill])
 '''
 
 CONFIG_FILE = '''
+import json
 import ml_collections
 
 def get_config():
