@@ -6,7 +6,8 @@ r"""Trains one model from a config file.
     python -m experiments.train --config=configs/algorithmic.py:published --workdir=/tmp/rpe   # a variant
 
 Rerunning the same command resumes from the latest checkpoint in --workdir. Outputs in --workdir:
-config.json, metrics.jsonl (one JSON record per logged step) and checkpoints/<step>/.
+config.json, data.json (the corpus fingerprint or task), metrics.jsonl (one JSON record per logged step)
+and checkpoints/<step>/.
 
 Several processes (multi-host TPU or GPU): the same command on every host with --multihost, which calls
 jax.distributed.initialize() first; on Cloud TPU, Slurm, Open MPI and Kubernetes it finds the cluster by
@@ -48,9 +49,12 @@ def main(argv) -> None:
   from relpos_jax.train import sharding  # Imports jax, but calls nothing: initialize() must come first.
   if _MULTIHOST.value:
     sharding.initialize_distributed(*explicit)
-  from relpos_jax.train import loop, metrics
+  from relpos_jax.train import checkpoint, loop, metrics
   metrics.quiet_checkpoint_logs()
-  result = loop.train(_CONFIG.value, _WORKDIR.value)
+  try:
+    result = loop.train(_CONFIG.value, _WORKDIR.value)
+  except (loop.DivergedError, checkpoint.CheckpointError, checkpoint.CheckpointWriteError) as e:
+    raise SystemExit(f'{type(e).__name__}: {e}') from None  # One message, exit status 1.
   summary = {k: v for k, v in result.final_metrics.items() if isinstance(v, (int, float))}
   logging.info('final metrics: %s', json.dumps(summary, sort_keys=True))
 

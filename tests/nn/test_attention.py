@@ -21,7 +21,7 @@ B, L, DIM, HEADS = 2, 7, 16, 2
 
 
 def _causal_only(encoder):
-  return any(getattr(p, 'requires_causal', False) for p in position_terms.flatten(encoder))
+  return any(p.requires_causal for p in contract.leaves(encoder))
 
 
 def _layer(encoder, *, causal=True, seed=0, **kw):
