@@ -39,6 +39,7 @@ first, so an interrupted run has the main families:
 import ml_collections
 from ml_collections.config_dict import placeholder
 
+from relpos_jax.train import tensorboard
 from relpos_jax.train.config import parse_variants
 
 # The study's encoders that can encode 65,536 positions, in the order the long-context variant runs them.
@@ -121,6 +122,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.train.log_every = 50
   config.train.checkpoint_every = 100
   config.train.keep_checkpoints = 2
+  config.train.tensorboard = tensorboard.available()  # events beside metrics.jsonl if tensorboardX is installed
 
   config.eval = ml_collections.ConfigDict()
   config.eval.every = 150

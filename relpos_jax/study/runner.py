@@ -12,6 +12,8 @@ and writes, after each encoder:
     <workdir>/results.md        encoder x evaluation length table (mean ± standard deviation over seeds)
     <workdir>/results.png       metric against evaluation length (mean, and a ± std band over seeds)
     <workdir>/runs/<label>/seed<s>/   the run of one encoder and seed (config.json, metrics.jsonl, checkpoints)
+    <workdir>/events.out.tfevents.*   with TensorBoard on (config.train.tensorboard): one chart per encoder,
+                                the metric against the evaluation length (`tensorboard --logdir=<workdir>`)
 
 Nothing saved is lost on interruption: a finished (encoder, seed) keeps its result
 (`runs/<label>/seed<s>/result.json`) and is skipped on the next call, an unfinished one resumes from its
@@ -44,7 +46,7 @@ from absl import logging
 
 from relpos_jax.study import report
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import inputs, loop
+from relpos_jax.train import inputs, loop, tensorboard
 
 RESULT_FILE = 'result.json'
 _LABEL = re.compile(r'^[A-Za-z0-9_.+-]+$')
@@ -293,6 +295,9 @@ def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None =
     if not finished_only:  # Reporting finished runs takes seconds: their train_seconds say what they took.
       results['meta']['wall_seconds'] = round(time.perf_counter() - started, 1)
     write_outputs(results, workdir)
+    # One chart per encoder, the metric against the evaluation length; by one process of a multi-process run.
+    if tensorboard.enabled(base.train) and jax.process_index() == 0:
+      tensorboard.write_study(results, workdir)
     if on_result is not None:
       on_result(results)
   return results

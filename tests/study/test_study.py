@@ -105,12 +105,30 @@ def test_study_writes_outputs_and_resumes(tmp_path):
     assert np.all(np.isfinite(values)) and np.all(values > 0) and run['steps'] == 3
   table = (tmp_path / 'results.md').read_text()
   assert '| abs (`sinusoidal`) |' in table and '32 (4×)' in table
+  _assert_tensorboard_charts(tmp_path, results)
 
   # A second call reuses both finished encoders: nothing is trained again, results are identical.
   calls.clear()
   again = study.run_study(config, tmp_path, train_fn=counting_train)
   assert calls == []
   assert json.dumps(again['runs'], sort_keys=True) == json.dumps(results['runs'], sort_keys=True)
+  _assert_tensorboard_charts(tmp_path, results)  # rewritten, not appended to
+
+
+def _assert_tensorboard_charts(workdir, results):
+  """One TensorBoard chart per encoder: its metric against the evaluation length (read back from the
+  event files); each encoder's run directory has its training and evaluation scalars."""
+  from relpos_jax.train import tensorboard
+  charts = tensorboard.read_scalars(workdir)
+  assert sorted(charts) == ['length_generalization/abs', 'length_generalization/alibi']
+  for run in results['runs']:
+    points = charts[f'length_generalization/{run["name"]}']
+    assert [n for n, _ in points] == [8, 16, 32]
+    np.testing.assert_allclose([v for _, v in points], [run['by_length'][str(n)] for n in (8, 16, 32)],
+                               rtol=1e-6)  # TensorBoard keeps float32
+    own = tensorboard.read_scalars(os.path.join(workdir, 'runs', run['name']))
+    assert own['train/loss'][-1][0] == 3 and [n for n, _ in own['eval/32/bits_per_char']] == [3]
+    np.testing.assert_allclose(own['eval/32/bits_per_char'][0][1], run['by_length']['32'], rtol=1e-6)
 
 
 def test_interrupted_study_keeps_finished_encoders(tmp_path):
