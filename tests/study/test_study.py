@@ -126,7 +126,7 @@ def _assert_tensorboard_charts(workdir, results):
     assert [n for n, _ in points] == [8, 16, 32]
     np.testing.assert_allclose([v for _, v in points], [run['by_length'][str(n)] for n in (8, 16, 32)],
                                rtol=1e-6)  # TensorBoard keeps float32
-    own = tensorboard.read_scalars(os.path.join(workdir, 'runs', run['name']))
+    own = tensorboard.read_scalars(os.path.join(workdir, 'runs', run['name'], f'seed{run["seeds"][0]}'))
     assert own['train/loss'][-1][0] == 3 and [n for n, _ in own['eval/32/bits_per_char']] == [3]
     np.testing.assert_allclose(own['eval/32/bits_per_char'][0][1], run['by_length']['32'], rtol=1e-6)
 
