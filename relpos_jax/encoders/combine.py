@@ -10,7 +10,8 @@ form for equality, hashing (jit caching) and `spec.to_spec` ("a + b + c").
 
 Rejected: fewer than two parts (use the encoder itself); two rotary parts (rotating twice composes the
 rotations into a different encoding, not a sum); two input-level absolute parts (x + p_i + p'_i is one
-absolute encoding with two tables, which nobody means).
+absolute encoding with two tables, which nobody means); two normalizers (one function replaces the
+softmax); two parts that replace the content logit (PaTH).
 """
 
 from __future__ import annotations
@@ -43,10 +44,14 @@ class Combined(contract.Encoder):
     contract.require(len(flat) >= 2, self.name, 'parts', self.parts,
                  'at least two encoders (a single encoder is used as it is)')
     for kind, why in ((contract.Kind.ROTARY, 'rotating twice composes into another rotation, not a sum'),
-                      (contract.Kind.ABSOLUTE, 'one input-level absolute encoding per model')):
+                      (contract.Kind.ABSOLUTE, 'one input-level absolute encoding per model'),
+                      (contract.Kind.NORMALIZER, 'one function replaces the softmax')):
       same = [p for p in flat if p.kind is kind]
       contract.require(len(same) <= 1, self.name, 'parts', self.parts,
                    f'at most one {kind.value} part ({why}); got {len(same)}')
+    replacing = [p for p in flat if getattr(p, 'replaces_content', False) and p.kind is contract.Kind.CONTEXTUAL]
+    contract.require(len(replacing) <= 1, self.name, 'parts', self.parts,
+                     f'at most one part that replaces the content logit q . k (path); got {len(replacing)}')
 
   @property
   def carries_position(self) -> bool:

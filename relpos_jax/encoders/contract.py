@@ -15,6 +15,10 @@ The attention layer dispatches on `encoder.kind` only (never on a particular enc
 | ROTARY           | rotate_queries / rotate_keys                           | q, k rotated at their positions      |
 | ABSOLUTE         | embed(params, positions), optional score term          | x + p_i, or P_ij added to the scores |
 | COMBINED         | parts                                                  | the sum of its parts' terms          |
+| CONTEXTUAL       | token_features(x), score_term(params, ctx)             | a term computed from q, k (and x)    |
+| SCORE_TRANSFORM  | base (a scalar bias), transform(params, scores, bias)  | f(content scores, bias) replaces sum |
+| NORMALIZER       | weights(params, logits, valid, q_index)                | replaces the softmax                 |
+| TEMPERATURE      | temperature(params, num_visible, q_index)              | multiplies the logits per query      |
 
 Scalar-bias encoders say whether they are Toeplitz (`is_toeplitz`): a bias that depends on the query
 position too (FIRE) is not, and takes its own path in `bias_matrix`.
@@ -40,6 +44,11 @@ class Kind(enum.Enum):
   ROTARY = 'rotary'
   ABSOLUTE = 'absolute'
   COMBINED = 'combined'
+  # Position from content and what happens after the scores (issue 11).
+  CONTEXTUAL = 'contextual'
+  SCORE_TRANSFORM = 'score_transform'
+  NORMALIZER = 'normalizer'
+  TEMPERATURE = 'temperature'
 
 
 @jax.tree_util.register_static
@@ -248,3 +257,85 @@ class TableBiasEncoder(ScalarBiasEncoder):
 
   def bias(self, params, rel):
     return jnp.take(params['table'], self.bucket(jnp.asarray(rel, jnp.int32)), axis=0)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The kinds whose terms depend on the content (q, k, x), not only on positions.
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionContext:
+  """What a contextual / normalizer / temperature encoder sees of one attention call (float32 arrays).
+
+  query: (B, Lq, H, D), rotated if a part is rotary. key: (B, Lk, H, D).
+  features: (B, Lk, F) the part's per-token features of the keys (`token_features`, cached in decoding),
+    or None. The queries are keys too (self-attention): query i is key index q_index[i].
+  valid: (B or 1, 1, Lq, Lk) bool, True where query i may attend to key j (causal mask and padding).
+  key_mask: (B, Lk) bool, True for real keys (padding and the unwritten part of a cache are False).
+  q_index: (Lq,) int32, the key index of each query (q_offset + i).
+  scale: the softmax scale 1 / sqrt(D).
+  """
+  query: jax.Array
+  key: jax.Array
+  features: jax.Array | None
+  valid: jax.Array
+  key_mask: jax.Array
+  q_index: jax.Array
+  scale: float
+
+
+class ContextualEncoder(Encoder):
+  """A score term computed along the row from q, k (and the layer input x): gates, prefix sums, transforms.
+
+  `token_features(params, x)` maps the layer input x (B, L, model_dim) to per-token features (B, L, F)
+  (`num_features(dims)` = F, 0 for none); the layer computes them for the tokens it sees and keeps them in
+  its KV cache, so a contextual term decodes chunk by chunk like a full forward. `score_term(params, ctx)`
+  returns (B, H, Lq, Lk) float32 added to the scaled logits; with `replaces_content` it *is* the content
+  logit (PaTH's q_i^T P_ij k_j, unscaled like q . k). Padded keys are transparent: they contribute no gate,
+  no decay and no transform (so left padding does not change the real tokens' outputs).
+  """
+
+  kind = Kind.CONTEXTUAL
+  requires_causal: ClassVar[bool] = True
+  replaces_content: ClassVar[bool] = False
+
+  def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
+    dims_ = check_init_dims(self.name or type(self).__name__, num_heads, head_dim, model_dim,
+                            needs_head_dim=True, needs_model_dim=True)
+    return {'dims': dims_, **self.init_params(rng, dims_)}
+
+  def num_features(self, dims_: Dims) -> int:
+    del dims_
+    return 0
+
+  def token_features(self, params: Params, x: jax.Array) -> jax.Array | None:
+    """x (B, L, model_dim) -> (B, L, num_features) float32, or None when the term needs no features."""
+    del params, x
+    return None
+
+  def score_term(self, params: Params, ctx: AttentionContext) -> jax.Array:
+    raise NotImplementedError
+
+
+class NormalizerEncoder(Encoder):
+  """Replaces the softmax: attention weights from the (masked) logits."""
+
+  kind = Kind.NORMALIZER
+
+  def weights(self, params: Params, logits: jax.Array, ctx: AttentionContext
+              ) -> tuple[jax.Array, jax.Array | None]:
+    """logits (B, H, Lq, Lk) float32 -> (weights (B, H, Lq, Lk), remainder (B, H, Lq) or None).
+
+    A remainder r_i is the weight given to query i's own value v_{q_index[i]} on top of the weights.
+    """
+    raise NotImplementedError
+
+
+class TemperatureEncoder(Encoder):
+  """Multiplies every logit of query i by t_h(i), a function of the number of keys it sees."""
+
+  kind = Kind.TEMPERATURE
+
+  def temperature(self, params: Params, num_visible: jax.Array, q_index: jax.Array) -> jax.Array:
+    """num_visible (B, Lq) float32 (keys query i sees, >= 1 for a query that sees any) -> (B, H, Lq)."""
+    raise NotImplementedError

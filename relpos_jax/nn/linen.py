@@ -31,7 +31,7 @@ import jax.numpy as jnp
 
 from relpos_jax.encoders import contract
 from relpos_jax.nn import attention as attention_lib
-from relpos_jax.nn import functional, position_terms
+from relpos_jax.nn import content_terms, functional, position_terms
 
 
 def _path_name(path) -> str:
@@ -120,7 +120,8 @@ class RelativeMultiHeadAttention(nn.Module):
     out = functional.attend(q, k, v, parts=parts, params=params, causal=self.causal,
                             key_mask=padding_mask, q_positions=positions,
                             k_positions=positions, position_bias=position_bias,
-                            implementation=self.implementation, debug_checks=self.debug_checks)
+                            implementation=self.implementation, debug_checks=self.debug_checks,
+                            features=content_terms.token_features(parts, params, x))
     return dense(model_dim, name='out')(out.reshape(b, length, inner).astype(dtype))
 
 
