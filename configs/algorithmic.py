@@ -1,4 +1,4 @@
-"""The protocol of Ruoss et al. 2023 at CPU scale: an bidirectional transformer on an algorithmic task.
+"""The protocol of Ruoss et al. 2023 at CPU scale: a bidirectional transformer on an algorithmic task.
 
 Training lengths n ~ U{1..20} (one length per batch, padded to 4 length buckets, so 4 compilations),
 evaluation at the training length and beyond. Same model family as the published protocol

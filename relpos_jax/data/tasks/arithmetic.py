@@ -6,14 +6,14 @@ import dataclasses
 
 import numpy as np
 
-from relpos_jax.data.tasks.base import EncoderTask
+from relpos_jax.data.tasks.base import BidirectionalTask
 
 PLUS = 2         # input token between the two numbers
 TERMINATOR = 2   # output token after the last bit of the sum
 
 
 @dataclasses.dataclass(frozen=True)
-class BinaryAddition(EncoderTask):
+class BinaryAddition(BidirectionalTask):
   """Sum of two binary numbers, everything LITTLE-endian (least significant bit first), as in the reference.
 
   Input (length n): for ``n >= 3``, ``a + b`` where the lengths ``la ~ U{1..n-2}``, ``lb = n - 1 - la``,

@@ -1,8 +1,8 @@
 """Common interface of the algorithmic tasks.
 
-Encoder-only format (Delétang et al. 2023; Ruoss et al. 2023)
--------------------------------------------------------------
-The reference code (``make_model_with_empty_targets`` in both DeepMind repositories) feeds an bidirectional
+Bidirectional format (Delétang et al. 2023; Ruoss et al. 2023)
+--------------------------------------------------------------
+The reference code (``make_model_with_empty_targets`` in both DeepMind repositories) feeds a bidirectional
 transformer the input string followed by ``output_length(n)`` copies of one extra "empty output" token, whose
 id is the input alphabet size, and reads the predictions at those last ``output_length(n)`` positions.
 Here, for input length ``n`` and ``m = output_length(n)``, ``T = n + m``:
@@ -21,7 +21,7 @@ Here, for input length ``n`` and ``m = output_length(n)``, ``T = n + m``:
 ``vocab_size = input_alphabet_size + 2`` counts the placeholder and pad. The model's output head needs
 ``num_classes`` logits. Classification tasks have ``output_length(n) == 1``.
 
-Decoder (causal LM) format: see ``count_copy.py``.
+Causal (LM) format: see ``count_copy.py``.
 
 Every ``sample`` draws only from the ``np.random.Generator`` it is given, so a fixed seed reproduces a batch.
 """
@@ -94,7 +94,7 @@ class Task(abc.ABC):
 
 
 @dataclasses.dataclass(frozen=True)
-class EncoderTask(Task):
+class BidirectionalTask(Task):
   """Input string, then ``output_length(n)`` placeholders; predictions are read at the placeholders."""
 
   kind: ClassVar[str] = 'bidirectional'

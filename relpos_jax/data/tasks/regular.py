@@ -10,13 +10,13 @@ import dataclasses
 
 import numpy as np
 
-from relpos_jax.data.tasks.base import EncoderTask
+from relpos_jax.data.tasks.base import BidirectionalTask
 
 _REF = 'Deletang et al. 2023, tasks/regular; Ruoss et al. 2023'
 
 
 @dataclasses.dataclass(frozen=True)
-class _BinaryClassification(EncoderTask):
+class _BinaryClassification(BidirectionalTask):
   """Binary strings in, one of two classes out."""
 
   @property

@@ -11,13 +11,13 @@ import dataclasses
 import numpy as np
 
 from relpos_jax.data._validate import check_positive_int
-from relpos_jax.data.tasks.base import EncoderTask
+from relpos_jax.data.tasks.base import BidirectionalTask
 
 _REF = 'Deletang et al. 2023; Ruoss et al. 2023'
 
 
 @dataclasses.dataclass(frozen=True)
-class _Transduction(EncoderTask):
+class _Transduction(BidirectionalTask):
   alphabet_size: int = 2
 
   def __post_init__(self):
@@ -114,7 +114,7 @@ class Shift(_Transduction):
 
 
 @dataclasses.dataclass(frozen=True)
-class MissingDuplicate(EncoderTask):
+class MissingDuplicate(BidirectionalTask):
   """Predict the one masked symbol of a duplicated binary string (Ruoss et al. 2023).
 
   Input (length n >= 2): ``w w`` with ``|w| = n // 2``, ``w`` uniform binary, one position (uniform over the
