@@ -134,6 +134,22 @@ class Encoder:
     return None
 
 
+class WrapsBase:
+  """Mixin for a wrapper with an encoder field `base`: the flags of the layer's checks are the base's."""
+
+  @property
+  def carries_position(self):
+    return self.base.carries_position
+
+  @property
+  def is_relative(self):
+    return self.base.is_relative
+
+  @property
+  def requires_causal(self):
+    return self.base.requires_causal
+
+
 class ScalarBiasEncoder(Encoder):
   """b_h(j - i), one scalar per head and relative position, added to the attention scores."""
 

@@ -77,7 +77,7 @@ def conv_along_keys(x: jax.Array, kernel: jax.Array, bias: jax.Array) -> jax.Arr
 
 @register('dape')
 @dataclasses.dataclass(frozen=True)
-class DAPE(contract.Encoder):
+class DAPE(contract.WrapsBase, contract.Encoder):
   """`dape(alibi)`, `dape(kerple_log, version=2)`: the base's bias, corrected by a function of (A, B)."""
 
   base: contract.Encoder
@@ -99,18 +99,6 @@ class DAPE(contract.Encoder):
     contract.require(self.version == 2 or self.kernel_size == 3, self.name, 'kernel_size', self.kernel_size,
                      'only with version=2 (version 1 is a per-pair MLP)')
 
-  @property
-  def requires_causal(self):
-    return self.base.requires_causal
-
-  @property
-  def carries_position(self):
-    return self.base.carries_position
-
-  @property
-  def is_relative(self):
-    return self.base.is_relative
-
   def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
     dims_ = contract.check_init_dims(self.name, num_heads, head_dim, model_dim)
     base_rng, mlp_rng = jax.random.split(rng)
@@ -121,6 +109,13 @@ class DAPE(contract.Encoder):
 
   def check_positions(self, positions_upper_bound):
     self.base.check_positions(positions_upper_bound)
+
+  def base_bias(self, params, q_len: int, k_len: int, *, q_offset=0, q_positions=None, k_positions=None):
+    """B: the base's bias, (H, Lq, Lk) for contiguous positions, (B, H, Lq, Lk) at explicit ones."""
+    from relpos_jax import positions as positions_lib  # Local: positions imports the encoders' contract.
+    if q_positions is None:
+      return positions_lib.bias_matrix(self.base, params['base'], q_len, k_len, q_offset)
+    return positions_lib.bias_at_positions(self.base, params['base'], q_positions, k_positions)
 
   def correction(self, params, scores: jax.Array, bias: jax.Array, valid: jax.Array | None = None
                  ) -> jax.Array:

@@ -37,7 +37,7 @@ def sample_positions(rng: jax.Array, batch: int, length: int, max_position: int)
 
 @register('randomized')
 @dataclasses.dataclass(frozen=True)
-class Randomized(contract.Encoder):
+class Randomized(contract.WrapsBase, contract.Encoder):
   """`randomized(rope)`, `randomized(t5, max_position=4096)`: the base encoder, trained at random positions."""
 
   base: contract.Encoder
@@ -76,20 +76,8 @@ class Randomized(contract.Encoder):
     return self.base.kind
 
   @property
-  def carries_position(self):
-    return self.base.carries_position
-
-  @property
-  def is_relative(self):
-    return self.base.is_relative
-
-  @property
   def is_toeplitz(self):
     return self.base.is_toeplitz
-
-  @property
-  def requires_causal(self):
-    return self.base.requires_causal
 
   @property
   def clip_distance(self):

@@ -20,7 +20,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from relpos_jax import positions as positions_lib
 from relpos_jax.encoders import contract
 
 Kind = contract.Kind
@@ -86,18 +85,11 @@ def add_contextual(parts, params, features, ctx, logits: jax.Array) -> jax.Array
   return logits
 
 
-def base_bias(part, params, q_len, k_len, *, q_offset, q_positions, k_positions) -> jax.Array:
-  """The scalar bias of a score transform's base: (H, Lq, Lk), or (B, H, Lq, Lk) at explicit positions."""
-  if q_positions is None:
-    return positions_lib.bias_matrix(part.base, params['base'], q_len, k_len, q_offset)
-  return positions_lib.bias_at_positions(part.base, params['base'], q_positions, k_positions)
-
-
 def transform_scores(parts, params, logits, valid, q_len, k_len, *, q_offset, q_positions, k_positions):
   for part, p in zip(parts, params):
     if part.kind is Kind.SCORE_TRANSFORM:
-      bias = base_bias(part, p, q_len, k_len, q_offset=q_offset, q_positions=q_positions,
-                       k_positions=k_positions)
+      bias = part.base_bias(p, q_len, k_len, q_offset=q_offset, q_positions=q_positions,
+                            k_positions=k_positions)
       logits = part.transform(p, logits, bias, valid)
   return logits
 

@@ -216,7 +216,7 @@ def test_combine_validates_its_parts(parts, match):
 
 def test_combine_rejects_two_rotary_parts():
   rotary = [n for n in relpos_jax.encoders.names()
-            if n != 'randomized' and relpos_jax.encoders.make(n).kind is Kind.ROTARY]
+            if relpos_jax.encoders.make_default(n).kind is Kind.ROTARY]
   if not rotary:
     pytest.skip('no rotary encoder registered yet')
   with pytest.raises(ValueError, match='at most one rotary part'):
