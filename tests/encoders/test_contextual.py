@@ -519,13 +519,13 @@ def test_causal_only_encoders_refuse_a_bidirectional_layer(spec):
 @pytest.mark.parametrize('spec', ['cope', 'fox', 'stick_breaking', 'path', 'dape(kerple_log, version=2)',
                                   'rope + ssmax', 'logn(train_length=64)'])
 def test_finite_values_and_gradients_at_long_lengths(spec):
-  length = 1024
+  length, heads, head_dim = 1024, 1, 4  # one small head: the length is what is tested
   enc = encoders.from_spec(spec)
   parts = relpos_jax.nn.position_terms.attention_parts(enc)
-  params = relpos_jax.nn.position_terms.init_params(parts, jax.random.key(0), num_heads=H, head_dim=D,
-                                                    model_dim=MODEL)
+  params = relpos_jax.nn.position_terms.init_params(parts, jax.random.key(0), num_heads=heads,
+                                                    head_dim=head_dim, model_dim=MODEL)
   rng = np.random.default_rng(0)
-  q, k, v = (jnp.asarray(3 * rng.normal(size=(1, length, H, D)), jnp.float32) for _ in range(3))
+  q, k, v = (jnp.asarray(3 * rng.normal(size=(1, length, heads, head_dim)), jnp.float32) for _ in range(3))
   x = jnp.asarray(rng.normal(size=(1, length, MODEL)), jnp.float32)
 
   @jax.jit
