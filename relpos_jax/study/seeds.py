@@ -16,6 +16,21 @@ import math
 from relpos_jax.study import report
 
 
+def collect(workdir: str, labels=None) -> report.Results:
+  """A workdir's results with its runs read from runs/<label>/result.json (every finished run, also those
+  written by another process on the same workdir), in the order of `labels` (the study's entries)."""
+  import glob
+  import os
+  results = report.load_json(os.path.join(workdir, 'results.json'))
+  found = {}
+  for path in glob.glob(os.path.join(workdir, 'runs', '*', 'result.json')):
+    run = report.load_json(path)
+    found[run['name']] = run
+  order = list(labels) if labels is not None else sorted(found)
+  results['runs'] = [found[label] for label in order if label in found]
+  return results
+
+
 def _seed_of(results) -> int:
   return int(results['meta']['config']['seed'])
 

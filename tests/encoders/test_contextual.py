@@ -15,6 +15,7 @@ written (loops, flips, explicit products), not the way relpos_jax computes.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -38,12 +39,18 @@ def _inputs(seed=0, length=L):
   return q, k, v, x
 
 
-def _attend(enc, params, q, k, v, x, *, causal=True, key_mask=None):
+@functools.partial(jax.jit, static_argnames=('enc', 'causal'))
+def _attend_jit(enc, params, q, k, v, x, key_mask, causal):
   parts, params = (enc,), [params]
-  features = content_terms.token_features(parts, params, jnp.asarray(x, jnp.float32))
-  return attend(jnp.asarray(q, jnp.float32), jnp.asarray(k, jnp.float32), jnp.asarray(v, jnp.float32),
-                parts=parts, params=params, causal=causal, key_mask=key_mask, implementation='einsum',
+  features = content_terms.token_features(parts, params, x)
+  return attend(q, k, v, parts=parts, params=params, causal=causal, key_mask=key_mask, implementation='einsum',
                 features=features)
+
+
+def _attend(enc, params, q, k, v, x, *, causal=True, key_mask=None):
+  """The attention core with the single part `enc`, jitted (the encoder is static)."""
+  f32 = lambda a: jnp.asarray(a, jnp.float32)
+  return _attend_jit(enc, params, f32(q), f32(k), f32(v), f32(x), key_mask, causal)
 
 
 def _np_softmax_attend(logits, valid, v):
