@@ -63,7 +63,7 @@ class FrameworkStep:
     from relpos_jax import train
     from relpos_jax.train import config as config_lib, optim, sharding, state as state_lib, step as step_lib
     mesh = sharding.make_mesh(jax.devices()[:1])
-    parts, params = train.split_model(train.build_model(config, data))
+    parts, params = train.split_model(train.build_model(config))
     self.initial_params = reference_params_from(params)  # Copied now: the state is donated later.
     optimizer = optim.OptimizerSpec.from_config(config)
     self.state = sharding.replicate(state_lib.init_train_state(params, optimizer.build()), mesh)

@@ -1,18 +1,74 @@
-"""The protocol of Ruoss et al. 2023 at CPU scale: a bidirectional transformer on an algorithmic task.
+r"""The protocol of Ruoss et al. 2023 ("Randomized Positional Encodings Boost Length Generalization of
+Transformers"): a bidirectional transformer on an algorithmic task. Variants (comma-separated after the path):
 
-Training lengths n ~ U{1..20} (one length per batch, padded to 4 length buckets, so 4 compilations),
-evaluation at the training length and beyond. Same model family as the published protocol
-(configs/algorithmic_published.py), smaller and shorter so it runs in a few minutes on a CPU:
+  (none)      CPU scale: training lengths n ~ U{1..20} (one length per batch, padded to 4 length buckets, so
+              4 compilations), evaluation at the training length and beyond; a few minutes on a CPU
+  published   the published protocol, for a TPU or GPU (below)
+  study       a length-generalization study: every encoder of `study.encoders` trains this run
 
     python -m experiments.train --config=configs/algorithmic.py --workdir=/tmp/even_pairs
     python -m experiments.train --config=configs/algorithmic.py --config.data.task=parity_check \
         --config.model.encoder='randomized(rope)' --workdir=/tmp/parity
+    python -m experiments.train --config=configs/algorithmic.py:published --workdir=/tmp/rpe \
+        --config.data.task=duplicate_string --config.optim.learning_rate=3e-4 --config.seed=3
+    python -m experiments.length_generalization --config=configs/algorithmic.py:study --workdir=results/even_pairs
+    python -m experiments.length_generalization --config=configs/algorithmic.py:published,study \
+        --config.data.task=reverse_string --config.optim.learning_rate=3e-4 --workdir=gs://.../reverse
+
+`study` at CPU scale: evaluated by per-output-token accuracy at 10 and 20 (in distribution) and 30, 40, 60,
+100 (out of distribution), about 2 minutes per encoder on a 2-core CPU. NoPE is in the set as the control: a
+bidirectional model without positions cannot see order (the run warns), so its accuracy marks chance for
+order-dependent tasks.
+
+`published`, from the paper and its reference code (google-deepmind/randomized_positional_encodings):
+  model     bidirectional transformer, 5 layers, model_dim 64, 8 heads, MLP widening 4, dropout 0.1
+            (`TransformerConfig` defaults and `_ARCHITECTURE_PARAMS` of experiments/example.py); the
+            encoding their example trains is randomized relative (Transformer-XL) with L = 2048
+  data      lengths n ~ U{1..N}, N = 40, one length per batch; batch size 128
+  optim     Adam (`l2_weight = 0`), constant learning rate, gradient clipping at global norm 1
+            (`max_grad_norm`); the paper sweeps learning rates {1e-4, 3e-4, 5e-4} over 10 seeds and
+            trains 2,000,000 steps (the example script's own defaults are 10,000 steps at 1e-3)
+  loss      per example, the sum of the cross-entropies of its output positions, averaged over the batch
+  eval      every length M in N+1 .. 500, 512 examples each (`range_test_total_batch_size`), scored by
+            per-token accuracy; the paper's score is the mean accuracy over those lengths
+Deviation: the 460 evaluation lengths are padded to multiples of 32 (`eval.pad_multiple`), so they compile
+15 shapes instead of 460; padded keys are masked, so the scores are those of the unpadded sequences. With
+`study`, each encoder family that paper compares, with and without randomized positions (max_position 2048).
 """
 
 import ml_collections
+from ml_collections.config_dict import placeholder
+
+from relpos_jax.train.config import parse_variants
+
+STUDY_ENCODERS = (
+    'nope',
+    'sinusoidal',
+    'learned: learned(max_length=128)',
+    'shaw: shaw(max_distance=16)',
+    't5',
+    'alibi: alibi(bidirectional=True)',
+    'kerple_log',
+    'fire',
+    'transformer_xl',
+    'rope',
+    'rope+randomized: randomized(rope, max_position=2048)',
+)
+PUBLISHED_STUDY_ENCODERS = (
+    'nope',
+    'sinusoidal',
+    'transformer_xl',
+    'rope',
+    'alibi: alibi(bidirectional=True)',
+    'sinusoidal+randomized: randomized(sinusoidal, max_position=2048)',
+    'transformer_xl+randomized: randomized(transformer_xl, max_position=2048)',
+    'rope+randomized: randomized(rope, max_position=2048)',
+    'alibi+randomized: randomized(alibi(bidirectional=True), max_position=2048)',
+)
 
 
-def get_config() -> ml_collections.ConfigDict:
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  variants = parse_variants(arg, ('published', 'study'))
   config = ml_collections.ConfigDict()
   config.seed = 0
 
@@ -59,4 +115,44 @@ def get_config() -> ml_collections.ConfigDict:
   config.eval.num_examples = 256          # per length
   config.eval.pad_multiple = 1
   config.eval.seed = 0
+  config.eval.num_tokens = placeholder(int)            # optional (the corpus only)
+  config.eval.max_tokens_per_batch = placeholder(int)  # optional: cap on tokens per evaluation batch
+
+  if 'published' in variants:
+    config.model.encoder = 'randomized(transformer_xl, max_position=2048)'
+    config.model.num_layers = 5
+    config.model.num_heads = 8
+    # The reference example defaults to missing_duplicate, which has a shortcut (the masked bit is the
+    # parity of the visible ones) and is no evidence of length generalization; reverse_string is not.
+    config.data.task = 'reverse_string'
+    config.data.max_length = 40
+    config.data.num_buckets = 8
+    config.optim.learning_rate = 1e-4
+    config.optim.schedule = 'warmup_constant'
+    config.optim.warmup_steps = 0
+    config.optim.end_lr_fraction = 1.0    # unused by a constant schedule
+    config.train.steps = 2_000_000
+    config.train.batch_size = 128
+    config.train.log_every = 1_000
+    config.train.checkpoint_every = 50_000
+    config.train.keep_checkpoints = 3
+    config.eval.every = 0                 # the range evaluation runs once, after training
+    config.eval.lengths = tuple(range(41, 501))
+    config.eval.batch_size = 64           # the reference's range_test_sub_batch_size
+    config.eval.num_examples = 512
+    config.eval.pad_multiple = 32
+
+  if 'study' in variants:
+    config.eval.every = 0
+    config.study = ml_collections.ConfigDict()
+    if 'published' in variants:
+      config.study.title = 'Ruoss et al. 2023 protocol: trained on lengths 1..40, tested on 41..500'
+      config.study.description = 'Per-output-token accuracy; the paper reports the mean over lengths 41..500.'
+      config.study.encoders = PUBLISHED_STUDY_ENCODERS
+    else:
+      config.eval.lengths = (10, 20, 30, 40, 60, 100)
+      config.study.title = 'even_pairs: trained on lengths 1..20, accuracy up to 100'
+      config.study.description = ('Per-output-token accuracy (Deletang et al. 2023); lengths <= 20 are in '
+                                  'distribution. Chance is 0.5.')
+      config.study.encoders = STUDY_ENCODERS
   return config

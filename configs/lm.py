@@ -1,4 +1,4 @@
-"""Byte-level ("character-level") language model on the built-in corpus (the Python standard library).
+r"""Byte-level ("character-level") language model on the built-in corpus (the Python standard library).
 
 A small causal transformer, trained at length 64 and evaluated at 64, 128 and 256 bytes: how the loss per
 character holds beyond the training length is the length-generalization question in its LM form. Sized
@@ -6,12 +6,69 @@ to finish in about a minute on a laptop CPU:
 
     python -m experiments.train --config=configs/lm.py --workdir=/tmp/lm
     python -m experiments.train --config=configs/lm.py --config.model.encoder='rope' --workdir=/tmp/lm_rope
+
+Variant `study` (`--config=configs/lm.py:study`): the default length-generalization study. Every encoder of
+`study.encoders` trains this model at length 64 (same data stream, same seed, 400 steps), then is evaluated
+on the same validation text cut into windows of 64, 128, 256, 512 and 1024 bytes (1x to 16x). Sized to finish
+in about 10 minutes on a 2-core CPU:
+
+    python -m experiments.length_generalization                      # this variant, ./results/default
+    python -m experiments.length_generalization --config=configs/lm.py:study \
+        --config.train.steps=2000 --config.model.num_layers=4 --workdir=/tmp/bigger
+
+`study.encoders` holds 'label: spec' entries (any encoder spec; see relpos_jax.encoders.spec).
 """
 
 import ml_collections
+from ml_collections.config_dict import placeholder
+
+from relpos_jax.train.config import parse_variants
+
+# The position-free control, absolute tables, the lecture's relative variants and today's choices.
+STUDY_ENCODERS = (
+    'nope',
+    'sinusoidal',
+    'learned: learned(max_length=1024)',
+    'shaw: shaw(max_distance=16)',
+    # T5's published max_distance=128 leaves the buckets of distances >= 64 untrained at train length 64
+    # (they keep their ~0 init while trained far buckets learn ~ -2); t5-32 is the layout whose every bucket
+    # (saturating at distance 32) is trained, the regime of Press et al. (max_distance < train length).
+    't5: t5(bidirectional=False)',
+    't5-32: t5(bidirectional=False, num_buckets=16, max_distance=32)',
+    'multiscale',
+    'alibi',
+    'kerple_log',
+    'fire',
+    'rope',
+    'rope+randomized: randomized(rope, max_position=2048)',
+)
 
 
-def get_config() -> ml_collections.ConfigDict:
+# Variant `study,contextual` (issue 11): position from content beside the extrapolating baselines and RoPE;
+# docs/study_contextual ran it once per seed (--config.seed=0, 1, 2) and `python -m experiments.combine_seeds`.
+CONTEXTUAL_ENCODERS = (
+    'nope',
+    'alibi',
+    'kerple_log',
+    'fire',
+    'rope',
+    'cope',
+    'fox',
+    'fox-bias: fox(bias_only=True)',
+    'stick_breaking',
+    'dape-kerple: dape(kerple_log)',
+    'dape2-kerple: dape(kerple_log, version=2)',
+    'path',
+    'rope+ssmax: rope + ssmax',
+    'ssmax',
+    'logn: logn(train_length=64)',
+)
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  variants = parse_variants(arg, ('study', 'contextual'))
+  if 'contextual' in variants and 'study' not in variants:
+    raise ValueError("configs/lm.py: the 'contextual' variant is a study; use 'study,contextual'.")
   config = ml_collections.ConfigDict()
   config.seed = 0
 
@@ -55,4 +112,24 @@ def get_config() -> ml_collections.ConfigDict:
   config.eval.num_examples = 64           # validation windows per length
   config.eval.pad_multiple = 1
   config.eval.seed = 0
+  config.eval.num_tokens = placeholder(int)            # optional: scored tokens per length
+  config.eval.max_tokens_per_batch = placeholder(int)  # optional: cap on tokens per eval batch
+
+  if 'study' in variants:
+    config.train.steps = 400
+    config.train.log_every = 100
+    config.train.checkpoint_every = 200
+    config.optim.warmup_steps = 40
+    config.eval.every = 0                    # evaluate once, after training
+    config.eval.lengths = (64, 128, 256, 512, 1024)
+    config.eval.num_tokens = 65_536          # the same amount of validation text at every length
+    config.eval.max_tokens_per_batch = 16_384  # long windows in small batches: fits any laptop
+    config.study = ml_collections.ConfigDict()
+    config.study.title = 'Byte-level LM on the Python stdlib: trained at 64, evaluated up to 16x'
+    config.study.description = ('Bits per character on the validation files; every encoder trains the same '
+                                'model, data stream and steps.')
+    config.study.encoders = STUDY_ENCODERS
+    if 'contextual' in variants:
+      config.study.title = 'Position from content: trained at 64, evaluated up to 16x'
+      config.study.encoders = CONTEXTUAL_ENCODERS
   return config

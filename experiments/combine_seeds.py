@@ -1,7 +1,7 @@
 r"""Combines a study run once per seed (workdirs <dir>/seed0, <dir>/seed1, ...) into <dir>/results.*.
 
     python -m experiments.combine_seeds --dir=docs/study_contextual \
-        --config=configs/length_generalization_contextual.py
+        --config=configs/lm.py:study,contextual
 
 Writes <dir>/results.json (means, and every seed's value), results.md (mean ± std over seeds) and
 results.png (the means). Everything but flag parsing is `relpos_jax.study.seeds`.

@@ -1,7 +1,7 @@
 r"""The main job: how does each position encoding hold up on sequences longer than it was trained on?
 
-    python -m experiments.length_generalization                     # the default study, ~10 min on CPU
-    python -m experiments.length_generalization --config=configs/length_generalization_algorithmic.py
+    python -m experiments.length_generalization                     # configs/lm.py:study, ~10 min on CPU
+    python -m experiments.length_generalization --config=configs/algorithmic.py:study
     python -m experiments.length_generalization --config.study.encoders="('alibi', 'rope')"
 
 Writes results.json, results.md (encoder x evaluation length) and results.png in --workdir and prints
@@ -11,15 +11,20 @@ continues from its last checkpoint. Everything but flag parsing is `relpos_jax.s
 
 from __future__ import annotations
 
+import functools
 import os
 
 from absl import app
 from absl import flags
 from ml_collections import config_flags
 
+from relpos_jax.train import cli
+
 _DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'configs',
-                               'length_generalization.py')
-_CONFIG = config_flags.DEFINE_config_file('config', _DEFAULT_CONFIG, 'A study config (configs/*.py).',
+                               'lm.py:study')
+# No default here: config_flags would load it (and apply the overrides) at import; `cli.parse_flags` adds it.
+_CONFIG = config_flags.DEFINE_config_file('config', None, 'A study config: a config file with its study variant '
+                                          f'(configs/algorithmic.py:study); default {_DEFAULT_CONFIG}.',
                                           lock_config=True)
 _WORKDIR = flags.DEFINE_string('workdir', os.path.join('results', 'default'),
                                'Where results and the per-encoder runs go (resumed if present).')
@@ -43,4 +48,4 @@ def main(argv) -> None:
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=functools.partial(cli.parse_flags, default=_DEFAULT_CONFIG))

@@ -3,6 +3,7 @@ r"""Trains one model from a config file.
     python -m experiments.train --config=configs/lm.py --workdir=/tmp/run
     python -m experiments.train --config=configs/algorithmic.py --config.model.encoder='alibi' \
         --config.train.steps=500 --workdir=/tmp/alibi
+    python -m experiments.train --config=configs/algorithmic.py:published --workdir=/tmp/rpe   # a variant
 
 Rerunning the same command resumes from the latest checkpoint in --workdir. Outputs in --workdir:
 config.json, metrics.jsonl (one JSON record per logged step) and checkpoints/<step>/. Multi-host TPU or
@@ -19,7 +20,10 @@ from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file (configs/*.py).',
+from relpos_jax.train import cli
+
+_CONFIG = config_flags.DEFINE_config_file('config', None, 'A config file, optionally with variants: '
+                                          'configs/lm.py, configs/algorithmic.py:published.',
                                           lock_config=True)
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Run directory: checkpoints, metrics.jsonl, config.json.')
 _MULTIHOST = flags.DEFINE_bool('multihost', False,
@@ -41,4 +45,4 @@ def main(argv) -> None:
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_flags)

@@ -109,6 +109,9 @@ class Encoder:
   is_relative: ClassVar[bool] = True
   # Whether the encoder is only defined for causal attention (xPos: keys ahead would grow without bound).
   requires_causal: ClassVar[bool] = False
+  # Training draws positions from [0, train_position_limit) instead of 0..L-1 (randomized positions); None:
+  # training uses 0..L-1. A run must train on at most this many tokens and should evaluate within it.
+  train_position_limit: ClassVar[int | None] = None
 
   def init(self, rng: jax.Array, num_heads: int, *, head_dim: int | None = None,
            model_dim: int | None = None) -> Params:
@@ -355,3 +358,14 @@ class TemperatureEncoder(Encoder):
   def temperature(self, params: Params, num_visible: jax.Array, q_index: jax.Array) -> jax.Array:
     """num_visible (B, Lq) float32 (keys query i sees, >= 1 for a query that sees any) -> (B, H, Lq)."""
     raise NotImplementedError
+
+
+def leaves(encoder: Encoder) -> tuple[Encoder, ...]:
+  """The leaf encoders of a (possibly combined) encoder, in order: the parts whose terms add up.
+
+  The one walker of an encoder tree (the model, the attention layer and the config checks all use it). A
+  wrapper such as `randomized(base)` is a leaf: it acts as its base (kind, parameters, terms).
+  """
+  if encoder.kind is Kind.COMBINED:
+    return tuple(leaf for part in encoder.parts for leaf in leaves(part))
+  return (encoder,)

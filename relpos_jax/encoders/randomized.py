@@ -69,6 +69,10 @@ class Randomized(contract.WrapsBase, contract.Encoder):
                        f'(it should cover the longest evaluation length).')
     return sample_positions(rng, batch, length, self.max_position)
 
+  @property
+  def train_position_limit(self) -> int:
+    return self.max_position
+
   # --- delegated: the attention layer sees the base ---------------------------------------------------------
 
   @property

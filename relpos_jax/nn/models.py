@@ -35,8 +35,17 @@ def _positive_int(value) -> bool:
   return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
 
 
-def _fail(field: str, value, allowed: str) -> ValueError:
-  return ValueError(f'ModelConfig: {field}={value!r} is invalid; allowed: {allowed}.')
+class ModelConfigError(ValueError):
+  """A bad ModelConfig field. `field`, `value`, `allowed` and `depends_on` (the other fields the rule
+  involves) let a config loader name its own keys (`config.model.<field>`) without parsing the message."""
+
+  def __init__(self, field: str, value, allowed: str, depends_on: tuple[str, ...] = ()):
+    super().__init__(f'ModelConfig: {field}={value!r} is invalid; allowed: {allowed}.')
+    self.field, self.value, self.allowed, self.depends_on = field, value, allowed, depends_on
+
+
+def _fail(field: str, value, allowed: str, depends_on: tuple[str, ...] = ()) -> ModelConfigError:
+  return ModelConfigError(field, value, allowed, depends_on)
 
 
 def resolve_encoder(encoder) -> contract.Encoder:
@@ -82,11 +91,11 @@ class ModelConfig:
     if self.output_vocab_size is not None and not _positive_int(self.output_vocab_size):
       raise _fail('output_vocab_size', self.output_vocab_size, 'None (= vocab_size) or an int >= 1')
     if self.model_dim % self.num_heads:
-      raise _fail('model_dim', self.model_dim, f'a multiple of num_heads={self.num_heads}')
+      raise _fail('model_dim', self.model_dim, f'a multiple of num_heads={self.num_heads}', ('num_heads',))
     ratio = self.mlp_ratio
     if (not isinstance(ratio, numbers.Real) or isinstance(ratio, bool) or not ratio > 0
         or int(round(self.model_dim * ratio)) < 1):
-      raise _fail('mlp_ratio', ratio, 'a number > 0 with model_dim * mlp_ratio >= 1')
+      raise _fail('mlp_ratio', ratio, 'a number > 0 with model_dim * mlp_ratio >= 1', ('model_dim',))
     rate = self.dropout_rate
     if not isinstance(rate, numbers.Real) or isinstance(rate, bool) or not 0.0 <= rate < 1.0:
       raise _fail('dropout_rate', rate, 'a number in [0, 1)')

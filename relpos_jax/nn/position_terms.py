@@ -38,11 +38,7 @@ Kind = contract.Kind
 # Parts: which encoders act where.
 
 
-def flatten(encoder: contract.Encoder) -> tuple[contract.Encoder, ...]:
-  """The leaf encoders of a (possibly combined) encoder, in order."""
-  if encoder.kind is Kind.COMBINED:
-    return tuple(leaf for part in encoder.parts for leaf in flatten(part))
-  return (encoder,)
+flatten = contract.leaves  # The leaf encoders of a (possibly combined) encoder, in order.
 
 
 def attention_parts(encoder: contract.Encoder) -> tuple[contract.Encoder, ...]:

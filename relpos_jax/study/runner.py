@@ -34,9 +34,18 @@ from absl import logging
 
 from relpos_jax.study import report
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import inputs, loop
 
 RESULT_FILE = 'result.json'
 _LABEL = re.compile(r'^[A-Za-z0-9_.+-]+$')
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+  """The `study` section of a study config (a training config plus this section)."""
+  encoders: tuple[str, ...] = config_lib.key()   # 'label: spec' entries, or bare specs (see parse_entries)
+  title: str = config_lib.key('Length generalization')
+  description: str = config_lib.key('')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,19 +77,16 @@ def parse_entries(encoders: Sequence[str]) -> list[Entry]:
   return entries
 
 
-def split_config(config) -> tuple[ml_collections.ConfigDict, ml_collections.ConfigDict]:
+def split_config(config) -> tuple[ml_collections.ConfigDict, Study]:
   """(the training config shared by every encoder, the `study` section)."""
   if 'study' not in config:
     raise config_lib.ConfigError('missing key config.study: a study config is a training config plus a '
-                                 'study section (see configs/length_generalization.py).')
+                                 "study section (see the 'study' variant of configs/lm.py).")
   as_dict = config.to_dict()
-  study = ml_collections.ConfigDict(as_dict.pop('study'))
-  allowed = {'encoders', 'title', 'description'}
-  unknown = sorted(set(study.keys()) - allowed)
-  if unknown:
-    raise config_lib.ConfigError(f'unknown key(s) {", ".join("config.study." + k for k in unknown)}; '
-                                 f'allowed: {", ".join(sorted(allowed))}.')
-  return ml_collections.ConfigDict(as_dict), study
+  study = as_dict.pop('study')
+  if isinstance(study, dict) and 'encoders' in study:
+    parse_entries(study['encoders'])  # A bare string, no entry, a bad label: the entries' own message.
+  return ml_collections.ConfigDict(as_dict), config_lib.parse_section(Study, 'study', study)
 
 
 def run_config(base: ml_collections.ConfigDict, entry: Entry) -> ml_collections.ConfigDict:
@@ -93,7 +99,7 @@ def validate_study(config) -> tuple[ml_collections.ConfigDict, list[Entry]]:
   """Checks the whole study up front (every encoder's run config), so a bad entry fails in seconds,
   not after an hour of training the entries before it."""
   base, study = split_config(config)
-  entries = parse_entries(tuple(study.encoders))
+  entries = parse_entries(study.encoders)
   if not base.eval.lengths:
     raise config_lib.ConfigError('config.eval.lengths=() is invalid for a study: allowed: the lengths '
                                  'to evaluate every encoder at, e.g. (64, 128, 256, 512, 1024).')
@@ -105,6 +111,13 @@ def validate_study(config) -> tuple[ml_collections.ConfigDict, list[Entry]]:
     except ValueError as e:
       raise config_lib.ConfigError(f'config.study.encoders entry {entry.label!r}: {e}') from None
   return base, entries
+
+
+def load_config(path, overrides=None) -> ml_collections.ConfigDict:
+  """A study config file (`configs/lm.py:study`) with dotted-key overrides, checked as `run_study` checks it."""
+  config = config_lib.load_config(path, overrides, validate_config=False)
+  validate_study(config)
+  return config
 
 
 def metric_name(base) -> tuple[str, bool]:
@@ -164,8 +177,6 @@ def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None =
     train_fn: `train_fn(config, workdir, data=...) -> TrainResult` (default `relpos_jax.train.loop.train`).
     on_result: called with the results dict after each encoder (e.g. to re-plot in a notebook).
   """
-  from relpos_jax.train import inputs, loop
-
   base, entries = validate_study(config)
   _, study = split_config(config)
   train_fn = loop.train if train_fn is None else train_fn
@@ -176,8 +187,7 @@ def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None =
   results = {
       'metric': metric, 'lower_is_better': lower_is_better, 'train_length': train_length(base),
       'eval_lengths': [int(n) for n in base.eval.lengths], 'runs': [],
-      'meta': {'title': study.get('title', 'Length generalization'),
-               'description': study.get('description', ''),
+      'meta': {'title': study.title, 'description': study.description,
                'data': data.describe(), 'corpus_fingerprint': data.describe().get('fingerprint'),
                'config': json.loads(base.to_json_best_effort()), **_environment()},
   }

@@ -13,10 +13,9 @@
 """
 
 from relpos_jax.train.checkpoint import Checkpoints
-from relpos_jax.train.config import ConfigError, load_config, validate
+from relpos_jax.train.config import ConfigError, load_config, model_config, validate
 from relpos_jax.train.inputs import build_data
-from relpos_jax.train.loop import (TrainResult, build_model, evaluate, evaluate_lengths, load_model,
-                                   model_config, train)
+from relpos_jax.train.loop import TrainResult, build_model, evaluate, evaluate_lengths, load_model, train
 from relpos_jax.train.metrics import read_metrics
 from relpos_jax.train.objectives import Objective
 from relpos_jax.train.state import ModelParts, TrainState, model_from, split_model

@@ -1,26 +1,30 @@
-"""The training configuration: its keys, and `validate`, which rejects a bad config before anything runs.
+"""The training configuration: one schema of typed, frozen sections, and the boundary that checks a config.
 
-Configs are `ml_collections.ConfigDict`s returned by `get_config()` in `configs/*.py` (the big_vision
-style) and overridden from the command line (`--config.model.num_layers=4`). Every key a run reads is
-listed in `SCHEMA` below with what it allows; `validate(config)` checks:
+Configs are `ml_collections.ConfigDict`s returned by `get_config(arg)` in `configs/*.py` (the big_vision
+style: `--config=configs/algorithmic.py:published` passes 'published' to `get_config`, see `variants`) and
+overridden from the command line (`--config.model.num_layers=4`). ConfigDicts stay what files, flags and
+config.json hold; `parse(config)` converts one once into the typed sections below, where each key is one
+annotated field (its type) with its range or choices (`key(...)`). Adding a key is one line in its section.
 
-  * unknown keys and missing keys (a typo would otherwise silently train the default),
-  * each value (type and range), the encoder spec string (parsed with `relpos_jax.encoders.spec`),
+`validate(config)` = `parse` + the checks that need the whole run, and raises one ConfigError (a ValueError)
+naming the key (`config.model.num_heads=3: ...`) for:
+
+  * unknown and missing keys (a typo would otherwise silently train the default), wrong types, values out
+    of range, an encoder spec that does not parse (`relpos_jax.encoders.spec`),
   * combinations that cannot work: a learned absolute position table shorter than the longest sequence
     the run trains or evaluates on, a global batch size the devices cannot split evenly, warmup longer
-    than training, `model_dim` not divisible by `num_heads`,
+    than training, `model_dim` not divisible by `num_heads`.
 
-and raises one ValueError whose message names the key (`config.model.num_heads=3: ...`). A combination
-that runs but is usually a mistake (NoPE in a bidirectional model, which is then blind to
+A combination that runs but is usually a mistake (NoPE in a bidirectional model, which is then blind to
 token order) is a warning, not an error: it is a legitimate control for order-free tasks such as parity.
 
 Layout of a config (see configs/lm.py and configs/algorithmic.py for complete examples):
 
   seed                 int: parameters, data stream, dropout and randomized positions all derive from it
-  model.*              the transformer (everything of `relpos_jax.nn.models.ModelConfig` but the vocabulary
-                       sizes, which come from the data); `model.encoder` is an encoder spec string
+  model.*              the transformer: the fields of `relpos_jax.nn.models.ModelConfig` but the vocabulary
+                       sizes, which come from the data (ModelConfig checks them); `model.encoder` is a spec
   data.source          'corpus' (byte-level LM, causal) or 'task' (algorithmic task; bidirectional, or
-                       causal for count_copy), plus the keys of that source (SOURCE_KEYS)
+                       causal for count_copy), plus the keys of that source (`CorpusSource`, `TaskSource`)
   optim.*              AdamW with global-norm clipping and a warmup + cosine (or constant) schedule
   train.*              steps, global batch size, logging and checkpoint cadence
   eval.*               lengths evaluated during and after training
@@ -29,139 +33,29 @@ Layout of a config (see configs/lm.py and configs/algorithmic.py for complete ex
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import math
 import numbers
 import os
+import types
+import typing
 import warnings
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
+import jax
 import ml_collections
 
-SECTIONS = ('model', 'data', 'optim', 'train', 'eval')
-TOP_LEVEL_KEYS = ('seed',) + SECTIONS
-SOURCES = ('corpus', 'task')
+from relpos_jax import data as data_lib
+from relpos_jax.encoders import contract
+from relpos_jax.nn.models import ModelConfig, ModelConfigError
+
 SCHEDULES = ('warmup_cosine', 'warmup_constant')
 LOSS_REDUCTIONS = ('token_mean', 'sequence_sum')
 # The vocabulary sizes are fixed by the data (corpus bytes, task alphabet), never by the config.
 DATA_DERIVED_MODEL_FIELDS = ('vocab_size', 'output_vocab_size')
 
 
-# ----------------------------------------------------------------------------------------- value checks
-def _is_int(v) -> bool:
-  return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
-def _is_number(v) -> bool:
-  return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def int_at_least(minimum: int) -> tuple[Callable[[Any], bool], str]:
-  return (lambda v: _is_int(v) and v >= minimum), f'an int >= {minimum}'
-
-
-def number_in(low: float, high: float, *, low_open=False, high_open=False):
-  def ok(v):
-    if not _is_number(v):
-      return False
-    return (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
-  text = f'a number in {"(" if low_open else "["}{low}, {high}{")" if high_open else "]"}'
-  return ok, text
-
-
-def one_of(*choices):
-  return (lambda v: v in choices), f'one of {choices}'
-
-
-def optional(check):
-  ok, text = check
-  return (lambda v: v is None or ok(v)), f'None or {text}'
-
-
-BOOL = (lambda v: isinstance(v, bool)), 'True or False'
-STRING = (lambda v: isinstance(v, str) and bool(v.strip())), 'a non-empty string'
-POSITIVE_NUMBER = number_in(0.0, math.inf, low_open=True, high_open=True)
-LENGTHS = ((lambda v: isinstance(v, (tuple, list)) and all(_is_int(x) and x >= 1 for x in v)),
-           'a tuple of ints >= 1 (may be empty)')
-MAPPING = (lambda v: isinstance(v, (Mapping, ml_collections.ConfigDict))), 'a dict of keyword arguments'
-
-# Every key of every section but `model` (whose keys are ModelConfig's fields, see `_model_fields`).
-SCHEMA: dict[str, dict[str, tuple]] = {
-    'optim': {
-        'learning_rate': POSITIVE_NUMBER,
-        'schedule': one_of(*SCHEDULES),
-        'warmup_steps': int_at_least(0),
-        'end_lr_fraction': number_in(0.0, 1.0),     # cosine decays to learning_rate * end_lr_fraction
-        'weight_decay': number_in(0.0, math.inf, high_open=True),
-        'b1': number_in(0.0, 1.0, high_open=True),
-        'b2': number_in(0.0, 1.0, high_open=True),
-        'eps': POSITIVE_NUMBER,
-        'grad_clip_norm': optional(POSITIVE_NUMBER),
-    },
-    'train': {
-        'steps': int_at_least(1),
-        'batch_size': int_at_least(1),              # global: split over every device of the mesh
-        'log_every': int_at_least(1),
-        'checkpoint_every': int_at_least(1),
-        'keep_checkpoints': int_at_least(1),
-    },
-    'eval': {
-        'every': int_at_least(0),                   # 0: evaluate only at the end of training
-        'lengths': LENGTHS,                         # corpus: window lengths; task: input lengths n
-        'batch_size': int_at_least(1),
-        'num_examples': int_at_least(1),            # per length (corpus: at most this many windows)
-        # Tasks: pad each evaluation set to a multiple of this many tokens (keys masked), so many lengths
-        # share few compiled shapes. 1: no padding (the only value for the corpus, whose windows are exact).
-        'pad_multiple': int_at_least(1),
-        'seed': int_at_least(0),                    # the eval sets do not depend on the training seed
-        # Optional. Corpus: evaluate every length on about this many scored tokens (windows = num_tokens //
-        # length, overriding num_examples), so every length reads the same amount of validation text.
-        'num_tokens': optional(int_at_least(1)),
-        # Optional. Cap on tokens per evaluation batch: long lengths get proportionally fewer rows (at
-        # least one per device), so evaluating far beyond the training length fits in memory.
-        'max_tokens_per_batch': optional(int_at_least(1)),
-    },
-}
-# Keys a section may leave out (read with .get, None when absent).
-OPTIONAL_KEYS: dict[str, tuple[str, ...]] = {'eval': ('num_tokens', 'max_tokens_per_batch')}
-SOURCE_KEYS: dict[str, dict[str, tuple]] = {
-    'corpus': {
-        'source': one_of(*SOURCES),
-        'corpus': one_of('stdlib'),
-        'max_train_bytes': optional(int_at_least(1)),
-        'train_length': int_at_least(1),
-    },
-    'task': {
-        'source': one_of(*SOURCES),
-        'task': STRING,
-        'task_kwargs': MAPPING,
-        'min_length': int_at_least(1),
-        'max_length': int_at_least(1),
-        'num_buckets': int_at_least(1),
-        # token_mean: mean cross-entropy over the scored positions; sequence_sum: per example, the sum
-        # over its output positions, averaged over the batch (the reference code of Ruoss et al. 2023).
-        'loss_reduction': one_of(*LOSS_REDUCTIONS),
-    },
-}
-# Model keys whose values are checked here rather than left to ModelConfig (friendlier messages).
-MODEL_CHECKS: dict[str, tuple] = {
-    'encoder': STRING,
-    'num_layers': int_at_least(1),
-    'model_dim': int_at_least(1),
-    'num_heads': int_at_least(1),
-    'mlp_ratio': POSITIVE_NUMBER,
-    'dropout_rate': number_in(0.0, 1.0, high_open=True),
-}
-
-
-def _model_fields() -> dict[str, dataclasses.Field]:
-  """ModelConfig's fields a config sets (all but the vocabulary sizes)."""
-  from relpos_jax.nn.models import ModelConfig  # Late: the config module loads without the model stack.
-  return {f.name: f for f in dataclasses.fields(ModelConfig)
-          if f.init and f.name not in DATA_DERIVED_MODEL_FIELDS}
-
-
-# ---------------------------------------------------------------------------------------------- errors
 class ConfigError(ValueError):
   """A config that cannot run; the message names the offending key."""
 
@@ -170,113 +64,247 @@ def _fail(key: str, value, allowed: str) -> ConfigError:
   return ConfigError(f'config.{key}={value!r} is invalid: {allowed}.')
 
 
-def _keys(section) -> list[str]:
-  if isinstance(section, ml_collections.ConfigDict):
-    return list(section.keys())
-  if isinstance(section, Mapping):
-    return list(section)
-  return []
+# ------------------------------------------------------------------------------------------ the schema
+def key(default=dataclasses.MISSING, *, ge=None, gt=None, le=None, lt=None, choices=None):
+  """A config key: a dataclass field whose annotation is its type, with the bounds or choices it meets.
+
+  No default: the key is required. Bounds apply to a number, or to every element of a tuple of numbers.
+  """
+  return dataclasses.field(default=default, metadata={'ge': ge, 'gt': gt, 'le': le, 'lt': lt, 'choices': choices})
 
 
-def _get(config, path: str):
-  node = config
-  for part in path.split('.'):
-    node = node[part]
-  return node
+@dataclasses.dataclass(frozen=True)
+class Optim:
+  learning_rate: float = key(gt=0)
+  schedule: str = key(choices=SCHEDULES)
+  warmup_steps: int = key(ge=0)
+  end_lr_fraction: float = key(ge=0, le=1)      # cosine decays to learning_rate * end_lr_fraction
+  weight_decay: float = key(ge=0)
+  b1: float = key(ge=0, lt=1)
+  b2: float = key(ge=0, lt=1)
+  eps: float = key(gt=0)
+  grad_clip_norm: float | None = key(gt=0)
 
 
-def _check_keys(section_name: str, section, allowed, required) -> None:
-  """Unknown and missing keys of `config.<section_name>` ('' for the top level), named in the error."""
-  where = f'config.{section_name}' if section_name else 'config'
-  if not isinstance(section, (ml_collections.ConfigDict, Mapping)):
-    raise ConfigError(f'{where} must be a ConfigDict, got {type(section).__name__}.')
-  present = set(_keys(section))
+@dataclasses.dataclass(frozen=True)
+class Train:
+  steps: int = key(ge=1)
+  batch_size: int = key(ge=1)                  # global: split over every device of the mesh
+  log_every: int = key(ge=1)
+  checkpoint_every: int = key(ge=1)
+  keep_checkpoints: int = key(ge=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Eval:
+  every: int = key(ge=0)                       # 0: evaluate only at the end of training
+  lengths: tuple[int, ...] = key(ge=1)         # corpus: window lengths; task: input lengths n (may be empty)
+  batch_size: int = key(ge=1)
+  num_examples: int = key(ge=1)                # per length (corpus: at most this many windows)
+  # Tasks: pad each evaluation set to a multiple of this many tokens (keys masked), so many lengths share
+  # few compiled shapes. 1: no padding (the only value for the corpus, whose windows are exact).
+  pad_multiple: int = key(ge=1)
+  seed: int = key(ge=0)                        # the eval sets do not depend on the training seed
+  # Corpus: evaluate every length on about this many scored tokens (windows = num_tokens // length,
+  # overriding num_examples), so every length reads the same amount of validation text.
+  num_tokens: int | None = key(None, ge=1)
+  # Cap on tokens per evaluation batch: long lengths get proportionally fewer rows (at least one per
+  # device), so evaluating far beyond the training length fits in memory.
+  max_tokens_per_batch: int | None = key(None, ge=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusSource:
+  """data.source='corpus': byte-level language modelling on the built-in corpus."""
+  source: str = key(choices=('corpus',))
+  corpus: str = key(choices=('stdlib',))
+  max_train_bytes: int | None = key(ge=1)
+  train_length: int = key(ge=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSource:
+  """data.source='task': an algorithmic task, training lengths n ~ U{min_length..max_length}."""
+  source: str = key(choices=('task',))
+  task: str = key()
+  task_kwargs: dict = key()
+  min_length: int = key(ge=1)
+  max_length: int = key(ge=1)
+  num_buckets: int = key(ge=1)
+  # token_mean: mean cross-entropy over the scored positions; sequence_sum: per example, the sum over its
+  # output positions, averaged over the batch (the reference code of Ruoss et al. 2023).
+  loss_reduction: str = key(choices=LOSS_REDUCTIONS)
+
+
+SOURCES = {'corpus': CorpusSource, 'task': TaskSource}
+# The model section's keys: ModelConfig's fields but the vocabulary sizes (ModelConfig checks the values).
+MODEL_KEYS = {f.name: f for f in dataclasses.fields(ModelConfig)
+              if f.init and f.name not in DATA_DERIVED_MODEL_FIELDS}
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  """A checked run config: `parse(config_dict)`. Its sections read like the ConfigDict's
+  (`config.train.steps`); `model` is the ModelConfig of the run (vocab_size a placeholder until the data
+  is known, see `model_config`), `encoder_spec` the spec string it was parsed from."""
+  seed: int = key(ge=0)
+  model: ModelConfig
+  data: CorpusSource | TaskSource
+  optim: Optim
+  train: Train
+  eval: Eval
+  encoder_spec: str
+
+  @property
+  def encoder(self) -> contract.Encoder:
+    return self.model.encoder
+
+  @functools.cached_property
+  def task(self) -> data_lib.Task | None:
+    """The Task object of a task config (None for the corpus)."""
+    if self.data.source != 'task':
+      return None
+    try:
+      return data_lib.make_task(self.data.task, **self.data.task_kwargs)
+    except (TypeError, ValueError) as e:
+      name = 'data.task' if not self.data.task_kwargs else 'data.task_kwargs'
+      raise ConfigError(f'config.{name} is invalid: {e}') from None
+
+
+TOP_LEVEL_KEYS = tuple(f.name for f in dataclasses.fields(Config) if f.name != 'encoder_spec')
+_SEED = next(f for f in dataclasses.fields(Config) if f.name == 'seed')
+
+
+# ---------------------------------------------------------------------------------- parsing a section
+def _keys(node) -> list[str]:
+  return list(node.keys()) if isinstance(node, (ml_collections.ConfigDict, Mapping)) else []
+
+
+def _is_int(v) -> bool:
+  return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+  return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _bounds_text(meta) -> str:
+  parts = [f'{op} {meta[name]:g}' for name, op in (('ge', '>='), ('gt', '>'), ('le', '<='), ('lt', '<'))
+           if meta[name] is not None]
+  return ' ' + ' and '.join(parts) if parts else ''
+
+
+def _in_bounds(v, meta) -> bool:
+  return ((meta['ge'] is None or v >= meta['ge']) and (meta['gt'] is None or v > meta['gt'])
+          and (meta['le'] is None or v <= meta['le']) and (meta['lt'] is None or v < meta['lt']))
+
+
+def _conform(value, hint, meta) -> tuple[bool, Any, str]:
+  """(ok, value as the field holds it, what is allowed) for a value of a field typed `hint`."""
+  args = typing.get_args(hint)
+  if isinstance(hint, types.UnionType) and type(None) in args:
+    inner = next(a for a in args if a is not type(None))
+    ok, value, allowed = (True, None, '') if value is None else _conform(value, inner, meta)
+    return ok, value, 'None or ' + _conform(1, inner, meta)[2]
+  if meta['choices'] is not None:
+    return value in meta['choices'], value, f'one of {meta["choices"]}'
+  if hint is int:
+    return _is_int(value) and _in_bounds(value, meta), value, 'an int' + _bounds_text(meta)
+  if hint is float:
+    return _is_number(value) and _in_bounds(value, meta), value, 'a number' + _bounds_text(meta)
+  if hint is bool:
+    return isinstance(value, bool), value, 'True or False'
+  if hint is str:
+    return isinstance(value, str) and bool(value.strip()), value, 'a non-empty string'
+  if hint is dict:
+    ok = isinstance(value, (Mapping, ml_collections.ConfigDict))
+    return ok, dict(value) if ok else value, 'a dict of keyword arguments'
+  assert typing.get_origin(hint) is tuple, f'config schema: unsupported field type {hint!r}'
+  ok = isinstance(value, (tuple, list)) and all(_conform(x, args[0], meta)[0] for x in value)
+  return ok, tuple(value) if ok else value, f'a tuple (may be empty), each element {_conform(1, args[0], meta)[2]}'
+
+
+def check_keys(where: str, node, allowed, required) -> None:
+  """Unknown and missing keys of `where` ('config.model'), named in the error with the allowed keys."""
+  if not isinstance(node, (ml_collections.ConfigDict, Mapping)):
+    raise ConfigError(f'{where} must be a ConfigDict, got {type(node).__name__}.')
+  present = set(_keys(node))
   unknown = sorted(present - set(allowed))
   if unknown:
     raise ConfigError(f'unknown key(s) {", ".join(f"{where}.{k}" for k in unknown)}; '
                       f'allowed in {where}: {", ".join(sorted(allowed))}.')
-  missing = sorted(set(required) - present)
+  missing = sorted(k for k in required if k not in present)
   if missing:
     raise ConfigError(f'missing key(s) {", ".join(f"{where}.{k}" for k in missing)}.')
 
 
-def _check_values(section_name: str, section, checks: Mapping[str, tuple]) -> None:
-  for key, (ok, allowed) in checks.items():
-    if key in _keys(section):
-      value = section[key]
-      if not ok(value):
-        raise _fail(f'{section_name}.{key}', value, f'allowed: {allowed}')
+def parse_section(cls, path: str, node, **given):
+  """The frozen section `cls` from the ConfigDict `node` at `config.<path>`: keys, types and bounds checked.
 
-
-# -------------------------------------------------------------------------------------------- validate
-def validate(config, *, num_devices: int | None = None) -> list[str]:
-  """Raises ConfigError (a ValueError) naming the key if `config` cannot run; returns the warnings.
-
-  Args:
-    config: the ConfigDict of a run.
-    num_devices: devices the global batch is split over (default: `jax.device_count()`).
-
-  Returns:
-    Warnings (also issued with `warnings.warn`): combinations that run but are usually mistakes.
+  `given`: fields already converted by the caller (nested sections), not read from `node`.
   """
-  _check_keys('', config, TOP_LEVEL_KEYS, TOP_LEVEL_KEYS)
-  ok, allowed = int_at_least(0)
-  if not ok(config.seed):
-    raise _fail('seed', config.seed, f'allowed: {allowed}')
+  fields = [f for f in dataclasses.fields(cls) if f.init]
+  hints = typing.get_type_hints(cls)
+  where = f'config.{path}' if path else 'config'
+  required = [f.name for f in fields if f.default is dataclasses.MISSING and f.name not in given]
+  check_keys(where, node, [f.name for f in fields], required)
+  values = dict(given)
+  for f in fields:
+    if f.name not in given and f.name in _keys(node):
+      values[f.name] = _value(f, hints[f.name], node[f.name], f'{path}.{f.name}' if path else f.name)
+  return cls(**values)
 
-  for name in ('optim', 'train', 'eval'):
-    required = [k for k in SCHEMA[name] if k not in OPTIONAL_KEYS.get(name, ())]
-    _check_keys(name, config[name], SCHEMA[name], required)
-    _check_values(name, config[name], SCHEMA[name])
 
+def _value(field: dataclasses.Field, hint, value, name: str):
+  ok, converted, allowed = _conform(value, hint, field.metadata)
+  if not ok:
+    raise _fail(name, value, f'allowed: {allowed}')
+  return converted
+
+
+def _parse_model(node) -> ModelConfig:
+  """ModelConfig checks the model section's values; its errors name their config key."""
+  required = [n for n, f in MODEL_KEYS.items()
+              if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+  check_keys('config.model', node, MODEL_KEYS, required)
+  fields = {k: node[k] for k in _keys(node)}
+  if not isinstance(fields['encoder'], str) or not fields['encoder'].strip():
+    raise _fail('model.encoder', fields['encoder'], 'allowed: an encoder spec string, e.g. "alibi"')
+  try:
+    return ModelConfig(vocab_size=1, **fields)
+  except ModelConfigError as e:
+    with_ = ''.join(f' with config.model.{d}={fields[d]!r}' for d in e.depends_on if d in fields)
+    raise ConfigError(f'config.model.{e.field}={e.value!r} is invalid{with_}: allowed: {e.allowed}.') from None
+
+
+def parse(config) -> Config:
+  """The typed, frozen form of a ConfigDict (a `Config` is returned as it is); raises ConfigError naming
+  the key for an unknown or missing key, a wrong type, a value out of range, or sections that contradict."""
+  if isinstance(config, Config):
+    return config
+  check_keys('config', config, TOP_LEVEL_KEYS, TOP_LEVEL_KEYS)
   data = config.data
   if not isinstance(data, (ml_collections.ConfigDict, Mapping)) or 'source' not in _keys(data):
-    raise ConfigError(f'missing key config.data.source; allowed: {SOURCES}.')
-  if data.source not in SOURCES:
-    raise _fail('data.source', data.source, f'allowed: one of {SOURCES}')
-  source_keys = SOURCE_KEYS[data.source]
-  _check_keys('data', data, source_keys, source_keys)
-  _check_values('data', data, source_keys)
-
-  model_fields = _model_fields()
-  required_model = [n for n, f in model_fields.items()
-                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-  _check_keys('model', config.model, model_fields, required_model)
-  _check_values('model', config.model, MODEL_CHECKS)
-  present = _keys(config.model)
-  if {'model_dim', 'num_heads'} <= set(present) and config.model.model_dim % config.model.num_heads:
-    raise _fail('model.num_heads', config.model.num_heads,
-                f'config.model.model_dim={config.model.model_dim} must be divisible by the number of heads')
-  _check_model_config(config)
-
-  _check_combinations(config, num_devices)
-  return _warnings(config)
+    raise ConfigError(f'missing key config.data.source; allowed: {tuple(SOURCES)}.')
+  if data['source'] not in SOURCES:
+    raise _fail('data.source', data['source'], f'allowed: one of {tuple(SOURCES)}')
+  sections = {'data': parse_section(SOURCES[data['source']], 'data', data),
+              'optim': parse_section(Optim, 'optim', config.optim),
+              'train': parse_section(Train, 'train', config.train),
+              'eval': parse_section(Eval, 'eval', config.eval)}
+  seed = _value(_SEED, int, config.seed, 'seed')
+  run = Config(seed=seed, model=_parse_model(config.model), encoder_spec=config.model.encoder, **sections)
+  _check_sections(run)
+  return run
 
 
-def _check_model_config(config) -> None:
-  """Lets ModelConfig judge the fields it owns (dtype, attention_implementation, norm, ...)."""
-  from relpos_jax.nn.models import ModelConfig
-  fields = {k: config.model[k] for k in _keys(config.model) if k != 'encoder'}
-  try:
-    ModelConfig(vocab_size=1, encoder=resolve_encoder(config), **fields)
-  except (TypeError, ValueError) as e:
-    if isinstance(e, ConfigError):
-      raise
-    message = str(e)
-    # ModelConfig names its field ('ModelConfig: dtype=...'): name the config key instead.
-    if message.startswith('ModelConfig: '):
-      raise ConfigError('config.model.' + message[len('ModelConfig: '):]) from None
-    raise ConfigError(f'config.model is invalid: {message}') from None
-
-
-def _check_combinations(config, num_devices: int | None) -> None:
-  model, data, optim, train, eval_ = config.model, config.data, config.optim, config.train, config.eval
-  encoder = resolve_encoder(config)
+def _check_sections(run: Config) -> None:
+  """Combinations of keys that cannot work whatever the devices."""
+  data, optim, train, eval_ = run.data, run.optim, run.train, run.eval
   if data.source == 'task':
-    task = resolve_task(config)
+    run.task  # A task name or kwargs the task refuses fail here, naming the key.
     if data.min_length > data.max_length:
-      raise _fail('data.min_length', data.min_length,
-                  f'must be <= config.data.max_length={data.max_length}')
+      raise _fail('data.min_length', data.min_length, f'must be <= config.data.max_length={data.max_length}')
   if data.source == 'corpus' and eval_.pad_multiple != 1:
     raise _fail('eval.pad_multiple', eval_.pad_multiple,
                 "corpus windows have exact lengths and are never padded; allowed: 1 with data.source='corpus'")
@@ -284,161 +312,177 @@ def _check_combinations(config, num_devices: int | None) -> None:
     raise _fail('optim.warmup_steps', optim.warmup_steps,
                 f'warmup must not be longer than training (config.train.steps={train.steps})')
 
-  if num_devices is None:
-    import jax
-    num_devices = jax.device_count()
-  for key in ('train.batch_size', 'eval.batch_size'):
-    value = _get(config, key)
-    if value % num_devices:
-      raise _fail(key, value, f'a global batch must split evenly over the {num_devices} devices '
-                              f'(data parallel); use a multiple of {num_devices}')
 
-  longest_train = longest_training_sequence(config)
-  for part in sub_encoders(encoder):
-    max_position = getattr(part, 'max_position', None)
-    if part.name == 'randomized' and max_position is not None and longest_train > max_position:
-      raise ConfigError(f'config.model.encoder={model.encoder!r} is invalid for this run: training batches '
-                        f'hold up to {longest_train} tokens but randomized positions are drawn from only '
-                        f'max_position={max_position} positions; raise max_position.')
-  longest = longest_sequence(config)
-  for part in absolute_parts(encoder):
+# -------------------------------------------------------------------------------------------- validate
+def validate(config, *, num_devices: int | None = None) -> list[str]:
+  """Raises ConfigError (a ValueError) naming the key if `config` cannot run; returns the warnings.
+
+  Args:
+    config: the ConfigDict of a run (or its parsed `Config`).
+    num_devices: devices the global batch is split over (default: `jax.device_count()`).
+
+  Returns:
+    Warnings (also issued with `warnings.warn`): combinations that run but are usually mistakes.
+  """
+  run = parse(config)
+  num_devices = jax.device_count() if num_devices is None else num_devices
+  for name, value in (('train.batch_size', run.train.batch_size), ('eval.batch_size', run.eval.batch_size)):
+    if value % num_devices:
+      raise _fail(name, value, f'a global batch must split evenly over the {num_devices} devices '
+                               f'(data parallel); use a multiple of {num_devices}')
+  limit = train_position_limit(run.encoder)
+  longest_train = longest_training_sequence(run)
+  if limit is not None and longest_train > limit:
+    raise ConfigError(f'config.model.encoder={run.encoder_spec!r} is invalid for this run: training batches '
+                      f'hold up to {longest_train} tokens but randomized positions are drawn from only '
+                      f'max_position={limit} positions; raise max_position.')
+  longest = longest_sequence(run)
+  for part in contract.leaves(run.encoder):
     try:
       part.check_positions(longest)
     except ValueError as e:
-      raise ConfigError(f'config.model.encoder={model.encoder!r} is invalid for this run: it trains or '
+      raise ConfigError(f'config.model.encoder={run.encoder_spec!r} is invalid for this run: it trains or '
                         f'evaluates sequences of up to {longest} tokens (config.data / config.eval.lengths)'
                         f' but {e}') from None
+  return _warnings(run, limit, longest)
 
 
-def _warnings(config) -> list[str]:
+def _warnings(run: Config, limit: int | None, longest: int) -> list[str]:
   found = []
-  encoder = resolve_encoder(config)
-  if architecture(config) == 'bidirectional' and not carries_position(encoder):
+  if architecture(run) == 'bidirectional' and not carries_position(run.encoder):
     found.append(
-        f'config.model.encoder={config.model.encoder!r} carries no position information, and '
-        f'config.data.task={config.data.task!r} trains a bidirectional model: such a model is '
+        f'config.model.encoder={run.encoder_spec!r} carries no position information, and '
+        f'config.data.task={run.data.task!r} trains a bidirectional model: such a model is '
         'invariant to permuting its input, so it can only learn order-free tasks (parity_check); on '
         'others expect chance accuracy.')
-  longest_eval = longest_sequence(config)
-  for part in sub_encoders(encoder):
-    max_position = getattr(part, 'max_position', None)
-    if part.name == 'randomized' and max_position is not None and longest_eval > max_position:
-      found.append(
-          f'config.model.encoder={config.model.encoder!r}: evaluation reaches {longest_eval} tokens, beyond '
-          f'max_position={max_position}, the positions randomized training covers (Ruoss et al. choose it '
-          'at least as large as the longest test length).')
+  if limit is not None and longest > limit:
+    found.append(
+        f'config.model.encoder={run.encoder_spec!r}: evaluation reaches {longest} tokens, beyond '
+        f'max_position={limit}, the positions randomized training covers (Ruoss et al. choose it '
+        'at least as large as the longest test length).')
   for message in found:
     warnings.warn(message, UserWarning, stacklevel=3)
   return found
 
 
 # ---------------------------------------------------------------------------------- derived quantities
-def resolve_encoder(config):
+def resolve_encoder(config) -> contract.Encoder:
   """The Encoder object of `config.model.encoder` (a spec string); errors name the key."""
-  from relpos_jax.encoders import spec
-  try:
-    return spec.from_spec(config.model.encoder)
-  except (ValueError, TypeError, SyntaxError) as e:
-    raise ConfigError(f'config.model.encoder={config.model.encoder!r} is invalid: {e}') from None
+  return parse(config).encoder
 
 
-def resolve_task(config):
+def resolve_task(config) -> data_lib.Task:
   """The Task object of an algorithmic-task config; errors name the key."""
-  from relpos_jax.data import make_task
-  kwargs = dict(config.data.task_kwargs)
-  try:
-    return make_task(config.data.task, **kwargs)
-  except ValueError as e:
-    key = 'data.task' if not kwargs else 'data.task_kwargs'
-    raise ConfigError(f'config.{key} is invalid: {e}') from None
+  return parse(config).task
 
 
 def architecture(config) -> str:
   """'causal' (a causal LM: the corpus, causal tasks such as count_copy) or 'bidirectional' (a classifier)."""
-  if config.data.source == 'corpus':
-    return 'causal'
-  return resolve_task(config).kind
+  run = parse(config)
+  return 'causal' if run.data.source == 'corpus' else run.task.kind
+
+
+def vocab_sizes(config) -> tuple[int, int | None]:
+  """(vocab_size, output_vocab_size) of the run's model: the data fixes them, not the config."""
+  run = parse(config)
+  if run.data.source == 'corpus':
+    return data_lib.VOCAB_SIZE, None
+  return run.task.vocab_size, (run.task.num_classes if run.task.kind == 'bidirectional' else None)
+
+
+def model_config(config) -> ModelConfig:
+  """The `relpos_jax.nn.models.ModelConfig` of a run, with the vocabulary sizes of its data."""
+  vocab_size, output_vocab_size = vocab_sizes(config)
+  return dataclasses.replace(parse(config).model, vocab_size=vocab_size, output_vocab_size=output_vocab_size)
 
 
 def longest_training_sequence(config) -> int:
   """The most tokens a training batch holds (the largest bucket for tasks)."""
-  data = config.data
-  if data.source == 'corpus':
-    return int(data.train_length)
-  return int(resolve_task(config).total_length(data.max_length))
+  run = parse(config)
+  if run.data.source == 'corpus':
+    return run.data.train_length
+  return int(run.task.total_length(run.data.max_length))
 
 
 def longest_sequence(config) -> int:
   """The most tokens any training or evaluation sequence of the run holds (what position tables must cover)."""
-  data = config.data
-  lengths = list(config.eval.lengths)
-  if data.source == 'corpus':
-    return max([data.train_length] + lengths)
-  task = resolve_task(config)
-  multiple = int(config.eval.pad_multiple)
-  padded = [-(-task.total_length(n) // multiple) * multiple for n in lengths]
-  return max([task.total_length(data.max_length)] + padded)
+  run = parse(config)
+  lengths = list(run.eval.lengths)
+  if run.data.source == 'corpus':
+    return max([run.data.train_length] + lengths)
+  multiple = run.eval.pad_multiple
+  padded = [-(-run.task.total_length(n) // multiple) * multiple for n in lengths]
+  return max([longest_training_sequence(run)] + padded)
 
 
-def sub_encoders(encoder):
-  """The encoder and every encoder inside it (parts of a sum, the base of a wrapper), depth first."""
-  yield encoder
-  children = []
-  for f in dataclasses.fields(encoder):
-    value = getattr(encoder, f.name)
-    values = value if isinstance(value, (tuple, list)) else (value,)
-    children.extend(v for v in values if _is_encoder(v))
-  for name in ('parts',):  # COMBINED encoders may expose their parts as a property.
-    value = getattr(encoder, name, ())
-    children.extend(v for v in (value or ()) if _is_encoder(v) and v not in children)
-  for child in children:
-    yield from sub_encoders(child)
+def train_position_limit(encoder: contract.Encoder) -> int | None:
+  """The fewest positions any part of the encoder draws its training positions from (None: 0..L-1)."""
+  limits = [p.train_position_limit for p in contract.leaves(encoder) if p.train_position_limit is not None]
+  return min(limits) if limits else None
 
 
-def _is_encoder(value) -> bool:
-  from relpos_jax.encoders.contract import Encoder
-  return isinstance(value, Encoder)
-
-
-def absolute_parts(encoder) -> list:
-  from relpos_jax.encoders.contract import Kind
-  return [e for e in sub_encoders(encoder) if e.kind is Kind.ABSOLUTE]
-
-
-def carries_position(encoder) -> bool:
+def carries_position(encoder: contract.Encoder) -> bool:
   """Whether any part of the encoder lets the model tell positions apart (NoPE alone does not)."""
-  from relpos_jax.encoders.contract import Kind
-  leaves = [e for e in sub_encoders(encoder) if e.kind is not Kind.COMBINED]
-  return any(e.carries_position for e in leaves)
+  return any(e.carries_position for e in contract.leaves(encoder))
 
 
 # ------------------------------------------------------------------------------------- loading configs
+def parse_variants(arg: str | None, allowed) -> set[str]:
+  """The variants named by a config's `get_config(arg)`: 'published,study' -> {'published', 'study'}.
+
+  `--config=configs/algorithmic.py:published` calls `get_config('published')` (big_vision's style).
+  """
+  names = {a.strip() for a in (arg or '').split(',') if a.strip()}
+  unknown = sorted(names - set(allowed))
+  if unknown:
+    raise ConfigError(f'unknown config variant(s) {unknown}; allowed: {sorted(allowed)} (comma-separated, '
+                      "after the path: 'configs/x.py:variant').")
+  return names
+
+
+def config_from_file(path: str | os.PathLike) -> ml_collections.ConfigDict:
+  """`get_config(arg)` of the file of `path` ('configs/algorithmic.py:published'), locked as the
+  command line locks it; a file that does not exist is named."""
+  path = os.fspath(path)
+  filename, sep, arg = path.partition(':')
+  if not os.path.isfile(filename):
+    raise ConfigError(f'config file {filename!r} not found (from {path!r}; working directory {os.getcwd()}).')
+  module_spec = importlib.util.spec_from_file_location(f'_relpos_config_{abs(hash(filename))}', filename)
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  config = module.get_config(arg) if sep else module.get_config()
+  config.lock()
+  return config
+
+
+def override(config: ml_collections.ConfigDict, key: str, value) -> None:
+  """`config.<key> = value` for a dotted key that exists; an unknown key is named with the allowed keys."""
+  *parents, leaf = key.split('.')
+  node = config
+  for i, part in enumerate(parents + [leaf]):
+    if part not in _keys(node) or (i < len(parents) and not isinstance(node[part], ml_collections.ConfigDict)):
+      where = '.'.join(['config'] + parents[:i])
+      unknown = '' if i == len(parents) else f' {where}.{part}'
+      raise ConfigError(f'override config.{key}: unknown key{unknown}; allowed in {where}: '
+                        f'{", ".join(sorted(_keys(node)))}.')
+    if i < len(parents):
+      node = node[part]
+  if value is not dataclasses.MISSING:
+    node[leaf] = value
+
+
 def load_config(path: str | os.PathLike, overrides: Mapping[str, Any] | None = None,
                 *, validate_config: bool = True) -> ml_collections.ConfigDict:
   """`get_config()` of a config file, with dotted-key overrides: what `--config=... --config.a.b=v` does.
 
-  For notebooks and the study: `load_config('configs/lm.py', {'model.num_layers': 4})`. Unknown override
-  keys raise (the config is locked, as config_flags locks it).
+  For notebooks and tests: `load_config('configs/lm.py', {'model.num_layers': 4})`, and variants:
+  `load_config('configs/algorithmic.py:published')`. Unknown override keys raise (the config is locked,
+  as config_flags locks it). A study config (with a `study` section) is validated by
+  `relpos_jax.study.load_config`.
   """
-  path = os.fspath(path)
-  module_spec = importlib.util.spec_from_file_location(f'_relpos_config_{abs(hash(path))}', path)
-  if module_spec is None or not os.path.isfile(path):
-    raise ValueError(f'config file {path!r} not found')
-  module = importlib.util.module_from_spec(module_spec)
-  module_spec.loader.exec_module(module)
-  config = module.get_config()
-  config.lock()
-  for key, value in (overrides or {}).items():
-    parent, _, leaf = key.rpartition('.')
-    node = _get(config, parent) if parent else config
-    if leaf not in _keys(node):
-      raise ConfigError(f'override config.{key}: unknown key; allowed in config{"." if parent else ""}'
-                        f'{parent}: {", ".join(sorted(_keys(node)))}.')
-    node[leaf] = value
+  config = config_from_file(path)
+  for name, value in (overrides or {}).items():
+    override(config, name, value)
   if validate_config:
-    if 'study' in _keys(config):  # A study config: a training config plus its `study` section.
-      from relpos_jax.study import runner
-      runner.validate_study(config)
-    else:
-      validate(config)
+    validate(config)
   return config

@@ -72,7 +72,7 @@ def eval_batch_size(eval_config, length: int, num_devices: int | None = None) ->
   """Rows per evaluation batch at `length` tokens: `eval.batch_size`, or fewer under
   `eval.max_tokens_per_batch`, but always a multiple of the device count (at least one row per device)."""
   size = int(eval_config.batch_size)
-  budget = eval_config.get('max_tokens_per_batch')
+  budget = getattr(eval_config, 'max_tokens_per_batch', None)
   if budget is None:
     return size
   if num_devices is None:
@@ -130,7 +130,7 @@ class CorpusData:
   def eval_set(self, length: int) -> list[Batch]:
     """Disjoint validation windows of `length` scored tokens: `eval.num_examples` of them, or about
     `eval.num_tokens` tokens' worth when that is set (the same amount of text at every length)."""
-    num_tokens = self.eval_config.get('num_tokens')
+    num_tokens = getattr(self.eval_config, 'num_tokens', None)
     count = int(self.eval_config.num_examples) if num_tokens is None else max(1, int(num_tokens) // int(length))
     windows = self.corpus.eval_windows(int(length), count)
     return batches_of(lm_batch(windows), eval_batch_size(self.eval_config, length))
@@ -188,4 +188,4 @@ def build_data(config) -> CorpusData | TaskData:
   if config.data.source == 'task':
     return TaskData(config)
   raise config_lib.ConfigError(f'config.data.source={config.data.source!r} is invalid; allowed: '
-                               f'{config_lib.SOURCES}.')
+                               f'{tuple(config_lib.SOURCES)}.')

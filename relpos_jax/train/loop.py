@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 from absl import logging
 from etils import epath
@@ -33,6 +34,7 @@ from flax import nnx
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import inputs as inputs_lib
 from relpos_jax.train import metrics as metrics_lib
+from relpos_jax.nn.models import BidirectionalModel, DecoderLM
 from relpos_jax.train import sharding
 from relpos_jax.train.checkpoint import Checkpoints
 from relpos_jax.train.inputs import build_data
@@ -81,34 +83,20 @@ class TrainResult:
 
 
 # ------------------------------------------------------------------------------------------- building
-def model_config(config, data=None):
-  """The `relpos_jax.nn.models.ModelConfig` of a run (vocabulary sizes from its data)."""
-  from relpos_jax.nn.models import ModelConfig
-  data = build_data(config) if data is None else data
-  fields = {k: config.model[k] for k in config.model.keys() if k != 'encoder'}
-  output_vocab = data.num_classes if data.architecture == 'bidirectional' else None
-  try:
-    return ModelConfig(vocab_size=data.vocab_size, output_vocab_size=output_vocab,
-                       encoder=config_lib.resolve_encoder(config), **fields)
-  except (TypeError, ValueError) as e:
-    raise config_lib.ConfigError(f'config.model is invalid: {e}') from None
-
-
-def build_model(config, data=None, *, seed: int | None = None) -> nnx.Module:
+def build_model(config, *, seed: int | None = None) -> nnx.Module:
   """The (untrained) model of a run: `DecoderLM` for the corpus and causal tasks, else `BidirectionalModel`.
 
-  Parameters are drawn from `seed` (default `config.seed`). Raises ConfigError if the model cannot
+  Parameters are drawn from `seed` (default `config.seed`). The vocabulary sizes come from the config's
+  data source without loading the data (`config.model_config`). Raises ConfigError if the model cannot
   process the longest sequence the run uses (a learned absolute table that is too short).
   """
-  from relpos_jax.nn.models import DecoderLM, BidirectionalModel
-  data = build_data(config) if data is None else data
   seed = int(config.seed if seed is None else seed)
-  cls = DecoderLM if data.architecture == 'causal' else BidirectionalModel
+  cls = DecoderLM if config_lib.architecture(config) == 'causal' else BidirectionalModel
   base = jax.random.key(seed)
   with warnings.catch_warnings():
     # config.validate already warned about a position-free bidirectional model, naming the config key.
     warnings.filterwarnings('ignore', message='BidirectionalModel with encoder', category=UserWarning)
-    model = cls(model_config(config, data),
+    model = cls(config_lib.model_config(config),
                 rngs=nnx.Rngs(params=jax.random.fold_in(base, PARAMS_STREAM), dropout=base))
   longest = config_lib.longest_sequence(config)
   try:
@@ -172,7 +160,7 @@ def train(config, workdir: str | os.PathLike | None = None, *, devices: Sequence
   config_lib.validate(config, num_devices=len(devices))
   mesh = sharding.make_mesh(devices)
   data = build_data(config) if data is None else data
-  model = build_model(config, data)
+  model = build_model(config)
   parts, params = split_model(model)
   del model
   total = int(config.train.steps)
@@ -301,12 +289,11 @@ def load_model(workdir: str | os.PathLike, config=None, *, step: int | None = No
   directory's config.json."""
   workdir = os.fspath(workdir)
   if config is None:
-    import ml_collections
     config = ml_collections.ConfigDict(json.loads((epath.Path(workdir) / CONFIG_FILE).read_text()))
   devices = list(jax.devices() if devices is None else devices)
   mesh = sharding.make_mesh(devices)
   data = build_data(config)
-  parts, params = split_model(build_model(config, data))
+  parts, params = split_model(build_model(config))
   like = sharding.replicate(init_train_state(params, OptimizerSpec.from_config(config).build()), mesh)
   with Checkpoints(workdir, keep=config.train.keep_checkpoints) as checkpoints:
     state = checkpoints.restore(like, step)

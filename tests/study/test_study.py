@@ -148,3 +148,14 @@ def test_long_sweeps_show_a_subset_of_columns_but_average_all():
   row = report.markdown_table(results).splitlines()[2].split(' | ')
   assert len(row) == 1 + 10 + 3
   assert row[-2] == f'{(0.5 * 459 + 1.0) / 460:.3f}'  # out-of-dist mean over all 460 lengths
+
+
+@pytest.mark.parametrize('variant,task', [('lm.py:study', None), ('algorithmic.py:study', 'even_pairs'),
+                                          ('algorithmic.py:published,study', 'reverse_string')])
+def test_shipped_study_variants_validate(variant, task):
+  """Each study is a variant of its training config: the same run plus a `study` section, checked up front."""
+  repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  config = study.load_config(os.path.join(repo, 'configs', variant))
+  base, entries = runner.validate_study(config)
+  assert len(entries) >= 9 and 'study' not in base
+  assert base.data.get('task') == task

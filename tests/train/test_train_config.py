@@ -10,7 +10,7 @@ from relpos_jax.train import config as config_lib
 from relpos_jax.train.config import ConfigError, validate
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CONFIG_FILES = ('lm.py', 'algorithmic.py', 'algorithmic_published.py')
+CONFIG_FILES = ('lm.py', 'algorithmic.py', 'algorithmic.py:published')
 
 
 @pytest.mark.parametrize('name', CONFIG_FILES)
@@ -21,7 +21,7 @@ def test_shipped_configs_validate(name, num_devices):
 
 
 def test_published_protocol_numbers():
-  config = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic_published.py'))
+  config = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py:published'))
   assert (config.model.num_layers, config.model.model_dim, config.model.num_heads) == (5, 64, 8)
   assert config.train.batch_size == 128
   assert (config.data.min_length, config.data.max_length) == (1, 40)
@@ -123,8 +123,93 @@ def test_shipped_configs_build_their_model_and_data(name):
   overrides = {'data.max_train_bytes': 1_000_000} if name == 'lm.py' else {}
   config = config_lib.load_config(os.path.join(REPO, 'configs', name), overrides, validate_config=False)
   data = inputs.build_data(config)
-  model = loop.build_model(config, data)
+  model = loop.build_model(config)
   batch = {k: v[:4] for k, v in data.train_batch(0).items()}
   logits = model(batch['inputs'], padding_mask=batch['padding_mask'] if data.uses_padding else None)
   assert logits.shape == batch['inputs'].shape + (data.num_classes,)
   assert np.isfinite(np.asarray(logits)).all()
+
+
+# ------------------------------------------------------------------------------ variants and the command line
+def test_variants_select_the_protocol_and_unknown_variants_are_named():
+  cpu = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'))
+  published = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py:published'))
+  assert (cpu.data.max_length, published.data.max_length) == (20, 40)
+  assert 'study' not in cpu and 'study' not in published
+  with pytest.raises(ConfigError, match=r"unknown config variant\(s\) \['publishd'\]; allowed: \['published', 'study'\]"):
+    config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py:publishd'))
+  with pytest.raises(ConfigError, match=r"config file '.*no_such\.py' not found"):
+    config_lib.load_config(os.path.join(REPO, 'configs', 'no_such.py:study'))
+
+
+def test_documented_optional_eval_keys_can_be_set_on_every_shipped_config():
+  for name in ('lm.py', 'algorithmic.py', 'lm.py:study'):
+    config = config_lib.load_config(os.path.join(REPO, 'configs', name),
+                                    {'eval.num_tokens': 640, 'eval.max_tokens_per_batch': 1024},
+                                    validate_config=False)
+    assert (config.eval.num_tokens, config.eval.max_tokens_per_batch) == (640, 1024)
+  lm = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'))
+  assert config_lib.parse(lm).eval.num_tokens is None      # unset: the documented default
+
+
+def test_wrong_type_of_an_optional_key_names_the_key():
+  import ml_collections
+  config = ml_collections.ConfigDict(config_lib.load_config(LM, validate_config=False).to_dict())
+  config.eval.num_tokens = 'many'   # (the shipped file's placeholder(int) refuses a str by itself)
+  with pytest.raises(ConfigError, match=r"config\.eval\.num_tokens='many' is invalid: allowed: None or an int >= 1"):
+    validate(config, num_devices=1)
+
+
+LM = os.path.join(REPO, 'configs', 'lm.py')
+
+
+@pytest.mark.parametrize('argv,expected', [
+    # A config file that does not exist is named (config_flags reported it only on first use, unnamed).
+    (['train', '--config=configs/no_such.py'], r"config file 'configs/no_such\.py' not found"),
+    (['train', '--config', 'configs/no_such.py:study'], r"config file 'configs/no_such\.py' not found"),
+    # An unknown key: one message naming the key and the allowed keys (config_flags: a bare AttributeError).
+    (['train', f'--config={LM}', '--config.foo=1'],
+     r'config\.foo: unknown key; allowed in config: data, eval, model, optim, seed, train\.'),
+    (['train', f'--config={LM}', '--config.model.foo.bar=1'],
+     r'config\.model\.foo\.bar: unknown key config\.model\.foo; allowed in config\.model: dropout_rate'),
+    (['train', f'--config={LM}', '--noconfig.model.nonexistent'], r'config\.model\.nonexistent: unknown key'),
+    # A repeated override (config_flags concatenates a tuple given twice) is refused, naming the key.
+    (['train', f'--config={LM}', "--config.eval.lengths=(128,)", "--config.eval.lengths=(64,)"],
+     r'--config\.eval\.lengths is given 2 times'),
+    (['train', f'--config={LM}', '--config.train.steps=5', '--config.train.steps=6'],
+     r'--config\.train\.steps is given 2 times'),
+])
+def test_command_line_errors_name_the_file_or_key(argv, expected):
+  from relpos_jax.train import cli
+  with pytest.raises(ConfigError, match=expected):
+    cli.check_command_line(argv)
+
+
+def test_command_line_checks_the_default_config_when_none_is_given():
+  from relpos_jax.train import cli
+  cli.check_command_line(['study', '--config.train.steps=5'], default=f'{LM}:study')
+  with pytest.raises(ConfigError, match=r'config\.study\.foo: unknown key; allowed in config\.study'):
+    cli.check_command_line(['study', '--config.study.foo=5'], default=f'{LM}:study')
+
+
+def test_build_model_needs_no_data(monkeypatch):
+  """The vocabulary sizes come from the config: building the model never loads the corpus."""
+  from relpos_jax import data as data_lib
+  from relpos_jax.train import loop
+
+  def no_corpus(*args, **kwargs):
+    raise AssertionError('build_model loaded the corpus')
+  monkeypatch.setattr(data_lib.Corpus, 'stdlib', no_corpus)
+  model = loop.build_model(config_lib.load_config(LM))
+  assert model.config.vocab_size == data_lib.VOCAB_SIZE
+  task_model = loop.build_model(config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py')))
+  task = config_lib.resolve_task(config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py')))
+  assert (task_model.config.vocab_size, task_model.config.output_vocab) == (task.vocab_size, task.num_classes)
+
+
+def test_training_does_not_depend_on_the_study():
+  """The study imports training; training (its config included) never imports the study."""
+  import glob
+  import re
+  for path in glob.glob(os.path.join(REPO, 'relpos_jax', 'train', '*.py')):
+    assert not re.search(r'^\s*(from|import) relpos_jax(\.study| import study)', open(path).read(), re.M), path

@@ -77,3 +77,20 @@ def test_command_line_end_to_end(tmp_path):
   bad = subprocess.run(command + ['--config.model.num_head=2'], cwd=REPO, env=env, capture_output=True,
                        text=True, timeout=60)
   assert bad.returncode != 0 and 'num_head' in bad.stderr
+
+
+@pytest.mark.parametrize('module,args,expected', [
+    # The documented optional keys are settable on configs/lm.py (the run then stops at train.steps=0).
+    ('experiments.train', ['--config=configs/lm.py', '--config.eval.num_tokens=640',
+                           '--config.eval.max_tokens_per_batch=1024', '--config.train.steps=0'],
+     'config.train.steps=0 is invalid'),
+    # The study's default config (no --config): an unknown key is named, with the keys allowed there.
+    ('experiments.length_generalization', ['--config.study.foo=1'],
+     'config.study.foo: unknown key; allowed in config.study: description, encoders, title'),
+])
+def test_entry_points_report_config_errors_in_one_line(tmp_path, module, args, expected):
+  env = {k: v for k, v in os.environ.items() if k != 'XLA_FLAGS'}
+  done = subprocess.run([sys.executable, '-m', module, f'--workdir={tmp_path}', *args], cwd=REPO, env=env,
+                        capture_output=True, text=True, timeout=120)
+  assert done.returncode != 0 and expected in done.stderr, done.stderr[-3000:]
+  assert 'AttributeError' not in done.stderr
