@@ -17,7 +17,7 @@ import shlex
 import sys
 from typing import Callable
 
-from benchmarks import attention_kinds, bias_construction, report, train_step
+from benchmarks import attention_kinds, bias_construction, blockwise, report, train_step
 
 
 def _bias_construction(opts) -> report.Section:
@@ -43,10 +43,19 @@ def _train_step(opts) -> report.Section:
                         warmup=opts.warmup)
 
 
+def _blockwise(opts) -> list[report.Section]:
+  length = blockwise.QUICK_LENGTH if opts.quick else blockwise.LENGTH
+  memory_length = blockwise.QUICK_MEMORY_LENGTH if opts.quick else blockwise.MEMORY_LENGTH
+  if opts.length:
+    length = memory_length = opts.length
+  return blockwise.run(length=length, memory_length=memory_length, repeats=opts.repeats, warmup=opts.warmup)
+
+
 BENCHMARKS: dict[str, Callable] = {
     'bias_construction': _bias_construction,
     'attention_kinds': _attention_kinds,
     'train_step': _train_step,
+    'blockwise': _blockwise,
 }
 
 
@@ -80,9 +89,10 @@ def main(argv: list[str] | None = None) -> str:
   opts = parse(argv)
   sections = []
   for name in opts.only:
-    section = BENCHMARKS[name](opts)
-    print(section.markdown(), flush=True)
-    sections.append(section)
+    result = BENCHMARKS[name](opts)
+    for section in result if isinstance(result, list) else [result]:
+      print(section.markdown(), flush=True)
+      sections.append(section)
   command = ' '.join(['python -m benchmarks.run'] + [shlex.quote(a) for a in argv])
   page = report.document(sections, command=command)
   if opts.out:

@@ -17,12 +17,27 @@ in about 10 minutes on a 2-core CPU:
         --config.train.steps=2000 --config.model.num_layers=4 --workdir=/tmp/bigger
 
 `study.encoders` holds 'label: spec' entries (any encoder spec; see relpos_jax.encoders.spec).
+
+Variant `long_context` (`--config=configs/lm.py:long_context`): the `study` variant's trained runs (read from
+`study.trained_workdir`, no retraining) evaluated at 2,048 ... 65,536 bytes (32x to 1024x), plus 64 and 1,024
+as references, with `model.attention_implementation='blockwise'` (tiles, every position term built per tile:
+no (L, L) array at any length). Token budget for a CPU: 65,536 scored bytes per length (one window at 65,536,
+two at 32,768, ...). `learned` is left out (its table ends at position 1,023); the extrapolating biases come
+first, so an interrupted run has the main families:
+
+    python -m experiments.length_generalization --config=configs/lm.py:long_context \
+        --config.study.trained_workdir=results/default --workdir=results/long_context
 """
 
 import ml_collections
 from ml_collections.config_dict import placeholder
 
 from relpos_jax.train.config import parse_variants
+
+# The study's encoders that can encode 65,536 positions, in the order the long-context variant runs them.
+LONG_CONTEXT_LABELS = ('alibi', 'kerple_log', 'fire', 'rope', 'nope', 't5-32', 'shaw', 't5', 'sinusoidal',
+                       'multiscale', 'rope+randomized')
+LONG_CONTEXT_LENGTHS = (64, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
 
 # The position-free control, absolute tables, the lecture's relative variants and today's choices.
 STUDY_ENCODERS = (
@@ -66,9 +81,14 @@ CONTEXTUAL_ENCODERS = (
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  variants = parse_variants(arg, ('study', 'contextual'))
+  variants = parse_variants(arg, ('study', 'contextual', 'long_context'))
   if 'contextual' in variants and 'study' not in variants:
     raise ValueError("configs/lm.py: the 'contextual' variant is a study; use 'study,contextual'.")
+  if 'long_context' in variants:
+    if 'contextual' in variants:
+      raise ValueError("configs/lm.py: 'long_context' evaluates the default study's runs; it does not combine "
+                       "with 'contextual'.")
+    variants.add('study')
   config = ml_collections.ConfigDict()
   config.seed = 0
 
@@ -132,4 +152,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     if 'contextual' in variants:
       config.study.title = 'Position from content: trained at 64, evaluated up to 16x'
       config.study.encoders = CONTEXTUAL_ENCODERS
+  if 'long_context' in variants:
+    config.eval.lengths = LONG_CONTEXT_LENGTHS
+    config.eval.num_tokens = 65_536          # one window at the longest length
+    config.eval.max_tokens_per_batch = 65_536
+    config.model.attention_implementation = 'blockwise'
+    by_label = {e.partition(':')[0].strip(): e for e in STUDY_ENCODERS}
+    config.study.encoders = tuple(by_label[label] for label in LONG_CONTEXT_LABELS)
+    config.study.trained_workdir = 'results/default'  # where `python -m experiments.length_generalization` trains
+    config.study.title = 'Byte-level LM on the Python stdlib: trained at 64, evaluated up to 1024x'
+    config.study.description = ("The default study's trained runs (no retraining), evaluated with blockwise "
+                                'attention on 65,536 validation bytes per length.')
   return config

@@ -37,10 +37,13 @@ def main(argv) -> None:
   import jax  # After flag parsing: initialize() must precede any other JAX call.
   if _MULTIHOST.value:
     jax.distributed.initialize()
-  from relpos_jax.study import report, run_study, write_outputs
+  from relpos_jax.study import report, reevaluate, run_study, write_outputs
   from relpos_jax.train import metrics
   metrics.quiet_checkpoint_logs()
-  results = run_study(_CONFIG.value, _WORKDIR.value)
+  if _CONFIG.value.study.get('trained_workdir'):  # Evaluate another study's trained runs, no training.
+    results = reevaluate.reevaluate_study(_CONFIG.value, _WORKDIR.value)
+  else:
+    results = run_study(_CONFIG.value, _WORKDIR.value)
   paths = write_outputs(results, _WORKDIR.value)
   print(report.markdown_table(results))
   for kind, path in paths.items():

@@ -37,9 +37,12 @@ def main(argv) -> None:
   import jax  # After flag parsing: initialize() must precede any other JAX call.
   if _MULTIHOST.value:
     jax.distributed.initialize()
-  from relpos_jax.train import loop, metrics
+  from relpos_jax.train import checkpoint, loop, metrics
   metrics.quiet_checkpoint_logs()
-  result = loop.train(_CONFIG.value, _WORKDIR.value)
+  try:
+    result = loop.train(_CONFIG.value, _WORKDIR.value)
+  except (loop.DivergedError, checkpoint.CheckpointError, checkpoint.CheckpointWriteError) as e:
+    raise SystemExit(f'{type(e).__name__}: {e}') from None  # One message, exit status 1.
   summary = {k: v for k, v in result.final_metrics.items() if isinstance(v, (int, float))}
   logging.info('final metrics: %s', json.dumps(summary, sort_keys=True))
 

@@ -7,18 +7,9 @@ which runs it through `jax.debug.callback`).
 
 from __future__ import annotations
 
-import numbers
-
 import chex
 import jax
 import numpy as np
-
-
-def check_lengths(q_len, k_len) -> None:
-  """Raises ValueError unless both lengths are positive Python ints (they fix array shapes)."""
-  for name, value in (('q_len', q_len), ('k_len', k_len)):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-      raise ValueError(f'{name}={value!r} is invalid: lengths must be Python ints >= 1.')
 
 
 def assert_bias_values(values: jax.Array, num_positions: int) -> None:

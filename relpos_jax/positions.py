@@ -16,7 +16,21 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from relpos_jax import checks
+from relpos_jax import checks, validation
+from relpos_jax.encoders import contract
+
+
+def _check(who: str, q_len, k_len, q_offset=0):
+  """Lengths fix array shapes (Python ints >= 1); q_offset is an integer (static or traced) in range."""
+  return (validation.positive_int(who, 'q_len', q_len), validation.positive_int(who, 'k_len', k_len),
+          validation.offset(who, q_offset))
+
+
+def toeplitz_index(q_len: int, k_len: int) -> jax.Array:
+  """Int32 (q_len, k_len): entry (i, j) = j - i + q_len - 1, the row of diagonal j - i in the layout of
+  `distinct_relative_positions` (an iota expression XLA fuses into the gather that reads it)."""
+  return (jnp.arange(k_len, dtype=jnp.int32)[None, :]
+          - jnp.arange(q_len, dtype=jnp.int32)[:, None] + (q_len - 1))
 
 
 def relative_positions(q_len: int, k_len: int, q_offset=0) -> jax.Array:
@@ -25,7 +39,7 @@ def relative_positions(q_len: int, k_len: int, q_offset=0) -> jax.Array:
   `q_offset` places the queries at positions q_offset .. q_offset + q_len - 1 while the keys sit at
   0 .. k_len - 1: the layout of cached decoding, where the queries are the last positions.
   """
-  checks.check_lengths(q_len, k_len)
+  q_len, k_len, q_offset = _check('relative_positions', q_len, k_len, q_offset)
   q = jnp.arange(q_len, dtype=jnp.int32) + jnp.asarray(q_offset, jnp.int32)
   k = jnp.arange(k_len, dtype=jnp.int32)
   return k[None, :] - q[:, None]
@@ -37,7 +51,7 @@ def distinct_relative_positions(q_len: int, k_len: int, q_offset=0) -> jax.Array
   Entry n holds the relative position n - (q_len - 1) - q_offset, so diagonal j - i = d of the full matrix
   reads entry d + q_len - 1 (see `toeplitz`).
   """
-  checks.check_lengths(q_len, k_len)
+  q_len, k_len, q_offset = _check('distinct_relative_positions', q_len, k_len, q_offset)
   return (jnp.arange(q_len + k_len - 1, dtype=jnp.int32) - (q_len - 1)
           - jnp.asarray(q_offset, jnp.int32))
 
@@ -48,14 +62,12 @@ def toeplitz(values: jax.Array, q_len: int, k_len: int) -> jax.Array:
   out[..., i, j] = values[..., j - i + q_len - 1], i.e. the layout of `distinct_relative_positions`.
   The index matrix is an iota expression XLA fuses into the gather; no encoder work is repeated.
   """
-  checks.check_lengths(q_len, k_len)
+  q_len, k_len, _ = _check('toeplitz', q_len, k_len)
   if values.shape[-1] != q_len + k_len - 1:
     raise ValueError(
         f'toeplitz: values has {values.shape[-1]} diagonals on its last axis; q_len={q_len} and '
         f'k_len={k_len} need q_len + k_len - 1 = {q_len + k_len - 1}.')
-  index = (jnp.arange(k_len, dtype=jnp.int32)[None, :]
-           - jnp.arange(q_len, dtype=jnp.int32)[:, None] + (q_len - 1))
-  return jnp.take(values, index, axis=-1)
+  return jnp.take(values, toeplitz_index(q_len, k_len), axis=-1)
 
 
 def bias_matrix(encoder, params, q_len: int, k_len: int, q_offset=0) -> jax.Array:
@@ -65,13 +77,13 @@ def bias_matrix(encoder, params, q_len: int, k_len: int, q_offset=0) -> jax.Arra
   positions only and expanded with `toeplitz`. Encoders whose bias also depends on the query position
   (FIRE) are not Toeplitz; they take their own path, `encoder.pair_bias` on the position grid.
   """
-  from relpos_jax.encoders import contract  # Local: encoders import this module.
-
   if encoder.kind is not contract.Kind.SCALAR_BIAS:
     raise ValueError(
         f'bias_matrix needs a scalar-bias encoder; {type(encoder).__name__} is of kind '
         f'{encoder.kind.value!r}. Rotary, vector-relative and absolute encoders act inside the '
         f'attention layer (relpos_jax.nn) instead.')
+  q_len, k_len, q_offset = _check('bias_matrix', q_len, k_len, q_offset)
+  contract.check_params(encoder, params)
   if encoder.is_toeplitz:
     rel = distinct_relative_positions(q_len, k_len, q_offset)
     values = encoder.bias(params, rel)  # (q_len + k_len - 1, H)
@@ -91,6 +103,7 @@ def bias_at_positions(encoder, params, q_positions: jax.Array, k_positions: jax.
   With non-contiguous positions the bias is no longer Toeplitz in the index space, so every pair is
   evaluated: `q_positions` (..., q_len) and `k_positions` (..., k_len) broadcast over leading axes.
   """
-  q = jnp.asarray(q_positions, jnp.int32)[..., :, None]
-  k = jnp.asarray(k_positions, jnp.int32)[..., None, :]
+  contract.check_params(encoder, params)
+  q = validation.int_array('bias_at_positions', 'q_positions', q_positions)[..., :, None]
+  k = validation.int_array('bias_at_positions', 'k_positions', k_positions)[..., None, :]
   return jnp.moveaxis(encoder.pair_bias(params, q, k), -1, -3)

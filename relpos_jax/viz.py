@@ -25,6 +25,7 @@ bias is white whatever the encoder's range.
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Mapping, Sequence
 
 import jax
@@ -32,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from relpos_jax import positions as positions_lib
+from relpos_jax import validation
 from relpos_jax.encoders import contract, rope, spec
 
 Kind = contract.Kind
@@ -102,12 +104,6 @@ def _int_range(name: str, values) -> np.ndarray:
   if values.ndim != 1 or values.size == 0 or not np.issubdtype(values.dtype, np.integer):
     raise ValueError(f'{name} must be a non-empty 1-D array of ints, got {values.dtype} {values.shape}.')
   return values.astype(np.int32)
-
-
-def _positive_int(name: str, value) -> int:
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-    raise ValueError(f'{name}={value!r} is invalid; allowed: an int >= 1.')
-  return int(value)
 
 
 def _require_kind(who: str, encoder, *kinds) -> None:
@@ -251,7 +247,7 @@ def plot_bias_heatmaps(encoder, params, length: int, *, q_offset: int = 0, axes=
   (keys stay at 0 .. L - 1), which is where a query-dependent bias such as FIRE's changes.
   """
   plt = _pyplot()
-  length = _positive_int('length', length)
+  length = validation.positive_int('viz', 'length', length)
   matrix = np.asarray(_bias_matrix(encoder, params, length, length, int(q_offset)))
   heads = matrix.shape[0] if heads_differ(matrix, axis=0) else 1
   shown = min(heads, max_heads)
@@ -326,7 +322,7 @@ def plot_rotary_frequencies(head_dim: int, rules: Mapping[str, Mapping], *, leng
   draws the training length: pairs whose wavelength exceeds it never completed a turn in training.
   """
   plt = _pyplot()
-  head_dim = _positive_int('head_dim', head_dim)
+  head_dim = validation.positive_int('viz', 'head_dim', head_dim)
   if not rules:
     raise ValueError('plot_rotary_frequencies: rules is empty; allowed: {label: rope hyperparameters}.')
   reference = rope.inverse_frequencies(head_dim)
@@ -386,7 +382,7 @@ def rotary_scores(encoder, params, query, key, distances, query_position: int) -
 def rotary_score_matrix(encoder, params, query, key, length: int) -> np.ndarray:
   """S[i, j] = <R_i q, R_j k> for positions 0 .. L - 1: Toeplitz when the encoding is relative."""
   _require_kind('rotary_score_matrix', encoder, Kind.ROTARY)
-  rq, rk = _rotate_pair(encoder, params, query, key, np.arange(_positive_int('length', length)))
+  rq, rk = _rotate_pair(encoder, params, query, key, np.arange(validation.positive_int('viz', 'length', length)))
   return np.asarray(rq @ rk.T, np.float32)
 
 
@@ -495,7 +491,7 @@ def plot_absolute_embeddings(encoder, params, length: int, *, axes=None, title=N
   """
   plt = _pyplot()
   _require_kind('plot_absolute_embeddings', encoder, Kind.ABSOLUTE)
-  length = _positive_int('length', length)
+  length = validation.positive_int('viz', 'length', length)
   encoder.check_positions(length)
   table = np.asarray(_embed(encoder, params, jnp.arange(length)))  # (L, model_dim)
   similarity = table @ table.T / table.shape[-1]
@@ -513,9 +509,11 @@ def plot_absolute_embeddings(encoder, params, length: int, *, axes=None, title=N
 
 
 def plot_train_positions(encoder, rng, *, batch: int = 4, length: int = 32, ax=None, title=None):
-  """The positions `encoder.train_positions` draws for `batch` training sequences of `length` tokens."""
+  """The positions `contract.train_positions` draws for `batch` training sequences of `length` tokens."""
   plt = _pyplot()
-  drawn = encoder.train_positions(rng, _positive_int('batch', batch), _positive_int('length', length))
+  batch = validation.positive_int('plot_train_positions', 'batch', batch)
+  length = validation.positive_int('plot_train_positions', 'length', length)
+  drawn = contract.train_positions(encoder, rng, batch, length)
   if ax is None:
     _, ax = plt.subplots(figsize=(6, 3.4), dpi=100, layout='constrained')
   index = np.arange(length)
@@ -539,8 +537,6 @@ def plot_train_positions(encoder, rng, *, batch: int = 4, length: int = 32, ax=N
 
 def describe(encoder) -> str:
   """The encoder's spec, kind and the first paragraph of its module's docstring (where its paper is cited)."""
-  import sys  # Local: only this text helper reads module docstrings.
-
   doc = (sys.modules[type(encoder).__module__].__doc__ or '').strip().split('\n\n')[0]
   return f'{_name(encoder)}  [{encoder.kind.value}]\n  ' + ' '.join(doc.split())
 
@@ -561,6 +557,8 @@ def plot_encoder(encoder, params=None, *, rng=None, num_heads: int = 4, head_dim
   plt = _pyplot()
   if not isinstance(encoder, contract.Encoder):
     raise ValueError(f'plot_encoder: {encoder!r} is not an encoder; build one with relpos_jax.encoders.make.')
+  if encoder.kind is Kind.COMBINED and len(encoder.children()) == 1:
+    encoder = encoder.children()[0]  # A wrapper (randomized) looks like its base.
   if encoder.kind is Kind.COMBINED:
     raise ValueError(f'plot_encoder: {_name(encoder)} is a sum of encoders; plot each of encoder.parts.')
   params = _init(encoder, params, rng, num_heads, head_dim, model_dim)

@@ -31,7 +31,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from relpos_jax.data._validate import check_generator, check_positive_int
+from relpos_jax import validation
 from relpos_jax.data.tasks.base import Batch, Task
 
 __all__ = ['BatchSpec', 'bucket_for', 'length_buckets', 'pad_batch', 'pad_to_bucket', 'quantile_buckets',
@@ -40,7 +40,7 @@ __all__ = ['BatchSpec', 'bucket_for', 'length_buckets', 'pad_batch', 'pad_to_buc
 
 def quantile_buckets(values: Iterable[int], num_buckets: int) -> tuple[int, ...]:
   """``num_buckets`` (or fewer, if fewer distinct values) quantiles of the distinct ``values``; the last is max."""
-  num_buckets = check_positive_int('num_buckets', num_buckets)
+  num_buckets = validation.positive_int('buckets', 'num_buckets', num_buckets)
   vals = sorted(set(int(v) for v in values))
   if not vals:
     raise ValueError('quantile_buckets needs at least one value, got none')
@@ -51,8 +51,8 @@ def quantile_buckets(values: Iterable[int], num_buckets: int) -> tuple[int, ...]
 def length_buckets(max_total_len: int, num_buckets: int, min_total_len: int = 1) -> tuple[int, ...]:
   """Evenly spaced bucket sizes covering ``min_total_len .. max_total_len``; the last equals
   ``max_total_len``. E.g. ``length_buckets(120, 4) == (30, 60, 90, 120)``."""
-  max_total_len = check_positive_int('max_total_len', max_total_len)
-  min_total_len = check_positive_int('min_total_len', min_total_len)
+  max_total_len = validation.positive_int('buckets', 'max_total_len', max_total_len)
+  min_total_len = validation.positive_int('buckets', 'min_total_len', min_total_len)
   if min_total_len > max_total_len:
     raise ValueError(f'min_total_len={min_total_len} exceeds max_total_len={max_total_len}')
   return quantile_buckets(range(min_total_len, max_total_len + 1), num_buckets)
@@ -60,8 +60,8 @@ def length_buckets(max_total_len: int, num_buckets: int, min_total_len: int = 1)
 
 def task_buckets(task: Task, max_length: int, num_buckets: int, min_length: int = 1) -> tuple[int, ...]:
   """Buckets over the totals ``task.total_length(n)`` achievable for ``n in min_length..max_length``."""
-  max_length = check_positive_int('max_length', max_length)
-  min_length = check_positive_int('min_length', min_length)
+  max_length = validation.positive_int('buckets', 'max_length', max_length)
+  min_length = validation.positive_int('buckets', 'min_length', min_length)
   if min_length > max_length:
     raise ValueError(f'min_length={min_length} exceeds max_length={max_length}')
   return quantile_buckets((task.total_length(n) for n in range(min_length, max_length + 1)), num_buckets)
@@ -111,7 +111,7 @@ class BatchSpec:
 
   def __post_init__(self):
     for name in ('batch_size', 'max_length', 'num_buckets', 'min_length'):
-      check_positive_int(name, getattr(self, name))
+      validation.positive_int('buckets', name, getattr(self, name))
     if self.min_length > self.max_length:
       raise ValueError(f'min_length={self.min_length} exceeds max_length={self.max_length}')
 
@@ -124,11 +124,11 @@ def sample_bucketed(task: Task, rng: np.random.Generator, spec: BatchSpec, lengt
   to its bucket. Adds ``padding_mask`` (B, T_bucket) bool and ``input_length`` (B,) int32 (= n).
   Everything comes from ``rng`` (first the length, then the task's draws), so a seed reproduces the stream.
   """
-  check_generator(rng)
+  validation.generator('buckets', rng)
   if length is None:
     n = int(rng.integers(spec.min_length, spec.max_length + 1))
   else:
-    n = check_positive_int('length', length)
+    n = validation.positive_int('buckets', 'length', length)
   batch = task.sample(rng, spec.batch_size, n)
   out = pad_to_bucket(batch, spec.buckets(task), task.pad_id)
   out['input_length'] = np.full((spec.batch_size,), n, dtype=np.int32)

@@ -46,7 +46,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from relpos_jax.data._validate import check_generator, check_positive_int
+from relpos_jax import validation
 
 VOCAB_SIZE = 256
 DOC_SEPARATOR = 0
@@ -69,7 +69,7 @@ def _check_options(max_train_bytes, val_fraction) -> None:
   if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0 <= val_fraction < 1:
     raise ValueError(f'val_fraction must be in [0, 1), got val_fraction={val_fraction!r}')
   if max_train_bytes is not None:
-    check_positive_int('max_train_bytes', max_train_bytes)
+    validation.positive_int('corpus', 'max_train_bytes', max_train_bytes)
 
 
 def _path_hash(rel_path: str) -> int:
@@ -254,9 +254,9 @@ class Corpus:
     Row ``r`` is ``tokens[s_r : s_r + length + 1]`` with ``s_r`` uniform over all valid starts; use
     ``x[:, :-1]`` as inputs and ``x[:, 1:]`` as next-token targets (both of length ``length``).
     """
-    check_generator(rng)
-    check_positive_int('batch_size', batch_size)
-    check_positive_int('length', length)
+    validation.generator('corpus', rng)
+    validation.positive_int('corpus', 'batch_size', batch_size)
+    validation.positive_int('corpus', 'length', length)
     toks = self.tokens(split)
     if length + 1 > toks.size:
       raise ValueError(f'length={length} needs length + 1 = {length + 1} tokens but the {split} split has '
@@ -272,8 +272,8 @@ class Corpus:
     every scored token is scored once. When ``max_windows < K``, the N windows are spread evenly over
     the whole split (window indices ``floor(i * K / N)``), not bunched at its start.
     """
-    check_positive_int('length', length)
-    check_positive_int('max_windows', max_windows)
+    validation.positive_int('corpus', 'length', length)
+    validation.positive_int('corpus', 'max_windows', max_windows)
     toks = self.tokens(split)
     k = (toks.size - 1) // length if toks.size > 0 else 0
     if k < 1:

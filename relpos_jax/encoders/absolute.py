@@ -20,13 +20,13 @@ static length before it embeds, since under jit `embed` cannot inspect traced po
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from relpos_jax.encoders import contract
+from relpos_jax import validation
+from relpos_jax.encoders import contract, rope
 from relpos_jax.encoders.registry import register
 
 
@@ -39,8 +39,10 @@ def sinusoids(positions: jax.Array, model_dim: int, max_wavelength: float = 10_0
   num_frequencies = (model_dim + 1) // 2
   # 2i / d for i = 0 .. ceil(d/2) - 1, computed in float64 numpy: exact constants, no float32 drift.
   exponents = 2.0 * np.arange(num_frequencies) / model_dim
-  inverse_wavelengths = jnp.asarray(max_wavelength ** -exponents, jnp.float32)
-  angles = jnp.asarray(positions, jnp.float32)[..., None] * inverse_wavelengths
+  # The phase pos / w^(2i/d) reduced mod 2 pi exactly (RoPE's fixed-point arithmetic): a float32 product
+  # loses the phase of the fast frequencies from ~1e5 on and collapses every feature beyond ~1e8.
+  angles = rope.rotary_angles(validation.int_array('sinusoids', 'positions', positions),
+                              np.asarray(max_wavelength, np.float64) ** -exponents)
   # Stack on a new last axis then merge: feature 2i is sin, 2i + 1 is cos (the paper's interleaving).
   pe = jnp.stack([jnp.sin(angles), jnp.cos(angles)], axis=-1)
   return pe.reshape(pe.shape[:-2] + (2 * num_frequencies,))[..., :model_dim]
@@ -54,19 +56,10 @@ class Sinusoidal(contract.AbsoluteEncoder):
   max_wavelength: float = 10_000.0
 
   def __post_init__(self):
-    ok = (isinstance(self.max_wavelength, (int, float)) and not isinstance(self.max_wavelength, bool)
-          and math.isfinite(self.max_wavelength) and self.max_wavelength > 0)
-    contract.require(ok, self.name, 'max_wavelength', self.max_wavelength, 'a finite number > 0 (paper: 10000)')
+    validation.number(self.name, 'max_wavelength', self.max_wavelength, above=0)
 
   def embed(self, params, positions):
     return sinusoids(positions, contract.dims(params).model_dim, self.max_wavelength)
-
-
-def _concrete_positions(positions) -> np.ndarray | None:
-  """The values of `positions` when they are known now, None when traced (inside jit / grad / vmap)."""
-  if isinstance(positions, jax.core.Tracer):
-    return None
-  return np.asarray(positions)
 
 
 @register('learned')
@@ -85,7 +78,7 @@ class Learned(contract.AbsoluteEncoder):
   table_init_stddev = 0.02
 
   def __post_init__(self):
-    contract.require_positive_int(self.name, 'max_length', self.max_length)
+    validation.positive_int(self.name, 'max_length', self.max_length, maximum=validation.MAX_TABLE_ROWS)
 
   def init_params(self, rng, dims_):
     init = jax.nn.initializers.normal(self.table_init_stddev)
@@ -96,17 +89,19 @@ class Learned(contract.AbsoluteEncoder):
 
     Concrete positions outside 0 .. max_length - 1 raise ValueError. Traced positions cannot be checked
     here (call `check_positions(length)` with the static length first, as the model does); should an
-    out-of-range one slip through anyway it reads NaN (gather mode 'fill'), loud in any loss, never a
-    silently clipped row.
+    out-of-range one slip through anyway, negative or past the end, it reads NaN (gather mode 'fill'), loud
+    in any loss, never a silently clipped or wrapped row.
     """
-    values = _concrete_positions(positions)
+    index = validation.int_array(self.name, 'positions', positions)
+    values = validation.concrete(positions)
     if values is not None and values.size:
       low, high = int(values.min()), int(values.max())
       if low < 0:
         raise ValueError(f'{self.name}: position {low} is negative; the table has positions '
                          f'0..{self.max_length - 1}.')
       self.check_positions(high + 1)
-    index = jnp.asarray(positions, jnp.int32)
+    # A negative index would wrap to a row from the end: send it past the end, where the gather fills NaN.
+    index = jnp.where(index < 0, self.max_length, index)
     return jnp.take(params['table'], index, axis=0, mode='fill', fill_value=jnp.nan)
 
 
@@ -125,24 +120,20 @@ class AbsoluteScore(contract.ScalarBiasEncoder):
 
   is_toeplitz = False
   is_relative = False
+  needs_head_dim = True
+  needs_model_dim = True
 
   def __post_init__(self):
     ok = isinstance(self.base, contract.Encoder) and self.base.kind is contract.Kind.ABSOLUTE
-    contract.require(ok, self.name, 'base', self.base,
+    validation.require(ok, self.name, 'base', self.base,
                  'an absolute encoder (kind ABSOLUTE), e.g. sinusoidal or learned')
 
   @property
   def max_length(self) -> int | None:
     return self.base.max_length
 
-  def check_positions(self, positions_upper_bound: int) -> None:
-    """Raises ValueError if the wrapped encoder has no embedding for a position below the bound."""
-    self.base.check_positions(positions_upper_bound)
-
-  def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
-    dims_ = contract.check_init_dims(self.name, num_heads, head_dim, model_dim, needs_head_dim=True,
-                                 needs_model_dim=True)
-    return {'dims': dims_, **self.init_params(rng, dims_)}
+  def children(self):
+    return (self.base,)
 
   def init_params(self, rng, dims_):
     base_rng, query_rng, key_rng = jax.random.split(rng, 3)

@@ -29,6 +29,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
@@ -39,7 +40,7 @@ def _power_of_two_slopes(n: int) -> list[float]:
 
 def alibi_slopes(num_heads: int) -> np.ndarray:
   """The paper's slopes for `num_heads` heads, float64 (num_heads,), in head order."""
-  contract.require_positive_int('alibi', 'num_heads', num_heads)
+  validation.positive_int('alibi', 'num_heads', num_heads)
   closest = 2 ** int(math.floor(math.log2(num_heads)))
   slopes = _power_of_two_slopes(closest)
   # Every other slope of twice as many heads interleaves with the slopes above (the reference's rule).
@@ -52,12 +53,6 @@ def alibi_slopes(num_heads: int) -> np.ndarray:
 class ALiBi(contract.ScalarBiasEncoder):
   bidirectional: bool = False
   learnable_slopes: bool = False
-
-  def __post_init__(self):
-    contract.require(isinstance(self.bidirectional, bool), self.name, 'bidirectional', self.bidirectional,
-                 'True or False')
-    contract.require(isinstance(self.learnable_slopes, bool), self.name, 'learnable_slopes',
-                 self.learnable_slopes, 'True or False')
 
   def init_params(self, rng, dims_):
     del rng

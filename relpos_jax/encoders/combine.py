@@ -20,7 +20,11 @@ import dataclasses
 
 import jax
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
+
+# The most parts a sum may have: a sum is a handful of terms; thousands are a generated mistake.
+MAX_PARTS = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,24 +38,32 @@ class Combined(contract.Encoder):
 
   def __post_init__(self):
     parts = self.parts
-    contract.require(isinstance(parts, (tuple, list)), self.name, 'parts', parts, 'a tuple of encoders')
+    validation.require(isinstance(parts, (tuple, list)), self.name, 'parts', parts, 'a tuple of encoders')
     flat = []
     for part in parts:
-      contract.require(isinstance(part, contract.Encoder), self.name, 'parts', part,
+      validation.require(isinstance(part, contract.Encoder), self.name, 'parts', part,
                    'encoders only (e.g. relpos_jax.encoders.make("t5"))')
       flat.extend(part.parts if isinstance(part, Combined) else (part,))
     object.__setattr__(self, 'parts', tuple(flat))
-    contract.require(len(flat) >= 2, self.name, 'parts', self.parts,
-                 'at least two encoders (a single encoder is used as it is)')
+    validation.require(2 <= len(flat) <= MAX_PARTS, self.name, 'parts', self.parts,
+                       f'at least two encoders (a single encoder is used as it is) and at most {MAX_PARTS}')
+    drawing = [p for part in flat for p in contract.walk(part) if p.train_position_limit is not None]
+    validation.require(len(drawing) <= 1, self.name, 'parts', self.parts,
+                       f'at most one part that draws training positions (randomized); got {len(drawing)}, and '
+                       f'only one draw can be used: wrap the whole sum once, randomized(a + b)')
+    leaves = contract.leaves(self)
     for kind, why in ((contract.Kind.ROTARY, 'rotating twice composes into another rotation, not a sum'),
                       (contract.Kind.ABSOLUTE, 'one input-level absolute encoding per model'),
                       (contract.Kind.NORMALIZER, 'one function replaces the softmax')):
-      same = [p for p in flat if p.kind is kind]
-      contract.require(len(same) <= 1, self.name, 'parts', self.parts,
+      same = [p for p in leaves if p.kind is kind]
+      validation.require(len(same) <= 1, self.name, 'parts', self.parts,
                    f'at most one {kind.value} part ({why}); got {len(same)}')
-    replacing = [p for p in flat if getattr(p, 'replaces_content', False) and p.kind is contract.Kind.CONTEXTUAL]
-    contract.require(len(replacing) <= 1, self.name, 'parts', self.parts,
-                     f'at most one part that replaces the content logit q . k (path); got {len(replacing)}')
+    replacing = [p for p in leaves if p.kind is contract.Kind.CONTEXTUAL and p.replaces_content]
+    validation.require(len(replacing) <= 1, self.name, 'parts', self.parts,
+                       f'at most one part that replaces the content logit q . k (path); got {len(replacing)}')
+
+  def children(self):
+    return self.parts
 
   @property
   def carries_position(self) -> bool:
@@ -61,32 +73,16 @@ class Combined(contract.Encoder):
   def is_relative(self) -> bool:
     return all(p.is_relative for p in self.parts)
 
-  def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
+  def init_params(self, rng, dims_):
     """Each part initialised with its own split of rng, for the same num_heads / head_dim / model_dim."""
-    dims_ = contract.check_init_dims(self.name, num_heads, head_dim, model_dim)
     rngs = jax.random.split(rng, len(self.parts))
-    parts = tuple(part.init(part_rng, num_heads, head_dim=head_dim, model_dim=model_dim)
-                  for part, part_rng in zip(self.parts, rngs))
-    return {'dims': dims_, 'parts': parts}
+    return {'parts': tuple(part.init(part_rng, dims_.num_heads, head_dim=dims_.head_dim,
+                                     model_dim=dims_.model_dim)
+                           for part, part_rng in zip(self.parts, rngs))}
 
   def terms(self, params) -> tuple[tuple[contract.Encoder, contract.Params], ...]:
     """(part, part params) pairs, the way the attention layer walks a combination."""
     return tuple(zip(self.parts, params['parts']))
-
-  def train_positions(self, rng, batch, length):
-    """The first part's sampled positions (a randomized part), None when no part samples any."""
-    for part in self.parts:
-      positions = part.train_positions(rng, batch, length)
-      if positions is not None:
-        return positions
-    return None
-
-  def check_positions(self, positions_upper_bound: int) -> None:
-    """Raises ValueError if a part with a bounded table (a learned absolute one) lacks a position."""
-    for part in self.parts:
-      check = getattr(part, 'check_positions', None)
-      if check is not None:
-        check(positions_upper_bound)
 
 
 def combine(*encoders: contract.Encoder) -> Combined:

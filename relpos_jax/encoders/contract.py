@@ -14,7 +14,8 @@ The attention layer dispatches on `encoder.kind` only (never on a particular enc
 | VECTOR_RELATIVE  | key_embeddings / value_embeddings / query_biases       | q . a_{j-i} in scores, sum w a_{j-i} |
 | ROTARY           | rotate_queries / rotate_keys                           | q, k rotated at their positions      |
 | ABSOLUTE         | embed(params, positions), optional score term          | x + p_i, or P_ij added to the scores |
-| COMBINED         | parts                                                  | the sum of its parts' terms          |
+| COMBINED         | children(), terms(params) -> ((part, its params), ...) | the sum of its parts' terms (a sum,  |
+|                  |                                                        | or a wrapper of one part: randomized)|
 | CONTEXTUAL       | token_features(x), score_term(params, ctx)             | a term computed from q, k (and x)    |
 | SCORE_TRANSFORM  | base (a scalar bias), transform(params, scores, bias)  | f(content scores, bias) replaces sum |
 | NORMALIZER       | weights(params, logits, valid, q_index)                | replaces the softmax                 |
@@ -30,10 +31,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
+
+from relpos_jax import validation
 
 Params = Any  # A pytree of arrays; may contain `Dims` (a leafless node).
 
@@ -54,47 +58,49 @@ class Kind(enum.Enum):
 @jax.tree_util.register_static
 @dataclasses.dataclass(frozen=True)
 class Dims:
-  """The sizes an encoder was initialised for, carried inside its params.
+  """The sizes an encoder was initialised for (and its name), carried inside its params.
 
   A static pytree node: it has no leaves, so it is never trained, traced or checkpointed as data, yet a
-  parameter-free encoder (ALiBi with fixed slopes, NoPE, sinusoids) still knows its head count from its params.
+  parameter-free encoder (ALiBi with fixed slopes, NoPE, sinusoids) still knows its head count from its params,
+  and params handed to the wrong encoder or layer are named in the error (`check_params`).
   """
   num_heads: int
   head_dim: int | None = None
   model_dim: int | None = None
+  # Only for messages: not compared, so params of equal sizes have one tree structure whoever built them.
+  encoder: str | None = dataclasses.field(default=None, compare=False)
 
 
 def dims(params: Params) -> Dims:
   return params['dims']
 
 
-def invalid(encoder_name: str, field: str, value, allowed: str) -> ValueError:
-  """The one error message for a bad hyperparameter: names the value and what is allowed."""
-  return ValueError(f'{encoder_name}: {field}={value!r} is invalid; allowed: {allowed}.')
+@functools.lru_cache(maxsize=256)
+def _expected_shapes(encoder, dims_: Dims):
+  params = jax.eval_shape(lambda rng: encoder.init(rng, dims_.num_heads, head_dim=dims_.head_dim,
+                                                   model_dim=dims_.model_dim), jax.random.key(0))
+  return jax.tree.structure(params), tuple(leaf.shape for leaf in jax.tree.leaves(params))
 
 
-def require(condition: bool, encoder_name: str, field: str, value, allowed: str) -> None:
-  if not condition:
-    raise invalid(encoder_name, field, value, allowed)
+def check_params(encoder: Encoder, params: Params, num_heads: int | None = None) -> None:
+  """Raises ValueError unless `params` are what `encoder.init` returns (for `num_heads` heads, if given).
 
-
-def require_positive_int(encoder_name: str, field: str, value, minimum: int = 1) -> None:
-  ok = isinstance(value, int) and not isinstance(value, bool) and value >= minimum
-  require(ok, encoder_name, field, value, f'an int >= {minimum}')
-
-
-def require_choice(encoder_name: str, field: str, value, choices) -> None:
-  require(value in choices, encoder_name, field, value, f'one of {tuple(choices)}')
-
-
-def check_init_dims(encoder_name: str, num_heads, head_dim=None, model_dim=None, *,
-                    needs_head_dim=False, needs_model_dim=False) -> Dims:
-  require_positive_int(encoder_name, 'num_heads', num_heads)
-  if needs_head_dim or head_dim is not None:
-    require_positive_int(encoder_name, 'head_dim', head_dim)
-  if needs_model_dim or model_dim is not None:
-    require_positive_int(encoder_name, 'model_dim', model_dim)
-  return Dims(num_heads=num_heads, head_dim=head_dim, model_dim=model_dim)
+  The error names what the params were initialised for (another encoder, another head count), instead of the
+  KeyError or shape error a mismatch would raise deep inside the encoder.
+  """
+  who = encoder.name or type(encoder).__name__
+  found = params.get('dims') if isinstance(params, dict) else None
+  if not isinstance(found, Dims):
+    raise ValueError(f'{who}: params must be the pytree {who}.init(...) returned (a dict with its "dims"), got '
+                     f'{type(params).__name__}.')
+  if num_heads is not None and found.num_heads != num_heads:
+    raise ValueError(f'{who}: params were initialised for {found.num_heads} heads, but this layer has '
+                     f'{num_heads}.')
+  structure, shapes = _expected_shapes(encoder, found)
+  if (jax.tree.structure(params) != structure
+      or tuple(jnp.shape(leaf) for leaf in jax.tree.leaves(params)) != shapes):
+    raise ValueError(f'{who}: params were initialised for encoder {found.encoder} ({found}), not for {encoder!r}; '
+                     f'pass the params that {who}.init returned.')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,14 +116,36 @@ class Encoder:
   # Whether the encoder is only defined for causal attention (xPos: keys ahead would grow without bound).
   requires_causal: ClassVar[bool] = False
   # Training draws positions from [0, train_position_limit) instead of 0..L-1 (randomized positions); None:
-  # training uses 0..L-1. A run must train on at most this many tokens and should evaluate within it.
+  # training uses 0..L-1. At most one encoder of a model draws; a run trains on at most this many tokens.
   train_position_limit: ClassVar[int | None] = None
+  # Which sizes `init` must be given (vector-relative tables need head_dim, absolute ones model_dim).
+  needs_head_dim: ClassVar[bool] = False
+  needs_model_dim: ClassVar[bool] = False
 
   def init(self, rng: jax.Array, num_heads: int, *, head_dim: int | None = None,
            model_dim: int | None = None) -> Params:
     """Parameters for a layer of `num_heads` heads (head_dim / model_dim where the kind needs them)."""
-    dims_ = check_init_dims(self.name or type(self).__name__, num_heads, head_dim, model_dim)
+    dims_ = self.init_dims(num_heads, head_dim=head_dim, model_dim=model_dim)
     return {'dims': dims_, **self.init_params(rng, dims_)}
+
+  def init_dims(self, num_heads: int, *, head_dim: int | None = None, model_dim: int | None = None) -> Dims:
+    """The checked sizes `init` records (for an encoder that overrides `init`, as a wrapper does)."""
+    who = self.name or type(self).__name__
+    sizes = {'head_dim': (head_dim, self.needs_head_dim), 'model_dim': (model_dim, self.needs_model_dim)}
+    checked = {field: None if value is None and not needed else validation.positive_int(who, field, value)
+               for field, (value, needed) in sizes.items()}
+    dims_ = Dims(num_heads=validation.positive_int(who, 'num_heads', num_heads), encoder=self.name or None,
+                 **checked)
+    self.check_dims(dims_)
+    return dims_
+
+  def children(self) -> tuple[Encoder, ...]:
+    """The encoders this one is built from (a sum's parts, a wrapper's base); () for a leaf."""
+    return ()
+
+  def check_dims(self, dims_: Dims) -> None:
+    """Raises ValueError for sizes this encoder cannot work with (rotary: an odd head_dim)."""
+    del dims_
 
   def init_params(self, rng: jax.Array, dims_: Dims) -> dict:
     """The learnable arrays; `{}` when there is nothing to learn."""
@@ -125,16 +153,37 @@ class Encoder:
     return {}
 
   def check_positions(self, positions_upper_bound: int) -> None:
-    """Raises ValueError if the encoder cannot handle positions 0..positions_upper_bound-1.
+    """Raises ValueError if the encoder (or one it is built from) cannot handle positions 0..bound-1.
 
     Relative encoders handle any position; only finite absolute tables restrict (AbsoluteEncoder).
     """
-    del positions_upper_bound
+    for child in self.children():
+      child.check_positions(positions_upper_bound)
 
-  def train_positions(self, rng: jax.Array, batch: int, length: int) -> jax.Array | None:
-    """Positions to use in training instead of 0..length-1 (randomized positions); None: the default."""
-    del rng, batch, length
-    return None
+
+def walk(encoder: Encoder):
+  """Every encoder of the tree, the encoder itself first, then each child's tree (depth first): the one walker."""
+  yield encoder
+  for child in encoder.children():
+    yield from walk(child)
+
+
+def leaves(encoder: Encoder) -> tuple[Encoder, ...]:
+  """The encoders that contribute terms, in order: a COMBINED encoder (a sum, or a wrapper such as randomized)
+  stands for its children; any other kind is a leaf (even one built around another, as absolute_score)."""
+  if encoder.kind is Kind.COMBINED:
+    return tuple(leaf for child in encoder.children() for leaf in leaves(child))
+  return (encoder,)
+
+
+def train_positions(encoder: Encoder, rng: jax.Array, batch: int, length: int) -> jax.Array | None:
+  """The positions a training batch of (batch, length) tokens uses: drawn by the encoder of the tree that draws
+  its own (randomized; at most one), or None for the default 0 .. length - 1. The training pipeline's one
+  question to an encoder about positions."""
+  for node in walk(encoder):
+    if node.train_position_limit is not None:
+      return node.train_positions(rng, batch, length)
+  return None
 
 
 class WrapsBase:
@@ -181,15 +230,11 @@ class VectorRelativeEncoder(Encoder):
   """
 
   kind = Kind.VECTOR_RELATIVE
+  needs_head_dim = True
 
   @property
   def clip_distance(self) -> int | None:
     return None
-
-  def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
-    dims_ = check_init_dims(self.name or type(self).__name__, num_heads, head_dim, model_dim,
-                            needs_head_dim=True)
-    return {'dims': dims_, **self.init_params(rng, dims_)}
 
   def key_embeddings(self, params: Params, rel: jax.Array) -> jax.Array:
     """rel (any shape) -> rel.shape + (num_heads, head_dim): the vectors queries are dotted with."""
@@ -230,15 +275,11 @@ class AbsoluteEncoder(Encoder):
 
   kind = Kind.ABSOLUTE
   is_relative = False
+  needs_model_dim = True
 
   @property
   def max_length(self) -> int | None:
     return None
-
-  def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
-    dims_ = check_init_dims(self.name or type(self).__name__, num_heads, head_dim, model_dim,
-                            needs_model_dim=True)
-    return {'dims': dims_, **self.init_params(rng, dims_)}
 
   def embed(self, params: Params, positions: jax.Array) -> jax.Array:
     """Int positions (any shape) -> positions.shape + (model_dim,)."""
@@ -317,11 +358,8 @@ class ContextualEncoder(Encoder):
   kind = Kind.CONTEXTUAL
   requires_causal: ClassVar[bool] = True
   replaces_content: ClassVar[bool] = False
-
-  def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
-    dims_ = check_init_dims(self.name or type(self).__name__, num_heads, head_dim, model_dim,
-                            needs_head_dim=True, needs_model_dim=True)
-    return {'dims': dims_, **self.init_params(rng, dims_)}
+  needs_head_dim = True
+  needs_model_dim = True
 
   def num_features(self, dims_: Dims) -> int:
     del dims_
@@ -359,13 +397,3 @@ class TemperatureEncoder(Encoder):
     """num_visible (B, Lq) float32 (keys query i sees, >= 1 for a query that sees any) -> (B, H, Lq)."""
     raise NotImplementedError
 
-
-def leaves(encoder: Encoder) -> tuple[Encoder, ...]:
-  """The leaf encoders of a (possibly combined) encoder, in order: the parts whose terms add up.
-
-  The one walker of an encoder tree (the model, the attention layer and the config checks all use it). A
-  wrapper such as `randomized(base)` is a leaf: it acts as its base (kind, parameters, terms).
-  """
-  if encoder.kind is Kind.COMBINED:
-    return tuple(leaf for part in encoder.parts for leaf in leaves(part))
-  return (encoder,)

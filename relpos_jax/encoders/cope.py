@@ -31,6 +31,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
@@ -56,7 +57,7 @@ class CoPE(contract.ContextualEncoder):
   npos: int = 65
 
   def __post_init__(self):
-    contract.require_positive_int(self.name, 'npos', self.npos, minimum=2)
+    validation.positive_int(self.name, 'npos', self.npos, minimum=2)
 
   def init_params(self, rng, dims_):
     del rng

@@ -41,6 +41,7 @@ import math
 import jax
 import jax.numpy as jnp
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
@@ -89,26 +90,26 @@ class DAPE(contract.WrapsBase, contract.Encoder):
 
   def __post_init__(self):
     ok = isinstance(self.base, contract.Encoder) and self.base.kind is contract.Kind.SCALAR_BIAS
-    contract.require(ok, self.name, 'base', self.base,
-                     'a scalar-bias encoder (alibi, kerple_log, fire, t5, ...), e.g. make("alibi")')
-    contract.require_choice(self.name, 'version', self.version, (1, 2))
-    contract.require_positive_int(self.name, 'mlp_width', self.mlp_width)
-    contract.require_positive_int(self.name, 'kernel_size', self.kernel_size)
-    contract.require(self.kernel_size % 2 == 1, self.name, 'kernel_size', self.kernel_size,
-                     'an odd int (centred on the key)')
-    contract.require(self.version == 2 or self.kernel_size == 3, self.name, 'kernel_size', self.kernel_size,
-                     'only with version=2 (version 1 is a per-pair MLP)')
+    validation.require(ok, self.name, 'base', self.base,
+                       'a scalar-bias encoder (alibi, kerple_log, fire, t5, ...), e.g. make("alibi")')
+    validation.choice(self.name, 'version', self.version, (1, 2))
+    validation.positive_int(self.name, 'mlp_width', self.mlp_width)
+    validation.positive_int(self.name, 'kernel_size', self.kernel_size)
+    validation.require(self.kernel_size % 2 == 1, self.name, 'kernel_size', self.kernel_size,
+                       'an odd int (centred on the key)')
+    validation.require(self.version == 2 or self.kernel_size == 3, self.name, 'kernel_size', self.kernel_size,
+                       'only with version=2 (version 1 is a per-pair MLP)')
 
   def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
-    dims_ = contract.check_init_dims(self.name, num_heads, head_dim, model_dim)
+    dims_ = self.init_dims(num_heads, head_dim=head_dim, model_dim=model_dim)
     base_rng, mlp_rng = jax.random.split(rng)
     size = 1 if self.version == 1 else self.kernel_size
     return {'dims': dims_,
             'base': self.base.init(base_rng, num_heads, head_dim=head_dim, model_dim=model_dim),
             'layers': init_channel_layers(mlp_rng, (2 * num_heads, self.mlp_width, num_heads), size)}
 
-  def check_positions(self, positions_upper_bound):
-    self.base.check_positions(positions_upper_bound)
+  def children(self):
+    return (self.base,)
 
   def base_bias(self, params, q_len: int, k_len: int, *, q_offset=0, q_positions=None, k_positions=None):
     """B: the base's bias, (H, Lq, Lk) for contiguous positions, (B, H, Lq, Lk) at explicit ones."""

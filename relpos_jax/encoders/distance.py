@@ -11,10 +11,10 @@ distance; slopes start at `slope` and are learned when `learnable`.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import jax.numpy as jnp
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
@@ -27,10 +27,8 @@ class Distance(contract.ScalarBiasEncoder):
   learnable: bool = True
 
   def __post_init__(self):
-    contract.require_choice(self.name, 'mode', self.mode, ('absolute', 'signed'))
-    contract.require(isinstance(self.slope, (int, float)) and not isinstance(self.slope, bool)
-                 and math.isfinite(self.slope), self.name, 'slope', self.slope, 'a finite number')
-    contract.require(isinstance(self.learnable, bool), self.name, 'learnable', self.learnable, 'True or False')
+    validation.choice(self.name, 'mode', self.mode, ('absolute', 'signed'))
+    validation.number(self.name, 'slope', self.slope)
 
   def init_params(self, rng, dims_):
     del rng

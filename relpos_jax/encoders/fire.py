@@ -38,6 +38,7 @@ import math
 import jax
 import jax.numpy as jnp
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.mlp import apply_mlp, init_mlp
 from relpos_jax.encoders.registry import register
@@ -54,12 +55,12 @@ class FIRE(contract.ScalarBiasEncoder):
   eps: float = 1e-6
 
   def __post_init__(self):
-    contract.require_positive_int(self.name, 'mlp_width', self.mlp_width)
+    validation.positive_int(self.name, 'mlp_width', self.mlp_width, maximum=validation.MAX_TABLE_ROWS)
     for field in ('init_c', 'init_threshold', 'eps'):
       value = getattr(self, field)
       ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
             and value > 0)
-      contract.require(ok, self.name, field, value, 'a finite number > 0')
+      validation.require(ok, self.name, field, value, 'a finite number > 0')
 
   def init_params(self, rng, dims_):
     return {'mlp': init_mlp(rng, (1, self.mlp_width, dims_.num_heads), torch_default=True),

@@ -33,6 +33,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
@@ -66,16 +67,17 @@ class FoX(contract.ContextualEncoder):
   is_toeplitz = True  # Read only in the bias_only (scalar-bias) form.
 
   def __post_init__(self):
-    contract.require(isinstance(self.bias_only, bool), self.name, 'bias_only', self.bias_only, 'True or False')
+    validation.require(isinstance(self.bias_only, bool), self.name, 'bias_only', self.bias_only, 'True or False')
 
   @property
   def kind(self):
     return contract.Kind.SCALAR_BIAS if self.bias_only else contract.Kind.CONTEXTUAL
 
-  def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
-    dims_ = contract.check_init_dims(self.name, num_heads, head_dim, model_dim,
-                                     needs_model_dim=not self.bias_only)
-    return {'dims': dims_, **self.init_params(rng, dims_)}
+  needs_head_dim = False
+
+  @property
+  def needs_model_dim(self):
+    return not self.bias_only
 
   def init_params(self, rng, dims_):
     bias = jnp.zeros((dims_.num_heads,), jnp.float32)

@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
@@ -130,9 +131,9 @@ class _Kerple(contract.ScalarBiasEncoder):
     num_heads = contract.dims(params).num_heads
     r1 = np.broadcast_to(np.asarray(r1, np.float64), (num_heads,))
     r2 = np.broadcast_to(np.asarray(r2, np.float64), (num_heads,))
-    contract.require(bool(np.all(r1 > EPS) and np.all(np.isfinite(r1))), self.name, 'r1', r1.tolist(),
+    validation.require(bool(np.all(r1 > EPS) and np.all(np.isfinite(r1))), self.name, 'r1', r1.tolist(),
                  f'finite values > {EPS} (the reference clamp floor)')
-    contract.require(bool(np.all(r2 > EPS) and np.all(r2 < self.r2_upper_open)), self.name, 'r2', r2.tolist(),
+    validation.require(bool(np.all(r2 > EPS) and np.all(r2 < self.r2_upper_open)), self.name, 'r2', r2.tolist(),
                  f'values in ({EPS}, {self.r2_upper_open})')
     return {**params, 'r1_raw': positive_inverse(r1), 'r2_raw': self._r2_inverse(r2)}
 

@@ -28,6 +28,7 @@ from typing import Sequence
 import jax
 import jax.numpy as jnp
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
@@ -75,9 +76,9 @@ class MLPBias(contract.ScalarBiasEncoder):
   input_transform: str = 'log'
 
   def __post_init__(self):
-    contract.require_positive_int(self.name, 'hidden_dim', self.hidden_dim)
-    contract.require_positive_int(self.name, 'depth', self.depth)
-    contract.require_choice(self.name, 'input_transform', self.input_transform, ('linear', 'log'))
+    validation.positive_int(self.name, 'hidden_dim', self.hidden_dim, maximum=validation.MAX_TABLE_ROWS)
+    validation.positive_int(self.name, 'depth', self.depth, maximum=64)
+    validation.choice(self.name, 'input_transform', self.input_transform, ('linear', 'log'))
 
   def init_params(self, rng, dims_):
     sizes = (1,) + (self.hidden_dim,) * self.depth + (dims_.num_heads,)

@@ -31,6 +31,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
@@ -61,14 +62,14 @@ class MultiScale(contract.ScalarBiasEncoder):
     if isinstance(scales, list):  # A list (e.g. from a config) would make the encoder unhashable.
       scales = tuple(scales)
       object.__setattr__(self, 'scales', scales)
-    contract.require(isinstance(scales, tuple) and len(scales) >= 1, self.name, 'scales', self.scales,
+    validation.require(isinstance(scales, tuple) and len(scales) >= 1, self.name, 'scales', self.scales,
                  'a non-empty tuple of ints >= 1')
     for scale in scales:
-      contract.require_positive_int(self.name, 'scales', scale)
-    contract.require(len(set(scales)) == len(scales), self.name, 'scales', self.scales,
+      validation.positive_int(self.name, 'scales', scale)
+    validation.require(len(set(scales)) == len(scales), self.name, 'scales', self.scales,
                  'distinct ints (a repeated scale only duplicates a table)')
-    contract.require_positive_int(self.name, 'buckets_per_side', self.buckets_per_side)
-    contract.require_choice(self.name, 'reduction', self.reduction, REDUCTIONS)
+    validation.positive_int(self.name, 'buckets_per_side', self.buckets_per_side, maximum=validation.MAX_TABLE_ROWS)
+    validation.choice(self.name, 'reduction', self.reduction, REDUCTIONS)
 
   @property
   def table_size(self) -> int:

@@ -38,6 +38,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
@@ -98,9 +99,9 @@ class PaTH(contract.ContextualEncoder):
   replaces_content = True
 
   def __post_init__(self):
-    contract.require_positive_int(self.name, 'rank', self.rank)
-    contract.require_positive_int(self.name, 'conv_size', self.conv_size)
-    contract.require_positive_int(self.name, 'block_size', self.block_size)
+    validation.positive_int(self.name, 'rank', self.rank)
+    validation.positive_int(self.name, 'conv_size', self.conv_size)
+    validation.positive_int(self.name, 'block_size', self.block_size)
 
   def init_params(self, rng, dims_):
     down, up, conv, beta = jax.random.split(rng, 4)

@@ -32,6 +32,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
@@ -57,19 +58,17 @@ class Piecewise(contract.TableBiasEncoder):
 
   def __post_init__(self):
     # exact_distance >= 1: distance 0 (a token and itself) must keep its own bucket.
-    contract.require_positive_int(self.name, 'exact_distance', self.exact_distance, minimum=1)
-    contract.require_positive_int(self.name, 'compression', self.compression, minimum=1)
-    contract.require_positive_int(self.name, 'max_distance', self.max_distance, minimum=1)
-    contract.require(isinstance(self.bidirectional, bool), self.name, 'bidirectional', self.bidirectional,
-                 'True or False')
+    validation.positive_int(self.name, 'exact_distance', self.exact_distance, minimum=1)
+    validation.positive_int(self.name, 'compression', self.compression, minimum=1)
+    validation.positive_int(self.name, 'max_distance', self.max_distance, minimum=1, maximum=validation.MAX_TABLE_ROWS)
     # Exact buckets past the saturation point could never be filled: distances >= M share one bucket.
-    contract.require(self.exact_distance <= self.max_distance, self.name, 'exact_distance',
+    validation.require(self.exact_distance <= self.max_distance, self.name, 'exact_distance',
                  self.exact_distance,
                  f'<= max_distance={self.max_distance} (exact buckets beyond the saturation distance '
                  f'would never be filled)')
     span = self.max_distance - self.exact_distance
     nearest = self.exact_distance + self.compression * -(-span // self.compression)
-    contract.require(span % self.compression == 0, self.name, 'compression', self.compression,
+    validation.require(span % self.compression == 0, self.name, 'compression', self.compression,
                  f'a divisor of max_distance - exact_distance = {span}, so that every compressed bucket '
                  f'holds exactly `compression` distances and saturation starts at max_distance '
                  f'(e.g. max_distance={nearest})')

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 
 _REGISTRY: dict[str, type[contract.Encoder]] = {}
@@ -19,10 +22,37 @@ def register(name: str):
     if not dataclasses.is_dataclass(cls) or not cls.__dataclass_params__.frozen:
       raise TypeError(f'{cls.__name__} must be a frozen dataclass to be registered.')
     cls.name = name
+    _check_types_on_init(cls)
     _REGISTRY[name] = cls
     return cls
 
   return wrap
+
+
+def _check_types_on_init(cls) -> None:
+  """Every hyperparameter is checked against its annotation (`validation.typed_fields`) before the
+  encoder's own `__post_init__` sees it."""
+  init = cls.__init__
+  signature = inspect.signature(init)
+  annotations = {f.name: f.type for f in dataclasses.fields(cls)}
+
+  @functools.wraps(init)
+  def checked_init(self, *args, **kwargs):
+    try:
+      bound = signature.bind(self, *args, **kwargs)
+    except TypeError:
+      bound = signature.bind_partial(self, *args, **kwargs)  # Unknown arguments: init's own TypeError.
+      missing = [f.name for f in dataclasses.fields(cls) if f.init and f.default is dataclasses.MISSING
+                 and f.default_factory is dataclasses.MISSING and f.name not in bound.arguments]
+      validation.require(not missing, cls.name, missing[0] if missing else '', None,
+                         f'a value: {missing} has no default (a wrapper needs the encoder it wraps: '
+                         f'{cls.name}(rope) in a spec, make({cls.name!r}, {missing[0] if missing else ""}='
+                         f'make("rope")) in Python)')
+      raise
+    validation.typed_fields(cls.name, dict(list(bound.arguments.items())[1:]), annotations)
+    init(self, *args, **kwargs)
+
+  cls.__init__ = checked_init
 
 
 def names() -> list[str]:

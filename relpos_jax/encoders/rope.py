@@ -41,14 +41,13 @@ All rotation arithmetic is float32 whatever the input dtype; the result is cast 
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 # `base` is also RoPE's hyperparameter name; the contract module goes by `contract` here.
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders import rope_scaling
 from relpos_jax.encoders.registry import register
@@ -131,7 +130,8 @@ def rotary_angles(positions, inv_freq) -> jax.Array:
   carry leading axes broadcasting against positions[..., None]. Returns positions.shape + (D/2,), up to
   broadcasting.
   """
-  positions = _integer_positions('rotary_angles', positions)
+  positions = validation.int_array('rotary_angles', 'positions', positions, limit=validation.MAX_RELATIVE,
+                                   hint=_FRACTIONAL_HINT)
   if isinstance(inv_freq, (np.ndarray, list, tuple)):
     hi, lo = _static_turns(np.asarray(inv_freq, np.float64))
   else:
@@ -142,27 +142,21 @@ def rotary_angles(positions, inv_freq) -> jax.Array:
 # ----------------------------------------------------------------------------------------------------------
 # The rotation, shared with xpos.
 
-def _integer_positions(who: str, positions) -> jax.Array:
-  positions = jnp.asarray(positions)
-  if not jnp.issubdtype(positions.dtype, jnp.integer):
-    raise ValueError(f'{who}: positions must be integers, got dtype {positions.dtype}. Fractional positions '
-                     f'are what linear scaling computes exactly: use rope(scaling="linear", factor=s).')
-  return positions.astype(jnp.int32)
+_FRACTIONAL_HINT = ('Fractional positions are what linear scaling computes exactly: use '
+                    'rope(scaling="linear", factor=s).')
 
 
-def check_rotary_inputs(who: str, params, x: jax.Array, positions) -> tuple[int, jax.Array]:
+def check_rotary_inputs(who: str, params, x: jax.Array, positions,
+                        min_head_dim: int = 2) -> tuple[int, jax.Array]:
   """Validates x (..., L, H, D) against integer positions broadcastable to (..., L); returns (D, positions)."""
   if x.ndim < 3:
     raise ValueError(f'{who}: x must be (..., length, heads, head_dim), got shape {x.shape}.')
-  head_dim = x.shape[-1]
-  if head_dim % 2:
-    raise ValueError(f'{who}: head_dim={head_dim} is invalid; rotary encodings rotate pairs of dimensions, '
-                     f'so head_dim must be even.')
+  head_dim = check_head_dim(who, x.shape[-1], min_head_dim)
   dims = params.get('dims') if isinstance(params, dict) else None
   if dims is not None and dims.head_dim is not None and dims.head_dim != head_dim:
     raise ValueError(f'{who}: x has head_dim={head_dim} but the params were initialised for '
                      f'head_dim={dims.head_dim}.')
-  positions = _integer_positions(who, positions)
+  positions = validation.int_array(who, 'positions', positions, hint=_FRACTIONAL_HINT)
   lead = x.shape[:-2]
   try:
     ok = positions.ndim >= 1 and np.broadcast_shapes(positions.shape, lead) == lead
@@ -202,23 +196,13 @@ def apply_rotation(x: jax.Array, angles: jax.Array, layout: str, scale=None) -> 
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Validation helpers shared with xpos.
+# Validation shared with xpos.
 
-def require_number(name: str, field: str, value, *, above=None, at_least=None, above_name=None) -> None:
-  """A finite real (not bool) > above / >= at_least; `above_name` names the field the bound comes from."""
-  ok = (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-        and (above is None or value > above) and (at_least is None or value >= at_least))
-  bound = ''
-  if above is not None:
-    bound = f' > {above_name}={above!r}' if above_name else f' > {above}'
-  elif at_least is not None:
-    bound = f' >= {at_least}'
-  contract.require(ok, name, field, value, f'a finite number{bound}')
-
-
-def check_head_dim_for_init(name: str, head_dim) -> None:
-  if head_dim is not None and head_dim % 2:
-    raise contract.invalid(name, 'head_dim', head_dim, 'an even int (rotary encodings rotate pairs)')
+def check_head_dim(name: str, head_dim, minimum: int = 2) -> int:
+  """The one head_dim check of the rotary encoders: an even int >= minimum (they rotate pairs)."""
+  ok = validation.is_int(head_dim) and head_dim >= minimum and head_dim % 2 == 0
+  validation.require(ok, name, 'head_dim', head_dim, f'an even int >= {minimum} (rotary encodings rotate pairs)')
+  return int(head_dim)
 
 
 @register('rope')
@@ -239,57 +223,54 @@ class Rope(contract.RotaryEncoder):
 
   def __post_init__(self):
     name = self.name
-    require_number(name, 'base', self.base, above=1)
-    contract.require_choice(name, 'layout', self.layout, LAYOUTS)
-    contract.require_choice(name, 'scaling', self.scaling, SCALINGS)
+    validation.number(name, 'base', self.base, above=1)
+    validation.choice(name, 'layout', self.layout, LAYOUTS)
+    validation.choice(name, 'scaling', self.scaling, SCALINGS)
     rule = _RULE_FIELDS[self.scaling]
     for field in _SCALING_FIELDS:
       value = getattr(self, field)
       if field not in rule:
         users = [s for s, fields in _RULE_FIELDS.items() if field in fields]
-        contract.require(value is None, name, field, value,
+        validation.require(value is None, name, field, value,
                          f'None with scaling={self.scaling!r} ({field} belongs to scaling in {users})')
       elif value is None and rule[field] is _REQUIRED:
-        raise contract.invalid(name, field, value, f'a number >= 1: scaling={self.scaling!r} needs it')
+        raise validation.invalid(name, field, value, f'a number >= 1: scaling={self.scaling!r} needs it')
       elif value is None and rule[field] is not None:
         object.__setattr__(self, field, rule[field])  # The rule's published default.
     if self.factor is not None:
-      require_number(name, 'factor', self.factor, at_least=1)
+      validation.number(name, 'factor', self.factor, at_least=1)
     if self.original_max_position is not None:
-      contract.require_positive_int(name, 'original_max_position', self.original_max_position)
+      validation.positive_int(name, 'original_max_position', self.original_max_position)
     if self.scaling == 'yarn':
-      require_number(name, 'beta_slow', self.beta_slow, above=0)
-      require_number(name, 'beta_fast', self.beta_fast, above=self.beta_slow, above_name='beta_slow')
+      validation.number(name, 'beta_slow', self.beta_slow, above=0)
+      validation.number(name, 'beta_fast', self.beta_fast, above=self.beta_slow, above_name='beta_slow')
       if self.attention_factor is None:
         object.__setattr__(self, 'attention_factor', rope_scaling.yarn_attention_factor(self.factor))
-      require_number(name, 'attention_factor', self.attention_factor, above=0)
+      validation.number(name, 'attention_factor', self.attention_factor, above=0)
     if self.scaling == 'llama3':
-      require_number(name, 'low_freq_factor', self.low_freq_factor, above=0)
-      require_number(name, 'high_freq_factor', self.high_freq_factor, above=self.low_freq_factor,
+      validation.number(name, 'low_freq_factor', self.low_freq_factor, above=0)
+      validation.number(name, 'high_freq_factor', self.high_freq_factor, above=self.low_freq_factor,
                      above_name='low_freq_factor')
 
   # --- frequencies -----------------------------------------------------------------------------------------
 
-  def _check_head_dim(self, head_dim) -> None:
-    ok = isinstance(head_dim, numbers.Integral) and not isinstance(head_dim, bool) and head_dim >= 2
-    contract.require(ok and head_dim % 2 == 0, self.name, 'head_dim', head_dim, 'an even int >= 2')
-    if self.scaling in ('ntk', 'dynamic'):
-      # The exponent D / (D - 2) needs at least two pairs.
-      contract.require(head_dim >= 4, self.name, 'head_dim', head_dim,
-                       f'an even int >= 4 with scaling={self.scaling!r}')
+  @property
+  def min_head_dim(self) -> int:
+    """2, or 4 for ntk / dynamic, whose exponent D / (D - 2) needs at least two pairs."""
+    return 4 if self.scaling in ('ntk', 'dynamic') else 2
 
   def inverse_frequencies(self, head_dim: int, length: int | None = None) -> np.ndarray:
     """theta_k (rad per position) for k = 0 .. D/2 - 1 under this rule, float64 numpy.
 
     `length` (the current sequence length, max position + 1) is needed by 'dynamic' only.
     """
-    self._check_head_dim(head_dim)
+    check_head_dim(self.name, head_dim, self.min_head_dim)
     d, b, s = head_dim, self.base, self.factor
     if self.scaling == 'dynamic':
-      contract.require_positive_int(self.name, 'length', length)
+      validation.positive_int(self.name, 'length', length)
       return rope_scaling.dynamic(d, b, s, self.original_max_position, length)
     if length is not None:
-      raise contract.invalid(self.name, 'length', length, f'None with scaling={self.scaling!r} (only '
+      raise validation.invalid(self.name, 'length', length, f'None with scaling={self.scaling!r} (only '
                              f'scaling="dynamic" depends on the length)')
     if self.scaling == 'none':
       return rope_scaling.default_inverse_frequencies(d, b)
@@ -327,13 +308,12 @@ class Rope(contract.RotaryEncoder):
 
   # --- the encoder contract --------------------------------------------------------------------------------
 
-  def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
-    check_head_dim_for_init(self.name, head_dim)
-    return super().init(rng, num_heads, head_dim=head_dim, model_dim=model_dim)
+  def check_dims(self, dims_):
+    if dims_.head_dim is not None:
+      check_head_dim(self.name, dims_.head_dim, self.min_head_dim)
 
   def rotate(self, params, x, positions):
-    head_dim, positions = check_rotary_inputs(self.name, params, x, positions)
-    self._check_head_dim(head_dim)
+    head_dim, positions = check_rotary_inputs(self.name, params, x, positions, self.min_head_dim)
     scale = None if self.vector_scale == 1.0 else jnp.float32(self.vector_scale)
     return apply_rotation(x, self._angles(head_dim, positions), self.layout, scale)
 

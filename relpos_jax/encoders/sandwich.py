@@ -31,6 +31,7 @@ import dataclasses
 import jax.numpy as jnp
 import numpy as np
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
@@ -53,10 +54,8 @@ class Sandwich(contract.ScalarBiasEncoder):
   bidirectional: bool = False
 
   def __post_init__(self):
-    ok = isinstance(self.dim, int) and not isinstance(self.dim, bool) and self.dim >= 2 and self.dim % 2 == 0
-    contract.require(ok, self.name, 'dim', self.dim, 'an even int >= 2 (pairs of sin/cos dimensions)')
-    contract.require(isinstance(self.bidirectional, bool), self.name, 'bidirectional', self.bidirectional,
-                 'True or False')
+    ok = validation.is_int(self.dim) and 2 <= self.dim <= validation.MAX_TABLE_ROWS and self.dim % 2 == 0
+    validation.require(ok, self.name, 'dim', self.dim, 'an even int >= 2 (pairs of sin/cos dimensions)')
 
   def bias(self, params, rel):
     rel = jnp.asarray(rel, jnp.float32)

@@ -23,6 +23,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
@@ -33,7 +34,7 @@ def clipped_index(rel: jax.Array, max_distance: int) -> jax.Array:
 
 
 def _check_max_distance(name, max_distance):
-  contract.require_positive_int(name, 'max_distance', max_distance, minimum=0)
+  validation.positive_int(name, 'max_distance', max_distance, minimum=0, maximum=(validation.MAX_TABLE_ROWS - 1) // 2)
 
 
 @register('shaw')

@@ -22,7 +22,7 @@ import numpy as np
 
 from relpos_jax.encoders import contract
 from relpos_jax.encoders import registry
-from relpos_jax.encoders.combine import Combined, combine
+from relpos_jax.encoders.combine import MAX_PARTS, Combined, combine
 
 ALLOWED = ('an encoder name (t5), a call with literal keyword hyperparameters (t5(num_buckets=64)), '
            'a wrapper with nested specs as positional arguments (randomized(rope, max_position=2048)), '
@@ -38,6 +38,10 @@ def from_spec(spec: str | contract.Encoder) -> contract.Encoder:
   if not isinstance(spec, str):
     raise ValueError(f'encoder spec {spec!r} is neither a string nor an encoder; allowed: {ALLOWED}.')
   text = spec.strip()
+  # Bounded before parsing: a sum of thousands of terms would nest thousands deep (a RecursionError).
+  if text.count('+') >= MAX_PARTS:
+    raise ValueError(f'encoder spec {text[:60]!r}... has {text.count("+")} "+" signs; allowed: a sum of at most '
+                     f'{MAX_PARTS} encoders.')
   try:
     tree = ast.parse(text, mode='eval')
   except SyntaxError as e:

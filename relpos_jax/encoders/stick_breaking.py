@@ -33,6 +33,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
@@ -61,7 +62,7 @@ class StickBreaking(contract.NormalizerEncoder):
   def __post_init__(self):
     for field in ('attend_current', 'remainder_to_self'):
       value = getattr(self, field)
-      contract.require(isinstance(value, bool), self.name, field, value, 'True or False')
+      validation.require(isinstance(value, bool), self.name, field, value, 'True or False')
 
   def weights(self, params, logits, ctx):
     del params

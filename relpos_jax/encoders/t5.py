@@ -21,6 +21,7 @@ import dataclasses
 import jax.numpy as jnp
 import numpy as np
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
@@ -54,16 +55,17 @@ class T5(contract.TableBiasEncoder):
   bidirectional: bool = True
 
   def __post_init__(self):
-    contract.require_positive_int(self.name, 'num_buckets', self.num_buckets, minimum=4 if self.bidirectional else 2)
-    contract.require(not self.bidirectional or self.num_buckets % 2 == 0, self.name, 'num_buckets',
+    validation.positive_int(self.name, 'num_buckets', self.num_buckets, minimum=4 if self.bidirectional else 2,
+                            maximum=validation.MAX_TABLE_ROWS)
+    validation.require(not self.bidirectional or self.num_buckets % 2 == 0, self.name, 'num_buckets',
                  self.num_buckets, 'an even number in bidirectional mode (half the buckets per direction)')
-    contract.require_positive_int(self.name, 'max_distance', self.max_distance, minimum=1)
+    validation.positive_int(self.name, 'max_distance', self.max_distance, minimum=1, maximum=validation.MAX_TABLE_ROWS)
     max_exact = (self.num_buckets // 2 if self.bidirectional else self.num_buckets) // 2
-    contract.require(self.max_distance > max_exact, self.name, 'max_distance', self.max_distance,
+    validation.require(self.max_distance > max_exact, self.name, 'max_distance', self.max_distance,
                  f'> {max_exact} (the exact range of num_buckets={self.num_buckets}) so the logarithmic '
                  'buckets have a range to cover')
     missing = self.unreachable_buckets()
-    contract.require(not missing, self.name, 'num_buckets', self.num_buckets,
+    validation.require(not missing, self.name, 'num_buckets', self.num_buckets,
                  f'no more buckets than distances up to max_distance={self.max_distance} can fill; buckets '
                  f'{missing} would never be reached (lower num_buckets or raise max_distance)')
 

@@ -31,6 +31,7 @@ import math
 
 import jax.numpy as jnp
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
@@ -52,7 +53,7 @@ class SSMax(contract.TemperatureEncoder):
   carries_position = False  # A temperature alone tells no order (in a bidirectional model n_i = L).
 
   def __post_init__(self):
-    contract.require(_finite_positive(self.init_s), self.name, 'init_s', self.init_s, 'a finite number > 0')
+    validation.require(_finite_positive(self.init_s), self.name, 'init_s', self.init_s, 'a finite number > 0')
 
   def init_params(self, rng, dims_):
     del rng
@@ -71,7 +72,7 @@ class LogN(contract.TemperatureEncoder):
   carries_position = False
 
   def __post_init__(self):
-    contract.require_positive_int(self.name, 'train_length', self.train_length, minimum=2)
+    validation.positive_int(self.name, 'train_length', self.train_length, minimum=2)
 
   def temperature(self, params, num_visible, q_index):
     del q_index

@@ -30,6 +30,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders import rope
 from relpos_jax.encoders import rope_scaling
@@ -55,13 +56,15 @@ class TransformerXL(contract.VectorRelativeEncoder):
 
   def __post_init__(self):
     if self.embedding_dim is not None:
-      contract.require_positive_int(self.name, 'embedding_dim', self.embedding_dim, minimum=2)
-      contract.require(self.embedding_dim % 2 == 0, self.name, 'embedding_dim', self.embedding_dim,
+      validation.positive_int(self.name, 'embedding_dim', self.embedding_dim, minimum=2,
+                              maximum=validation.MAX_TABLE_ROWS)
+      validation.require(self.embedding_dim % 2 == 0, self.name, 'embedding_dim', self.embedding_dim,
                        'an even int (sines and cosines in equal numbers) or None')
-    rope.require_number(self.name, 'base', self.base, above=1)
+    validation.number(self.name, 'base', self.base, above=1)
     if self.max_distance is not None:
-      contract.require_positive_int(self.name, 'max_distance', self.max_distance, minimum=0)
-    rope.require_number(self.name, 'init_stddev', self.init_stddev, above=0)
+      validation.positive_int(self.name, 'max_distance', self.max_distance, minimum=0,
+                              maximum=(validation.MAX_TABLE_ROWS - 1) // 2)
+    validation.number(self.name, 'init_stddev', self.init_stddev, above=0)
 
   @property
   def clip_distance(self):
@@ -78,7 +81,7 @@ class TransformerXL(contract.VectorRelativeEncoder):
   def init_params(self, rng, dims_):
     d_r = self.relative_embedding_dim(dims_)
     if d_r % 2:
-      raise contract.invalid(self.name, 'relative embedding dim d_R', d_r,
+      raise validation.invalid(self.name, 'relative embedding dim d_R', d_r,
                              'an even int: set embedding_dim, or an even model_dim / num_heads * head_dim')
     init = jax.nn.initializers.normal(self.init_stddev)
     w_rng, u_rng, v_rng = jax.random.split(rng, 3)

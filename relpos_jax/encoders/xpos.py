@@ -15,7 +15,9 @@ says so to the attention layer.
 Numerical range: zeta^(n / B) over/underflows float32 once |n| ln(1/zeta_0) / B > ~87, i.e. |n| > ~35,600
 for zeta_0 = 0.4 / 1.4. As torchscale (microsoft/torchscale, `xpos_relative_position.py`), positions are
 centred before the decay: the exponent uses n - c with c = ceil(N / 2), N = (last position + 1), the same c
-for queries and keys (it cancels in n - m), which doubles the usable range to sequences of ~71,000. Here c
+for queries and keys (it cancels in n - m), which doubles the usable range to sequences of ~71,000. Concrete
+positions farther than |n - c| ~ 34,700 (exponent 85, B = 512) raise ValueError; under jit they cannot be
+inspected and the scores turn inf / NaN, so keep traced evaluation lengths below ~69,000. Here c
 is computed per sequence from the positions passed (max along the last axis + 1), so queries and keys must
 be rotated with position arrays that end at the same position: true for self-attention, randomized
 positions, and causal cached decoding whose cache holds the positions seen so far. Pass `center=` to both
@@ -35,9 +37,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders import rope
 from relpos_jax.encoders.registry import register
+
+
+# exp(x) overflows float32 at x ~ 88.7; 85 leaves room for the |q|, |k| the decay multiplies.
+_MAX_EXPONENT = 85.0
 
 
 def zeta(head_dim: int, gamma: float) -> np.ndarray:
@@ -56,14 +63,14 @@ class XPos(contract.RotaryEncoder):
   requires_causal: ClassVar[bool] = True
 
   def __post_init__(self):
-    rope.require_number(self.name, 'gamma', self.gamma, above=0)
-    rope.require_number(self.name, 'scale_base', self.scale_base, above=0)
-    rope.require_number(self.name, 'base', self.base, above=1)
-    contract.require_choice(self.name, 'layout', self.layout, rope.LAYOUTS)
+    validation.number(self.name, 'gamma', self.gamma, above=0)
+    validation.number(self.name, 'scale_base', self.scale_base, above=0)
+    validation.number(self.name, 'base', self.base, above=1)
+    validation.choice(self.name, 'layout', self.layout, rope.LAYOUTS)
 
-  def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
-    rope.check_head_dim_for_init(self.name, head_dim)
-    return super().init(rng, num_heads, head_dim=head_dim, model_dim=model_dim)
+  def check_dims(self, dims_):
+    if dims_.head_dim is not None:
+      rope.check_head_dim(self.name, dims_.head_dim)
 
   def rotate(self, params, x, positions):
     raise ValueError('xpos: rotate() is ambiguous because queries are scaled by zeta^(n/B) and keys by '
@@ -77,13 +84,27 @@ class XPos(contract.RotaryEncoder):
 
   def _rotate(self, params, x, positions, center, sign: int):
     head_dim, positions = rope.check_rotary_inputs(self.name, params, x, positions)
-    c = self.center(positions) if center is None else jnp.asarray(center, jnp.int32)
+    c = self.center(positions) if center is None else validation.int_array(self.name, 'center', center)
     log_zeta = np.log(zeta(head_dim, self.gamma)) / self.scale_base  # (D/2,), float64 constants.
+    self._check_range(positions, c, np.max(np.abs(log_zeta)))
     # The centred offset is an exact integer; one float32 product and exp per pair.
     offset = (positions - c).astype(jnp.float32)[..., None]  # (..., L, 1)
     decay = jnp.exp(sign * offset * log_zeta.astype(np.float32))[..., None, :]  # (..., L, 1, D/2)
     inv_freq = rope.rope_scaling.default_inverse_frequencies(head_dim, self.base)
     return rope.apply_rotation(x, rope.rotary_angles(positions, inv_freq), self.layout, decay)
+
+  def _check_range(self, positions, c, steepest: float) -> None:
+    """Concrete positions only: |n - c| |ln zeta_0| / B must stay below ~88, where exp overflows in float32."""
+    values, centre = validation.concrete(positions), validation.concrete(c)
+    if values is None or centre is None or not values.size:
+      return
+    limit = int(_MAX_EXPONENT / steepest)
+    farthest = int(np.max(np.abs(values.astype(np.int64) - centre.astype(np.int64))))
+    if farthest > limit:
+      raise ValueError(f'{self.name}: a position lies {farthest} from the centre c = ceil(N / 2); the decay '
+                       f'zeta^((n - c) / B) overflows float32 beyond |n - c| = {limit} (sequences of about '
+                       f'{2 * limit} positions with scale_base={self.scale_base}); use shorter sequences or a '
+                       f'larger scale_base.')
 
   def rotate_queries(self, params, q, positions, *, center=None):
     """R_n q zeta^((n - c) / B); `center` (int or (..., 1) ints) overrides the per-sequence centre."""

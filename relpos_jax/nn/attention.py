@@ -7,6 +7,7 @@
 
     cache = layer.init_cache(batch, max_length)    # cached autoregressive decoding (causal layers)
     y, cache = layer.decode(x_new, cache)          # x_new (B, C, model_dim) at q_offset = cache.index
+    decode = jit_decode(layer)                     # the same, compiled, the cache room checked first
 
 The layer owns the q/k/v/output projections and, unless told otherwise, the encoder's parameters
 (`position_params`, one pytree per attention part). A model that shares one position encoding across its
@@ -25,6 +26,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.nn import content_terms, functional, position_terms
 
@@ -79,28 +81,48 @@ class KVCache:
     return self.key.shape[1]
 
 
-def _raise_if_overflow(index, chunk, max_length):
-  if int(index) + chunk > max_length:
-    raise ValueError(f'decode: {chunk} new token(s) at cache index {int(index)} exceed the cache of '
-                     f'max_length={max_length}; init_cache with a larger max_length.')
+def _overflow_error(chunk: int, max_length: int, index=None) -> ValueError:
+  where = (f'at positions {index}..{index + chunk - 1}' if index is not None else 'in one call')
+  needed = (index or 0) + chunk
+  return ValueError(f'decode: {chunk} new token(s) {where} exceed the cache of max_length={max_length} '
+                    f'(positions 0..{max_length - 1}); init_cache with max_length >= {needed}.')
 
 
 def check_cache_room(index, chunk: int, max_length: int) -> None:
-  """ValueError when the chunk does not fit; checked now if index is concrete, else when it runs."""
-  if isinstance(index, jax.core.Tracer):
-    jax.debug.callback(_raise_if_overflow, index, chunk, max_length)
-  else:
-    _raise_if_overflow(index, chunk, max_length)
+  """ValueError when `chunk` new tokens at cache `index` do not fit a cache of `max_length`.
+
+  The chunk and the cache size are static shapes: always checked, also under jit. The index is checked
+  when it is concrete (eager calls, `jit_decode`); under the caller's own jit it is traced and cannot be
+  checked without a host callback, so `overflow_mask` makes that chunk's outputs NaN instead of letting the
+  write clamp silently onto the last cached tokens."""
+  if chunk > max_length:
+    raise _overflow_error(chunk, max_length)
+  if not isinstance(index, jax.core.Tracer):
+    index = int(index)
+    if index + chunk > max_length:
+      raise _overflow_error(chunk, max_length, index)
 
 
-def check_positions_shape(positions, batch: int, length: int, what: str = 'positions') -> jax.Array | None:
-  if positions is None:
-    return None
-  positions = jnp.asarray(positions)
-  if positions.shape != (batch, length) or not jnp.issubdtype(positions.dtype, jnp.integer):
-    raise ValueError(f'{what} must be an int array of shape (batch, length) = {(batch, length)}, got '
-                     f'{positions.dtype} {positions.shape}.')
-  return positions.astype(jnp.int32)
+def poison_overflow(y: jax.Array, index, chunk: int, max_length: int) -> jax.Array:
+  """`y` where the chunk fits the cache, NaN where it overflows (a traced index; see check_cache_room)."""
+  if not isinstance(index, jax.core.Tracer):
+    return y
+  return jnp.where(index + chunk > max_length, jnp.asarray(jnp.nan, y.dtype), y)
+
+
+def jit_decode(module):
+  """`decode(inputs, cache, **kwargs) -> (outputs, cache)`: `module.decode` (a causal layer or DecoderLM)
+  compiled with nnx.jit, checking on the host first that the chunk fits the cache, so that decoding past
+  the cache is a ValueError naming the cache size and the positions asked for (reading the cache index
+  waits for the previous call to finish)."""
+  compiled = nnx.jit(lambda m, inputs, cache, kwargs: m.decode(inputs, cache, **kwargs))
+
+  def decode(inputs, cache, **kwargs):
+    first = cache[0] if isinstance(cache, (tuple, list)) else cache
+    check_cache_room(jax.device_get(first.index), jnp.shape(inputs)[1], first.max_length)
+    return compiled(module, inputs, cache, kwargs)
+
+  return decode
 
 
 class RelativeMultiHeadAttention(nnx.Module):
@@ -113,8 +135,10 @@ class RelativeMultiHeadAttention(nnx.Module):
     head_dim: per-head size D; default model_dim // num_heads.
     causal: mask keys after the query (decoder); required for `decode`.
     dtype: compute dtype, 'float32' or 'bfloat16'; params, softmax and position terms stay float32.
-    implementation: None | 'xla' | 'cudnn' (jax.nn.dot_product_attention) | 'einsum'; vector-relative
-      encoders always take the einsum path.
+    implementation: None | 'xla' | 'cudnn' (jax.nn.dot_product_attention) | 'einsum' | 'blockwise' (tiles,
+      an online softmax, O(L) memory; see relpos_jax.nn.blockwise) | 'pallas' (its Pallas kernel, Toeplitz
+      biases, rotary and none); vector-relative encoders take the einsum path unless 'blockwise'.
+    block_size: the tiles of 'blockwise': None (default), an int or (block_q, block_k).
     own_position_params: False when the model owns (shares) the encoder's params and passes them in.
     debug_checks: check the realised bias of Toeplitz encoders with checks.assert_toeplitz at run time.
     model_adds_absolute: the surrounding model adds the absolute parts' embeddings to its input (else a
@@ -123,28 +147,22 @@ class RelativeMultiHeadAttention(nnx.Module):
   """
 
   def __init__(self, num_heads: int, model_dim: int, encoder: contract.Encoder, *, head_dim: int | None = None,
-               causal: bool = False, dtype='float32', implementation: str | None = None,
+               causal: bool = False, dtype='float32', implementation: str | None = None, block_size=None,
                own_position_params: bool = True, debug_checks: bool = False, model_adds_absolute: bool = False,
                rngs: nnx.Rngs):
-    for field, value in (('num_heads', num_heads), ('model_dim', model_dim)):
-      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f'RelativeMultiHeadAttention: {field}={value!r} is invalid; allowed: an int >= 1.')
-    if head_dim is None:
-      if model_dim % num_heads:
-        raise ValueError(f'RelativeMultiHeadAttention: model_dim={model_dim} is not divisible by '
-                         f'num_heads={num_heads}; pass head_dim explicitly or change either.')
-      head_dim = model_dim // num_heads
-    elif isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 1:
-      raise ValueError(f'RelativeMultiHeadAttention: head_dim={head_dim!r} is invalid; allowed: an int >= 1.')
-    if not isinstance(encoder, contract.Encoder):
-      raise ValueError(f'RelativeMultiHeadAttention: encoder={encoder!r} is invalid; allowed: an Encoder '
-                       f'(relpos_jax.encoders.make(...)).')
+    who = 'RelativeMultiHeadAttention'
+    num_heads = validation.positive_int(who, 'num_heads', num_heads)
+    model_dim = validation.positive_int(who, 'model_dim', model_dim)
+    head_dim = validation.head_dim(who, model_dim, num_heads, head_dim)
+    validation.require(isinstance(encoder, contract.Encoder), who, 'encoder', encoder,
+                       'an Encoder (relpos_jax.encoders.make(...))')
     functional.check_implementation(implementation)
-    causal_only = [p.name or type(p).__name__ for p in position_terms.flatten(encoder)
-                   if getattr(p, 'requires_causal', False)]
-    if causal_only and not causal:
-      raise ValueError(f'RelativeMultiHeadAttention: encoder {causal_only} is causal-only (requires_causal: '
-                       f'keys ahead of the query would be scaled without bound); use causal=True.')
+    functional.check_block_size(implementation, block_size)
+    flags = dict(causal=causal, own_position_params=own_position_params, debug_checks=debug_checks,
+                 model_adds_absolute=model_adds_absolute)
+    causal, own_position_params, debug_checks, model_adds_absolute = (
+        validation.boolean(who, field, value) for field, value in flags.items())
+    position_terms.check_causal(who, encoder, causal)
     absolute = [p.name for p in position_terms.input_parts(encoder)]
     if absolute and not model_adds_absolute:
       warnings.warn(
@@ -157,10 +175,11 @@ class RelativeMultiHeadAttention(nnx.Module):
     self.model_dim = model_dim
     self.head_dim = head_dim
     self.encoder = encoder
-    self.causal = bool(causal)
+    self.causal = causal
     self.dtype = canonical_dtype(dtype)
     self.implementation = implementation
-    self.debug_checks = bool(debug_checks)
+    self.block_size = block_size
+    self.debug_checks = debug_checks
     self.parts = position_terms.attention_parts(encoder)
     inner = num_heads * head_dim
     linear = dict(use_bias=False, dtype=self.dtype, param_dtype=jnp.float32, rngs=rngs)
@@ -168,7 +187,7 @@ class RelativeMultiHeadAttention(nnx.Module):
     self.key = nnx.Linear(model_dim, inner, **linear)
     self.value = nnx.Linear(model_dim, inner, **linear)
     self.out = nnx.Linear(inner, model_dim, **linear)
-    self.own_position_params = bool(own_position_params)
+    self.own_position_params = own_position_params
     if self.own_position_params:
       params = position_terms.init_params(self.parts, rngs.params(), num_heads=num_heads, head_dim=head_dim,
                                           model_dim=model_dim)
@@ -184,14 +203,13 @@ class RelativeMultiHeadAttention(nnx.Module):
                                       model_dim=self.model_dim)
 
   def _params(self, position_params):
-    if position_params is not None:
-      params = list(position_params)
-    elif self.position_params is not None:
-      params = [variable_values(p) for p in self.position_params]
-    else:
-      raise ValueError('RelativeMultiHeadAttention was built with own_position_params=False: pass '
-                       'position_params (the model-owned encoder params) to every call.')
-    position_terms.check_params(self.parts, params)
+    if position_params is None and self.position_params is not None:
+      return [variable_values(p) for p in self.position_params]
+    validation.require(position_params is not None, 'RelativeMultiHeadAttention', 'position_params', None,
+                       'the model-owned encoder params, passed to every call of a layer built with '
+                       'own_position_params=False')
+    params = list(position_params)
+    position_terms.check_params(self.parts, params, self.num_heads)
     return params
 
   def _project(self, x):
@@ -199,10 +217,15 @@ class RelativeMultiHeadAttention(nnx.Module):
     shape = (b, length, self.num_heads, self.head_dim)
     return (self.query(x).reshape(shape), self.key(x).reshape(shape), self.value(x).reshape(shape))
 
-  def _check_input(self, x):
-    if x.ndim != 3 or x.shape[-1] != self.model_dim:
-      raise ValueError(f'RelativeMultiHeadAttention: x must be (batch, length, {self.model_dim}), got '
-                       f'shape {x.shape}.')
+  def _check_input(self, x, positions, padding_mask):
+    """x (B, L, model_dim), and positions / padding_mask (B, L) when given: the layer's input boundary."""
+    validation.shaped('RelativeMultiHeadAttention', 'x', x, ('batch', 'length', self.model_dim))
+    shape = x.shape[:2]
+    if positions is not None:
+      positions = validation.positions('RelativeMultiHeadAttention', positions, shape)
+    if padding_mask is not None:
+      padding_mask = validation.mask('RelativeMultiHeadAttention', padding_mask, shape)
+    return positions, padding_mask
 
   def __call__(self, x: jax.Array, *, positions: jax.Array | None = None,
                padding_mask: jax.Array | None = None, position_bias: jax.Array | None = None,
@@ -213,10 +236,9 @@ class RelativeMultiHeadAttention(nnx.Module):
     token (padded keys are masked). position_bias: a precomputed scalar bias of the scalar parts, shared
     across layers. position_params: the encoder params when the layer does not own them.
     """
-    self._check_input(x)
+    positions, padding_mask = self._check_input(x, positions, padding_mask)
     b, length, _ = x.shape
     params = self._params(position_params)
-    positions = check_positions_shape(positions, b, length)
     q, k, v = self._project(x)
     if position_terms.has_kind(self.parts, contract.Kind.ROTARY):
       rot = positions if positions is not None else position_terms.contiguous_positions(b, length)
@@ -224,7 +246,8 @@ class RelativeMultiHeadAttention(nnx.Module):
     out = functional.attend(q, k, v, parts=self.parts, params=params, causal=self.causal,
                             key_mask=padding_mask, q_positions=positions,
                             k_positions=positions, position_bias=position_bias,
-                            implementation=self.implementation, debug_checks=self.debug_checks,
+                            implementation=self.implementation, block_size=self.block_size,
+                            debug_checks=self.debug_checks,
                             features=content_terms.token_features(self.parts, params, x))
     return self.out(out.reshape(b, length, self.num_heads * self.head_dim).astype(self.dtype))
 
@@ -242,9 +265,8 @@ class RelativeMultiHeadAttention(nnx.Module):
 
   def init_cache(self, batch: int, max_length: int) -> KVCache:
     """An empty cache for `batch` sequences of up to `max_length` tokens."""
-    for field, value in (('batch', batch), ('max_length', max_length)):
-      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f'init_cache: {field}={value!r} is invalid; allowed: an int >= 1.')
+    batch = validation.positive_int('init_cache', 'batch', batch)
+    max_length = validation.positive_int('init_cache', 'max_length', max_length)
     shape = (batch, max_length, self.num_heads, self.head_dim)
     sizes = content_terms.feature_sizes(self.parts, contract.Dims(self.num_heads, self.head_dim,
                                                                   self.model_dim))
@@ -264,22 +286,20 @@ class RelativeMultiHeadAttention(nnx.Module):
     Explicit `positions` (B, C) are stored in the cache, and the position terms then read positions from
     the cache. position_bias, if given, must be (H or B, H, C, max_length) for these queries.
     """
-    if not self.causal:
-      raise ValueError('decode needs a causal layer (causal=True): a bidirectional layer would let cached '
-                       'tokens attend to tokens that do not exist yet.')
-    self._check_input(x)
+    validation.require(self.causal, 'decode', 'causal', self.causal,
+                       'True: decode needs a causal layer (a bidirectional one would let cached tokens attend '
+                       'to tokens that do not exist yet)')
+    explicit, padding_mask = self._check_input(x, positions, padding_mask)
     b, chunk, _ = x.shape
-    if cache.key.shape[0] != b:
-      raise ValueError(f'decode: batch {b} does not match the cache batch {cache.key.shape[0]}.')
+    validation.require(cache.key.shape[0] == b, 'decode', 'x', f'<batch {b}>',
+                       f'the cache batch {cache.key.shape[0]}')
     max_length = cache.max_length
     check_cache_room(cache.index, chunk, max_length)
     params = self._params(position_params)
-    explicit = check_positions_shape(positions, b, chunk)
     index = cache.index
     new_positions = explicit if explicit is not None else position_terms.contiguous_positions(b, chunk, index)
     q, k, v = self._project(x)
-    new_mask = (jnp.ones((b, chunk), bool) if padding_mask is None
-                else jnp.asarray(padding_mask, bool).reshape(b, chunk))
+    new_mask = jnp.ones((b, chunk), bool) if padding_mask is None else padding_mask
     start = (0, index)
     new_features = content_terms.token_features(self.parts, params, x)
     features = tuple(
@@ -303,6 +323,7 @@ class RelativeMultiHeadAttention(nnx.Module):
                             key_mask=cache.mask, q_offset=index,
                             q_positions=explicit, k_positions=None if explicit is None else cache.positions,
                             position_bias=position_bias, implementation=self.implementation,
-                            debug_checks=self.debug_checks, features=list(cache.features))
+                            block_size=self.block_size, debug_checks=self.debug_checks,
+                            features=list(cache.features))
     y = self.out(out.reshape(b, chunk, self.num_heads * self.head_dim).astype(self.dtype))
-    return y, cache
+    return poison_overflow(y, index, chunk, max_length), cache

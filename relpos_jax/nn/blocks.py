@@ -43,14 +43,14 @@ class TransformerBlock(nnx.Module):
 
   def __init__(self, model_dim: int, num_heads: int, encoder, *, mlp_hidden_dim: int, causal: bool,
                dropout_rate: float = 0.0, norm: str = 'rmsnorm', dtype='float32',
-               implementation: str | None = None, own_position_params: bool = True,
+               implementation: str | None = None, block_size=None, own_position_params: bool = True,
                debug_checks: bool = False, model_adds_absolute: bool = False, rngs: nnx.Rngs):
     dtype = attention_lib.canonical_dtype(dtype)
     self.dtype = dtype
     self.attention_norm = make_norm(norm, model_dim, rngs)
     self.attention = attention_lib.RelativeMultiHeadAttention(
         num_heads, model_dim, encoder, causal=causal, dtype=dtype, implementation=implementation,
-        own_position_params=own_position_params, debug_checks=debug_checks,
+        block_size=block_size, own_position_params=own_position_params, debug_checks=debug_checks,
         model_adds_absolute=model_adds_absolute, rngs=rngs)
     self.mlp_norm = make_norm(norm, model_dim, rngs)
     self.mlp = MLP(model_dim, mlp_hidden_dim, dtype=dtype, rngs=rngs)

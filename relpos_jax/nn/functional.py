@@ -11,6 +11,11 @@ Which path runs is decided by the parts' kinds:
   contextual, score transform,           ->  the explicit path, with their terms (`content_terms`): CoPE, FoX,
   normalizer, temperature                    PaTH, DAPE, stick-breaking, SSMax / log-n
 
+  any kind, implementation='blockwise'    ->  `blockwise.attend`: query and key tiles, an online softmax, every
+                                             position term built per tile; O(L) memory, training included
+  Toeplitz biases, rotary, none, 'pallas' ->  `pallas_attention.attend`: the same as a Pallas kernel (interpret
+                                             mode on CPU), the bias built in-kernel from its distinct values
+
 `implementation='einsum'` forces the explicit path for every kind (tests compare the two). The default
 (`None`) takes dot_product_attention on accelerators and the explicit path on CPU, where XLA's
 dot_product_attention measured about 8% slower per train step at our shapes (docs/benchmarks.md). A causal square
@@ -20,6 +25,12 @@ kernel can skip the masked half; padding and cache masks go in `mask`.
 Numerics: scores, position terms and softmax are float32 whatever the input dtype; masked scores take a
 large finite negative value, and query rows with no visible key (padding queries under a causal mask) give
 exactly zero output instead of a uniform average, identically on both paths.
+
+Masked keys contribute nothing, whatever they hold: a masked weight is exactly zero, but 0 * NaN is NaN, so
+a NaN or inf in a padded key, an unfilled cache slot or a future key under the causal mask would otherwise
+reach every query row. When anything is masked, non-finite keys and values are replaced by zeros (a
+select) before either path runs, and the rows that do see one are set to NaN afterwards, as a NaN in a
+visible key makes them. Finite inputs pass through the selects unchanged (bit for bit).
 """
 
 from __future__ import annotations
@@ -28,22 +39,30 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from relpos_jax import checks
-from relpos_jax.nn import content_terms, position_terms
+from relpos_jax import checks, validation
+from relpos_jax.nn import blockwise, content_terms, position_terms, skew
 
 Kind = position_terms.Kind
 
-IMPLEMENTATIONS = (None, 'xla', 'cudnn', 'einsum')
+IMPLEMENTATIONS = (None, 'xla', 'cudnn', 'einsum', 'blockwise', 'pallas')
+# The implementations that run in tiles and take a `block_size`.
+TILED_IMPLEMENTATIONS = ('blockwise', 'pallas')
 
-# dot_product_attention's own choice (jax.nn.functions._get_large_negative): finite in float32.
-_LARGE_NEGATIVE = np.float32(-0.7 * np.finfo(np.float32).max)
+_LARGE_NEGATIVE = blockwise.LARGE_NEGATIVE
 
 
 def check_implementation(implementation) -> None:
-  if implementation not in IMPLEMENTATIONS:
-    raise ValueError(f'attention implementation={implementation!r} is invalid; allowed: {IMPLEMENTATIONS} '
-                     f'(None and "xla": jax.nn.dot_product_attention on XLA, "cudnn": its cuDNN kernel on '
-                     f'GPU, "einsum": the explicit path).')
+  validation.choice('attention', 'implementation', implementation, IMPLEMENTATIONS)
+
+
+def check_block_size(implementation, block_size) -> None:
+  """block_size is None, or valid for a tiled implementation (ValueError otherwise)."""
+  if block_size is None:
+    return
+  if implementation not in TILED_IMPLEMENTATIONS:
+    raise ValueError(f'block_size={block_size!r} is only used by the tiled attention implementations '
+                     f'{TILED_IMPLEMENTATIONS}; implementation={implementation!r} has no tiles (drop block_size).')
+  blockwise.block_sizes(block_size)
 
 
 def attention_mask(q_len: int, k_len: int, *, causal: bool, q_offset=0,
@@ -51,16 +70,22 @@ def attention_mask(q_len: int, k_len: int, *, causal: bool, q_offset=0,
   """Bool (B or 1, 1, q_len, k_len), True = may attend; None when nothing is masked.
 
   Causality is by index: query i (at index q_offset + i among the keys) sees keys j <= q_offset + i.
-  `key_mask` (B, k_len) marks real keys (padding_mask of the keys, or the filled part of a cache).
+  `key_mask` (B, k_len) bool marks real keys (padding_mask of the keys, or the filled part of a cache).
   """
+  q_len = validation.positive_int('attention_mask', 'q_len', q_len)
+  k_len = validation.positive_int('attention_mask', 'k_len', k_len)
+  if key_mask is not None:
+    key_mask = validation.mask('attention_mask', key_mask, (np.shape(key_mask)[0], k_len), 'key_mask')
+  return _attention_mask(q_len, k_len, causal=causal, q_offset=validation.offset('attention_mask', q_offset),
+                         key_mask=key_mask)
+
+
+def _attention_mask(q_len, k_len, *, causal, q_offset, key_mask):
   mask = None
   if causal:
     q_index = jnp.arange(q_len, dtype=jnp.int32)[:, None] + jnp.asarray(q_offset, jnp.int32)
     mask = (jnp.arange(k_len, dtype=jnp.int32)[None, :] <= q_index)[None, None]
   if key_mask is not None:
-    key_mask = jnp.asarray(key_mask, bool)
-    if key_mask.ndim != 2 or key_mask.shape[1] != k_len:
-      raise ValueError(f'padding/key mask must be (batch, {k_len}) bool, got shape {key_mask.shape}.')
     km = key_mask[:, None, None, :]
     mask = km if mask is None else mask & km
   return mask
@@ -103,15 +128,38 @@ def _rows_seeing_a_key(q_len, k_len, *, causal, q_offset, key_mask, mask):
   elif causal and not _is_static_zero(q_offset):
     sees = (jnp.arange(q_len, dtype=jnp.int32) + jnp.asarray(q_offset, jnp.int32) >= 0)[None]
   if mask is not None:  # An arbitrary mask: ask the full (B, H, Lq, Lk) mask.
-    full = attention_mask(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask)
+    full = _attention_mask(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask)
     full = mask if full is None else full & mask
     sees = jnp.any(jnp.broadcast_to(full, full.shape[:-1] + (k_len,)), axis=(1, -1))  # (B|1, Lq)
   return sees
 
 
+def _without_nonfinite_keys(key, value, q_len, *, causal, q_offset, key_mask, mask):
+  """(key, value with non-finite entries zeroed, (B, Lq, H) bool: rows that see a non-finite key or value)."""
+  k_len = key.shape[1]
+  finite = jnp.all(jnp.isfinite(key), axis=-1) & jnp.all(jnp.isfinite(value), axis=-1)  # (B, Lk, H)
+  key = jnp.where(finite[..., None], key, jnp.zeros((), key.dtype))
+  value = jnp.where(finite[..., None], value, jnp.zeros((), value.dtype))
+  bad = ~finite
+  if key_mask is not None:
+    bad = bad & key_mask[:, :, None]
+  if mask is not None:  # An arbitrary mask: ask the full (B, H, Lq, Lk) mask.
+    full = attention_mask(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask)
+    full = mask if full is None else full & mask
+    seen = jnp.any(full & jnp.moveaxis(bad, 1, -1)[:, :, None, :], axis=-1)  # (B, H, Lq)
+    return key, value, jnp.moveaxis(seen, 1, -1)
+  if causal:
+    # Query i sees keys j <= q_offset + i: does it see the first non-finite one?
+    index = jnp.arange(k_len, dtype=jnp.int32)[None, :, None]
+    first = jnp.min(jnp.where(bad, index, k_len), axis=1)  # (B, H)
+    q_index = jnp.arange(q_len, dtype=jnp.int32) + jnp.asarray(q_offset, jnp.int32)
+    return key, value, first[:, None, :] <= q_index[None, :, None]
+  return key, value, jnp.broadcast_to(jnp.any(bad, axis=1)[:, None, :], (bad.shape[0], q_len, bad.shape[2]))
+
+
 def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params, causal: bool = False,
            key_mask: jax.Array | None = None, mask: jax.Array | None = None, q_offset=0, q_positions=None,
-           k_positions=None, position_bias=None, implementation=None,
+           k_positions=None, position_bias=None, implementation=None, block_size=None,
            debug_checks: bool = False, features=None) -> jax.Array:
   """Multi-head attention with the position terms of `parts`.
 
@@ -129,27 +177,52 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
     position_bias: a precomputed scalar bias (H or B, H, Lq, Lk), e.g. shared across layers; replaces
       the scalar parts' own bias.
     implementation: None (dot_product_attention on accelerators, einsum on CPU) | 'xla' | 'cudnn' |
-      'einsum'.
-    debug_checks: check the realised bias of Toeplitz encoders with `checks.assert_toeplitz`.
+      'einsum' | 'blockwise' | 'pallas'.
+    block_size: the tiles of 'blockwise' / 'pallas': None (default), an int or (block_q, block_k).
+    debug_checks: check the realised bias of Toeplitz encoders with `checks.assert_toeplitz` (not with
+      the tiled paths, whose Toeplitz biases are built from their distinct values and never realised).
     features: per part, the contextual parts' token features of the keys (B, Lk, F) or None
-      (`content_terms.token_features` of the layer input; the cached ones in decoding).
+      (`content_terms.token_features` of the layer input; the cached ones in decoding). The content kinds
+      (contextual, score transform, normalizer, temperature) have no tiled form: 'blockwise' / 'pallas'
+      raise a ValueError naming the encoder and its kind.
 
   Returns:
     (B, Lq, H, D) in value's dtype. Queries that see no key at all output zeros.
   """
   check_implementation(implementation)
+  check_block_size(implementation, block_size)
   checks.assert_qkv_shapes(query, key, value)
-  if (q_positions is None) != (k_positions is None):
-    raise ValueError('attend: give both q_positions and k_positions, or neither (contiguous positions).')
   b, q_len, num_heads, head_dim = query.shape
   k_len = key.shape[1]
+  validation.require((q_positions is None) == (k_positions is None), 'attend', 'k_positions',
+                     '<given>' if q_positions is None else None,
+                     'both q_positions and k_positions, or neither (contiguous positions)')
+  q_offset = validation.offset('attend', q_offset)
+  if q_positions is not None:
+    q_positions = validation.positions('attend', q_positions, (b, q_len), 'q_positions')
+    k_positions = validation.positions('attend', k_positions, (b, k_len), 'k_positions')
   scale = 1.0 / np.sqrt(head_dim)
   contiguous = q_positions is None
   if key_mask is not None:
-    key_mask = jnp.asarray(key_mask, bool)
-    if key_mask.shape != (b, k_len):
-      raise ValueError(f'padding/key mask must be (batch, {k_len}) = {(b, k_len)} bool, got shape '
-                       f'{key_mask.shape}.')
+    key_mask = validation.mask('attend', key_mask, (b, k_len), 'key_mask')
+  sees_nonfinite = None
+  if causal or key_mask is not None or mask is not None:
+    key, value, sees_nonfinite = _without_nonfinite_keys(key, value, q_len, causal=causal, q_offset=q_offset,
+                                                         key_mask=key_mask, mask=mask)
+
+  if implementation in TILED_IMPLEMENTATIONS:
+    if position_bias is not None:
+      checks.assert_bias_shape(position_bias, q_len=q_len, k_len=k_len, num_heads=num_heads)
+    if implementation == 'pallas':
+      from relpos_jax.nn import pallas_attention  # Local: jax.experimental.pallas only when asked for.
+      tiled = pallas_attention.attend
+    else:
+      tiled = blockwise.attend
+    out = tiled(query, key, value, parts=parts, params=params, causal=causal, scale=scale,
+                key_mask=key_mask, mask=mask, q_offset=q_offset, q_positions=q_positions,
+                k_positions=k_positions, position_bias=position_bias, block_size=block_size)
+    return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask,
+                   mask=mask)
 
   bias = position_bias
   if bias is None:
@@ -171,7 +244,7 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
   if not vector_parts and not content_kind and use_dot_product_attention:
     # A plain causal square lets the kernel skip the masked half (cuDNN) instead of reading a mask.
     native_causal = causal and q_len == k_len and _is_static_zero(q_offset)
-    dpa_mask = attention_mask(q_len, k_len, causal=causal and not native_causal, q_offset=q_offset,
+    dpa_mask = _attention_mask(q_len, k_len, causal=causal and not native_causal, q_offset=q_offset,
                               key_mask=key_mask)
     if mask is not None:
       dpa_mask = mask if dpa_mask is None else dpa_mask & mask
@@ -180,7 +253,7 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
     out = jax.nn.dot_product_attention(query, key, value, bias=dpa_bias, mask=dpa_mask, scale=scale,
                                        is_causal=native_causal, implementation=implementation)
   else:
-    full_mask = attention_mask(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask)
+    full_mask = _attention_mask(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask)
     if mask is not None:
       full_mask = mask if full_mask is None else full_mask & mask
     ctx = replaced = None
@@ -203,7 +276,7 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
       scores = jnp.einsum('bihd,bjhd->bhij', content_query, key, preferred_element_type=jnp.float32)
     tables = []
     for part, p in vector_parts:
-      table = position_terms.relative_table(part, q_len, k_len, q_offset=q_offset, causal=causal,
+      table = skew.relative_table(part, q_len, k_len, q_offset=q_offset, causal=causal,
                                             q_positions=q_positions, k_positions=k_positions)
       tables.append(table)
       scores = scores + position_terms.vector_scores(part, p, query, table)
@@ -233,9 +306,16 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
       if extra is not None:
         out = out + extra
     out = out.astype(value.dtype)
+  return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask,
+                 mask=mask)
 
+
+def _finish(out, sees_nonfinite, q_len, k_len, *, causal, q_offset, key_mask, mask):
   sees = _rows_seeing_a_key(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
   if sees is not None:
     # A query that sees no key (padding under a causal mask) outputs zero on every path, not an average.
-    out = out * sees[:, :, None, None].astype(out.dtype)
+    out = jnp.where(sees[:, :, None, None], out, jnp.zeros((), out.dtype))
+  if sees_nonfinite is not None:
+    # Masked keys were zeroed before any path ran; a row that sees a non-finite key stays visibly NaN.
+    out = jnp.where(sees_nonfinite[..., None], jnp.asarray(jnp.nan, out.dtype), out)
   return out

@@ -29,6 +29,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.nn import attention as attention_lib
 from relpos_jax.nn import content_terms, functional, position_terms
@@ -61,8 +62,8 @@ class RelativeMultiHeadAttention(nn.Module):
   """Linen multi-head self-attention with any encoder; same arguments and semantics as the NNX layer.
 
   Attributes: num_heads, encoder, head_dim (None: model_dim // num_heads, model_dim read from the input),
-  causal, dtype ('float32' | 'bfloat16'), implementation (None | 'xla' | 'cudnn' | 'einsum'),
-  debug_checks.
+  causal, dtype ('float32' | 'bfloat16'), implementation (None | 'xla' | 'cudnn' | 'einsum' | 'blockwise'),
+  block_size (the tiles of 'blockwise'), debug_checks.
   """
 
   num_heads: int
@@ -71,15 +72,8 @@ class RelativeMultiHeadAttention(nn.Module):
   causal: bool = False
   dtype: Any = 'float32'
   implementation: str | None = None
+  block_size: Any = None
   debug_checks: bool = False
-
-  def _sizes(self, model_dim: int) -> int:
-    if self.head_dim is not None:
-      return self.head_dim
-    if model_dim % self.num_heads:
-      raise ValueError(f'linen.RelativeMultiHeadAttention: model_dim={model_dim} is not divisible by '
-                       f'num_heads={self.num_heads}; set head_dim.')
-    return model_dim // self.num_heads
 
   def _part_params(self, index: int, part, model_dim: int, head_dim: int):
     init = functools.partial(part.init, num_heads=self.num_heads, head_dim=head_dim, model_dim=model_dim)
@@ -93,18 +87,15 @@ class RelativeMultiHeadAttention(nn.Module):
   def __call__(self, x: jax.Array, *, positions: jax.Array | None = None,
                padding_mask: jax.Array | None = None, position_bias: jax.Array | None = None) -> jax.Array:
     """x (B, L, model_dim) -> (B, L, model_dim); positions (B, L) int or None; padding_mask (B, L) bool."""
+    who = 'linen.RelativeMultiHeadAttention'
     functional.check_implementation(self.implementation)
-    if x.ndim != 3:
-      raise ValueError(f'linen.RelativeMultiHeadAttention: x must be (batch, length, model_dim), got '
-                       f'{x.shape}.')
+    functional.check_block_size(self.implementation, self.block_size)
+    validation.shaped(who, 'x', x, ('batch', 'length', 'model_dim'))
     dtype = attention_lib.canonical_dtype(self.dtype)
     b, length, model_dim = x.shape
-    head_dim = self._sizes(model_dim)
-    causal_only = [p.name for p in position_terms.flatten(self.encoder)
-                   if getattr(p, 'requires_causal', False)]
-    if causal_only and not self.causal:
-      raise ValueError(f'linen.RelativeMultiHeadAttention: encoder {causal_only} is causal-only; use '
-                       f'causal=True.')
+    num_heads = validation.positive_int(who, 'num_heads', self.num_heads)
+    head_dim = validation.head_dim(who, model_dim, num_heads, self.head_dim)
+    position_terms.check_causal(who, self.encoder, validation.boolean(who, 'causal', self.causal))
     parts = position_terms.attention_parts(self.encoder)
     params = [self._part_params(i, part, model_dim, head_dim) for i, part in enumerate(parts)]
     dense = functools.partial(nn.Dense, use_bias=False, dtype=dtype, param_dtype=jnp.float32)
@@ -113,14 +104,16 @@ class RelativeMultiHeadAttention(nn.Module):
     q = dense(inner, name='query')(x).reshape(shape)
     k = dense(inner, name='key')(x).reshape(shape)
     v = dense(inner, name='value')(x).reshape(shape)
-    positions = attention_lib.check_positions_shape(positions, b, length)
+    if positions is not None:
+      positions = validation.positions(who, positions, (b, length))
     if position_terms.has_kind(parts, contract.Kind.ROTARY):
       rot = positions if positions is not None else position_terms.contiguous_positions(b, length)
       q, k = position_terms.rotate(parts, params, q, k, rot, rot)
     out = functional.attend(q, k, v, parts=parts, params=params, causal=self.causal,
                             key_mask=padding_mask, q_positions=positions,
                             k_positions=positions, position_bias=position_bias,
-                            implementation=self.implementation, debug_checks=self.debug_checks,
+                            implementation=self.implementation, block_size=self.block_size,
+                            debug_checks=self.debug_checks,
                             features=content_terms.token_features(parts, params, x))
     return dense(model_dim, name='out')(out.reshape(b, length, inner).astype(dtype))
 

@@ -7,7 +7,7 @@
 
 Layout: token embedding (+ absolute position embedding p_i, if the encoder has an absolute part) -> N
 pre-norm blocks (`blocks.TransformerBlock`) -> final norm -> linear head. `positions` (B, L) int32 replaces
-0 .. L-1 everywhere (the train step passes `encoder.train_positions(rng, B, L)` for randomized positions).
+0 .. L-1 everywhere (the train step passes `contract.train_positions(encoder, rng, B, L)` for randomized positions).
 
 With `share_position_bias` the model owns one set of encoder params for all layers and evaluates the
 scalar bias once per forward (T5's choice); otherwise every layer has its own (Shaw's, ALiBi's are fixed).
@@ -24,38 +24,22 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from relpos_jax.encoders import contract
+from relpos_jax import validation
+from relpos_jax.encoders import contract, spec
 from relpos_jax.nn import attention as attention_lib
 from relpos_jax.nn import blocks, functional, position_terms
 
 KVCache = attention_lib.KVCache
-
-
-def _positive_int(value) -> bool:
-  return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
-
-
-class ModelConfigError(ValueError):
-  """A bad ModelConfig field. `field`, `value`, `allowed` and `depends_on` (the other fields the rule
-  involves) let a config loader name its own keys (`config.model.<field>`) without parsing the message."""
-
-  def __init__(self, field: str, value, allowed: str, depends_on: tuple[str, ...] = ()):
-    super().__init__(f'ModelConfig: {field}={value!r} is invalid; allowed: {allowed}.')
-    self.field, self.value, self.allowed, self.depends_on = field, value, allowed, depends_on
-
-
-def _fail(field: str, value, allowed: str, depends_on: tuple[str, ...] = ()) -> ModelConfigError:
-  return ModelConfigError(field, value, allowed, depends_on)
+# What ModelConfig raises: a ValueError carrying field, value, allowed and depends_on, so that a config loader
+# names its own keys (config.model.<field>) without parsing the message.
+ModelConfigError = validation.InvalidValue
 
 
 def resolve_encoder(encoder) -> contract.Encoder:
   """An Encoder as it is, or a spec string ('t5', 'sinusoidal + shaw(max_distance=8)') parsed by from_spec."""
-  if isinstance(encoder, contract.Encoder):
-    return encoder
-  if isinstance(encoder, str):
-    from relpos_jax.encoders import spec  # Local: keeps nn importable while encoders are being added.
-    return spec.from_spec(encoder)
-  raise _fail('encoder', encoder, 'an Encoder (relpos_jax.encoders.make(...)) or a spec string')
+  validation.require(isinstance(encoder, (contract.Encoder, str)), 'ModelConfig', 'encoder', encoder,
+                     'an Encoder (relpos_jax.encoders.make(...)) or a spec string')
+  return spec.from_spec(encoder) if isinstance(encoder, str) else encoder
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -66,7 +50,9 @@ class ModelConfig:
   encoder: an Encoder or a spec string (stored as the parsed Encoder). mlp_ratio: MLP hidden size /
   model_dim. dtype: compute dtype 'float32' | 'bfloat16' (params, norms, softmax, position terms and
   logits stay float32). share_position_bias: one encoder for all layers, its scalar bias computed once.
-  attention_implementation: None | 'xla' | 'cudnn' (jax.nn.dot_product_attention) | 'einsum'.
+  attention_implementation: None | 'xla' | 'cudnn' (jax.nn.dot_product_attention) | 'einsum' |
+  'blockwise' (O(L) memory). attention_block_size: the tiles of 'blockwise', None (default), an int or
+  (block_q, block_k). With 'blockwise' a shared bias is built per tile in every layer, never as (H, L, L).
   norm: 'rmsnorm' | 'layernorm'. debug_checks: run-time Toeplitz checks of the realised bias.
   """
 
@@ -81,40 +67,42 @@ class ModelConfig:
   dtype: str = 'float32'
   share_position_bias: bool = False
   attention_implementation: str | None = None
+  attention_block_size: Any = None
   norm: str = 'rmsnorm'
   debug_checks: bool = False
 
   def __post_init__(self):
+    who = 'ModelConfig'
     for field in ('vocab_size', 'num_layers', 'model_dim', 'num_heads'):
-      if not _positive_int(getattr(self, field)):
-        raise _fail(field, getattr(self, field), 'an int >= 1')
-    if self.output_vocab_size is not None and not _positive_int(self.output_vocab_size):
-      raise _fail('output_vocab_size', self.output_vocab_size, 'None (= vocab_size) or an int >= 1')
-    if self.model_dim % self.num_heads:
-      raise _fail('model_dim', self.model_dim, f'a multiple of num_heads={self.num_heads}', ('num_heads',))
+      validation.positive_int(who, field, getattr(self, field))
+    validation.require(self.output_vocab_size is None or validation.is_int(self.output_vocab_size)
+                       and self.output_vocab_size >= 1, who, 'output_vocab_size', self.output_vocab_size,
+                       'None (= vocab_size) or an int >= 1')
+    validation.head_dim(who, self.model_dim, self.num_heads)
     ratio = self.mlp_ratio
-    if (not isinstance(ratio, numbers.Real) or isinstance(ratio, bool) or not ratio > 0
-        or int(round(self.model_dim * ratio)) < 1):
-      raise _fail('mlp_ratio', ratio, 'a number > 0 with model_dim * mlp_ratio >= 1', ('model_dim',))
+    validation.require(isinstance(ratio, numbers.Real) and not isinstance(ratio, bool) and ratio > 0
+                       and int(round(self.model_dim * ratio)) >= 1, who, 'mlp_ratio', ratio,
+                       'a number > 0 with model_dim * mlp_ratio >= 1', ('model_dim',))
     rate = self.dropout_rate
-    if not isinstance(rate, numbers.Real) or isinstance(rate, bool) or not 0.0 <= rate < 1.0:
-      raise _fail('dropout_rate', rate, 'a number in [0, 1)')
-    if self.dtype not in attention_lib.DTYPES:
-      raise _fail('dtype', self.dtype, str(tuple(attention_lib.DTYPES)))
-    if not isinstance(self.share_position_bias, bool):
-      raise _fail('share_position_bias', self.share_position_bias, 'True or False')
-    if self.attention_implementation not in functional.IMPLEMENTATIONS:
-      raise _fail('attention_implementation', self.attention_implementation, str(functional.IMPLEMENTATIONS))
-    if self.norm not in blocks.NORMS:
-      raise _fail('norm', self.norm, str(blocks.NORMS))
-    if not isinstance(self.debug_checks, bool):
-      raise _fail('debug_checks', self.debug_checks, 'True or False')
+    validation.require(isinstance(rate, numbers.Real) and not isinstance(rate, bool) and 0.0 <= rate < 1.0,
+                       who, 'dropout_rate', rate, 'a number in [0, 1)')
+    validation.choice(who, 'dtype', self.dtype, attention_lib.DTYPES)
+    validation.choice(who, 'attention_implementation', self.attention_implementation, functional.IMPLEMENTATIONS)
+    validation.choice(who, 'norm', self.norm, blocks.NORMS)
+    validation.boolean(who, 'share_position_bias', self.share_position_bias)
+    validation.boolean(who, 'debug_checks', self.debug_checks)
+    if isinstance(self.attention_block_size, list):  # A config file's tuple can arrive as a list.
+      object.__setattr__(self, 'attention_block_size', tuple(self.attention_block_size))
+    try:
+      functional.check_block_size(self.attention_implementation, self.attention_block_size)
+    except ValueError as e:
+      raise validation.invalid(who, 'attention_block_size', self.attention_block_size, str(e)) from None
     try:
       object.__setattr__(self, 'encoder', resolve_encoder(self.encoder))
     except ValueError as e:
-      if str(e).startswith('ModelConfig'):
+      if str(e).startswith(who):
         raise
-      raise _fail('encoder', self.encoder, f'a valid encoder or spec ({e})') from e
+      raise validation.invalid(who, 'encoder', self.encoder, f'a valid encoder or spec ({e})') from e
 
   @property
   def head_dim(self) -> int:
@@ -136,14 +124,10 @@ class _Transformer(nnx.Module):
   causal: ClassVar[bool]
 
   def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
-    if not isinstance(config, ModelConfig):
-      raise ValueError(f'{type(self).__name__}: config must be a ModelConfig, got {type(config).__name__}.')
+    validation.require(isinstance(config, ModelConfig), type(self).__name__, 'config', config, 'a ModelConfig')
     self.config = config
     encoder = config.encoder
-    causal_only = [p.name for p in position_terms.flatten(encoder) if getattr(p, 'requires_causal', False)]
-    if causal_only and not self.causal:
-      raise ValueError(f'{type(self).__name__} is bidirectional but encoder {causal_only} is causal-only '
-                       f'(requires_causal); use DecoderLM or another encoder.')
+    position_terms.check_causal(type(self).__name__, encoder, self.causal)
     self.input_parts = position_terms.input_parts(encoder)
     self.attention_parts = position_terms.attention_parts(encoder)
     sizes = dict(num_heads=config.num_heads, head_dim=config.head_dim, model_dim=config.model_dim)
@@ -163,7 +147,7 @@ class _Transformer(nnx.Module):
         blocks.TransformerBlock(
             config.model_dim, config.num_heads, encoder, mlp_hidden_dim=config.mlp_hidden_dim,
             causal=self.causal, dropout_rate=config.dropout_rate, norm=config.norm, dtype=config.dtype,
-            implementation=config.attention_implementation,
+            implementation=config.attention_implementation, block_size=config.attention_block_size,
             own_position_params=not config.share_position_bias, debug_checks=config.debug_checks,
             model_adds_absolute=True, rngs=rngs)
         for _ in range(config.num_layers)])
@@ -176,29 +160,19 @@ class _Transformer(nnx.Module):
 
   def check_length(self, length: int) -> None:
     """Raises ValueError when sequences of `length` tokens cannot be encoded (a learned table too short)."""
-    if not _positive_int(length):
-      raise ValueError(f'{type(self).__name__}.check_length: length={length!r} is invalid; allowed: an '
-                       f'int >= 1.')
-    for part in position_terms.flatten(self.config.encoder):
-      check = getattr(part, 'check_positions', None)
-      if check is not None:
-        check(int(length))
+    length = validation.positive_int(f'{type(self).__name__}.check_length', 'length', length)
+    for part in contract.leaves(self.config.encoder):
+      part.check_positions(length)
 
-  def _check_tokens(self, tokens) -> jax.Array:
-    tokens = jnp.asarray(tokens)
-    if tokens.ndim != 2 or not jnp.issubdtype(tokens.dtype, jnp.integer):
-      raise ValueError(f'{type(self).__name__}: tokens must be an int array (batch, length), got '
-                       f'{tokens.dtype} {tokens.shape}.')
-    return tokens
-
-  def _check_padding(self, padding_mask, shape):
-    if padding_mask is None:
-      return None
-    padding_mask = jnp.asarray(padding_mask)
-    if padding_mask.shape != shape or padding_mask.dtype != jnp.bool_:
-      raise ValueError(f'padding_mask must be bool of shape (batch, length) = {shape} with True = real token, '
-                       f'got {padding_mask.dtype} {padding_mask.shape}.')
-    return padding_mask
+  def _check_inputs(self, tokens, positions, padding_mask):
+    """The model's input boundary: tokens (B, L) in [0, vocab_size), positions and padding_mask (B, L)."""
+    who = type(self).__name__
+    tokens = validation.tokens(who, tokens, self.config.vocab_size)
+    if positions is not None:
+      positions = validation.positions(who, positions, tokens.shape)
+    if padding_mask is not None:
+      padding_mask = validation.mask(who, padding_mask, tokens.shape)
+    return tokens, positions, padding_mask
 
   def _embed(self, tokens, positions, deterministic):
     x = self.embed(tokens).astype(jnp.float32)
@@ -207,6 +181,10 @@ class _Transformer(nnx.Module):
     if absolute is not None:
       x = x + absolute
     return self.embed_dropout(x, deterministic=deterministic)
+
+  @property
+  def _tiled(self) -> bool:
+    return self.config.attention_implementation in functional.TILED_IMPLEMENTATIONS
 
   def _shared_params(self):
     if self.position_params is None:
@@ -223,17 +201,15 @@ class _Transformer(nnx.Module):
     positions: (B, L) int32, None for 0 .. L-1. padding_mask: (B, L) bool, True = real token.
     deterministic: False enables dropout (needs a 'dropout' stream in the model's rngs).
     """
-    tokens = self._check_tokens(tokens)
+    tokens, positions, padding_mask = self._check_inputs(tokens, positions, padding_mask)
     b, length = tokens.shape
     self.check_length(length)
-    positions = attention_lib.check_positions_shape(positions, b, length)
-    padding_mask = self._check_padding(padding_mask, (b, length))
     embed_positions = positions if positions is not None else position_terms.contiguous_positions(b, length)
     x = self._embed(tokens, embed_positions, deterministic)
     shared = self._shared_params()
     bias = None
-    if shared is not None:
-      # T5: one bias for every layer, computed once.
+    if shared is not None and not self._tiled:
+      # T5: one bias for every layer, computed once (blockwise builds it per tile from the shared params).
       bias = position_terms.scalar_bias(self.attention_parts, shared, length, length, q_positions=positions,
                                         k_positions=positions)
     for block in self.blocks:
@@ -263,21 +239,19 @@ class DecoderLM(_Transformer):
     Equals the full forward over all tokens so far, at the new positions. positions: (B, C) int32 for
     explicit positions (then use explicit positions for every chunk), None for index .. index + C - 1.
     """
-    tokens = self._check_tokens(tokens)
+    tokens, explicit, padding_mask = self._check_inputs(tokens, positions, padding_mask)
     b, chunk = tokens.shape
-    if len(cache) != len(self.blocks):
-      raise ValueError(f'decode: cache has {len(cache)} layers, the model {len(self.blocks)}.')
+    validation.require(len(cache) == len(self.blocks), 'decode', 'len(cache)', len(cache),
+                       f'one KVCache per layer ({len(self.blocks)})')
     first = cache[0]
     index, max_length = first.index, first.max_length
     attention_lib.check_cache_room(index, chunk, max_length)
-    explicit = attention_lib.check_positions_shape(positions, b, chunk)
-    padding_mask = self._check_padding(padding_mask, (b, chunk))
     new_positions = (explicit if explicit is not None
                      else position_terms.contiguous_positions(b, chunk, index))
     x = self._embed(tokens, new_positions, True)
     shared = self._shared_params()
     bias = None
-    if shared is not None:
+    if shared is not None and not self._tiled:
       if explicit is None:
         bias = position_terms.scalar_bias(self.attention_parts, shared, chunk, max_length, q_offset=index)
       else:
@@ -303,7 +277,7 @@ class BidirectionalModel(_Transformer):
 
   def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
     encoder = config.encoder if isinstance(config, ModelConfig) else None
-    if encoder is not None and not any(p.carries_position for p in position_terms.flatten(encoder)):
+    if encoder is not None and not any(p.carries_position for p in contract.leaves(encoder)):
       warnings.warn(
           f'BidirectionalModel with encoder {encoder.name or type(encoder).__name__!r}: it carries no position '
           f'information (carries_position is False), and without a causal mask a bidirectional model sees '

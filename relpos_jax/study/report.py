@@ -9,6 +9,9 @@ A study's results are plain JSON-able data, so a notebook can load, re-plot or m
      'eval_lengths': [64, 128, ...],
      'runs': [{'name': 'alibi', 'spec': 'alibi', 'by_length': {'64': 2.1, ...},
                'train_metric': 2.0, 'steps': 300, 'train_seconds': 31.2, 'num_params': 103424}, ...]}
+
+A run that diverged carries `'diverged': {'step': s, 'message': ...}` and no values; the table says
+`diverged at step s` instead of numbers, and the plot leaves it out.
 """
 
 from __future__ import annotations
@@ -82,6 +85,10 @@ def markdown_table(results: Results) -> str:
     last = values[lengths[-1]]
     ratio = None if reference in (None, 0.0) or last is None else last / reference
     name = run['name'] if run['spec'] == run['name'] else f'{run["name"]} (`{run["spec"]}`)'
+    if run.get('diverged'):
+      cells = [name, f'diverged at step {run["diverged"]["step"]}'] + [''] * (len(header) - 2)
+      lines.append('| ' + ' | '.join(cells) + ' |')
+      continue
     cells = ([name] + [_fmt(values[n]) for n in shown]
              + [_fmt(_mean([values[n] for n in in_dist])), _fmt(_mean([values[n] for n in out_dist])),
                 _fmt(ratio, 2)])

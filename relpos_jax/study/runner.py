@@ -12,7 +12,13 @@ length of `config.eval.lengths`, and writes, after each encoder:
     <workdir>/runs/<label>/     the encoder's own run directory (config.json, metrics.jsonl, checkpoints)
 
 Nothing saved is lost on interruption: a finished encoder's result is kept (`runs/<label>/result.json`) and
-skipped on the next call, and an unfinished one resumes from its latest checkpoint.
+skipped on the next call, and an unfinished one resumes from its latest checkpoint. A finished result is
+reused only for the same config and the same data (corpus fingerprint, or task): otherwise the study
+stops and names the run directory to remove.
+
+An encoder whose training diverges (`relpos_jax.train.loop.DivergedError`: non-finite updates) is recorded
+as diverged (`'diverged': {'step': ..., 'message': ...}`, no metric values) and shown so in the table; the
+study goes on with the next encoder.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import platform
 import re
 import time
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import jax
 import ml_collections
@@ -46,6 +52,8 @@ class Study:
   encoders: tuple[str, ...] = config_lib.key()   # 'label: spec' entries, or bare specs (see parse_entries)
   title: str = config_lib.key('Length generalization')
   description: str = config_lib.key('')
+  # Another study's workdir: evaluate its trained runs at this config's lengths, no training (`reevaluate`).
+  trained_workdir: str = config_lib.key('')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,10 +73,11 @@ def parse_entries(encoders: Sequence[str]) -> list[Entry]:
   for item in encoders:
     label, sep, spec = str(item).partition(':')
     label, spec = (label.strip(), spec.strip()) if sep else (item.strip(), item.strip())
-    if not _LABEL.match(label):
+    if not _LABEL.match(label) or not label.strip('.'):
       raise config_lib.ConfigError(
           f'config.study.encoders entry {item!r} has label {label!r}; allowed: letters, digits, _ . + - '
-          "(write 'label: spec' for specs with other characters).")
+          "and not only dots (the label names the run's directory under runs/; write 'label: spec' for "
+          'specs with other characters).')
     entries.append(Entry(label, spec))
   labels = [e.label for e in entries]
   duplicated = sorted({x for x in labels if labels.count(x) > 1})
@@ -140,28 +149,45 @@ def _environment() -> dict:
 
 
 def _run_entry(base, entry: Entry, workdir: str, train_fn: Callable, metric: str, data) -> dict:
+  from relpos_jax.train import loop
+
   run_dir = os.path.join(workdir, 'runs', entry.label)
   result_path = os.path.join(run_dir, RESULT_FILE)
   config = run_config(base, entry)
+  data_id = loop.data_identity(data.describe())
   if os.path.exists(result_path):
     saved = report.load_json(result_path)
-    if saved.get('config') == json.loads(config.to_json_best_effort()):
-      logging.info('study: %s already done, reusing %s', entry.label, result_path)
-      return saved
-    raise config_lib.ConfigError(
-        f'{run_dir} holds a finished run of another config; use a new workdir or remove that directory.')
+    if saved.get('config') != json.loads(config.to_json_best_effort()):
+      raise config_lib.ConfigError(
+          f'{run_dir} holds a finished run of another config; use a new workdir or remove that directory.')
+    if saved.get('data') != data_id:
+      raise config_lib.ConfigError(
+          f'{run_dir} holds a finished run on other data ({saved.get("data")} there, {data_id} now: the '
+          'corpus or the task changed), so its result does not belong in this study. Use a new workdir, or '
+          'remove that directory to train it again on this data.')
+    logging.info('study: %s already done, reusing %s', entry.label, result_path)
+    return saved
   started = time.perf_counter()
-  result = train_fn(config, run_dir, data=data)
+  run = {'name': entry.label, 'spec': entry.spec, 'config': json.loads(config.to_json_best_effort()),
+         'data': data_id}
+  os.makedirs(run_dir, exist_ok=True)
+  try:
+    result = train_fn(config, run_dir, data=data)
+  except loop.DivergedError as e:
+    logging.warning('study: %s diverged: %s', entry.label, e)
+    run.update({'by_length': {str(n): None for n in base.eval.lengths}, 'train_metric': None,
+                'train_loss': None, 'steps': e.step, 'diverged': {'step': e.step, 'message': str(e)},
+                'train_seconds': round(time.perf_counter() - started, 1)})
+    report.write_json(run, result_path)
+    return run
   metrics = result.final_metrics
   by_length = {str(n): metrics.get(f'eval/{n}/{metric}') for n in base.eval.lengths}
   missing = [n for n, v in by_length.items() if v is None]
   if missing:
     raise RuntimeError(f'study: the run of {entry.label} reported no {metric} at lengths {missing}.')
-  run = {'name': entry.label, 'spec': entry.spec, 'by_length': by_length,
-         'train_metric': metrics.get(metric), 'train_loss': metrics.get('loss'), 'steps': result.step,
-         'train_seconds': round(time.perf_counter() - started, 1),
-         'num_params': int(sum(x.size for x in jax.tree.leaves(result.params))),
-         'config': json.loads(config.to_json_best_effort())}
+  run.update({'by_length': by_length, 'train_metric': metrics.get(metric), 'train_loss': metrics.get('loss'),
+              'steps': result.step, 'train_seconds': round(time.perf_counter() - started, 1),
+              'num_params': int(sum(x.size for x in jax.tree.leaves(result.params)))})
   report.write_json(run, result_path)
   return run
 

@@ -18,7 +18,6 @@ import sys
 from typing import Sequence
 
 from absl import app
-from absl import flags
 
 from relpos_jax.train import config as config_lib
 

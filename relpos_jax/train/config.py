@@ -93,6 +93,9 @@ class Train:
   log_every: int = key(ge=1)
   checkpoint_every: int = key(ge=1)
   keep_checkpoints: int = key(ge=1)
+  # Updates with a non-finite loss, gradient norm or new state are skipped; this many in a row stop the
+  # run with DivergedError (see relpos_jax.train.loop).
+  max_nonfinite_steps: int = key(1, ge=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -417,7 +420,7 @@ def longest_sequence(config) -> int:
 
 def train_position_limit(encoder: contract.Encoder) -> int | None:
   """The fewest positions any part of the encoder draws its training positions from (None: 0..L-1)."""
-  limits = [p.train_position_limit for p in contract.leaves(encoder) if p.train_position_limit is not None]
+  limits = [p.train_position_limit for p in contract.walk(encoder) if p.train_position_limit is not None]
   return min(limits) if limits else None
 
 

@@ -15,8 +15,10 @@ nothing).
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Protocol
 
+import jax
 import numpy as np
 
 from relpos_jax import data as data_lib
@@ -76,7 +78,6 @@ def eval_batch_size(eval_config, length: int, num_devices: int | None = None) ->
   if budget is None:
     return size
   if num_devices is None:
-    import jax
     num_devices = jax.device_count()
   fitting = (int(budget) // max(int(length), 1)) // num_devices * num_devices
   return max(num_devices, min(size, fitting))
@@ -122,6 +123,32 @@ class CorpusData:
           f'bytes needs {longest + 1} validation bytes, but the corpus of config.data.max_train_bytes='
           f'{config.data.max_train_bytes} has {self.corpus.num_val_tokens}; shorten the lengths or load '
           'more of the corpus.')
+    self._warn_if_eval_is_short([int(n) for n in config.eval.lengths], config.data.max_train_bytes)
+
+  def _windows_asked(self, length: int) -> int:
+    num_tokens = getattr(self.eval_config, 'num_tokens', None)
+    return int(self.eval_config.num_examples) if num_tokens is None else max(1, int(num_tokens) // length)
+
+  def _warn_if_eval_is_short(self, lengths: list[int], max_train_bytes) -> None:
+    """Warns when the validation split holds fewer windows than eval.num_tokens / eval.num_examples ask
+    for: the evaluation then scores fewer tokens than the config says (a small corpus load can leave
+    validation a single short file)."""
+    available = self.corpus.num_val_tokens
+    short = []
+    for n in lengths:
+      asked = self._windows_asked(n)
+      fits = (available - 1) // n
+      if fits < asked:
+        short.append(f'{fits * n} tokens instead of {asked * n} at length {n}')
+    if short:
+      num_tokens = getattr(self.eval_config, 'num_tokens', None)
+      what = (f'config.eval.num_tokens={num_tokens}' if num_tokens is not None
+              else f'config.eval.num_examples={self.eval_config.num_examples}')
+      warnings.warn(
+          f'{what} asks for more validation text than the corpus has: its validation split '
+          f'(config.data.max_train_bytes={max_train_bytes}) is {available} bytes in '
+          f'{self.corpus.num_val_files} file(s), so evaluation scores {"; ".join(short)}. Load more '
+          'of the corpus (a larger max_train_bytes) for a meaningful evaluation.', UserWarning, stacklevel=3)
 
   def train_batch(self, step: int) -> Batch:
     return lm_batch(self.corpus.sample_batch(train_rng(self.seed, step), self.batch_size, self.train_length))
@@ -130,9 +157,7 @@ class CorpusData:
   def eval_set(self, length: int) -> list[Batch]:
     """Disjoint validation windows of `length` scored tokens: `eval.num_examples` of them, or about
     `eval.num_tokens` tokens' worth when that is set (the same amount of text at every length)."""
-    num_tokens = getattr(self.eval_config, 'num_tokens', None)
-    count = int(self.eval_config.num_examples) if num_tokens is None else max(1, int(num_tokens) // int(length))
-    windows = self.corpus.eval_windows(int(length), count)
+    windows = self.corpus.eval_windows(int(length), self._windows_asked(int(length)))
     return batches_of(lm_batch(windows), eval_batch_size(self.eval_config, length))
 
   def describe(self) -> dict:

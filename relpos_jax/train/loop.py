@@ -5,10 +5,24 @@
     result.final_metrics['eval/128/bits_per_char']
     evaluate_lengths(result.model, result.data, [64, 128, 256])
 
-With a workdir the run writes `config.json`, `metrics.jsonl` and `checkpoints/<step>/`, and a second call
-with the same config resumes from the latest checkpoint. Because the data, the dropout masks and the
+With a workdir the run writes `config.json`, `data.json` (what the data was: the corpus fingerprint, or
+the task's description), `metrics.jsonl` and `checkpoints/<step>/`, and a second call with the same config
+resumes from the latest checkpoint. Because the data, the dropout masks and the
 randomized positions of update `s` are functions of (seed, s) only, a run killed at any point and
 restarted ends with the parameters an uninterrupted run ends with (bit for bit on the same devices).
+
+Resuming is refused (ConfigError, nothing written) when the trajectory cannot be verified: checkpoints
+without `config.json` or `data.json`, a config that differs in a key that changes what the run computes
+(TRAJECTORY_KEYS), or other data (another corpus fingerprint). The records are written only once the
+checks and the restore have passed, so a refused resume leaves the directory as it was. A latest
+checkpoint that cannot be read is moved aside with a warning and the newest intact one is used (see
+`relpos_jax.train.checkpoint`); a torn last line of metrics.jsonl is dropped with a warning.
+
+Divergence: an update with a non-finite loss, gradient norm or new state is skipped inside the jitted
+step (the parameters stay those before it), and `train.max_nonfinite_steps` (default 1) such updates in a
+row stop the run with `DivergedError`, naming the update where it started. The loop notices at the next
+log, evaluation or checkpoint step, or at the end, before writing anything; checkpoints never hold
+non-finite parameters.
 
 Step numbering: `step` counts updates applied. Update s (0-based) reads training batch s and produces the
 state of step s + 1; checkpoints, records and `stop_after` use the count after the update.
@@ -17,6 +31,7 @@ state of step s + 1; checkpoints, records and `stop_after` use the count after t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -31,12 +46,11 @@ from absl import logging
 from etils import epath
 from flax import nnx
 
-from relpos_jax.train import config as config_lib
-from relpos_jax.train import inputs as inputs_lib
-from relpos_jax.train import metrics as metrics_lib
 from relpos_jax.nn.models import BidirectionalModel, DecoderLM
+from relpos_jax.train import config as config_lib
+from relpos_jax.train import metrics as metrics_lib
 from relpos_jax.train import sharding
-from relpos_jax.train.checkpoint import Checkpoints
+from relpos_jax.train.checkpoint import CHECKPOINT_DIR, Checkpoints
 from relpos_jax.train.inputs import build_data
 from relpos_jax.train.objectives import Objective
 from relpos_jax.train.optim import OptimizerSpec
@@ -44,11 +58,23 @@ from relpos_jax.train.state import ModelParts, TrainState, count_params, init_tr
 from relpos_jax.train.step import make_eval_step, make_train_step, run_key
 
 CONFIG_FILE = 'config.json'
+DATA_FILE = 'data.json'
 PARAMS_STREAM = 2
+DEFAULT_MAX_NONFINITE_STEPS = 1
 # Keys that change what a run computes; resuming a workdir with different values is refused.
 TRAJECTORY_KEYS = ('seed', 'model', 'data', 'optim', 'train.steps', 'train.batch_size')
 
 Hook = Callable[[int, TrainState, dict], None]
+
+
+class DivergedError(FloatingPointError):
+  """A run stopped on non-finite updates. `step`: the update (1-based, the step it would have produced)
+  where the run of non-finite updates began; `count`: how many in a row."""
+
+  def __init__(self, message: str, step: int, count: int):
+    super().__init__(message)
+    self.step = step
+    self.count = count
 
 
 @dataclasses.dataclass
@@ -175,13 +201,19 @@ def train(config, workdir: str | os.PathLike | None = None, *, devices: Sequence
   if workdir is not None:
     workdir = os.fspath(workdir)
     epath.Path(workdir).mkdir(parents=True, exist_ok=True)
-    _check_or_write_config(config, workdir, is_chief)
+    records = _check_run_directory(config, data, workdir)  # Refuses before anything is written.
     checkpoints = Checkpoints(workdir, keep=config.train.keep_checkpoints)
-    latest = checkpoints.latest_step()
-    if latest is not None:
-      state = checkpoints.restore(state, latest)
-      start = latest
+    try:
+      restored = checkpoints.restore_latest_intact(state, set_aside=is_chief)
+    except BaseException:
+      checkpoints.close(quiet=True)
+      raise
+    if restored is not None:
+      state = restored
+      start = int(jax.device_get(state.step))
       logging.info('resumed from %s at step %d', checkpoints.directory, start)
+    if is_chief:
+      _write_records(workdir, records)
     writer.truncate_after(start)
 
   logging.info('training %s: %d parameters, %d devices, data %s', config.model.encoder,
@@ -194,31 +226,47 @@ def train(config, workdir: str | os.PathLike | None = None, *, devices: Sequence
   eval_lengths = [int(n) for n in config.eval.lengths]
   extra_keys = ('bits_per_char',) if data.objective.kind == 'language_model' else ('accuracy',)
   throughput = metrics_lib.Throughput()
+  guard = NonFiniteGuard(getattr(config.train, 'max_nonfinite_steps', None) or DEFAULT_MAX_NONFINITE_STEPS, mesh)
   last_record: dict = {}
   done = start
   end = total if stop_after is None else min(total, max(int(stop_after), start))
+  failed = False
   try:
     for step in range(start, end):
       host_batch = data.train_batch(step)
       state, step_metrics = train_step(state, rest, sharding.shard_batch(host_batch, mesh), key)
       done = step + 1
+      guard.update(step_metrics['finite'], step)
       throughput.add(int(np.sum(host_batch['padding_mask'])))
       if done % config.train.log_every == 0 or done == total:
-        record = {'step': done, **{k: float(v) for k, v in jax.device_get(step_metrics).items()},
+        values = jax.device_get({k: v for k, v in step_metrics.items() if k != 'finite'})
+        record = {'step': done, **{k: float(v) for k, v in values.items()},
                   'lr': float(schedule(step)), 'tokens_per_sec': throughput.rate()}
         last_record = writer.write(record)
         logging.info('%s', metrics_lib.progress_line(done, total, record, extra_keys))
       side_start = time.perf_counter()
-      if config.eval.every and done % config.eval.every == 0 and done < total and eval_lengths:
+      evaluate_now = config.eval.every and done % config.eval.every == 0 and done < total and eval_lengths
+      save_now = checkpoints is not None and (done % config.train.checkpoint_every == 0 or done == total)
+      if evaluate_now or save_now or done % config.train.log_every == 0:
+        guard.check(config)  # Before anything is evaluated or saved.
+        if checkpoints is not None:
+          checkpoints.check_for_errors()  # A failed background save stops the run here, not later.
+      if evaluate_now:
         _eval_and_record(parts, state.params, data, eval_lengths, mesh, writer, done)
-      if checkpoints is not None and (done % config.train.checkpoint_every == 0 or done == total):
+      if save_now:
         checkpoints.save(state)
       throughput.exclude(time.perf_counter() - side_start)
       for hook in hooks:
         hook(done, state, step_metrics)
+    guard.check(config)
+  except BaseException:
+    failed = True
+    raise
   finally:
     if checkpoints is not None:
-      checkpoints.close()  # Waits for a save in flight, so an interruption loses nothing written.
+      # Waits for a save in flight, so an interruption loses nothing written; a failed save raises here
+      # unless another error is already on its way up.
+      checkpoints.close(quiet=failed)
 
   final_metrics = dict(last_record or _last_training_record(writer.history))
   if done == total and eval_lengths:
@@ -245,6 +293,38 @@ def _last_training_record(history: list[dict]) -> dict:
   return training[-1] if training else {}
 
 
+class NonFiniteGuard:
+  """Counts skipped (non-finite) updates on the device, without a host sync per step; `check` (at the
+  loop's log, evaluation and checkpoint steps) raises DivergedError once `limit` came in a row."""
+
+  def __init__(self, limit: int, mesh):
+    self.limit = int(limit)
+    # (non-finite updates in a row now, the update where they began, the first such run of `limit`: -1)
+    self.counts = sharding.replicate(jnp.asarray([0, -1, -1], jnp.int32), mesh)
+
+  def update(self, finite, step: int) -> None:
+    self.counts = _count_nonfinite(self.counts, finite, jnp.int32(step), self.limit)
+
+  def check(self, config) -> None:
+    began = int(jax.device_get(self.counts)[2])
+    if began < 0:
+      return
+    raise DivergedError(
+        f'training diverged: the loss, gradient norm or updated state was not finite in {self.limit} '
+        f'update(s) in a row from update {began + 1} (step {began} -> {began + 1}; '
+        f'config.train.max_nonfinite_steps={self.limit}). Those updates were skipped and the run stopped: '
+        f'its parameters and every checkpoint are finite. Lower config.optim.learning_rate (now '
+        f'{config.optim.learning_rate}) or check the data.', step=began + 1, count=self.limit)
+
+
+@functools.partial(jax.jit, static_argnums=3)
+def _count_nonfinite(counts, finite, step, limit):
+  in_a_row = jnp.where(finite, 0, counts[0] + 1)
+  began = jnp.where(finite, -1, jnp.where(in_a_row == 1, step, counts[1]))
+  tripped = jnp.where((counts[2] < 0) & (in_a_row >= limit), began, counts[2])
+  return jnp.stack([in_a_row, began, tripped])
+
+
 # --------------------------------------------------------------------------------------- run directory
 def _trajectory_view(config_dict: Mapping) -> dict:
   view = {}
@@ -265,22 +345,67 @@ def _flatten(prefix: str, value) -> dict:
   return {prefix: value}
 
 
-def _check_or_write_config(config, workdir: str, is_chief: bool) -> None:
-  """Writes config.json in a new run directory; refuses to resume one trained with another config."""
-  path = epath.Path(workdir) / CONFIG_FILE
-  current = json.loads(config.to_json_best_effort())
+def _read_json(path: epath.Path, what: str):
+  try:
+    return json.loads(path.read_text())
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    raise config_lib.ConfigError(
+        f'{path} is not valid JSON ({e}); it is the record of {what} (truncated by a kill or a full disk?). '
+        'Restore it, or use a new --workdir to start fresh.') from None
+
+
+def data_identity(description: Mapping) -> dict:
+  """What must not change for a run to be resumed: the corpus fingerprint (of its contents, wherever they
+  are), or a task's whole description (`data.describe()`)."""
+  description = metrics_lib.to_python(dict(description))
+  if 'fingerprint' in description:
+    return {'fingerprint': description['fingerprint']}
+  return description
+
+
+def _check_run_directory(config, data, workdir: str) -> dict[str, dict]:
+  """Refuses to resume a run directory whose trajectory cannot be verified or differs (raises
+  ConfigError, writes nothing). Returns the records {file name: content} to write once the resume is
+  known to work."""
+  directory = epath.Path(workdir)
+  current = {CONFIG_FILE: json.loads(config.to_json_best_effort()),
+             DATA_FILE: metrics_lib.to_python(dict(data.describe()))}
+  checkpoint_dir = directory / CHECKPOINT_DIR
+  steps = sorted((p.name for p in checkpoint_dir.iterdir() if p.name.isdigit()), key=int) if (
+      checkpoint_dir.exists()) else []
+  fresh = ('To start fresh, use a new --workdir or delete '
+           f'{checkpoint_dir} (and {directory / metrics_lib.METRICS_FILE}).')
+  for name in (CONFIG_FILE, DATA_FILE):
+    if steps and not (directory / name).exists():
+      raise config_lib.ConfigError(
+          f'{workdir} holds checkpoints ({", ".join(steps[:5])}{", ..." if len(steps) > 5 else ""}) but no '
+          f'{name}: the run that wrote them cannot be verified against this one, so it is not resumed. '
+          + fresh)
+  path = directory / CONFIG_FILE
   if path.exists():
-    saved = json.loads(path.read_text())
+    saved = _read_json(path, f'the run in {workdir}')
     old = _flatten('', _trajectory_view(saved))
-    new = _flatten('', _trajectory_view(current))
+    new = _flatten('', _trajectory_view(current[CONFIG_FILE]))
     differences = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     if differences:
       raise config_lib.ConfigError(
           f'{workdir} holds a run with a different config; it cannot be resumed with this one. '
           'Differences: ' + '; '.join(f'config.{k}: {old.get(k)!r} there, {new.get(k)!r} here'
                                       for k in differences) + '. Use a new --workdir.')
-  elif is_chief:
-    path.write_text(json.dumps(current, indent=2, sort_keys=True))
+  path = directory / DATA_FILE
+  if path.exists():
+    old, new = data_identity(_read_json(path, f'the data of the run in {workdir}')), data_identity(
+        current[DATA_FILE])
+    if old != new:
+      raise config_lib.ConfigError(
+          f'{workdir} holds a run trained on other data: {old} there, {new} here (the corpus or the task '
+          'changed); it cannot be resumed on this data. ' + fresh)
+  return {name: content for name, content in current.items() if not (directory / name).exists()}
+
+
+def _write_records(workdir: str, records: Mapping[str, dict]) -> None:
+  for name, content in records.items():
+    (epath.Path(workdir) / name).write_text(json.dumps(content, indent=2, sort_keys=True))
 
 
 def load_model(workdir: str | os.PathLike, config=None, *, step: int | None = None,
@@ -289,12 +414,14 @@ def load_model(workdir: str | os.PathLike, config=None, *, step: int | None = No
   directory's config.json."""
   workdir = os.fspath(workdir)
   if config is None:
-    config = ml_collections.ConfigDict(json.loads((epath.Path(workdir) / CONFIG_FILE).read_text()))
+    config = ml_collections.ConfigDict(_read_json(epath.Path(workdir) / CONFIG_FILE, f'the run in {workdir}'))
   devices = list(jax.devices() if devices is None else devices)
   mesh = sharding.make_mesh(devices)
   data = build_data(config)
   parts, params = split_model(build_model(config))
   like = sharding.replicate(init_train_state(params, OptimizerSpec.from_config(config).build()), mesh)
   with Checkpoints(workdir, keep=config.train.keep_checkpoints) as checkpoints:
-    state = checkpoints.restore(like, step)
+    state = checkpoints.restore(like, step) if step is not None else checkpoints.restore_latest_intact(like)
+  if state is None:
+    raise ValueError(f'no checkpoint to load in {checkpoints.directory}.')
   return model_from(parts, state.params), data

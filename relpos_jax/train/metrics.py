@@ -18,6 +18,7 @@ import logging as python_logging
 import math
 import os
 import time
+import warnings
 from typing import Iterable
 
 import numpy as np
@@ -66,11 +67,33 @@ class MetricsWriter:
 
 
 def read_metrics(path: str | os.PathLike) -> list[dict]:
-  """The records of a metrics.jsonl file (or of the workdir holding one)."""
+  """The records of a metrics.jsonl file (or of the workdir holding one).
+
+  A torn last line (a write cut short by a kill or a full disk) is skipped with a warning; any other line
+  that is not a JSON record raises ValueError naming the file and the line."""
   path = epath.Path(path)
   if path.is_dir():
     path = path / METRICS_FILE
-  return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+  lines = path.read_text().splitlines()
+  last = max((n for n, line in enumerate(lines) if line.strip()), default=-1)
+  records = []
+  for n, line in enumerate(lines):
+    if not line.strip():
+      continue
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError as e:
+      if n == last:
+        warnings.warn(f'{path}: line {n + 1} (the last) is torn ({e.msg}); skipped it: {line[:80]!r}',
+                      UserWarning, stacklevel=2)
+        continue
+      raise ValueError(f'{path}: line {n + 1} is not a JSON record ({e.msg}): {line[:80]!r}; repair or '
+                       'delete that line.') from None
+    if not isinstance(record, dict):
+      raise ValueError(f'{path}: line {n + 1} is not a JSON object: {line[:80]!r}; repair or delete that '
+                       'line.')
+    records.append(record)
+  return records
 
 
 class Throughput:

@@ -4,8 +4,11 @@ An NNX model splits into a `graphdef` (its structure: static), its `nnx.Param` v
 checkpointed, replicated over the mesh) and everything else (`rest`: the RNG stream state of the dropout
 layers). `rest` is not trained and not checkpointed: the train step reseeds the dropout streams from
 (seed, step) before every update, so what they held before never matters. Keeping the state a plain
-pytree is what lets one `jax.jit` shard it, orbax save it, and a notebook rebuild the model with
-`model_from(graphdef, rest, state.params)`.
+pytree is what lets one `jax.jit` shard it, orbax save it, and a notebook rebuild the model:
+
+    >>> parts, params = split_model(nnx.Linear(2, 3, rngs=nnx.Rngs(0)))
+    >>> model_from(parts, params).kernel.shape
+    (2, 3)
 """
 
 from __future__ import annotations

@@ -6,9 +6,15 @@ drawn with `fold_in(fold_in(key(seed), POSITIONS_STREAM), step)`, so a resumed r
 uninterrupted one exactly. JAX's partitionable threefry (the default) draws the same bits however the
 batch is sharded.
 
-Positions: `encoder.train_positions(key, B, T)` (None: 0..T-1) for the padded length T of the batch (the
+Positions: `contract.train_positions(encoder, key, B, T)` (None: 0..T-1) for the padded length T of the batch (the
 encoder contract takes no mask; the real tokens get the first n of the T sorted positions); evaluation
 always uses the default positions 0..T-1.
+
+Non-finite updates: an update whose loss, gradient norm or resulting state (params, optimizer state) is
+not finite is skipped inside the jitted step (the old params and optimizer state are selected with
+`jnp.where`, the step count still advances past the batch), and the step reports `finite=False`; the loop
+counts these and stops the run (`relpos_jax.train.loop.DivergedError`). A finite update selects the new
+state unchanged, so good runs compute exactly what they computed without the guard.
 """
 
 from __future__ import annotations
@@ -17,10 +23,12 @@ import functools
 from typing import Callable
 
 import jax
+import jax.numpy as jnp
 import optax
 from flax import nnx
 from jax.sharding import Mesh
 
+from relpos_jax.encoders import contract
 from relpos_jax.train import sharding
 from relpos_jax.train.objectives import Objective
 from relpos_jax.train.optim import OptimizerSpec
@@ -51,14 +59,20 @@ def forward(graphdef, params, rest, batch, *, positions=None, deterministic: boo
   return model(batch['inputs'], positions=positions, padding_mask=padding_mask, deterministic=deterministic)
 
 
+def all_finite(tree) -> jax.Array:
+  """Bool scalar: every floating-point entry of `tree` is finite."""
+  leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree) if jnp.issubdtype(x.dtype, jnp.inexact)]
+  return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
+
+
 @functools.lru_cache(maxsize=32)
 def make_train_step(graphdef, objective: Objective, optimizer: OptimizerSpec, encoder, *, mesh: Mesh,
                     use_padding_mask: bool) -> Callable:
   """`train_step(state, rest, batch, key) -> (state, metrics)`, jitted for data parallelism over `mesh`.
 
   `rest` is the non-parameter model state (ModelParts.rest), `key` the run's key (`run_key(seed)`). The
-  state is donated (updated in place); metrics are replicated scalars: loss, grad_norm and the objective's
-  batch metrics. Cached per (model structure, objective, optimizer, encoder, mesh): runs that differ only
+  state is donated (updated in place); metrics are replicated scalars: loss, grad_norm, the objective's
+  batch metrics, and `finite` (False: the update was skipped, see the module docstring). Cached per (model structure, objective, optimizer, encoder, mesh): runs that differ only
   in their seed or resume point reuse one compilation.
   """
   tx = optimizer.build()
@@ -66,7 +80,7 @@ def make_train_step(graphdef, objective: Objective, optimizer: OptimizerSpec, en
   def train_step(state: TrainState, rest, batch, key):
     dropout_key, positions_key = step_keys(key, state.step)
     batch_size, length = batch['inputs'].shape
-    positions = encoder.train_positions(positions_key, batch_size, length)
+    positions = contract.train_positions(encoder, positions_key, batch_size, length)
 
     def loss_fn(params):
       logits = forward(graphdef, params, rest, batch, positions=positions, deterministic=False,
@@ -76,7 +90,12 @@ def make_train_step(graphdef, objective: Objective, optimizer: OptimizerSpec, en
     (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    metrics = {**metrics, 'loss': loss, 'grad_norm': optax.tree.norm(grads)}
+    grad_norm = optax.tree.norm(grads)
+    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & all_finite((params, opt_state))
+    # Select, never multiply: a skipped update leaves the old state exactly, whatever the new one holds.
+    params, opt_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), (params, opt_state),
+                                     (state.params, state.opt_state))
+    metrics = {**metrics, 'loss': loss, 'grad_norm': grad_norm, 'finite': finite}
     return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
 
   replicated = sharding.replicated(mesh)

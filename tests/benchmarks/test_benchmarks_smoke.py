@@ -101,3 +101,12 @@ def test_run_writes_the_page_of_bias_construction(tmp_path):
 def test_verdicts():
   assert report.verdict(1.04, 1.05).startswith('met')
   assert 'missed' in report.verdict(1.2, 1.1)
+
+
+def test_blockwise_runs():
+  from benchmarks import blockwise
+  rows = blockwise.ENCODERS[:1] + blockwise.ENCODERS[-1:]
+  memory, timing = blockwise.run(length=TINY, memory_length=TINY, repeats=1, warmup=0, rows=rows)
+  assert [row[1] for row in memory.rows] == [row[1] for row in timing.rows] == ['alibi', 'transformer_xl']
+  assert memory.rows[0][-1].startswith(('met', '**missed**')) and memory.rows[1][-1] == ''
+  assert 'vs plain' in timing.rows[1][-1]

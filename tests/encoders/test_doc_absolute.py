@@ -189,6 +189,8 @@ def test_combine_flags():
 class _Sampling(contract.ScalarBiasEncoder):
   """Unregistered: a bias that samples its training positions, like the randomized wrapper."""
 
+  train_position_limit = 12
+
   def bias(self, params, rel):
     return jnp.zeros(jnp.shape(rel) + (contract.dims(params).num_heads,))
 
@@ -196,9 +198,9 @@ class _Sampling(contract.ScalarBiasEncoder):
     return jnp.broadcast_to(jnp.arange(length) * 3, (batch, length))
 
 
-def test_combine_delegates_train_positions_to_the_first_part_that_samples():
-  assert combine(make('t5'), make('shaw')).train_positions(jax.random.key(0), 2, 4) is None
-  positions = combine(make('t5'), _Sampling()).train_positions(jax.random.key(0), 2, 4)
+def test_train_positions_come_from_the_part_that_samples():
+  assert contract.train_positions(combine(make('t5'), make('shaw')), jax.random.key(0), 2, 4) is None
+  positions = contract.train_positions(combine(make('t5'), _Sampling()), jax.random.key(0), 2, 4)
   np.testing.assert_array_equal(positions, [[0, 3, 6, 9]] * 2)
 
 

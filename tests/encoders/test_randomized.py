@@ -12,10 +12,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import relpos_jax
 from relpos_jax import encoders
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.randomized import Randomized
+from relpos_jax.nn import attend, position_terms
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,10 +44,6 @@ BASES = {
     'transformer_xl': lambda: encoders.make('transformer_xl', max_distance=7),
     'absolute': lambda: _Table(),
 }
-PROPERTIES = ('kind', 'is_toeplitz', 'clip_distance', 'carries_position', 'is_relative', 'max_length',
-              'requires_causal')
-
-
 @functools.partial(jax.jit, static_argnums=(0, 2, 3))
 def _train_positions(encoder, rng, batch, length):
   return encoder.train_positions(rng, batch, length)
@@ -100,14 +96,17 @@ def test_too_long_a_sequence_raises_naming_both_numbers():
 
 
 @pytest.mark.parametrize('name', sorted(BASES))
-def test_every_property_matches_the_base(name):
+def test_the_layer_sees_the_base(name):
+  """The smaller contract: a wrapper is COMBINED with one child; what attention and the model read is the base."""
   base = BASES[name]()
   wrapper = Randomized(base)
-  assert base.train_positions(jax.random.PRNGKey(0), 2, 8) is None
-  for prop in PROPERTIES:
-    assert hasattr(wrapper, prop) == hasattr(base, prop), prop
-    if hasattr(base, prop):
-      assert getattr(wrapper, prop) == getattr(base, prop), prop
+  assert contract.train_positions(base, jax.random.PRNGKey(0), 2, 8) is None
+  assert wrapper.kind is encoders.Kind.COMBINED and wrapper.children() == (base,)
+  assert contract.leaves(wrapper) == contract.leaves(base) == (base,)
+  assert position_terms.attention_parts(wrapper) == position_terms.attention_parts(base)
+  assert position_terms.input_parts(wrapper) == position_terms.input_parts(base)
+  for prop in ('carries_position', 'is_relative'):
+    assert getattr(wrapper, prop) == getattr(base, prop), prop
 
 
 def _init(encoder):
@@ -115,51 +114,33 @@ def _init(encoder):
 
 
 @pytest.mark.parametrize('name', sorted(BASES))
-def test_every_method_of_the_kind_is_delegated(name):
+def test_attention_with_the_wrapper_equals_attention_with_the_base(name):
   base = BASES[name]()
   wrapper = Randomized(base, max_position=512)
   params = _init(wrapper)
   jax.tree_util.tree_map(np.testing.assert_array_equal, params, _init(base))  # Same params, same structure.
-  rel = jnp.arange(-5, 6)
-  q_pos, k_pos = jnp.asarray([[3], [9]]), jnp.asarray([[0, 4, 9]])
   x = jnp.asarray(np.random.default_rng(0).normal(size=(2, 5, 2, 8)), jnp.float32)
   positions = jnp.asarray([[1, 7, 30, 31, 200], [0, 2, 4, 8, 16]])
-  kind = base.kind
-  if kind is encoders.Kind.SCALAR_BIAS:
-    np.testing.assert_array_equal(wrapper.bias(params, rel), base.bias(params, rel))
-    np.testing.assert_array_equal(wrapper.pair_bias(params, q_pos, k_pos), base.pair_bias(params, q_pos, k_pos))
-    np.testing.assert_array_equal(relpos_jax.bias_matrix(wrapper, params, 4, 6),
-                                  relpos_jax.bias_matrix(base, params, 4, 6))
-    np.testing.assert_array_equal(relpos_jax.bias_at_positions(wrapper, params, positions, positions),
-                                  relpos_jax.bias_at_positions(base, params, positions, positions))
-  elif kind is encoders.Kind.ROTARY:
-    np.testing.assert_array_equal(wrapper.rotate_queries(params, x, positions),
-                                  base.rotate_queries(params, x, positions))
-    np.testing.assert_array_equal(wrapper.rotate_keys(params, x, positions), base.rotate_keys(params, x, positions))
-    if name == 'xpos':
-      np.testing.assert_array_equal(wrapper.rotate_keys(params, x, positions, center=3),
-                                    base.rotate_keys(params, x, positions, center=3))
-      with pytest.raises(ValueError, match='rotate_queries or rotate_keys'):
-        wrapper.rotate(params, x, positions)
-    else:
-      np.testing.assert_array_equal(wrapper.rotate(params, x, positions), base.rotate(params, x, positions))
-      np.testing.assert_array_equal(wrapper.inverse_frequencies(8), base.inverse_frequencies(8))
-  elif kind is encoders.Kind.VECTOR_RELATIVE:
-    np.testing.assert_array_equal(wrapper.key_embeddings(params, rel), base.key_embeddings(params, rel))
-    base_values, values = base.value_embeddings(params, rel), wrapper.value_embeddings(params, rel)
-    assert (values is None) == (base_values is None)
-    if values is not None:
-      np.testing.assert_array_equal(values, base_values)
-    for got, want in zip(wrapper.query_biases(params), base.query_biases(params)):
-      assert (got is None) == (want is None)
-      if got is not None:
-        np.testing.assert_array_equal(got, want)
-  else:
-    assert kind is encoders.Kind.ABSOLUTE
-    np.testing.assert_array_equal(wrapper.embed(params, positions), base.embed(params, positions))
+  if base.kind is encoders.Kind.ABSOLUTE:
+    np.testing.assert_array_equal(
+        position_terms.input_embedding(position_terms.input_parts(wrapper), [params], positions),
+        position_terms.input_embedding(position_terms.input_parts(base), [params], positions))
     wrapper.check_positions(4096)
     with pytest.raises(ValueError, match='max_length=4096'):
       wrapper.check_positions(4097)
+    return
+
+  def attention(encoder, explicit):
+    parts = position_terms.attention_parts(encoder)
+    q, k = position_terms.rotate(parts, [params], x, x, positions, positions)
+    kw = dict(q_positions=positions, k_positions=positions) if explicit else {}
+    return attend(q, k, x, parts=parts, params=[params], causal=True, **kw)
+
+  for explicit in (False, True):
+    np.testing.assert_array_equal(attention(wrapper, explicit), attention(base, explicit))
+  if name == 'xpos':
+    with pytest.raises(ValueError, match='rotate_queries or rotate_keys'):
+      contract.leaves(wrapper)[0].rotate(params, x, positions)
 
 
 def test_wrapper_is_hashable_a_static_argument_and_copyable():
@@ -170,8 +151,9 @@ def test_wrapper_is_hashable_a_static_argument_and_copyable():
   assert copy.deepcopy(wrapper) == wrapper and pickle.loads(pickle.dumps(wrapper)) == wrapper
   params = _init(wrapper)
   x = jnp.ones((1, 3, 2, 8))
-  out = jax.jit(lambda enc, p, x_, pos: enc.rotate_queries(p, x_, pos), static_argnums=0)(
-      wrapper, params, x, jnp.asarray([[0, 5, 60]]))
+  rotate = lambda enc, p, x_, pos: position_terms.rotate(position_terms.attention_parts(enc), [p], x_, x_, pos,
+                                                         pos)[0]
+  out = jax.jit(rotate, static_argnums=0)(wrapper, params, x, jnp.asarray([[0, 5, 60]]))
   assert out.shape == x.shape
 
 
@@ -186,6 +168,8 @@ def test_registered_with_base_first():
     (dict(base='rope'), "base='rope'"),
     (dict(base=encoders.encoder_class('rope')), 'base=<class'),
     (dict(base=Randomized(encoders.make('rope'))), 'not itself randomized'),
+    (dict(base=encoders.combine(Randomized(encoders.make('t5')), encoders.make('rope'))),
+     'holds no randomized part'),
     (dict(base=encoders.make('rope'), max_position=0), 'max_position=0'),
     (dict(base=encoders.make('rope'), max_position=True), 'max_position=True'),
     (dict(base=encoders.make('rope'), max_position=20.5), 'max_position=20.5'),

@@ -78,11 +78,11 @@ def encoder_cases() -> list[tuple[str, contract.Encoder]]:
 
 
 def parts_of(encoder):
-  return position_terms.flatten(encoder)
+  return contract.leaves(encoder)
 
 
 def causal_only(encoder) -> bool:
-  return any(getattr(p, 'requires_causal', False) for p in parts_of(encoder))
+  return any(p.requires_causal for p in parts_of(encoder))
 
 
 def has_attention_term(encoder) -> bool:

@@ -21,7 +21,7 @@ B, L, DIM, HEADS = 2, 7, 16, 2
 
 
 def _causal_only(encoder):
-  return any(getattr(p, 'requires_causal', False) for p in position_terms.flatten(encoder))
+  return any(p.requires_causal for p in contract.leaves(encoder))
 
 
 def _layer(encoder, *, causal=True, seed=0, **kw):
@@ -178,4 +178,4 @@ def test_attend_rejects_half_given_positions():
   with pytest.raises(ValueError, match='both q_positions and k_positions'):
     attend(q, q, q, parts=(), params=[], q_positions=jnp.zeros((1, 3), jnp.int32))
   with pytest.raises(ValueError, match='implementation'):
-    functional.check_implementation('pallas')
+    functional.check_implementation('flash')

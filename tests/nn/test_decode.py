@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from relpos_jax import encoders
-from relpos_jax.nn import RelativeMultiHeadAttention
+from relpos_jax import encoders, nn
+from relpos_jax.nn import DecoderLM, ModelConfig, RelativeMultiHeadAttention
 
 B, L, DIM, HEADS = 2, 7, 16, 2
 
@@ -69,11 +69,34 @@ def test_decode_under_jit_and_overflow_is_an_error():
     return layer.decode(x, cache)
 
   y, cache = step(layer, x[:, :3], cache)
-  assert y.shape == (B, 3, DIM)
-  with pytest.raises(ValueError, match='exceed the cache of max_length=4'):
+  assert y.shape == (B, 3, DIM) and np.all(np.isfinite(y))
+  message = r'2 new token\(s\) at positions 3\.\.4 exceed the cache of max_length=4 \(positions 0\.\.3\)'
+  with pytest.raises(ValueError, match=message):
     layer.decode(x[:, :2], cache)  # Concrete index: caught before running.
-  with pytest.raises(Exception, match='exceed the cache'):
-    jax.block_until_ready(step(layer, x[:, :2], cache))  # Traced index: caught when it runs.
+  # The public compiled decode checks on the host before the jitted call: the same clear error.
+  decode = nn.jit_decode(layer)
+  with pytest.raises(ValueError, match=message):
+    decode(x[:, :2], cache)
+  # A chunk longer than the whole cache is a static shape: refused while tracing, under any jit.
+  with pytest.raises(ValueError, match=r'5 new token\(s\) in one call exceed the cache of max_length=4'):
+    step(layer, x[:, :5], layer.init_cache(B, 4))
+  # Under the caller's own jit the index is traced: the overflowing chunk's outputs are NaN, never an
+  # internal callback error and never a silent write over the last cached tokens.
+  y, _ = step(layer, x[:, :2], cache)
+  assert np.all(np.isnan(np.asarray(y)))
+
+
+def test_jit_decode_of_a_model_equals_its_forward():
+  model = DecoderLM(ModelConfig(vocab_size=11, encoder=encoders.make('alibi'), num_layers=1, model_dim=DIM,
+                                num_heads=2), rngs=nnx.Rngs(0))
+  tokens = jax.random.randint(jax.random.key(0), (B, 5), 0, 11)
+  decode = nn.jit_decode(model)
+  cache = model.init_cache(B, 5)
+  first, cache = decode(tokens[:, :3], cache)
+  second, cache = decode(tokens[:, 3:], cache)
+  np.testing.assert_allclose(np.concatenate([first, second], axis=1), model(tokens), atol=2e-5, rtol=1e-5)
+  with pytest.raises(ValueError, match='at positions 5..5 exceed the cache of max_length=5'):
+    decode(tokens[:, :1], cache)
 
 
 def test_decode_needs_a_causal_layer():

@@ -10,7 +10,8 @@ import pytest
 from flax import nnx
 
 from relpos_jax import encoders
-from relpos_jax.nn import RelativeMultiHeadAttention, position_terms
+from relpos_jax.encoders import contract
+from relpos_jax.nn import RelativeMultiHeadAttention
 
 B, L, DIM, HEADS = 2, 7, 16, 2
 
@@ -27,7 +28,7 @@ def _pair(encoder, causal, dtype='float32'):
 def test_dot_product_attention_path_equals_einsum_path(scalar_or_rotary_case):
   """Bidirectional (causal for causal-only encoders), with a padding mask and explicit positions."""
   _, encoder = scalar_or_rotary_case
-  causal = any(getattr(p, 'requires_causal', False) for p in position_terms.flatten(encoder))
+  causal = any(p.requires_causal for p in contract.leaves(encoder))
   x = jax.random.normal(jax.random.key(1), (B, L, DIM))
   padding = jnp.array([[True] * L, [True] * (L - 2) + [False] * 2])
   positions = jnp.broadcast_to(jnp.arange(L, dtype=jnp.int32) * 2 + 3, (B, L))

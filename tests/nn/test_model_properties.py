@@ -12,7 +12,7 @@ import pytest
 from flax import nnx
 
 from relpos_jax.encoders import contract
-from relpos_jax.nn import DecoderLM, BidirectionalModel, ModelConfig, position_terms
+from relpos_jax.nn import DecoderLM, BidirectionalModel, ModelConfig
 
 B, L, VOCAB = 2, 6, 11
 
@@ -31,11 +31,11 @@ def _tokens(seed=0):
 def _query_dependent(encoder):
   """Relative, yet not Toeplitz: the bias also depends on the query position itself (FIRE)."""
   return any(p.kind is contract.Kind.SCALAR_BIAS and not p.is_toeplitz and p.is_relative
-             for p in position_terms.flatten(encoder))
+             for p in contract.leaves(encoder))
 
 
 def _causal_only(encoder):
-  return any(getattr(p, 'requires_causal', False) for p in position_terms.flatten(encoder))
+  return any(p.requires_causal for p in contract.leaves(encoder))
 
 
 def test_translation_invariance_of_relative_encoders(encoder_case):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from relpos_jax import encoders
-from relpos_jax.nn import attend, attention_mask, position_terms
+from relpos_jax.nn import attend, attention_mask, skew
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -104,14 +104,14 @@ def test_vector_paths_match_naive_values_and_gradients(label, spec, q_len, k_len
 
 def test_relative_table_chooses_branch_by_size():
   shaw = encoders.make('shaw_vector', max_distance=3)
-  assert position_terms.relative_table(shaw, 4, 4).mode == 'distinct'      # 7 rows >= 7 positions
-  assert position_terms.relative_table(shaw, 5, 5).mode == 'clipped'       # 7 rows < 9 positions
-  assert position_terms.relative_table(shaw, 1, 20, q_offset=19).mode == 'clipped'
+  assert skew.relative_table(shaw, 4, 4).mode == 'distinct'      # 7 rows >= 7 positions
+  assert skew.relative_table(shaw, 5, 5).mode == 'clipped'       # 7 rows < 9 positions
+  assert skew.relative_table(shaw, 1, 20, q_offset=19).mode == 'clipped'
   pos = jnp.zeros((1, 4), jnp.int32)
-  assert position_terms.relative_table(shaw, 4, 4, q_positions=pos, k_positions=pos).mode == 'clipped'
+  assert skew.relative_table(shaw, 4, 4, q_positions=pos, k_positions=pos).mode == 'clipped'
   xl = encoders.make('transformer_xl')
-  assert position_terms.relative_table(xl, 4, 4).mode == 'distinct'
-  assert position_terms.relative_table(xl, 4, 4, q_positions=pos, k_positions=pos).mode == 'pairwise'
+  assert skew.relative_table(xl, 4, 4).mode == 'distinct'
+  assert skew.relative_table(xl, 4, 4, q_positions=pos, k_positions=pos).mode == 'pairwise'
 
 
 def test_vector_path_never_builds_pairwise_head_dim_tensor():
@@ -143,8 +143,8 @@ def test_causal_table_matches_naive(monkeypatch, label, spec, q_len, k_len, q_of
   attend passes causal=causal itself; forcing it here keeps the causal table under test whatever the
   plumbing does.
   """
-  full_table = position_terms.relative_table
-  monkeypatch.setattr(position_terms, 'relative_table',
+  full_table = skew.relative_table
+  monkeypatch.setattr(skew, 'relative_table',
                       lambda *args, **kwargs: full_table(*args, **{**kwargs, 'causal': True}))
   test_vector_paths_match_naive_values_and_gradients(label, spec, q_len, k_len, q_offset, explicit, causal,
                                                      filled)
@@ -152,18 +152,18 @@ def test_causal_table_matches_naive(monkeypatch, label, spec, q_len, k_len, q_of
 
 def test_causal_table_keeps_only_non_positive_rows():
   xl = encoders.make('transformer_xl')
-  table = position_terms.relative_table(xl, 6, 6, causal=True)
+  table = skew.relative_table(xl, 6, 6, causal=True)
   assert table.mode == 'distinct' and table.causal
   np.testing.assert_array_equal(table.rows, np.arange(-5, 1))
-  cached = position_terms.relative_table(xl, 2, 10, q_offset=3, causal=True)
+  cached = skew.relative_table(xl, 2, 10, q_offset=3, causal=True)
   np.testing.assert_array_equal(cached.rows, np.arange(-4, 1))
-  assert position_terms.relative_table(xl, 2, 10, q_offset=8, causal=True).num_rows == 10  # drops rel 1
+  assert skew.relative_table(xl, 2, 10, q_offset=8, causal=True).num_rows == 10  # drops rel 1
   # One query at the last key (decoding): every distinct row is <= 0 already, nothing to drop.
-  assert not position_terms.relative_table(xl, 1, 10, q_offset=9, causal=True).causal
+  assert not skew.relative_table(xl, 1, 10, q_offset=9, causal=True).causal
   # A traced offset or explicit positions keep every row.
-  assert position_terms.relative_table(xl, 6, 6, q_offset=jnp.int32(0), causal=True).num_rows == 11
+  assert skew.relative_table(xl, 6, 6, q_offset=jnp.int32(0), causal=True).num_rows == 11
   pos = jnp.zeros((1, 4), jnp.int32)
-  assert position_terms.relative_table(xl, 4, 4, q_positions=pos, k_positions=pos,
+  assert skew.relative_table(xl, 4, 4, q_positions=pos, k_positions=pos,
                                        causal=True).mode == 'pairwise'
 
 
@@ -172,22 +172,22 @@ def test_gather_and_aggregate_are_transposes():
   shaw = encoders.make('shaw_vector', max_distance=2)
   xl = encoders.make('transformer_xl')
   pos = jnp.array([[0, 3, 4, 9, 20, 21]], jnp.int32)
-  tables = [position_terms.relative_table(shaw, 6, 6), position_terms.relative_table(xl, 6, 6),
-            position_terms.relative_table(xl, 6, 6, causal=True),
-            position_terms.relative_table(shaw, 3, 9, q_offset=4),
-            position_terms.relative_table(xl, 3, 9, q_offset=4),
-            position_terms.relative_table(xl, 3, 9, q_offset=4, causal=True),
-            position_terms.relative_table(xl, 1, 7, q_offset=6),
-            position_terms.relative_table(xl, 5, 3, q_offset=-2, causal=True),
-            position_terms.relative_table(shaw, 6, 6, q_positions=pos, k_positions=pos)]
+  tables = [skew.relative_table(shaw, 6, 6), skew.relative_table(xl, 6, 6),
+            skew.relative_table(xl, 6, 6, causal=True),
+            skew.relative_table(shaw, 3, 9, q_offset=4),
+            skew.relative_table(xl, 3, 9, q_offset=4),
+            skew.relative_table(xl, 3, 9, q_offset=4, causal=True),
+            skew.relative_table(xl, 1, 7, q_offset=6),
+            skew.relative_table(xl, 5, 3, q_offset=-2, causal=True),
+            skew.relative_table(shaw, 6, 6, q_positions=pos, k_positions=pos)]
   for table in tables:
     kp, kw = jax.random.split(jax.random.key(table.num_rows))
     projected = jax.random.normal(kp, (1, 2, table.q_len, table.num_rows))
     weights = jax.random.normal(kw, (1, 2, table.q_len, table.k_len))
     if table.causal:  # pairs ahead read zero, so only weights the causal mask keeps are transposed
       weights = jnp.where(table.rel <= 0, weights, 0.0)
-    lhs = jnp.sum(position_terms._gather_rows(projected, table) * weights)
-    rhs = jnp.sum(projected * position_terms.aggregate_weights(weights, table))
+    lhs = jnp.sum(skew.gather_rows(projected, table) * weights)
+    rhs = jnp.sum(projected * skew.aggregate_weights(weights, table))
     np.testing.assert_allclose(lhs, rhs, rtol=1e-5, atol=1e-5)
-    g_gather = jax.grad(lambda p: jnp.sum(position_terms._gather_rows(p, table) * weights))(projected)
-    np.testing.assert_allclose(g_gather, position_terms.aggregate_weights(weights, table), rtol=1e-6)
+    g_gather = jax.grad(lambda p: jnp.sum(skew.gather_rows(p, table) * weights))(projected)
+    np.testing.assert_allclose(g_gather, skew.aggregate_weights(weights, table), rtol=1e-6)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import types
 
 import ml_collections
 import numpy as np
 import pytest
 
 from relpos_jax import study
-from relpos_jax.study import report, runner
+from relpos_jax.study import reevaluate, report, runner
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import inputs, loop
 
@@ -45,6 +46,10 @@ def test_parse_entries_labels_and_errors():
     runner.parse_entries(('alibi', 'alibi: alibi(learnable_slopes=True)'))
   with pytest.raises(ValueError, match='non-empty tuple'):
     runner.parse_entries('alibi')
+  # A label is a directory under runs/: '.', '..' or a path would write the run elsewhere.
+  for label in ('.', '..', '...', 'a/b', '../x', 'a\\b', ''):
+    with pytest.raises(ValueError, match='has label'):
+      runner.parse_entries((f'{label}: alibi',))
 
 
 def test_bad_entry_is_rejected_before_any_training():
@@ -150,8 +155,53 @@ def test_long_sweeps_show_a_subset_of_columns_but_average_all():
   assert row[-2] == f'{(0.5 * 459 + 1.0) / 460:.3f}'  # out-of-dist mean over all 460 lengths
 
 
+def _fake_result(base, metric='bits_per_char'):
+  """What a finished run returns, without training (the study only reads these fields)."""
+  metrics = {f'eval/{n}/{metric}': 1.0 + n / 100 for n in base.eval.lengths}
+  return types.SimpleNamespace(final_metrics={**metrics, metric: 1.0, 'loss': 0.7}, step=base.train.steps,
+                               params={'w': np.zeros(3)})
+
+
+def test_a_diverged_encoder_is_marked_diverged_not_printed_as_a_number(tmp_path):
+  config = tiny_study_config()
+  base, _ = runner.split_config(config)
+
+  def diverges_on_sinusoidal(cfg, workdir, **kwargs):
+    if cfg.model.encoder == 'sinusoidal':
+      raise loop.DivergedError('training diverged: ... from update 2 ...', step=2, count=1)
+    return _fake_result(base)
+
+  results = study.run_study(config, tmp_path, train_fn=diverges_on_sinusoidal)
+  saved = report.load_json(tmp_path / 'results.json')
+  abs_run = saved['runs'][1]
+  assert abs_run['diverged']['step'] == 2 and set(abs_run['by_length'].values()) == {None}
+  assert 'diverged' not in saved['runs'][0]
+  table = (tmp_path / 'results.md').read_text()
+  assert '| abs (`sinusoidal`) | diverged at step 2 |' in table and 'nan' not in table.lower()
+  # A diverged encoder is a finished result: a rerun reuses it (the divergence is deterministic).
+  again = study.run_study(config, tmp_path, train_fn=lambda *a, **k: pytest.fail('retrained'))
+  assert again['runs'] == results['runs']
+
+
+def test_finished_results_on_another_corpus_are_not_reused(tmp_path, monkeypatch):
+  config = tiny_study_config()
+  base, _ = runner.split_config(config)
+  study.run_study(config, tmp_path, train_fn=lambda *a, **k: _fake_result(base))
+  saved = report.load_json(tmp_path / 'runs' / 'alibi' / runner.RESULT_FILE)
+  assert saved['data'] == {'fingerprint': inputs.build_data(base).describe()['fingerprint']}
+
+  class OtherCorpus:  # the same config, but the stdlib now points at other sources
+    def describe(self):
+      return {'source': 'corpus', 'fingerprint': '0123456789abcdef'}
+
+  monkeypatch.setattr(inputs, 'build_data', lambda config: OtherCorpus())
+  with pytest.raises(ValueError, match=r"runs/alibi holds a finished run on other data.*0123456789abcdef"):
+    study.run_study(config, tmp_path, train_fn=lambda *a, **k: pytest.fail('must not train'))
+
+
 @pytest.mark.parametrize('variant,task', [('lm.py:study', None), ('algorithmic.py:study', 'even_pairs'),
-                                          ('algorithmic.py:published,study', 'reverse_string')])
+                                          ('algorithmic.py:published,study', 'reverse_string'),
+                                          ('lm.py:long_context', None)])
 def test_shipped_study_variants_validate(variant, task):
   """Each study is a variant of its training config: the same run plus a `study` section, checked up front."""
   repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -159,3 +209,34 @@ def test_shipped_study_variants_validate(variant, task):
   base, entries = runner.validate_study(config)
   assert len(entries) >= 9 and 'study' not in base
   assert base.data.get('task') == task
+
+
+# ------------------------------------------------------------------- reevaluate: a trained study, new lengths
+def test_reevaluate_reuses_trained_runs_at_new_lengths_with_blockwise(tmp_path):
+  trained = tiny_study_config(encoders=('alibi', 'r: rope'))
+  results = study.run_study(trained, tmp_path / 'trained')
+  config = tiny_study_config(encoders=('alibi', 'r: rope'))
+  config.eval.lengths = (16, 64)
+  config.model.attention_implementation = 'blockwise'
+  config.model.attention_block_size = 8
+  config.study.trained_workdir = str(tmp_path / 'trained')
+  long = reevaluate.reevaluate_study(config, tmp_path / 'long')
+  saved = report.load_json(tmp_path / 'long' / 'results.json')
+  assert saved['eval_lengths'] == [16, 64] and [r['name'] for r in saved['runs']] == ['alibi', 'r']
+  for trained_run, run in zip(results['runs'], long['runs']):
+    # Length 16 was evaluated by the trained study (explicit path) on the same text: the same number.
+    np.testing.assert_allclose(run['by_length']['16'], trained_run['by_length']['16'], rtol=1e-5)
+    assert np.isfinite(run['by_length']['64'])
+    assert run['config']['model']['attention_implementation'] == 'blockwise'
+    assert run['config']['train'] == trained_run['config']['train']
+  # Rerunning reuses the saved results.
+  assert reevaluate.reevaluate_study(config, tmp_path / 'long')['runs'] == long['runs']
+
+
+def test_reevaluate_errors_name_the_problem(tmp_path):
+  config = tiny_study_config(encoders=('alibi',))
+  with pytest.raises(config_lib.ConfigError, match='trained_workdir is missing'):
+    reevaluate.reevaluate_study(config, tmp_path)
+  config.study.trained_workdir = str(tmp_path / 'nothing')
+  with pytest.raises(config_lib.ConfigError, match='holds no trained run'):
+    reevaluate.reevaluate_study(config, tmp_path / 'out')

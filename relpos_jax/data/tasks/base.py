@@ -34,7 +34,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from relpos_jax.data._validate import check_generator, check_positive_int
+from relpos_jax import validation
 
 Batch = dict[str, np.ndarray]
 
@@ -89,8 +89,8 @@ class Task(abc.ABC):
 
   @staticmethod
   def _check_args(rng, batch_size, length) -> tuple[int, int]:
-    check_generator(rng)
-    return check_positive_int('batch_size', batch_size), check_positive_int('length', length)
+    validation.generator('task', rng)
+    return validation.positive_int('task', 'batch_size', batch_size), validation.positive_int('task', 'length', length)
 
 
 @dataclasses.dataclass(frozen=True)

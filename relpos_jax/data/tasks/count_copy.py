@@ -29,7 +29,7 @@ import dataclasses
 
 import numpy as np
 
-from relpos_jax.data._validate import check_positive_int
+from relpos_jax import validation
 from relpos_jax.data.tasks.base import Batch, Task
 
 
@@ -43,7 +43,7 @@ class CountCopy(Task):
   num_symbols: int = 1
 
   def __post_init__(self):
-    check_positive_int('num_symbols', self.num_symbols)
+    validation.positive_int('task', 'num_symbols', self.num_symbols)
 
   @property
   def bos_id(self) -> int:

@@ -10,7 +10,7 @@ import dataclasses
 
 import numpy as np
 
-from relpos_jax.data._validate import check_positive_int
+from relpos_jax import validation
 from relpos_jax.data.tasks.base import BidirectionalTask
 
 _REF = 'Deletang et al. 2023; Ruoss et al. 2023'
@@ -21,7 +21,7 @@ class _Transduction(BidirectionalTask):
   alphabet_size: int = 2
 
   def __post_init__(self):
-    check_positive_int('alphabet_size', self.alphabet_size)
+    validation.positive_int('task', 'alphabet_size', self.alphabet_size)
 
   @property
   def input_alphabet_size(self) -> int:

@@ -1,0 +1,543 @@
+"""Blockwise attention: queries and keys in tiles, an online softmax, every position term built per tile.
+
+`implementation='blockwise'` of `functional.attend`. The explicit path materialises (B, H, Lq, Lk) scores
+and, for a scalar bias, an (H, Lq, Lk) bias; this one never holds more than one (B, H, bq, bk) tile of
+scores, so memory grows linearly with the length, for training too.
+
+Forward (Milakov & Gimelshein 2018, "Online normalizer calculation for softmax"; Rabe & Staats 2021,
+"Self-attention does not need O(n^2) memory"; Dao et al. 2022/2023, FlashAttention 1/2): for each query
+tile, loop over key tiles keeping the running row maximum m, the running normaliser l and the unnormalised
+output acc,
+
+    s     = (q_t . k_t + position scores) * scale + bias_t          masked entries: a large negative value
+    m'    = max(m, rowmax s);  p = exp(s - m');  c = exp(m - m')
+    l     = c l + rowsum p;    acc = c acc + p v_t + (a^V term of p);   m = m'
+
+and output acc / l, keeping lse = m + log l. Under a causal mask the key tiles wholly ahead of the query
+tile (index > q_offset + last query) are never visited.
+
+Backward: a custom VJP that recomputes each tile from q, k, v, the position data and lse (FlashAttention-2's
+backward): P = exp(s - lse), dP = dO . (v + a^V)^T, dS = P (dP - D) with D_i = dO_i . O_i, then the tile's
+own score and value functions are differentiated by `jax.vjp` to give dq, dk, dv and the position data's
+gradient. Nothing (Lq, Lk)-sized is saved or rebuilt: memory O(L) in training.
+
+What a tile needs, per kind (`_tiler`; the layer still knows kinds, never names):
+
+  scalar bias, Toeplitz, contiguous   the Lq + Lk - 1 distinct values b_h(rel), evaluated once (O(L H)); a
+                                      tile reads the bq + bk - 1 it needs (one dynamic slice) and expands
+                                      them with `positions.toeplitz`. No (H, L, L) array ever exists.
+  scalar bias otherwise (FIRE, the    `encoder.pair_bias(params, q_pos, k_pos)` on the tile's positions
+  absolute score term, explicit or    (the encoder's own pure function, per tile).
+  randomized positions)
+  vector relative, contiguous,        the table rows a^K (and a^V) of the distinct relative positions,
+  unclipped (Transformer-XL)          evaluated once; a tile slices its bq + bk - 1 rows, projects its
+                                      queries on them and skews (`position_terms` kernels).
+  vector relative otherwise (Shaw's   the tile is a (bq, bk) problem of its own at q_offset + qs - ks:
+  clipped tables, explicit positions) `skew.relative_table`, `position_terms.vector_scores` / `vector_values`.
+  rotary                              applied to q and k before attention (nothing to do here).
+  a precomputed `position_bias`       sliced per tile (it is (H, Lq, Lk) already: no memory saving).
+
+A kind without a tiler (a future one) is a ValueError naming the encoder and its kind.
+
+Tile sizes: `block_size` None (512 x 512), an int (square tiles) or (block_q, block_k); each capped at the
+sequence length, remainders padded (padded keys masked, padded queries dropped). Numerics: float32 scores
+and accumulation whatever the inputs' dtype; the same large finite negative for masked scores as the other
+paths, so a query that sees no key gives what they give (the caller zeroes it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import numbers
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from relpos_jax import positions as positions_lib
+from relpos_jax.encoders import contract
+from relpos_jax.nn import position_terms, skew
+
+Kind = contract.Kind
+
+DEFAULT_BLOCK_SIZE = (512, 512)
+# dot_product_attention's own choice (jax.nn.functions._get_large_negative): finite in float32. Every path
+# masks with it (functional imports it from here).
+LARGE_NEGATIVE = np.float32(-0.7 * np.finfo(np.float32).max)
+
+
+def block_sizes(block_size) -> tuple[int, int]:
+  """None -> the default (block_q, block_k); an int -> square tiles; a pair -> itself. Else ValueError."""
+  if block_size is None:
+    return DEFAULT_BLOCK_SIZE
+  pair = (block_size, block_size) if isinstance(block_size, numbers.Integral) else block_size
+  try:
+    pair = tuple(pair)
+  except TypeError:
+    pair = ()
+  ok = len(pair) == 2 and all(isinstance(b, numbers.Integral) and not isinstance(b, bool) and b >= 1
+                              for b in pair)
+  if not ok:
+    raise ValueError(f'block_size={block_size!r} is invalid; allowed: None (default {DEFAULT_BLOCK_SIZE}), '
+                     'an int >= 1 (square tiles) or a pair (block_q, block_k) of ints >= 1.')
+  return int(pair[0]), int(pair[1])
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Tiles.
+
+
+@dataclasses.dataclass(frozen=True)
+class Tile:
+  """One (bq, bk) tile: queries qs .. qs + bq - 1 (at key index q_offset + qs + i), keys ks .. ks + bk - 1."""
+  qs: jax.Array        # int32 scalar
+  ks: jax.Array        # int32 scalar
+  bq: int
+  bk: int
+  q_offset: jax.Array  # int32 scalar
+  q_pos: jax.Array     # (B or 1, bq) int32 positions the position terms read
+  k_pos: jax.Array     # (B or 1, bk) int32
+  padded_q_len: int
+  padded_k_len: int
+
+  @property
+  def tile_q_offset(self):
+    """The tile as a (bq, bk) problem of its own: its queries sit at this offset from its keys."""
+    return self.q_offset + self.qs - self.ks
+
+  @property
+  def diagonal_start(self):
+    """First of the bq + bk - 1 distinct values the tile reads, in the `distinct_relative_positions` layout
+    of the padded lengths (entry n holds rel n - (Lq - 1) - q_offset)."""
+    return self.ks - self.qs + (self.padded_q_len - 1) - (self.bq - 1)
+
+
+def _slice_diagonals(x, tile: Tile, axis: int):
+  return jax.lax.dynamic_slice_in_dim(x, tile.diagonal_start, tile.bq + tile.bk - 1, axis=axis)
+
+
+def _add_diagonals(acc, update, tile: Tile, axis: int):
+  start = tile.diagonal_start
+  size = tile.bq + tile.bk - 1
+  return jax.lax.dynamic_update_slice_in_dim(
+      acc, jax.lax.dynamic_slice_in_dim(acc, start, size, axis=axis) + update, start, axis=axis)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Tiler:
+  """What one attention part contributes to a tile. `prepare` runs once, outside the tile loops (plain
+  autodiff); `local` picks the tile's share of the prepared data, `accumulate` adds its gradient back."""
+
+  def prepare(self, part, params, ctx):
+    return params
+
+  def local(self, theta, tile: Tile):
+    return theta
+
+  def accumulate(self, acc, d_local, tile: Tile):
+    return jax.tree.map(jnp.add, acc, d_local)
+
+  def bias(self, part, local, tile: Tile):
+    """(B or 1, H, bq, bk) float32 added to the scaled scores, or None."""
+    return None
+
+  def scores(self, part, local, q_t, tile: Tile):
+    """Unscaled position scores (B, H, bq, bk) float32 from the queries q_t (B, bq, H, D), or None."""
+    return None
+
+  def values(self, part, local, p_t, tile: Tile):
+    """The output term (B, bq, H, D) float32 of the weights p_t (B, H, bq, bk), or None."""
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _ToeplitzBias(_Tiler):
+
+  def prepare(self, part, params, ctx):
+    rel = positions_lib.distinct_relative_positions(ctx.padded_q_len, ctx.padded_k_len, ctx.q_offset)
+    return jnp.asarray(part.bias(params, rel), jnp.float32).T  # (H, Lq + Lk - 1)
+
+  def local(self, theta, tile):
+    return _slice_diagonals(theta, tile, axis=1)
+
+  def accumulate(self, acc, d_local, tile):
+    return _add_diagonals(acc, d_local, tile, axis=1)
+
+  def bias(self, part, local, tile):
+    return positions_lib.toeplitz(local, tile.bq, tile.bk)[None]
+
+
+@dataclasses.dataclass(frozen=True)
+class _PairBias(_Tiler):
+
+  def bias(self, part, local, tile):
+    b = part.pair_bias(local, tile.q_pos[:, :, None], tile.k_pos[:, None, :])  # (B|1, bq, bk, H)
+    return jnp.moveaxis(jnp.asarray(b, jnp.float32), -1, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class _GivenBias(_Tiler):
+  """A precomputed (B or 1, H, Lq, Lk) bias, padded; the tile slices it."""
+
+  def prepare(self, part, params, ctx):
+    raise AssertionError('a given bias is prepared by the caller')
+
+  def local(self, theta, tile):
+    return jax.lax.dynamic_slice(theta, (0, 0, tile.qs, tile.ks), theta.shape[:2] + (tile.bq, tile.bk))
+
+  def accumulate(self, acc, d_local, tile):
+    start = (0, 0, tile.qs, tile.ks)
+    return jax.lax.dynamic_update_slice(acc, jax.lax.dynamic_slice(acc, start, d_local.shape) + d_local, start)
+
+  def bias(self, part, local, tile):
+    return local
+
+
+@dataclasses.dataclass(frozen=True)
+class _VectorRows(_Tiler):
+  """Contiguous positions, unclipped table: a^K (a^V) at the distinct relative positions, once."""
+
+  def prepare(self, part, params, ctx):
+    rel = positions_lib.distinct_relative_positions(ctx.padded_q_len, ctx.padded_k_len, ctx.q_offset)
+    _, v = part.query_biases(params)
+    value_rows = part.value_embeddings(params, rel)
+    return {'key': jnp.asarray(part.key_embeddings(params, rel), jnp.float32),
+            'value': None if value_rows is None else jnp.asarray(value_rows, jnp.float32),
+            'v': None if v is None else jnp.asarray(v, jnp.float32)}
+
+  def local(self, theta, tile):
+    return {'key': _slice_diagonals(theta['key'], tile, axis=0),
+            'value': None if theta['value'] is None else _slice_diagonals(theta['value'], tile, axis=0),
+            'v': theta['v']}
+
+  def accumulate(self, acc, d_local, tile):
+    return {'key': _add_diagonals(acc['key'], d_local['key'], tile, axis=0),
+            'value': None if acc['value'] is None else _add_diagonals(acc['value'], d_local['value'], tile,
+                                                                      axis=0),
+            'v': None if acc['v'] is None else acc['v'] + d_local['v']}
+
+  def scores(self, part, local, q_t, tile):
+    q = q_t.astype(jnp.float32)
+    if local['v'] is not None:
+      q = q + local['v']
+    projected = jnp.einsum('bihd,rhd->bhir', q, local['key'])  # (B, H, bq, bq + bk - 1)
+    return skew._skew(projected, tile.bk)  # out[i, j] = projected[i, j - i + bq - 1]
+
+  def values(self, part, local, p_t, tile):
+    if local['value'] is None:
+      return None
+    rows = skew._unskew(p_t.astype(jnp.float32), tile.bq + tile.bk - 1)
+    return jnp.einsum('bhir,rhd->bihd', rows, local['value'])
+
+
+@dataclasses.dataclass(frozen=True)
+class _VectorTable(_Tiler):
+  """Clipped tables or explicit positions: the tile as a (bq, bk) problem of its own, position_terms' kernels."""
+
+  contiguous: bool = True
+
+  def _table(self, part, tile):
+    if self.contiguous:
+      return skew.relative_table(part, tile.bq, tile.bk, q_offset=tile.tile_q_offset)
+    return skew.relative_table(part, tile.bq, tile.bk, q_positions=tile.q_pos,
+                                         k_positions=tile.k_pos)
+
+  def scores(self, part, local, q_t, tile):
+    return position_terms.vector_scores(part, local, q_t, self._table(part, tile))
+
+  def values(self, part, local, p_t, tile):
+    return position_terms.vector_values(part, local, p_t, self._table(part, tile))
+
+
+def _tiler(part, contiguous: bool) -> _Tiler:
+  if part.kind is Kind.SCALAR_BIAS:
+    return _ToeplitzBias() if contiguous and part.is_toeplitz else _PairBias()
+  if part.kind is Kind.VECTOR_RELATIVE:
+    if contiguous and part.clip_distance is None:
+      return _VectorRows()
+    return _VectorTable(contiguous)
+  raise ValueError(f'attention implementation "blockwise": encoder {part.name or type(part).__name__!r} is of '
+                   f'kind {part.kind.value!r}, which has no per-tile form; use implementation "einsum".')
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The kernel.
+
+
+@dataclasses.dataclass(frozen=True)
+class _Config:
+  """Everything static about one call (hashable: the custom VJP's nondiff argument)."""
+  parts: tuple        # the parts with a term inside attention (not rotary)
+  tilers: tuple
+  given_bias: bool    # theta ends with a precomputed bias
+  causal: bool
+  scale: float
+  bq: int
+  bk: int
+  num_q_tiles: int
+  num_k_tiles: int
+  k_len: int          # real keys (later ones are padding)
+  has_key_mask: bool
+  has_mask: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class _Context:
+  padded_q_len: int
+  padded_k_len: int
+  q_offset: jax.Array
+
+
+def _tile(cfg: _Config, aux, qs, ks) -> Tile:
+  q_pos = jax.lax.dynamic_slice_in_dim(aux['q_pos'], qs, cfg.bq, axis=1)
+  k_pos = jax.lax.dynamic_slice_in_dim(aux['k_pos'], ks, cfg.bk, axis=1)
+  return Tile(qs, ks, cfg.bq, cfg.bk, aux['q_offset'], q_pos, k_pos, cfg.num_q_tiles * cfg.bq,
+              cfg.num_k_tiles * cfg.bk)
+
+
+def _locals(cfg: _Config, theta, tile: Tile):
+  terms = [t.local(th, tile) for t, th in zip(cfg.tilers, theta['parts'])]
+  given = _GivenBias().local(theta['given'], tile) if cfg.given_bias else None
+  return {'parts': terms, 'given': given, 'u': theta['u']}
+
+
+def _accumulate(cfg: _Config, acc, d_local, tile: Tile):
+  terms = [t.accumulate(a, d, tile) for t, a, d in zip(cfg.tilers, acc['parts'], d_local['parts'])]
+  given = _GivenBias().accumulate(acc['given'], d_local['given'], tile) if cfg.given_bias else None
+  u = None if acc['u'] is None else acc['u'] + d_local['u']
+  return {'parts': terms, 'given': given, 'u': u}
+
+
+def _valid(cfg: _Config, aux, tile: Tile):
+  """(B or 1, 1, bq, bk) bool of the pairs that may attend, or None when none is masked."""
+  k_index = tile.ks + jnp.arange(cfg.bk, dtype=jnp.int32)
+  valid = None
+  if cfg.causal:
+    q_index = tile.qs + jnp.arange(cfg.bq, dtype=jnp.int32) + tile.q_offset
+    valid = (k_index[None, :] <= q_index[:, None])[None, None]
+  if cfg.num_k_tiles * cfg.bk != cfg.k_len:
+    real = (k_index < cfg.k_len)[None, None, None, :]
+    valid = real if valid is None else valid & real
+  if cfg.has_key_mask:
+    km = jax.lax.dynamic_slice_in_dim(aux['key_mask'], tile.ks, cfg.bk, axis=1)[:, None, None, :]
+    valid = km if valid is None else valid & km
+  if cfg.has_mask:
+    m = aux['mask']
+    m = jax.lax.dynamic_slice(m, (0, 0, tile.qs, tile.ks), m.shape[:2] + (cfg.bq, cfg.bk))
+    valid = m if valid is None else valid & m
+  return valid
+
+
+def _logits(cfg: _Config, aux, tile: Tile, q_t, k_t, local):
+  """The tile's masked scores (B, H, bq, bk) float32, exactly as the explicit path computes them."""
+  content_q = q_t
+  if local['u'] is not None:
+    content_q = q_t.astype(jnp.float32) + local['u']
+    k_t = k_t.astype(jnp.float32)
+  s = jnp.einsum('bihd,bjhd->bhij', content_q, k_t, preferred_element_type=jnp.float32)
+  for part, tiler, th in zip(cfg.parts, cfg.tilers, local['parts']):
+    extra = tiler.scores(part, th, q_t, tile)
+    if extra is not None:
+      s = s + extra
+  s = s * np.float32(cfg.scale)
+  for part, tiler, th in zip(cfg.parts, cfg.tilers, local['parts']):
+    b = tiler.bias(part, th, tile)
+    if b is not None:
+      s = s + b
+  if cfg.given_bias:
+    s = s + local['given']
+  valid = _valid(cfg, aux, tile)
+  return s if valid is None else jnp.where(valid, s, LARGE_NEGATIVE)
+
+
+def _values(cfg: _Config, tile: Tile, p_t, v_t, local):
+  """sum_j p_ij (v_j + a^V_ij): (B, bq, H, D) float32."""
+  out = jnp.einsum('bhij,bjhd->bihd', p_t.astype(v_t.dtype), v_t, preferred_element_type=jnp.float32)
+  for part, tiler, th in zip(cfg.parts, cfg.tilers, local['parts']):
+    extra = tiler.values(part, th, p_t, tile)
+    if extra is not None:
+      out = out + extra
+  return out
+
+
+def _key_tile_range(cfg: _Config, aux, qs):
+  """[lo, hi): the key tiles query tile qs must visit (causal: none wholly ahead of its last query)."""
+  if not cfg.causal:
+    return 0, cfg.num_k_tiles
+  last_key = qs + cfg.bq - 1 + aux['q_offset']  # the furthest key any query of the tile sees
+  hi = jnp.clip(last_key // cfg.bk + 1, 0, cfg.num_k_tiles)
+  return 0, hi
+
+
+def _forward(cfg: _Config, q, k, v, theta, aux):
+  b, _, h, d = q.shape
+
+  def query_tile(t):
+    qs = t * cfg.bq
+    q_t = jax.lax.dynamic_slice_in_dim(q, qs, cfg.bq, axis=1)
+
+    def key_tile(n, carry):
+      m, l, acc = carry
+      ks = n * cfg.bk
+      tile = _tile(cfg, aux, qs, ks)
+      local = _locals(cfg, theta, tile)
+      k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
+      v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
+      s = _logits(cfg, aux, tile, q_t, k_t, local)
+      m_new = jnp.maximum(m, jnp.max(s, axis=-1))
+      p = jnp.exp(s - m_new[..., None])
+      correction = jnp.exp(m - m_new)  # (B, H, bq)
+      l = correction * l + jnp.sum(p, axis=-1)
+      acc = acc * jnp.moveaxis(correction, 1, 2)[..., None] + _values(cfg, tile, p, v_t, local)
+      return m_new, l, acc
+
+    init = (jnp.full((b, h, cfg.bq), -jnp.inf, jnp.float32), jnp.zeros((b, h, cfg.bq), jnp.float32),
+            jnp.zeros((b, cfg.bq, h, d), jnp.float32))
+    lo, hi = _key_tile_range(cfg, aux, qs)
+    m, l, acc = jax.lax.fori_loop(lo, hi, key_tile, init)
+    seen = l > 0
+    out = acc / jnp.moveaxis(jnp.where(seen, l, 1.0), 1, 2)[..., None]
+    lse = jnp.where(seen, m + jnp.log(jnp.where(seen, l, 1.0)), -jnp.inf)
+    return out.astype(v.dtype), lse
+
+  out, lse = jax.lax.map(query_tile, jnp.arange(cfg.num_q_tiles, dtype=jnp.int32))
+  out = jnp.moveaxis(out, 0, 1).reshape(b, cfg.num_q_tiles * cfg.bq, h, d)  # (nq, B, bq, H, D) -> (B, Lq, H, D)
+  lse = jnp.moveaxis(lse, 0, 2).reshape(b, h, cfg.num_q_tiles * cfg.bq)
+  return out, lse
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _attention(cfg: _Config, q, k, v, theta, aux):
+  return _forward(cfg, q, k, v, theta, aux)[0]
+
+
+def _attention_fwd(cfg, q, k, v, theta, aux):
+  out, lse = _forward(cfg, q, k, v, theta, aux)
+  return out, (q, k, v, theta, aux, out, lse)
+
+
+def _attention_bwd(cfg, residuals, d_out):
+  q, k, v, theta, aux, out, lse = residuals
+  d_out = d_out.astype(jnp.float32)
+  # D_i = dO_i . O_i = sum_j P_ij dP_ij: the softmax's backward per row, once.
+  delta = jnp.einsum('bihd,bihd->bhi', d_out, out.astype(jnp.float32))
+  zeros = lambda x: jax.tree.map(jnp.zeros_like, x)
+
+  def query_tile(carry, t):
+    dk, dv, d_theta = carry
+    qs = t * cfg.bq
+    q_t = jax.lax.dynamic_slice_in_dim(q, qs, cfg.bq, axis=1)
+    do_t = jax.lax.dynamic_slice_in_dim(d_out, qs, cfg.bq, axis=1)
+    lse_t = jax.lax.dynamic_slice_in_dim(lse, qs, cfg.bq, axis=2)
+    delta_t = jax.lax.dynamic_slice_in_dim(delta, qs, cfg.bq, axis=2)
+
+    def key_tile(n, inner):
+      dq_t, dk, dv, d_theta = inner
+      ks = n * cfg.bk
+      tile = _tile(cfg, aux, qs, ks)
+      local = _locals(cfg, theta, tile)
+      k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
+      v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
+      s, logits_vjp = jax.vjp(lambda q_, k_, l_: _logits(cfg, aux, tile, q_, k_, l_), q_t, k_t, local)
+      p = jnp.exp(s - lse_t[..., None])
+      _, values_vjp = jax.vjp(lambda p_, v_, l_: _values(cfg, tile, p_, v_, l_), p, v_t, local)
+      dp, dv_t, d_local_v = values_vjp(do_t)
+      ds = p * (dp - delta_t[..., None])
+      dq_part, dk_t, d_local_s = logits_vjp(ds)
+      d_local = jax.tree.map(jnp.add, d_local_s, d_local_v)
+      dk = jax.lax.dynamic_update_slice_in_dim(
+          dk, jax.lax.dynamic_slice_in_dim(dk, ks, cfg.bk, axis=1) + dk_t.astype(dk.dtype), ks, axis=1)
+      dv = jax.lax.dynamic_update_slice_in_dim(
+          dv, jax.lax.dynamic_slice_in_dim(dv, ks, cfg.bk, axis=1) + dv_t.astype(dv.dtype), ks, axis=1)
+      return dq_t + dq_part.astype(jnp.float32), dk, dv, _accumulate(cfg, d_theta, d_local, tile)
+
+    lo, hi = _key_tile_range(cfg, aux, qs)
+    dq_t = jnp.zeros(q_t.shape, jnp.float32)
+    dq_t, dk, dv, d_theta = jax.lax.fori_loop(lo, hi, key_tile, (dq_t, dk, dv, d_theta))
+    return (dk, dv, d_theta), dq_t
+
+  init = (jnp.zeros(k.shape, jnp.float32), jnp.zeros(v.shape, jnp.float32), zeros(theta))
+  (dk, dv, d_theta), dq = jax.lax.scan(query_tile, init, jnp.arange(cfg.num_q_tiles, dtype=jnp.int32))
+  b, _, h, d = q.shape
+  dq = jnp.moveaxis(dq, 0, 1).reshape(q.shape)
+  return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), d_theta, None
+
+
+_attention.defvjp(_attention_fwd, _attention_bwd)
+
+
+def _pad_axis(x, axis: int, size: int):
+  if x.shape[axis] == size:
+    return x
+  widths = [(0, 0)] * x.ndim
+  widths[axis] = (0, size - x.shape[axis])
+  return jnp.pad(x, widths)
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+  """One call, ready for the tile loops: the static config, padded q, k, v, the position data and masks."""
+  cfg: _Config
+  q: jax.Array
+  k: jax.Array
+  v: jax.Array
+  theta: dict
+  aux: dict
+  q_len: int
+
+
+def prepare(query, key, value, *, parts, params, causal: bool, scale: float, key_mask=None, mask=None,
+            q_offset=0, q_positions=None, k_positions=None, position_bias=None, block_size=None) -> Prepared:
+  """Tiles, padding, and each part's prepared data (`_Tiler.prepare`, differentiable by plain autodiff)."""
+  bq, bk = block_sizes(block_size)
+  b, q_len, num_heads, _ = query.shape
+  k_len = key.shape[1]
+  bq, bk = min(bq, q_len), min(bk, k_len)
+  num_q_tiles, num_k_tiles = -(-q_len // bq), -(-k_len // bk)
+  padded_q, padded_k = num_q_tiles * bq, num_k_tiles * bk
+  contiguous = q_positions is None
+  q_offset = jnp.asarray(q_offset, jnp.int32)
+
+  terms = [(part, p) for part, p in zip(parts, params) if part.kind is not Kind.ROTARY]
+  if position_bias is not None:  # It replaces the scalar parts' own bias (functional.attend's contract).
+    terms = [(part, p) for part, p in terms if part.kind is not Kind.SCALAR_BIAS]
+  tilers = tuple(_tiler(part, contiguous) for part, _ in terms)
+  ctx = _Context(padded_q, padded_k, q_offset)
+  theta = {'parts': [t.prepare(part, p, ctx) for t, (part, p) in zip(tilers, terms)], 'given': None,
+           'u': position_terms.query_biases([part for part, _ in terms], [p for _, p in terms])}
+  if position_bias is not None:
+    bias = jnp.asarray(position_bias, jnp.float32)
+    bias = bias[None] if bias.ndim == 3 else bias
+    theta['given'] = _pad_axis(_pad_axis(bias, 2, padded_q), 3, padded_k)
+
+  if contiguous:
+    q_pos = (jnp.arange(padded_q, dtype=jnp.int32) + q_offset)[None]
+    k_pos = jnp.arange(padded_k, dtype=jnp.int32)[None]
+  else:
+    q_pos = _pad_axis(jnp.asarray(q_positions, jnp.int32), 1, padded_q)
+    k_pos = _pad_axis(jnp.asarray(k_positions, jnp.int32), 1, padded_k)
+  aux = {'q_offset': q_offset, 'q_pos': q_pos, 'k_pos': k_pos}
+  if key_mask is not None:
+    aux['key_mask'] = _pad_axis(jnp.asarray(key_mask, bool), 1, padded_k)
+  if mask is not None:
+    m = jnp.asarray(mask, bool)
+    m = jnp.reshape(m, (1,) * (4 - m.ndim) + m.shape)
+    m = jnp.broadcast_to(m, m.shape[:2] + (q_len, k_len))
+    aux['mask'] = _pad_axis(_pad_axis(m, 2, padded_q), 3, padded_k)
+
+  cfg = _Config(parts=tuple(part for part, _ in terms), tilers=tilers, given_bias=position_bias is not None,
+                causal=bool(causal), scale=float(scale), bq=bq, bk=bk, num_q_tiles=num_q_tiles,
+                num_k_tiles=num_k_tiles, k_len=k_len, has_key_mask=key_mask is not None,
+                has_mask=mask is not None)
+  return Prepared(cfg, _pad_axis(query, 1, padded_q), _pad_axis(key, 1, padded_k),
+                  _pad_axis(value, 1, padded_k), theta, aux, q_len)
+
+
+def attend(query, key, value, **kwargs) -> jax.Array:
+  """`functional.attend`'s contract, blockwise (keywords as `prepare`): (B, Lq, H, D) in value's dtype.
+
+  The caller (functional.attend) has checked the shapes and zeroes the queries that see no key.
+  """
+  p = prepare(query, key, value, **kwargs)
+  return _attention(p.cfg, p.q, p.k, p.v, p.theta, p.aux)[:, :p.q_len]
