@@ -78,14 +78,41 @@ STUDY_ENCODERS = (
 LONG_LABELS = ('t5', 'kerple_log', 'monotone-t5-32')
 
 
+# Variant `study,contextual` (issue 11): position from content beside the extrapolating baselines and RoPE;
+# docs/study_contextual ran it once per seed (--config.seed=0, 1, 2) and `python -m experiments.combine_seeds`.
+CONTEXTUAL_ENCODERS = (
+    'nope',
+    'alibi',
+    'kerple_log',
+    'fire',
+    'rope',
+    'cope',
+    'fox',
+    'fox-bias: fox(bias_only=True)',
+    'stick_breaking',
+    'dape-kerple: dape(kerple_log)',
+    'dape2-kerple: dape(kerple_log, version=2)',
+    'path',
+    'rope+ssmax: rope + ssmax',
+    'ssmax',
+    'logn: logn(train_length=64)',
+)
+
+
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  variants = parse_variants(arg, ('study', 'long', 'long_context'))
-  if 'long' in variants and 'study' not in variants:
-    raise ValueError("configs/lm.py: variant 'long' extends the study: use 'study,long'.")
+  variants = parse_variants(arg, ('study', 'long', 'contextual', 'long_context'))
+  for extension in ('long', 'contextual'):
+    if extension in variants and 'study' not in variants:
+      raise ValueError(f"configs/lm.py: variant {extension!r} extends the study: use 'study,{extension}'.")
   if {'long', 'long_context'} <= variants:
     raise ValueError("configs/lm.py: variants 'long' and 'long_context' do not combine: 'long_context' "
                      "evaluates the trained runs of --config.study.trained_workdir.")
+  if {'long', 'contextual'} <= variants:
+    raise ValueError("configs/lm.py: variants 'long' and 'contextual' are two different studies; choose one.")
   if 'long_context' in variants:
+    if 'contextual' in variants:
+      raise ValueError("configs/lm.py: 'long_context' evaluates the default study's runs; it does not combine "
+                       "with 'contextual'.")
     variants.add('study')
   config = ml_collections.ConfigDict()
   config.seed = 0
@@ -149,6 +176,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                                 'model, data stream and steps.')
     config.study.encoders = STUDY_ENCODERS
     config.study.seeds = (0,)             # the quick start; the README's table: --config.study.seeds='(0,1,2)'
+    if 'contextual' in variants:
+      config.study.title = 'Position from content: trained at 64, evaluated up to 16x'
+      config.study.encoders = CONTEXTUAL_ENCODERS
   if 'long' in variants:
     config.train.steps = 1600
     config.train.log_every = 200

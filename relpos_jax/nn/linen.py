@@ -32,7 +32,7 @@ import jax.numpy as jnp
 from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.nn import attention as attention_lib
-from relpos_jax.nn import functional, position_terms
+from relpos_jax.nn import content_terms, functional, position_terms
 
 
 def _path_name(path) -> str:
@@ -111,7 +111,8 @@ class RelativeMultiHeadAttention(nn.Module):
                             key_mask=padding_mask, q_positions=positions,
                             k_positions=positions, position_bias=position_bias,
                             implementation=self.implementation, block_size=self.block_size,
-                            debug_checks=self.debug_checks)
+                            debug_checks=self.debug_checks,
+                            features=content_terms.token_features(parts, params, x))
     return dense(model_dim, name='out')(attention_lib.merge_heads(out).astype(dtype))
 
 

@@ -9,9 +9,10 @@ A test asks for one of these arguments and is parametrized over the matching cas
 
 The cases come from `encoders.names()` at collection time, so an encoder that lands in the registry is
 covered without touching these tests. Wrappers whose required fields are encoders (randomized) are built
-around one representative base per attention kind (those it accepts: monotone takes t5 only); a few combinations (the lecture's absolute + relative)
-are added when their parts exist. A registered encoder that cannot be built this way fails collection
-loudly rather than being skipped.
+around one representative base per attention kind (the bases a wrapper refuses with a ValueError -- DAPE
+takes scalar biases only, monotone the lecture's tables -- are left out, but at least one must be accepted); a
+few combinations (the lecture's absolute + relative, issue 11's composed specs) are added when their parts
+exist. A registered encoder that cannot be built this way fails collection loudly rather than being skipped.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from relpos_jax.nn import position_terms
 _WRAPPED_BASES = ('t5', 'rope', 'shaw_vector')
 _COMBINATIONS = (('sinusoidal', 't5'), ('rope', 'alibi'), ('absolute_score', 'shaw_vector'),
                  ('learned', 'transformer_xl'))
+# Composed specs that must work (issue 11): content-dependent kinds beside the others.
+_SPECS = ('fox + rope', 'cope + alibi', 'rope + ssmax', 'nope + logn', 'dape(kerple_log)',
+          'dape(alibi, version=2)', 'path + fox', 'rope + stick_breaking')
 
 
 def _required_fields(cls):
@@ -63,6 +67,12 @@ def encoder_cases() -> list[tuple[str, contract.Encoder]]:
     for first, second in _COMBINATIONS:
       if first in names and second in names:
         cases.append((f'{first}+{second}', combine(encoders.make(first), encoders.make(second))))
+  for spec in _SPECS:
+    try:
+      cases.append((spec.replace(' ', ''), encoders.from_spec(spec)))
+    except ValueError as e:
+      if 'unknown encoder' not in str(e):
+        raise
   return cases
 
 
@@ -78,9 +88,13 @@ def has_attention_term(encoder) -> bool:
   return bool(position_terms.attention_parts(encoder))
 
 
+_EXPLICIT_ONLY = (contract.Kind.VECTOR_RELATIVE, contract.Kind.CONTEXTUAL, contract.Kind.SCORE_TRANSFORM,
+                  contract.Kind.NORMALIZER, contract.Kind.TEMPERATURE)
+
+
 def dpa_capable(encoder) -> bool:
-  return has_attention_term(encoder) and not position_terms.has_kind(parts_of(encoder),
-                                                                     contract.Kind.VECTOR_RELATIVE)
+  return has_attention_term(encoder) and not any(position_terms.has_kind(parts_of(encoder), kind)
+                                                 for kind in _EXPLICIT_ONLY)
 
 
 def has_vector(encoder) -> bool:
