@@ -26,7 +26,7 @@ import numpy as np
 
 import relpos_jax
 from relpos_jax.encoders import spec
-from relpos_jax.nn import functional, position_terms
+from relpos_jax.nn import content_terms, functional, position_terms
 from benchmarks import measure, report
 
 NUM_HEADS, HEAD_DIM, BATCH = 8, 64, 1
@@ -40,7 +40,20 @@ ENCODERS = (
     ('rope', 'rope', 'rotary', 1.05, None),
     ('shaw_vector', 'shaw_vector', 'vector relative', 1.5, 2.0),
     ('transformer_xl', 'transformer_xl', 'vector relative', 1.5, 2.0),
+    # Position from content (issue 11): no targets stated; measured to show what each costs.
+    ('cope', 'cope', 'contextual', None, None),
+    ('fox', 'fox', 'contextual', None, None),
+    ('fox(bias_only=True)', 'fox(bias_only=True)', 'scalar bias', None, None),
+    ('path', 'path', 'contextual', None, None),
+    ('stick_breaking', 'stick_breaking', 'normalizer', None, None),
+    ('dape(kerple_log)', 'dape(kerple_log)', 'score transform', None, None),
+    ('dape(kerple_log, version=2)', 'dape(kerple_log, version=2)', 'score transform', None, None),
+    ('rope + ssmax', 'rope + ssmax', 'rotary + temperature', None, None),
+    ('logn', 'logn(train_length=512)', 'temperature', None, None),
 )
+# The rows of issue 11's kinds, for `python -m benchmarks.attention_kinds_contextual`-style partial runs.
+CONTEXTUAL_ROWS = tuple(row for row, _, kind, *_ in ENCODERS
+                        if row.startswith(('cope', 'fox', 'path', 'stick', 'dape', 'rope + ssmax', 'logn')))
 
 
 def plain_attention(q, k, v, params):
@@ -56,7 +69,12 @@ def layer_core(parts):
     if position_terms.has_kind(parts, position_terms.Kind.ROTARY):
       pos = position_terms.contiguous_positions(b, length)
       q, k = position_terms.rotate(parts, params, q, k, pos, pos)
-    return functional.attend(q, k, v, parts=parts, params=params, causal=True)
+    features = None
+    if any(p.kind is position_terms.Kind.CONTEXTUAL for p in parts):
+      # Contextual parts read the layer input x (FoX's gates, PaTH's directions): a fixed stand-in.
+      x = jax.random.normal(jax.random.PRNGKey(2), (b, length, NUM_HEADS * HEAD_DIM), jnp.float32)
+      features = content_terms.token_features(parts, params, x)
+    return functional.attend(q, k, v, parts=parts, params=params, causal=True, features=features)
 
   return core
 
@@ -131,7 +149,8 @@ def measure_rows(length: int, rows, repeats: int, warmup: int):
 
 
 def run(length: int = LENGTH, naive_length: int = NAIVE_LENGTH, repeats: int = 5,
-        warmup: int = 1) -> report.Section:
+        warmup: int = 1, rows=None) -> report.Section:
+  """The section; `rows` (encoder row names) restricts the main block to plain, core (none) and those."""
   section = report.Section(
       title='2. Attention with each kind of position term vs plain attention',
       timed=(f'Timed: q, k, v (1, L, {NUM_HEADS}, {HEAD_DIM}) float32, already projected, and the encoder '
@@ -145,7 +164,7 @@ def run(length: int = LENGTH, naive_length: int = NAIVE_LENGTH, repeats: int = 5
              'alias + temp) of fwd+bwd.'),
       columns=['L', 'position term', 'kind', 'fwd ms', 'fwd ratio', 'fwd+bwd ms', 'fwd+bwd ratio',
                'fwd+bwd ratio (CPU time)', 'fwd+bwd MiB', 'memory ratio', 'time target', 'memory target'])
-  main_rows = ['plain', 'core (none)'] + [row for row, *_ in ENCODERS]
+  main_rows = ['plain', 'core (none)'] + [row for row, *_ in ENCODERS if rows is None or row in rows]
   blocks = [(length, main_rows)]
   if naive_length:
     blocks.append((naive_length, ['plain', 'shaw_vector', 'shaw_vector naive']))

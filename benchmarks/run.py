@@ -3,6 +3,7 @@
     python -m benchmarks.run --out docs/benchmarks.md          # everything, full sizes (minutes on 2 cores)
     python -m benchmarks.run --quick --only attention_kinds    # smaller sizes, one measurement
     python -m benchmarks.run --length 64 --repeats 1           # tiny: does every script still run?
+    python -m benchmarks.run --only attention_kinds --contextual  # plain vs issue 11's kinds only
 
 Run it on a quiet machine: the contenders are interleaved so noise hits all alike, but a busy machine still
 widens the spread of every median. Each section says exactly what its timed function contains.
@@ -30,8 +31,10 @@ def _attention_kinds(opts) -> report.Section:
   naive_length = attention_kinds.QUICK_NAIVE_LENGTH if opts.quick else attention_kinds.NAIVE_LENGTH
   if opts.length:
     length = naive_length = opts.length
+  if opts.contextual:
+    naive_length = 0
   return attention_kinds.run(length=length, naive_length=naive_length, repeats=opts.repeats,
-                             warmup=opts.warmup)
+                             warmup=opts.warmup, rows=attention_kinds.CONTEXTUAL_ROWS if opts.contextual else None)
 
 
 def _train_step(opts) -> report.Section:
@@ -65,6 +68,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
   parser.add_argument('--repeats', type=int, default=7,
                       help='timed rounds (>= 5 for a table; the median is reported)')
   parser.add_argument('--warmup', type=int, default=1, help='untimed runs of each contender first')
+  parser.add_argument('--contextual', action='store_true',
+                      help="attention_kinds: only issue 11's rows (cope, fox, path, stick_breaking, dape, ssmax, logn)")
   parser.add_argument('--out', default='', help='write the markdown page here (e.g. docs/benchmarks.md)')
   opts = parser.parse_args(argv)
   only = [name for name in opts.only.split(',') if name]

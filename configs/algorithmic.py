@@ -5,6 +5,8 @@ Transformers"): a bidirectional transformer on an algorithmic task. Variants (co
               4 compilations), evaluation at the training length and beyond; a few minutes on a CPU
   published   the published protocol, for a TPU or GPU (below)
   study       a length-generalization study: every encoder of `study.encoders` trains this run
+  suite       the benchmark suite (relpos_jax.study.suite): every task below, each with its own protocol,
+              the same encoders and seeds; `cpu` scale by default, the papers' scale with `published`
 
     python -m experiments.train --config=configs/algorithmic.py --workdir=/tmp/even_pairs
     python -m experiments.train --config=configs/algorithmic.py --config.data.task=parity_check \
@@ -14,6 +16,8 @@ Transformers"): a bidirectional transformer on an algorithmic task. Variants (co
     python -m experiments.length_generalization --config=configs/algorithmic.py:study --workdir=results/even_pairs
     python -m experiments.length_generalization --config=configs/algorithmic.py:published,study \
         --config.data.task=reverse_string --config.optim.learning_rate=3e-4 --workdir=gs://.../reverse
+    python -m experiments.suite --workdir=docs/suite            # configs/algorithmic.py:suite
+    python -m experiments.suite --config=configs/algorithmic.py:published,suite --workdir=gs://.../suite
 
 `study` at CPU scale: evaluated by per-output-token accuracy at 10 and 20 (in distribution) and 30, 40, 60,
 100 (out of distribution), about 2 minutes per encoder on a 2-core CPU. NoPE is in the set as the control: a
@@ -34,11 +38,20 @@ order-dependent tasks.
 Deviation: the 460 evaluation lengths are padded to multiples of 32 (`eval.pad_multiple`), so they compile
 15 shapes instead of 460; padded keys are masked, so the scores are those of the unpadded sequences. With
 `study`, each encoder family that paper compares, with and without randomized positions (max_position 2048).
+
+`suite`: the 15 tasks of the Chomsky hierarchy (Deletang et al. 2023; Ruoss et al. 2023), flip_flop (Liu et al.
+2023), mqar (Arora et al. 2023), passkey (byte level), and addition with plain, coupled (Cho et al. 2024) and
+Abacus (McLeish et al. 2024) positions. CPU scale: this file's model, 1,000 steps, training lengths 1..16
+(flip_flop 1..32 instruction pairs, mqar 1..8 pairs, passkey 1..2 filler sentences, addition 1..8 digits),
+evaluated to 4x (passkey and addition further), 2 seeds, 6 encoders. With `published`: Ruoss et al.'s
+protocol for the Chomsky tasks (train 1..40, test 41..500, every 10th length; 10,000 steps, the example
+script's count, the paper's 2,000,000 one override away), the other tasks at their papers' lengths, 3 seeds.
 """
 
 import ml_collections
 from ml_collections.config_dict import placeholder
 
+from relpos_jax.train import tensorboard
 from relpos_jax.train.config import parse_variants
 
 STUDY_ENCODERS = (
@@ -66,9 +79,46 @@ PUBLISHED_STUDY_ENCODERS = (
     'alibi+randomized: randomized(alibi(bidirectional=True), max_position=2048)',
 )
 
+SUITE_CHOMSKY = ('even_pairs', 'modular_arithmetic', 'parity_check', 'cycle_navigation', 'stack_manipulation',
+                 'reverse_string', 'modular_arithmetic_brackets', 'solve_equation', 'duplicate_string',
+                 'missing_duplicate', 'odds_first', 'binary_addition', 'binary_multiplication', 'compute_sqrt',
+                 'bucket_sort')
+SUITE_OTHER = ('flip_flop', 'mqar', 'passkey', 'addition', 'addition_coupled', 'addition_abacus')
+SUITE_ENCODERS = (
+    'nope',
+    'rope',
+    'rope+randomized: randomized(rope, max_position=2048)',
+    'alibi: alibi(bidirectional=True)',
+    't5',
+    'fire',
+)
+
+
+def suite_protocols(published: bool) -> dict:
+  """Each suite task's training lengths, evaluation lengths and task arguments."""
+  if published:
+    chomsky = dict(min_length=1, max_length=40, eval_lengths=tuple(range(41, 501, 10)))
+    addition = dict(min_length=1, max_length=30, eval_lengths=(30, 50, 100, 200))
+    return {**{t: dict(chomsky) for t in SUITE_CHOMSKY},
+            'flip_flop': dict(min_length=64, max_length=256, eval_lengths=(256, 512, 1024)),
+            'mqar': dict(min_length=4, max_length=64, eval_lengths=(64, 128, 256),
+                         task_kwargs={'num_keys': 4096, 'num_values': 4096}, loss_reduction='token_mean'),
+            'passkey': dict(min_length=1, max_length=16, eval_lengths=(16, 32, 64, 128),
+                            loss_reduction='token_mean'),
+            'addition': dict(addition), 'addition_abacus': dict(addition),
+            'addition_coupled': dict(addition, task_kwargs={'max_position': 203})}
+  chomsky = dict(min_length=1, max_length=16, eval_lengths=(8, 16, 24, 32, 48, 64))
+  addition = dict(min_length=1, max_length=8, eval_lengths=(4, 8, 12, 16, 24))
+  return {**{t: dict(chomsky) for t in SUITE_CHOMSKY},
+          'flip_flop': dict(min_length=1, max_length=32, eval_lengths=(16, 32, 64, 128)),
+          'mqar': dict(min_length=1, max_length=8, eval_lengths=(4, 8, 16, 32), loss_reduction='token_mean'),
+          'passkey': dict(min_length=1, max_length=2, eval_lengths=(1, 2, 4, 8), loss_reduction='token_mean'),
+          'addition': dict(addition), 'addition_coupled': dict(addition, task_kwargs={'max_position': 32}),
+          'addition_abacus': dict(addition, task_kwargs={'max_offset': 16})}
+
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  variants = parse_variants(arg, ('published', 'study'))
+  variants = parse_variants(arg, ('published', 'study', 'suite'))
   config = ml_collections.ConfigDict()
   config.seed = 0
 
@@ -107,6 +157,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.train.log_every = 100
   config.train.checkpoint_every = 500
   config.train.keep_checkpoints = 2
+  config.train.tensorboard = tensorboard.available()  # events beside metrics.jsonl if tensorboardX is installed
 
   config.eval = ml_collections.ConfigDict()
   config.eval.every = 500
@@ -155,4 +206,22 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       config.study.description = ('Per-output-token accuracy (Deletang et al. 2023); lengths <= 20 are in '
                                   'distribution. Chance is 0.5.')
       config.study.encoders = STUDY_ENCODERS
+
+  if 'suite' in variants:
+    if 'study' in variants:
+      raise ValueError("configs/algorithmic.py: the variants 'study' and 'suite' exclude each other.")
+    published = 'published' in variants
+    config.eval.every = 0
+    if published:
+      config.train.steps = 10_000
+    else:
+      config.train.steps = 1_000
+      config.train.checkpoint_every = 250
+      config.eval.num_examples = 128
+    config.suite = ml_collections.ConfigDict()
+    config.suite.title = f'Length-generalization suite ({"published protocols" if published else "CPU scale"})'
+    config.suite.encoders = SUITE_ENCODERS
+    config.suite.seeds = (0, 1, 2) if published else (0, 1)
+    config.suite.tasks = SUITE_CHOMSKY + SUITE_OTHER
+    config.suite.protocols = suite_protocols(published)
   return config

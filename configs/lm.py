@@ -8,7 +8,7 @@ to finish in about a minute on a laptop CPU:
     python -m experiments.train --config=configs/lm.py --config.model.encoder='rope' --workdir=/tmp/lm_rope
 
 Variant `study` (`--config=configs/lm.py:study`): the default length-generalization study. Every encoder of
-`study.encoders` trains this model at length 64 (same data stream, same seed, 400 steps), then is evaluated
+`study.encoders` trains this model at length 64 (same data stream and steps for every encoder, per seed), then is evaluated
 on the same validation text cut into windows of 64, 128, 256, 512 and 1024 bytes (1x to 16x). Sized to finish
 in about 10 minutes on a 2-core CPU:
 
@@ -16,12 +16,19 @@ in about 10 minutes on a 2-core CPU:
     python -m experiments.length_generalization --config=configs/lm.py:study \
         --config.train.steps=2000 --config.model.num_layers=4 --workdir=/tmp/bigger
 
-`study.encoders` holds 'label: spec' entries (any encoder spec; see relpos_jax.encoders.spec).
+`study.encoders` holds 'label: spec' entries (any encoder spec; see relpos_jax.encoders.spec); `study.seeds`
+the seeds every encoder is trained with (the table shows mean ± std over them):
+
+    python -m experiments.length_generalization --config.study.seeds='(0,1,2)' --workdir=results/seeds3
+
+Variant `study,long` (`--config=configs/lm.py:study,long`): the same study trained four times longer
+(1,600 steps; warmup and checkpoints scaled) for a subset of encoders (LONG_LABELS: T5 with its published
+layout, KERPLE-log, monotone-t5-32), one seed: do the findings hold with more training?
 
 Variant `inference_extension` (`--config=configs/lm.py:inference_extension`): train with RoPE once (the
 `study` variant's run), evaluate its parameters unchanged with inference-time extensions up to 16x, each set
-for 16x from L_orig = 64 (docs/study_inference_extension/; `--config.seed=1`, `2` for more seeds). Entries
-'label: rope -> Y' reuse the one trained run (relpos_jax.study.runner). Self-Extend and leaky ReRoPE are sized
+for 16x from L_orig = 64 (docs/study_inference_extension/: --config.study.seeds='(0,1,2)'). Entries
+'label: rope -> Y' reuse the trained run of each seed (relpos_jax.study.runner). Self-Extend and leaky ReRoPE are sized
 so that the largest distance they show the model at 1024 stays inside the 64 trained positions:
 Self-Extend (1023 // 32) + 32 - 1 = 62, leaky ReRoPE 32 + (1023 - 32) / 32 < 64.
 Variant `long_context` (`--config=configs/lm.py:long_context`): the `study` variant's trained runs (read from
@@ -38,6 +45,7 @@ first, so an interrupted run has the main families:
 import ml_collections
 from ml_collections.config_dict import placeholder
 
+from relpos_jax.train import tensorboard
 from relpos_jax.train.config import parse_variants
 
 # The study's encoders that can encode 65,536 positions, in the order the long-context variant runs them.
@@ -45,23 +53,55 @@ LONG_CONTEXT_LABELS = ('alibi', 'kerple_log', 'fire', 'rope', 'nope', 't5-32', '
                        'multiscale', 'rope+randomized')
 LONG_CONTEXT_LENGTHS = (64, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
 
-# The position-free control, absolute tables, the lecture's relative variants and today's choices.
+# The position-free control, absolute tables, every variant of the lecture (relative distance, Shaw's
+# clipped table, piecewise-linear and logarithmic range extension, multi-scale tables, absolute + relative)
+# and today's choices.
 STUDY_ENCODERS = (
     'nope',
     'sinusoidal',
     'learned: learned(max_length=1024)',
+    'distance',                                                  # the lecture's R[i, j] = j - i (section 2)
     'shaw: shaw(max_distance=16)',
-    # T5's published max_distance=128 leaves the buckets of distances >= 64 untrained at train length 64
+    'piecewise: piecewise(bidirectional=False)',                 # section 5a, piecewise-linear
+    # T5's published max_distance=128 leaves the buckets of distances >= 67 untrained at train length 64
     # (they keep their ~0 init while trained far buckets learn ~ -2); t5-32 is the layout whose every bucket
     # (saturating at distance 32) is trained, the regime of Press et al. (max_distance < train length).
-    't5: t5(bidirectional=False)',
+    't5: t5(bidirectional=False)',                               # section 5a, logarithmic
     't5-32: t5(bidirectional=False, num_buckets=16, max_distance=32)',
-    'multiscale',
+    'multiscale',                                                # section 5b
+    'sinusoidal+t5: sinusoidal + t5(bidirectional=False)',       # section 5c, absolute + relative
+    # The lecture's log buckets made to extrapolate (docs/lecture_variants.md): t5-32's buckets as knots of
+    # a bias monotone beyond distance 7, interpolated in log-distance, continued past the last knot.
+    'monotone-t5-32: monotone(t5(bidirectional=False, num_buckets=16, max_distance=32), window=8, '
+    'init_slope=4.0)',
     'alibi',
     'kerple_log',
     'fire',
     'rope',
     'rope+randomized: randomized(rope, max_position=2048)',
+)
+# Variant `long`: the labels of the default study trained for 1,600 steps.
+LONG_LABELS = ('t5', 'kerple_log', 'monotone-t5-32')
+
+
+# Variant `study,contextual` (issue 11): position from content beside the extrapolating baselines and RoPE;
+# docs/study_contextual ran it once per seed (--config.seed=0, 1, 2) and `python -m experiments.combine_seeds`.
+CONTEXTUAL_ENCODERS = (
+    'nope',
+    'alibi',
+    'kerple_log',
+    'fire',
+    'rope',
+    'cope',
+    'fox',
+    'fox-bias: fox(bias_only=True)',
+    'stick_breaking',
+    'dape-kerple: dape(kerple_log)',
+    'dape2-kerple: dape(kerple_log, version=2)',
+    'path',
+    'rope+ssmax: rope + ssmax',
+    'ssmax',
+    'logn: logn(train_length=64)',
 )
 
 # Train with RoPE, evaluate with Y (variant inference_extension).
@@ -81,8 +121,25 @@ INFERENCE_EXTENSION_ENCODERS = (
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  variants = parse_variants(arg, ('study', 'inference_extension', 'long_context'))
+  variants = parse_variants(arg, ('study', 'long', 'contextual', 'inference_extension', 'long_context'))
+  for extension in ('long', 'contextual'):
+    if extension in variants and 'study' not in variants:
+      raise ValueError(f"configs/lm.py: variant {extension!r} extends the study: use 'study,{extension}'.")
+  if {'long', 'long_context'} <= variants:
+    raise ValueError("configs/lm.py: variants 'long' and 'long_context' do not combine: 'long_context' "
+                     "evaluates the trained runs of --config.study.trained_workdir.")
+  if {'long', 'contextual'} <= variants:
+    raise ValueError("configs/lm.py: variants 'long' and 'contextual' are two different studies; choose one.")
+  if 'inference_extension' in variants:
+    others = sorted(variants & {'long', 'contextual', 'long_context'})
+    if others:
+      raise ValueError(f"configs/lm.py: 'inference_extension' is a study of its own (RoPE trained once, "
+                       f"evaluated with each extension); it does not combine with {others}.")
+    variants.add('study')
   if 'long_context' in variants:
+    if 'contextual' in variants:
+      raise ValueError("configs/lm.py: 'long_context' evaluates the default study's runs; it does not combine "
+                       "with 'contextual'.")
     variants.add('study')
   config = ml_collections.ConfigDict()
   config.seed = 0
@@ -119,6 +176,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.train.log_every = 50
   config.train.checkpoint_every = 100
   config.train.keep_checkpoints = 2
+  config.train.tensorboard = tensorboard.available()  # events beside metrics.jsonl if tensorboardX is installed
 
   config.eval = ml_collections.ConfigDict()
   config.eval.every = 150
@@ -130,7 +188,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.eval.num_tokens = placeholder(int)            # optional: scored tokens per length
   config.eval.max_tokens_per_batch = placeholder(int)  # optional: cap on tokens per eval batch
 
-  if 'study' in variants or 'inference_extension' in variants:
+  if 'study' in variants:
     config.train.steps = 400
     config.train.log_every = 100
     config.train.checkpoint_every = 200
@@ -144,10 +202,22 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.study.description = ('Bits per character on the validation files; every encoder trains the same '
                                 'model, data stream and steps.')
     config.study.encoders = STUDY_ENCODERS
+    config.study.seeds = (0,)             # the quick start; the README's table: --config.study.seeds='(0,1,2)'
+    if 'contextual' in variants:
+      config.study.title = 'Position from content: trained at 64, evaluated up to 16x'
+      config.study.encoders = CONTEXTUAL_ENCODERS
+  if 'long' in variants:
+    config.train.steps = 1600
+    config.train.log_every = 200
+    config.train.checkpoint_every = 400
+    config.optim.warmup_steps = 160
+    config.study.title = 'Byte-level LM on the Python stdlib: trained at 64 for 1,600 steps, evaluated up to 16x'
+    by_label = {entry.partition(':')[0].strip(): entry for entry in STUDY_ENCODERS}
+    config.study.encoders = tuple(by_label[label] for label in LONG_LABELS)
   if 'inference_extension' in variants:
     config.study.title = 'Train with RoPE at 64, evaluate with inference-time extensions up to 16x'
-    config.study.description = ('Bits per character on the validation files; one RoPE run, its parameters '
-                                'evaluated unchanged with each extension (no retraining).')
+    config.study.description = ('Bits per character on the validation files; RoPE trained once per seed, its '
+                                'parameters evaluated unchanged with each extension (no retraining).')
     config.study.encoders = INFERENCE_EXTENSION_ENCODERS
   if 'long_context' in variants:
     config.eval.lengths = LONG_CONTEXT_LENGTHS

@@ -3,6 +3,8 @@ r"""The main job: how does each position encoding hold up on sequences longer th
     python -m experiments.length_generalization                     # configs/lm.py:study, ~10 min on CPU
     python -m experiments.length_generalization --config=configs/algorithmic.py:study
     python -m experiments.length_generalization --config.study.encoders="('alibi', 'rope')"
+    python -m experiments.length_generalization --config.study.seeds='(0,1,2)' --finished_only
+                                                                    # the table so far, training nothing
 
 Writes results.json, results.md (encoder x evaluation length) and results.png in --workdir and prints
 where they are. Rerunning the same command resumes: finished encoders are kept, an interrupted one
@@ -29,6 +31,8 @@ _CONFIG = config_flags.DEFINE_config_file('config', None, 'A study config: a con
 _WORKDIR = flags.DEFINE_string('workdir', os.path.join('results', 'default'),
                                'Where results and the per-encoder runs go (resumed if present).')
 _MULTIHOST = flags.DEFINE_bool('multihost', False, 'Call jax.distributed.initialize() first.')
+_FINISHED_ONLY = flags.DEFINE_bool('finished_only', False,
+                                   'Train nothing: report the (encoder, seed) runs finished so far.')
 
 
 def main(argv) -> None:
@@ -43,7 +47,7 @@ def main(argv) -> None:
   if _CONFIG.value.study.get('trained_workdir'):  # Evaluate another study's trained runs, no training.
     results = reevaluate.reevaluate_study(_CONFIG.value, _WORKDIR.value)
   else:
-    results = run_study(_CONFIG.value, _WORKDIR.value)
+    results = run_study(_CONFIG.value, _WORKDIR.value, finished_only=_FINISHED_ONLY.value)
   paths = write_outputs(results, _WORKDIR.value)
   print(report.markdown_table(results))
   for kind, path in paths.items():

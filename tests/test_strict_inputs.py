@@ -40,10 +40,9 @@ def _cases():
 
 @pytest.mark.parametrize('name,field,value', list(_cases()))
 def test_every_field_of_every_encoder_refuses_a_wrong_type(name, field, value):
-  # Wrappers (randomized, the position remaps) need the encoder they wrap.
-  wraps = any(f.name == 'base' and f.default is dataclasses.MISSING
-              for f in dataclasses.fields(encoders.encoder_class(name)))
-  required = {'base': encoders.make('t5')} if wraps else {}
+  # A wrapper (randomized, dape, the position remaps) is built around t5, a scalar bias every wrapper takes.
+  required = {f.name: encoders.make('t5') for f in dataclasses.fields(encoders.encoder_class(name))
+              if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
   with pytest.raises(ValueError, match=f'{field}='):
     encoders.make(name, **{**required, field: value})
 

@@ -1,7 +1,8 @@
 """Host-side (numpy) data for relpos_jax: a byte-level LM corpus, algorithmic length-generalization tasks,
 length bucketing and scoring helpers. Everything is deterministic from an ``np.random.Generator`` seed.
 
-  corpus   Corpus.stdlib() / Corpus.from_paths(...): byte tokens, by-file split, sample_batch, eval_windows
+  corpus   Corpus.stdlib() / from_paths / from_glob / load('stdlib' or a path): byte tokens, by-file split,
+           sample_batch, eval_windows
   tasks    make_task(name), task_names(): bidirectional tasks (placeholders after the input) and count_copy
   buckets  BatchSpec, sample_bucketed, length_buckets: one length per batch, <= num_buckets shapes
 """

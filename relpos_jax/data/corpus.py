@@ -13,6 +13,10 @@ Sources
 * ``Corpus.from_paths([...])``: text files and/or directories named by the user. Directories are walked
   recursively for files whose suffix is in ``suffixes``; a file named explicitly is used whatever its
   suffix. A "text file" is one that decodes as UTF-8 and contains no NUL byte.
+* ``Corpus.from_glob('texts/**/*.md')``: the files a glob pattern matches (``**`` recurses), whatever
+  their suffix; their relative paths are taken from the pattern's fixed leading directory (``texts/``).
+* ``Corpus.load(corpus)``: what ``config.data.corpus`` names: ``'stdlib'``, or a path to a directory, a
+  file or a glob pattern (``~`` expanded), dispatched to the three above.
 
 Determinism, split and cap
 --------------------------
@@ -37,6 +41,7 @@ file list, split or content changes it. Record it (``Corpus.describe()``) with e
 from __future__ import annotations
 
 import dataclasses
+import glob
 import hashlib
 import math
 import os
@@ -56,8 +61,9 @@ DEFAULT_SUFFIXES = ('.py', '.txt', '.md', '.rst')
 STDLIB_EXCLUDED_DIRS = frozenset({'site-packages', 'dist-packages', 'test', 'tests', 'idlelib', 'lib2to3',
                                   '__pycache__', 'encodings'})
 SPLITS = ('train', 'validation')
+STDLIB = 'stdlib'
 
-__all__ = ['Corpus', 'VOCAB_SIZE', 'DOC_SEPARATOR', 'nats_to_bits_per_byte']
+__all__ = ['Corpus', 'VOCAB_SIZE', 'DOC_SEPARATOR', 'STDLIB', 'check_source', 'nats_to_bits_per_byte']
 
 
 def nats_to_bits_per_byte(loss_nats: float) -> float:
@@ -70,6 +76,34 @@ def _check_options(max_train_bytes, val_fraction) -> None:
     raise ValueError(f'val_fraction must be in [0, 1), got val_fraction={val_fraction!r}')
   if max_train_bytes is not None:
     validation.positive_int('corpus', 'max_train_bytes', max_train_bytes)
+
+
+def check_source(corpus) -> str:
+  """`corpus` as `Corpus.load` reads it ('stdlib', or the path with `~` expanded); raises TypeError if it is
+  not a string and ValueError if it names nothing: a missing file or directory, a glob matching no file.
+  (Whether the files are text is found when they are read.)"""
+  if not isinstance(corpus, (str, os.PathLike)) or isinstance(corpus, bytes):
+    raise TypeError(f"corpus must be 'stdlib' or a path (str), got {type(corpus).__name__} {corpus!r}")
+  text = os.fspath(corpus)
+  if text == STDLIB:
+    return text
+  if not text.strip():
+    raise ValueError(f"corpus must be 'stdlib' or a path to a directory, a text file or a glob, got {text!r}")
+  path = os.path.expanduser(text)
+  if glob.has_magic(path):
+    if not any(os.path.isfile(p) for p in glob.iglob(path, recursive=True)):
+      raise ValueError(f'the glob pattern {text!r} matches no file')
+  elif not os.path.exists(path):
+    raise ValueError(f"path {text!r} does not exist (a corpus is 'stdlib', a directory, a text file or a glob)")
+  return path
+
+
+def _glob_root(pattern: str) -> str:
+  """The directory part of `pattern` before its first wildcard: what matched paths are made relative to."""
+  head = pattern
+  while glob.has_magic(head):
+    head = os.path.dirname(head)
+  return head or os.curdir
 
 
 def _path_hash(rel_path: str) -> int:
@@ -169,6 +203,36 @@ class Corpus:
                       empty_what=', '.join(paths))
 
   @classmethod
+  def from_glob(cls, pattern: str | os.PathLike, max_train_bytes: int | None = DEFAULT_MAX_TRAIN_BYTES,
+                val_fraction: float = DEFAULT_VAL_FRACTION) -> 'Corpus':
+    """The files `pattern` matches (`glob`, `**` recursing), any suffix; relative paths (split, fingerprint)
+    are taken from the pattern's leading directory without wildcards."""
+    _check_options(max_train_bytes, val_fraction)
+    pattern = check_source(pattern)
+    if not glob.has_magic(pattern):
+      raise ValueError(f'{pattern!r} is not a glob pattern (no *, ? or [...]); use Corpus.from_paths')
+    root = _glob_root(pattern)
+    entries = sorted((os.path.relpath(p, root).replace(os.sep, '/'), p)
+                     for p in glob.iglob(pattern, recursive=True) if os.path.isfile(p))
+    return cls._build(entries, source=f'glob: {os.path.abspath(pattern)}', max_train_bytes=max_train_bytes,
+                      val_fraction=val_fraction, empty_what=pattern)
+
+  @classmethod
+  def load(cls, corpus: str | os.PathLike, max_train_bytes: int | None = DEFAULT_MAX_TRAIN_BYTES,
+           val_fraction: float = DEFAULT_VAL_FRACTION) -> 'Corpus':
+    """`'stdlib'`, or a path: a directory (walked for ``DEFAULT_SUFFIXES``), a text file, or a glob pattern.
+
+    What `config.data.corpus` names. Raises TypeError for a non-string, ValueError naming the path when it
+    does not exist, matches nothing or holds no readable text file.
+    """
+    path = check_source(corpus)
+    if path == STDLIB:
+      return cls.stdlib(max_train_bytes=max_train_bytes, val_fraction=val_fraction)
+    if glob.has_magic(path):
+      return cls.from_glob(path, max_train_bytes=max_train_bytes, val_fraction=val_fraction)
+    return cls.from_paths(path, max_train_bytes=max_train_bytes, val_fraction=val_fraction)
+
+  @classmethod
   def _build(cls, entries: list[tuple[str, str]], *, source: str, max_train_bytes: int | None,
              val_fraction: float, empty_what: str) -> 'Corpus':
     _check_options(max_train_bytes, val_fraction)
@@ -248,11 +312,14 @@ class Corpus:
 
   # ---------------------------------------------------------------- batches
   def sample_batch(self, rng: np.random.Generator, batch_size: int, length: int,
-                   split: str = 'train') -> np.ndarray:
+                   split: str = 'train', rows: slice | None = None) -> np.ndarray:
     """Random crops: int32 array (batch_size, length + 1).
 
     Row ``r`` is ``tokens[s_r : s_r + length + 1]`` with ``s_r`` uniform over all valid starts; use
     ``x[:, :-1]`` as inputs and ``x[:, 1:]`` as next-token targets (both of length ``length``).
+    ``rows`` (a slice of ``range(batch_size)``) returns only those rows: the starts of all
+    ``batch_size`` rows are drawn first, so they equal the same rows of the whole batch (what one
+    process of a multi-process run feeds).
     """
     validation.generator('corpus', rng)
     validation.positive_int('corpus', 'batch_size', batch_size)
@@ -262,6 +329,10 @@ class Corpus:
       raise ValueError(f'length={length} needs length + 1 = {length + 1} tokens but the {split} split has '
                        f'only {toks.size}')
     starts = rng.integers(0, toks.size - length, size=batch_size)
+    if rows is not None:
+      if not isinstance(rows, slice) or rows.step not in (None, 1):
+        raise TypeError(f'rows must be a slice of consecutive rows, got {rows!r}')
+      starts = starts[rows]
     return toks[starts[:, None] + np.arange(length + 1)].astype(np.int32)
 
   def eval_windows(self, length: int, max_windows: int, split: str = 'validation') -> np.ndarray:

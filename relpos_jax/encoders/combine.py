@@ -10,7 +10,8 @@ form for equality, hashing (jit caching) and `spec.to_spec` ("a + b + c").
 
 Rejected: fewer than two parts (use the encoder itself); two rotary parts (rotating twice composes the
 rotations into a different encoding, not a sum); two input-level absolute parts (x + p_i + p'_i is one
-absolute encoding with two tables, which nobody means).
+absolute encoding with two tables, which nobody means); two normalizers (one function replaces the
+softmax); two parts that replace the content logit (PaTH).
 """
 
 from __future__ import annotations
@@ -52,10 +53,14 @@ class Combined(contract.Encoder):
                        f'only one draw can be used: wrap the whole sum once, randomized(a + b)')
     leaves = contract.leaves(self)
     for kind, why in ((contract.Kind.ROTARY, 'rotating twice composes into another rotation, not a sum'),
-                      (contract.Kind.ABSOLUTE, 'one input-level absolute encoding per model')):
+                      (contract.Kind.ABSOLUTE, 'one input-level absolute encoding per model'),
+                      (contract.Kind.NORMALIZER, 'one function replaces the softmax')):
       same = [p for p in leaves if p.kind is kind]
       validation.require(len(same) <= 1, self.name, 'parts', self.parts,
                    f'at most one {kind.value} part ({why}); got {len(same)}')
+    replacing = [p for p in leaves if p.kind is contract.Kind.CONTEXTUAL and p.replaces_content]
+    validation.require(len(replacing) <= 1, self.name, 'parts', self.parts,
+                       f'at most one part that replaces the content logit q . k (path); got {len(replacing)}')
 
   def children(self):
     return self.parts

@@ -18,6 +18,10 @@ The attention layer dispatches on `encoder.kind` only (never on a particular enc
 |                  |                                                        | or a wrapper of one part: randomized)|
 | POSITION_REMAP   | base, children(), score_sets(q_pos, k_pos)             | the base's term at remapped (query,  |
 |                  |                                                        | key) positions, merged per region    |
+| CONTEXTUAL       | token_features(x), score_term(params, ctx)             | a term computed from q, k (and x)    |
+| SCORE_TRANSFORM  | base (a scalar bias), transform(params, scores, bias)  | f(content scores, bias) replaces sum |
+| NORMALIZER       | weights(params, logits, valid, q_index)                | replaces the softmax                 |
+| TEMPERATURE      | temperature(params, num_visible, q_index)              | multiplies the logits per query      |
 
 Scalar-bias encoders say whether they are Toeplitz (`is_toeplitz`): a bias that depends on the query
 position too (FIRE) is not, and takes its own path in `bias_matrix`.
@@ -47,6 +51,11 @@ class Kind(enum.Enum):
   ABSOLUTE = 'absolute'
   COMBINED = 'combined'
   POSITION_REMAP = 'position_remap'
+  # Position from content and what happens after the scores (issue 11).
+  CONTEXTUAL = 'contextual'
+  SCORE_TRANSFORM = 'score_transform'
+  NORMALIZER = 'normalizer'
+  TEMPERATURE = 'temperature'
 
 
 @jax.tree_util.register_static
@@ -119,6 +128,11 @@ class Encoder:
   def init(self, rng: jax.Array, num_heads: int, *, head_dim: int | None = None,
            model_dim: int | None = None) -> Params:
     """Parameters for a layer of `num_heads` heads (head_dim / model_dim where the kind needs them)."""
+    dims_ = self.init_dims(num_heads, head_dim=head_dim, model_dim=model_dim)
+    return {'dims': dims_, **self.init_params(rng, dims_)}
+
+  def init_dims(self, num_heads: int, *, head_dim: int | None = None, model_dim: int | None = None) -> Dims:
+    """The checked sizes `init` records (for an encoder that overrides `init`, as a wrapper does)."""
     who = self.name or type(self).__name__
     sizes = {'head_dim': (head_dim, self.needs_head_dim), 'model_dim': (model_dim, self.needs_model_dim)}
     checked = {field: None if value is None and not needed else validation.positive_int(who, field, value)
@@ -126,7 +140,7 @@ class Encoder:
     dims_ = Dims(num_heads=validation.positive_int(who, 'num_heads', num_heads), encoder=self.name or None,
                  **checked)
     self.check_dims(dims_)
-    return {'dims': dims_, **self.init_params(rng, dims_)}
+    return dims_
 
   def children(self) -> tuple[Encoder, ...]:
     """The encoders this one is built from (a sum's parts, a wrapper's base); () for a leaf."""
@@ -173,6 +187,22 @@ def train_positions(encoder: Encoder, rng: jax.Array, batch: int, length: int) -
     if node.train_position_limit is not None:
       return node.train_positions(rng, batch, length)
   return None
+
+
+class WrapsBase:
+  """Mixin for a wrapper with an encoder field `base`: the flags of the layer's checks are the base's."""
+
+  @property
+  def carries_position(self):
+    return self.base.carries_position
+
+  @property
+  def is_relative(self):
+    return self.base.is_relative
+
+  @property
+  def requires_causal(self):
+    return self.base.requires_causal
 
 
 class ScalarBiasEncoder(Encoder):
@@ -331,3 +361,83 @@ class PositionRemapEncoder(Encoder):
 
   def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
     return self.base.init(rng, num_heads, head_dim=head_dim, model_dim=model_dim)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The kinds whose terms depend on the content (q, k, x), not only on positions.
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionContext:
+  """What a contextual / normalizer / temperature encoder sees of one attention call (float32 arrays).
+
+  query: (B, Lq, H, D), rotated if a part is rotary. key: (B, Lk, H, D).
+  features: (B, Lk, F) the part's per-token features of the keys (`token_features`, cached in decoding),
+    or None. The queries are keys too (self-attention): query i is key index q_index[i].
+  valid: (B or 1, 1, Lq, Lk) bool, True where query i may attend to key j (causal mask and padding).
+  key_mask: (B, Lk) bool, True for real keys (padding and the unwritten part of a cache are False).
+  q_index: (Lq,) int32, the key index of each query (q_offset + i).
+  scale: the softmax scale 1 / sqrt(D).
+  """
+  query: jax.Array
+  key: jax.Array
+  features: jax.Array | None
+  valid: jax.Array
+  key_mask: jax.Array
+  q_index: jax.Array
+  scale: float
+
+
+class ContextualEncoder(Encoder):
+  """A score term computed along the row from q, k (and the layer input x): gates, prefix sums, transforms.
+
+  `token_features(params, x)` maps the layer input x (B, L, model_dim) to per-token features (B, L, F)
+  (`num_features(dims)` = F, 0 for none); the layer computes them for the tokens it sees and keeps them in
+  its KV cache, so a contextual term decodes chunk by chunk like a full forward. `score_term(params, ctx)`
+  returns (B, H, Lq, Lk) float32 added to the scaled logits; with `replaces_content` it *is* the content
+  logit (PaTH's q_i^T P_ij k_j, unscaled like q . k). Padded keys are transparent: they contribute no gate,
+  no decay and no transform (so left padding does not change the real tokens' outputs).
+  """
+
+  kind = Kind.CONTEXTUAL
+  requires_causal: ClassVar[bool] = True
+  replaces_content: ClassVar[bool] = False
+  needs_head_dim = True
+  needs_model_dim = True
+
+  def num_features(self, dims_: Dims) -> int:
+    del dims_
+    return 0
+
+  def token_features(self, params: Params, x: jax.Array) -> jax.Array | None:
+    """x (B, L, model_dim) -> (B, L, num_features) float32, or None when the term needs no features."""
+    del params, x
+    return None
+
+  def score_term(self, params: Params, ctx: AttentionContext) -> jax.Array:
+    raise NotImplementedError
+
+
+class NormalizerEncoder(Encoder):
+  """Replaces the softmax: attention weights from the (masked) logits."""
+
+  kind = Kind.NORMALIZER
+
+  def weights(self, params: Params, logits: jax.Array, ctx: AttentionContext
+              ) -> tuple[jax.Array, jax.Array | None]:
+    """logits (B, H, Lq, Lk) float32 -> (weights (B, H, Lq, Lk), remainder (B, H, Lq) or None).
+
+    A remainder r_i is the weight given to query i's own value v_{q_index[i]} on top of the weights.
+    """
+    raise NotImplementedError
+
+
+class TemperatureEncoder(Encoder):
+  """Multiplies every logit of query i by t_h(i), a function of the number of keys it sees."""
+
+  kind = Kind.TEMPERATURE
+
+  def temperature(self, params: Params, num_visible: jax.Array, q_index: jax.Array) -> jax.Array:
+    """num_visible (B, Lq) float32 (keys query i sees, >= 1 for a query that sees any) -> (B, H, Lq)."""
+    raise NotImplementedError
+

@@ -38,12 +38,13 @@ def sample_positions(rng: jax.Array, batch: int, length: int, max_position: int)
 
 @register('randomized')
 @dataclasses.dataclass(frozen=True)
-class Randomized(contract.Encoder):
+class Randomized(contract.WrapsBase, contract.Encoder):
   """`randomized(rope)`, `randomized(t5, max_position=4096)`: the base encoder, trained at random positions.
 
   A wrapper of kind COMBINED with one child, `base`: the attention layer and the model see the base (its
   leaves, `contract.leaves`), with the base's params; the training pipeline asks the tree for its positions
-  (`contract.train_positions`), and this is the one encoder that answers.
+  (`contract.train_positions`), and this is the one encoder that answers. Its flags (carries_position,
+  is_relative, requires_causal) are the base's (`contract.WrapsBase`).
   """
 
   base: contract.Encoder
@@ -75,14 +76,6 @@ class Randomized(contract.Encoder):
   def terms(self, params):
     """(base, params): the one term, read with the base's params (the COMBINED contract)."""
     return ((self.base, params),)
-
-  @property
-  def carries_position(self):
-    return self.base.carries_position
-
-  @property
-  def is_relative(self):
-    return self.base.is_relative
 
   def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
     """The base's params: what the layer, which sees the base, reads."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import warnings
 
+import einops
 import flax.struct
 
 import jax
@@ -28,7 +29,7 @@ from flax import nnx
 
 from relpos_jax import validation
 from relpos_jax.encoders import contract
-from relpos_jax.nn import functional, position_terms
+from relpos_jax.nn import content_terms, functional, position_terms
 
 DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16}
 
@@ -66,12 +67,15 @@ class KVCache:
   positions: (B, max_length) int32, each cached token's position (for explicit / randomized positions).
   mask: (B, max_length) bool, True where a real token was written.
   index: int32 scalar, the number of tokens cached: the next queries sit at q_offset = index.
+  features: per attention part, the contextual part's token features (B, max_length, F) (FoX's gate
+    logits, PaTH's directions), or None.
   """
   key: jax.Array
   value: jax.Array
   positions: jax.Array
   mask: jax.Array
   index: jax.Array
+  features: tuple = ()
 
   @property
   def max_length(self) -> int:
@@ -98,6 +102,17 @@ def check_cache_room(index, chunk: int, max_length: int) -> None:
     index = int(index)
     if index + chunk > max_length:
       raise _overflow_error(chunk, max_length, index)
+
+
+def split_heads(x: jax.Array, num_heads: int) -> jax.Array:
+  """(batch, length, heads * head_dim) -> (batch, length, heads, head_dim): the layout `functional.attend`
+  takes (queries, keys and values all have it)."""
+  return einops.rearrange(x, 'b l (h d) -> b l h d', h=num_heads)
+
+
+def merge_heads(x: jax.Array) -> jax.Array:
+  """(batch, length, heads, head_dim) -> (batch, length, heads * head_dim), the inverse of `split_heads`."""
+  return einops.rearrange(x, 'b l h d -> b l (h d)')
 
 
 def poison_overflow(y: jax.Array, index, chunk: int, max_length: int) -> jax.Array:
@@ -215,9 +230,7 @@ class RelativeMultiHeadAttention(nnx.Module):
     return params
 
   def _project(self, x):
-    b, length, _ = x.shape
-    shape = (b, length, self.num_heads, self.head_dim)
-    return (self.query(x).reshape(shape), self.key(x).reshape(shape), self.value(x).reshape(shape))
+    return tuple(split_heads(proj(x), self.num_heads) for proj in (self.query, self.key, self.value))
 
   def _check_input(self, x, positions, padding_mask):
     """x (B, L, model_dim), and positions / padding_mask (B, L) when given: the layer's input boundary."""
@@ -249,20 +262,34 @@ class RelativeMultiHeadAttention(nnx.Module):
                             key_mask=padding_mask, q_positions=positions,
                             k_positions=positions, position_bias=position_bias,
                             implementation=self.implementation, block_size=self.block_size,
-                            debug_checks=self.debug_checks, window=self.window)
-    return self.out(out.reshape(b, length, self.num_heads * self.head_dim).astype(self.dtype))
+                            debug_checks=self.debug_checks, window=self.window,
+                            features=content_terms.token_features(self.parts, params, x))
+    return self.out(merge_heads(out).astype(self.dtype))
 
   # --------------------------------------------------------------------------------------------------------
   # Cached decoding.
+
+  def _cached_features(self, cache: KVCache) -> tuple:
+    features = tuple(cache.features) if cache.features else (None,) * len(self.parts)
+    sizes = content_terms.feature_sizes(self.parts, contract.Dims(self.num_heads, self.head_dim,
+                                                                  self.model_dim))
+    if len(features) != len(self.parts) or any((f is None) != (n == 0) for f, n in zip(features, sizes)):
+      raise ValueError('decode: the cache holds no token features for this layer\'s contextual parts; build it '
+                       'with this layer\'s init_cache.')
+    return features
 
   def init_cache(self, batch: int, max_length: int) -> KVCache:
     """An empty cache for `batch` sequences of up to `max_length` tokens."""
     batch = validation.positive_int('init_cache', 'batch', batch)
     max_length = validation.positive_int('init_cache', 'max_length', max_length)
     shape = (batch, max_length, self.num_heads, self.head_dim)
+    sizes = content_terms.feature_sizes(self.parts, contract.Dims(self.num_heads, self.head_dim,
+                                                                  self.model_dim))
+    features = tuple(jnp.zeros((batch, max_length, n), jnp.float32) if n else None for n in sizes)
     return KVCache(key=jnp.zeros(shape, self.dtype), value=jnp.zeros(shape, self.dtype),
                    positions=jnp.zeros((batch, max_length), jnp.int32),
-                   mask=jnp.zeros((batch, max_length), bool), index=jnp.zeros((), jnp.int32))
+                   mask=jnp.zeros((batch, max_length), bool), index=jnp.zeros((), jnp.int32),
+                   features=features)
 
   def decode(self, x: jax.Array, cache: KVCache, *, positions: jax.Array | None = None,
              padding_mask: jax.Array | None = None, position_bias: jax.Array | None = None,
@@ -289,12 +316,16 @@ class RelativeMultiHeadAttention(nnx.Module):
     q, k, v = self._project(x)
     new_mask = jnp.ones((b, chunk), bool) if padding_mask is None else padding_mask
     start = (0, index)
+    new_features = content_terms.token_features(self.parts, params, x)
+    features = tuple(
+        None if cached is None else jax.lax.dynamic_update_slice(cached, new, start + (0,))
+        for cached, new in zip(self._cached_features(cache), new_features))
     cache = KVCache(
         key=jax.lax.dynamic_update_slice(cache.key, k.astype(cache.key.dtype), start + (0, 0)),
         value=jax.lax.dynamic_update_slice(cache.value, v.astype(cache.value.dtype), start + (0, 0)),
         positions=jax.lax.dynamic_update_slice(cache.positions, new_positions, start),
         mask=jax.lax.dynamic_update_slice(cache.mask, new_mask, start),
-        index=index + chunk)
+        index=index + chunk, features=features)
     keys = cache.key
     if position_terms.has_kind(self.parts, contract.Kind.ROTARY):
       # Keys are cached unrotated and rotated here with the cached positions: an encoder whose rotation
@@ -307,6 +338,7 @@ class RelativeMultiHeadAttention(nnx.Module):
                             key_mask=cache.mask, q_offset=index,
                             q_positions=explicit, k_positions=None if explicit is None else cache.positions,
                             position_bias=position_bias, implementation=self.implementation,
-                            block_size=self.block_size, debug_checks=self.debug_checks, window=self.window)
-    y = self.out(out.reshape(b, chunk, self.num_heads * self.head_dim).astype(self.dtype))
+                            block_size=self.block_size, debug_checks=self.debug_checks, window=self.window,
+                            features=list(cache.features))
+    y = self.out(merge_heads(out).astype(self.dtype))
     return poison_overflow(y, index, chunk, max_length), cache

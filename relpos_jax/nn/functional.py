@@ -10,6 +10,8 @@ Which path runs is decided by the parts' kinds:
                                              a^V output term (`position_terms.vector_*`)
   position remap (Self-Extend, ReRoPE)   ->  the explicit path, its scores merged from the remap's position
                                              sets (`position_terms.remap_scores`)
+  contextual, score transform,           ->  the explicit path, with their terms (`content_terms`): CoPE, FoX,
+  normalizer, temperature                    PaTH, DAPE, stick-breaking, SSMax / log-n
 
   any kind, implementation='blockwise'    ->  `blockwise.attend`: query and key tiles, an online softmax, every
                                              position term built per tile; O(L) memory, training included
@@ -40,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from relpos_jax import checks, validation
-from relpos_jax.nn import blockwise, position_terms, skew
+from relpos_jax.nn import blockwise, content_terms, position_terms, skew
 
 Kind = position_terms.Kind
 
@@ -181,7 +183,7 @@ def _without_nonfinite_keys(key, value, q_len, *, causal, q_offset, key_mask, ma
 def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params, causal: bool = False,
            key_mask: jax.Array | None = None, mask: jax.Array | None = None, q_offset=0, q_positions=None,
            k_positions=None, position_bias=None, implementation=None, block_size=None,
-           debug_checks: bool = False, window: int | None = None) -> jax.Array:
+           debug_checks: bool = False, window: int | None = None, features=None) -> jax.Array:
   """Multi-head attention with the position terms of `parts`.
 
   Args:
@@ -205,6 +207,10 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
     window: sliding-window (local) attention: a query sees keys at distance i - j < window only (None:
       global). Distances are positions' (explicit ones when given), like the position terms. On the tiled
       paths it is an arbitrary mask ('blockwise' only).
+    features: per part, the contextual parts' token features of the keys (B, Lk, F) or None
+      (`content_terms.token_features` of the layer input; the cached ones in decoding). The content kinds
+      (contextual, score transform, normalizer, temperature) have no tiled form: 'blockwise' / 'pallas'
+      raise a ValueError naming the encoder and its kind.
 
   Returns:
     (B, Lq, H, D) in value's dtype. Queries that see no key at all output zeros.
@@ -273,12 +279,13 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
       bias = bias[None]
 
   vector_parts = [(part, p) for part, p in zip(parts, params) if part.kind is Kind.VECTOR_RELATIVE]
+  content_kind = content_terms.has_content_kind(parts)
 
   use_dot_product_attention = implementation in ('xla', 'cudnn') or (
       implementation is None and jax.default_backend() != 'cpu')
   # dot_product_attention needs one head size for q, k and v (PoPE's polar q and k are twice v's).
   same_size = query.shape[-1] == value.shape[-1]
-  if not vector_parts and not remaps and same_size and use_dot_product_attention:
+  if not vector_parts and not remaps and not content_kind and same_size and use_dot_product_attention:
     # A plain causal square lets the kernel skip the masked half (cuDNN) instead of reading a mask.
     native_causal = causal and q_len == k_len and _is_static_zero(q_offset)
     dpa_mask = _attention_mask(q_len, k_len, causal=causal and not native_causal, q_offset=q_offset,
@@ -293,13 +300,26 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
     full_mask = _attention_mask(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask)
     if mask is not None:
       full_mask = mask if full_mask is None else full_mask & mask
+    ctx = replaced = None
+    if content_kind:
+      q_index = jnp.arange(q_len, dtype=jnp.int32) + jnp.asarray(q_offset, jnp.int32)
+      ctx = content_terms.context(
+          query.astype(jnp.float32), key.astype(jnp.float32), None,
+          full_mask if full_mask is not None else jnp.ones((1, 1, q_len, k_len), bool),
+          key_mask if key_mask is not None else jnp.ones((b, k_len), bool), q_index, scale)
+      features = content_terms.check_features(parts, features, b, k_len)
+      replaced = content_terms.content_logits(parts, params, features, ctx)
     content_query = query
     u = position_terms.query_biases(parts, params)
     if u is not None:
       content_query = query.astype(jnp.float32) + u
       key = key.astype(jnp.float32)
-    scores = None
+    scores = replaced  # PaTH: q_i^T H_i ... H_{j+1} k_j instead of q_i . k_j
     if remaps:
+      for part, _ in remaps:
+        validation.require(replaced is None, 'attend', 'parts', part.name or type(part).__name__,
+                           'a position remap beside encoders that keep the content logit q . k (PaTH replaces '
+                           'it, so there is no base score to remap)')
       q_pos, k_pos = _positions_or_contiguous(b, q_len, k_len, q_offset, q_positions, k_positions)
       for part, p in remaps:
         scores, remap_bias = position_terms.remap_scores(part, p, content_query, key, q_pos, k_pos, scores)
@@ -316,11 +336,24 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
     scores = scores * np.float32(scale)
     if bias is not None:
       scores = scores + bias
+    remainder = None
+    if content_kind:
+      scores = content_terms.add_contextual(parts, params, features, ctx, scores)
+      scores = content_terms.transform_scores(parts, params, scores, full_mask, q_len, k_len, q_offset=q_offset,
+                                              q_positions=q_positions, k_positions=k_positions)
+      scores = content_terms.apply_temperature(parts, params, scores, full_mask, ctx.q_index)
     if full_mask is not None:
       scores = jnp.where(full_mask, scores, _LARGE_NEGATIVE)
-    weights = jax.nn.softmax(scores, axis=-1)
+    normalizer = content_terms.normalizer(parts, params)
+    if normalizer is not None:
+      weights, remainder = normalizer[0].weights(normalizer[1], scores, ctx)
+    else:
+      weights = jax.nn.softmax(scores, axis=-1)
     out = jnp.einsum('bhij,bjhd->bihd', weights.astype(value.dtype), value,
                      preferred_element_type=jnp.float32)
+    if remainder is not None:  # stick-breaking: what the keys leave goes to the query's own value
+      own = jnp.take(value, ctx.q_index, axis=1).astype(jnp.float32)  # (B, Lq, H, D)
+      out = out + jnp.moveaxis(remainder, 1, 2)[..., None] * own
     for (part, p), table in zip(vector_parts, tables):
       extra = position_terms.vector_values(part, p, weights, table)
       if extra is not None:

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.nn import attention as attention_lib
-from relpos_jax.nn import functional, position_terms
+from relpos_jax.nn import content_terms, functional, position_terms
 
 
 def _path_name(path) -> str:
@@ -101,10 +101,8 @@ class RelativeMultiHeadAttention(nn.Module):
     params = [self._part_params(i, part, model_dim, head_dim) for i, part in enumerate(parts)]
     dense = functools.partial(nn.Dense, use_bias=False, dtype=dtype, param_dtype=jnp.float32)
     inner = self.num_heads * head_dim
-    shape = (b, length, self.num_heads, head_dim)
-    q = dense(inner, name='query')(x).reshape(shape)
-    k = dense(inner, name='key')(x).reshape(shape)
-    v = dense(inner, name='value')(x).reshape(shape)
+    q, k, v = (attention_lib.split_heads(dense(inner, name=name)(x), self.num_heads)
+               for name in ('query', 'key', 'value'))
     if positions is not None:
       positions = validation.positions(who, positions, (b, length))
     if position_terms.has_kind(parts, contract.Kind.ROTARY):
@@ -114,8 +112,9 @@ class RelativeMultiHeadAttention(nn.Module):
                             key_mask=padding_mask, q_positions=positions,
                             k_positions=positions, position_bias=position_bias,
                             implementation=self.implementation, block_size=self.block_size,
-                            debug_checks=self.debug_checks, window=self.window)
-    return dense(model_dim, name='out')(out.reshape(b, length, inner).astype(dtype))
+                            debug_checks=self.debug_checks, window=self.window,
+                            features=content_terms.token_features(parts, params, x))
+    return dense(model_dim, name='out')(attention_lib.merge_heads(out).astype(dtype))
 
 
 def params_from_nnx(layer: attention_lib.RelativeMultiHeadAttention) -> dict:

@@ -7,11 +7,19 @@ A study's results are plain JSON-able data, so a notebook can load, re-plot or m
      'lower_is_better': True,
      'train_length': 64,
      'eval_lengths': [64, 128, ...],
-     'runs': [{'name': 'alibi', 'spec': 'alibi', 'by_length': {'64': 2.1, ...},
+     'seeds': [0, 1, 2],
+     'runs': [{'name': 'alibi', 'spec': 'alibi', 'seeds': [0, 1, 2],
+               'by_length': {'64': 2.1, ...},                    # the mean over seeds
+               'by_length_per_seed': {'64': [2.08, 2.11, 2.1], ...},
                'train_metric': 2.0, 'steps': 300, 'train_seconds': 31.2, 'num_params': 103424}, ...]}
 
+With several seeds the table shows mean ± standard deviation (sample std, n - 1) and the plot a band of
+± one standard deviation around the mean. Results without `by_length_per_seed` (one seed) read as before.
+
 A run that diverged carries `'diverged': {'step': s, 'message': ...}` and no values; the table says
-`diverged at step s` instead of numbers, and the plot leaves it out.
+`diverged at step s` instead of numbers, and the plot leaves it out. An encoder with some diverged seeds
+lists them in `'diverged_seeds': {'1': {'step': s, ...}}` (None in `by_length_per_seed`): its cells are
+mean ± std over the other seeds, and its name cell says which seeds diverged.
 """
 
 from __future__ import annotations
@@ -42,6 +50,17 @@ def _value(run, length):
   return None if value is None else float(value)
 
 
+def _per_seed(run, length) -> list[float] | None:
+  """The values of every seed that did not diverge at `length`, or None (one seed, or a missing value)."""
+  values = run.get('by_length_per_seed', {}).get(str(length))
+  if values and run.get('diverged_seeds'):
+    diverged = run['diverged_seeds']
+    values = [v for seed, v in zip(run['seeds'], values) if str(seed) not in diverged]
+  if not values or any(v is None for v in values):
+    return None
+  return [float(v) for v in values]
+
+
 def _fmt(value, digits=3):
   return '—' if value is None or (isinstance(value, float) and math.isnan(value)) else f'{value:.{digits}f}'
 
@@ -49,6 +68,23 @@ def _fmt(value, digits=3):
 def _mean(values):
   values = [v for v in values if v is not None]
   return sum(values) / len(values) if values else None
+
+
+def std(values) -> float | None:
+  """Sample standard deviation (n - 1); None for fewer than two values."""
+  if values is None or len(values) < 2:
+    return None
+  mean = sum(values) / len(values)
+  return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def _fmt_spread(mean, values, digits=3, spread_digits=None):
+  """'mean' or 'mean ± std' when there are several seeds."""
+  spread = std(values)
+  spread_digits = digits if spread_digits is None else spread_digits
+  if spread is None or mean is None:
+    return _fmt(mean, digits)
+  return f'{_fmt(mean, digits)} ± {spread:.{spread_digits}f}'
 
 
 def display_lengths(lengths, max_columns: int = 10) -> list:
@@ -69,7 +105,8 @@ def markdown_table(results: Results) -> str:
   to the out-of-distribution one because a run that never fit its training lengths says nothing about
   generalization. The ratio is the metric at the longest length over the metric at the training length
   (the mean of the in-distribution lengths when the training length itself is not evaluated): near 1
-  means the encoding holds up.
+  means the encoding holds up. With several seeds every cell is mean ± std over seeds (the ratio cell: the
+  mean and std of the per-seed ratios; the in/out-of-distribution cells: of the per-seed means).
   """
   train_length = results['train_length']
   lengths = results['eval_lengths']
@@ -79,40 +116,37 @@ def markdown_table(results: Results) -> str:
   header = (['encoder'] + [f'{length} ({length / train_length:g}×)' for length in shown]
             + ['in-dist mean', 'out-of-dist mean', f'{lengths[-1]} / train'])
   lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
-  for run in results['runs']:
-    values = {length: _value(run, length) for length in lengths}
+  def summary(values):  # (in-dist mean, out-of-dist mean, ratio) of one set of values by length
     reference = values.get(train_length, _mean([values[n] for n in in_dist]))
     last = values[lengths[-1]]
     ratio = None if reference in (None, 0.0) or last is None else last / reference
+    return _mean([values[n] for n in in_dist]), _mean([values[n] for n in out_dist]), ratio
+
+  for run in results['runs']:
+    values = {length: _value(run, length) for length in lengths}
+    per_seed = {length: _per_seed(run, length) for length in lengths}
+    seeds_summaries = None
+    if all(v is not None for v in per_seed.values()):
+      count = len(per_seed[lengths[0]])
+      seeds_summaries = list(zip(*[summary({n: per_seed[n][k] for n in lengths}) for k in range(count)]))
+    in_mean, out_mean, ratio = summary(values)
+    if seeds_summaries and None not in seeds_summaries[2]:
+      ratio = _mean(seeds_summaries[2])  # The mean of the per-seed ratios, whose spread is shown.
+    spreads = seeds_summaries or (None, None, None)
     name = run['name'] if run['spec'] == run['name'] else f'{run["name"]} (`{run["spec"]}`)'
+    if 'seeds' in run and results.get('seeds') and run['seeds'] != results['seeds']:
+      name += f' [seeds {", ".join(str(s) for s in run["seeds"])}]'  # A study reported before it finished.
     if run.get('diverged'):
-      cells = [name, f'diverged at step {run["diverged"]["step"]}'] + [''] * (len(header) - 2)
+      seeds = run.get('diverged_seeds', {})
+      which = f' (seeds {", ".join(seeds)})' if len(seeds) > 1 else ''
+      cells = [name, f'diverged at step {run["diverged"]["step"]}{which}'] + [''] * (len(header) - 2)
       lines.append('| ' + ' | '.join(cells) + ' |')
       continue
-    cells = ([name] + [_fmt(values[n]) for n in shown]
-             + [_fmt(_mean([values[n] for n in in_dist])), _fmt(_mean([values[n] for n in out_dist])),
-                _fmt(ratio, 2)])
-    lines.append('| ' + ' | '.join(cells) + ' |')
-  return '\n'.join(lines) + '\n'
-
-
-def seed_table(seeds: list[Results]) -> str:
-  """Mean ± standard deviation over the results of one study run with several seeds (same entries)."""
-  first = seeds[0]
-  lengths = first['eval_lengths']
-  shown = display_lengths(lengths)
-  header = ['encoder'] + [f'{n} ({n / first["train_length"]:g}×)' for n in shown]
-  lines = [f'mean ± sd over {len(seeds)} seeds\n', '| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
-  for i, run in enumerate(first['runs']):
-    cells = [run['name'] if run['spec'] == run['name'] else f'{run["name"]} (`{run["spec"]}`)']
-    for n in shown:
-      values = [_value(r['runs'][i], n) for r in seeds]
-      if any(v is None for v in values):
-        cells.append('—')
-        continue
-      mean = sum(values) / len(values)
-      sd = math.sqrt(sum((v - mean) ** 2 for v in values) / max(len(values) - 1, 1))
-      cells.append(f'{mean:.3f} ± {sd:.3f}')
+    for seed, marker in run.get('diverged_seeds', {}).items():
+      name += f' [seed {seed} diverged at step {marker["step"]}]'  # Left out of the means.
+    cells = ([name] + [_fmt_spread(values[n], per_seed[n]) for n in shown]
+             + [_fmt_spread(in_mean, spreads[0]), _fmt_spread(out_mean, spreads[1]),
+                _fmt_spread(ratio, spreads[2], 2, spread_digits=3)])
     lines.append('| ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines) + '\n'
 
@@ -128,6 +162,10 @@ def write_markdown(results: Results, path: str) -> str:
   text.append(markdown_table(results))
   facts = {k: meta[k] for k in ('corpus_fingerprint', 'device', 'jax_version', 'wall_seconds', 'date')
            if k in meta}
+  if results.get('seeds'):
+    facts = {'seeds': ', '.join(str(s) for s in results['seeds'])
+                      + ' (cells: mean ± standard deviation over seeds)' * (len(results['seeds']) > 1),
+             **facts}
   data = meta.get('data')
   if isinstance(data, dict):  # One readable line; results.json keeps the whole description.
     facts = {'data': ', '.join(f'{k}={data[k]}' for k in ('source', 'task', 'num_train_tokens',
@@ -159,6 +197,12 @@ def plot(results: Results, path: str) -> str:
       # Dark shades of tab20 first, then the light ones: neighbours in the legend never share a hue.
       color = cmap((2 * n) % 20 + (n // 10) % 2)
       ax.plot(xs, ys, marker='o', ms=3, lw=1.5, color=color, ls='-' if n < 10 else '--', label=run['name'])
+      band = [(length, v, std(_per_seed(run, length))) for length, v in points]
+      band = [(length, v, s) for length, v, s in band if s is not None]
+      if band:  # Several seeds: mean ± one standard deviation.
+        bx, bv, bs = zip(*band)
+        ax.fill_between(bx, [v - s for v, s in zip(bv, bs)], [v + s for v, s in zip(bv, bs)],
+                        color=color, alpha=0.2, lw=0)
   ax.axvline(results['train_length'], color='grey', ls='--', lw=1)
   ax.text(results['train_length'], 0.98, ' train length', transform=ax.get_xaxis_transform(),
           va='top', fontsize=8, color='grey')

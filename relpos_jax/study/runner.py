@@ -2,28 +2,35 @@
 
     results = run_study(config, workdir)        # config: a training config plus a `study` section
 
-For every encoder of `config.study.encoders` the study trains the run that `config` describes with that
-encoder (`relpos_jax.train.loop.train`, same data stream, same seed, same steps), evaluates it at every
-length of `config.eval.lengths`, and writes, after each encoder:
+For every encoder of `config.study.encoders` and every seed of `config.study.seeds` (default: the
+config's own `seed`) the study trains the run that `config` describes with that encoder and seed
+(`relpos_jax.train.loop.train`: the seed sets the initialisation, the data order and the dropout streams;
+every encoder sees the same data stream for one seed), evaluates it at every length of `config.eval.lengths`,
+and writes, after each encoder:
 
     <workdir>/results.json      everything, with the config, corpus fingerprint, versions and device
-    <workdir>/results.md        encoder x evaluation length table
-    <workdir>/results.png       metric against evaluation length
-    <workdir>/runs/<label>/     the encoder's own run directory (config.json, metrics.jsonl, checkpoints)
+    <workdir>/results.md        encoder x evaluation length table (mean ± standard deviation over seeds)
+    <workdir>/results.png       metric against evaluation length (mean, and a ± std band over seeds)
+    <workdir>/runs/<label>/seed<s>/   the run of one encoder and seed (config.json, metrics.jsonl, checkpoints)
+    <workdir>/events.out.tfevents.*   with TensorBoard on (config.train.tensorboard): one chart per encoder,
+                                the metric against the evaluation length (`tensorboard --logdir=<workdir>`)
 
-Nothing saved is lost on interruption: a finished encoder's result is kept (`runs/<label>/result.json`) and
-skipped on the next call, and an unfinished one resumes from its latest checkpoint. A finished result is
-reused only for the same config and the same data (corpus fingerprint, or task): otherwise the study
-stops and names the run directory to remove.
+Nothing saved is lost on interruption: a finished (encoder, seed) keeps its result
+(`runs/<label>/seed<s>/result.json`) and is skipped on the next call, an unfinished one resumes from its
+latest checkpoint. Adding seeds to a finished study trains only the new ones. A finished result is reused
+only for the same config and the same data (corpus fingerprint, or task): otherwise the study stops and
+names the run directory to remove.
 
-An encoder whose training diverges (`relpos_jax.train.loop.DivergedError`: non-finite updates) is recorded
-as diverged (`'diverged': {'step': ..., 'message': ...}`, no metric values) and shown so in the table; the
-study goes on with the next encoder.
+A run whose training diverges (`relpos_jax.train.loop.DivergedError`: non-finite updates) is recorded as
+diverged (`'diverged': {'step': ..., 'message': ...}`, no metric values) and the study goes on. An encoder
+keeps its diverged seeds in `diverged_seeds` ({seed: marker}); its means are over the other seeds, and
+when every seed diverged it carries `diverged` itself and the table says so instead of numbers.
 
-Train with X, evaluate with Y: an entry `'label: X -> Y'` evaluates the run trained with X using encoder Y
-(an inference-time scaling or remap of X, with the same parameters: `relpos_jax.train.transfer`). The run
-trained with X is trained once and shared: it is the directory of the plain entry with spec X if the study
-has one, else `runs/<label of the first X -> ... entry>.trained`. Its result reports `spec` Y and `train_spec` X.
+Train with X, evaluate with Y: an entry `'label: X -> Y'` evaluates the runs trained with X using encoder Y
+(an inference-time scaling or remap of X, with the same parameters: `relpos_jax.train.transfer`). The runs
+trained with X are trained once per seed and shared: they are those of the plain entry with spec X if the
+study has one, else `runs/<label of the first X -> ... entry>.trained/seed<s>`. Its result reports `spec` Y and
+`train_spec` X.
 """
 
 from __future__ import annotations
@@ -45,8 +52,7 @@ from absl import logging
 
 from relpos_jax.study import report
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import transfer
-from relpos_jax.train import inputs, loop
+from relpos_jax.train import inputs, loop, tensorboard, transfer
 
 RESULT_FILE = 'result.json'
 _LABEL = re.compile(r'^[A-Za-z0-9_.+-]+$')
@@ -58,6 +64,7 @@ class Study:
   encoders: tuple[str, ...] = config_lib.key()   # 'label: spec' entries, or bare specs (see parse_entries)
   title: str = config_lib.key('Length generalization')
   description: str = config_lib.key('')
+  seeds: tuple[int, ...] | None = config_lib.key(None, ge=0)  # every encoder trained once per seed
   # Another study's workdir: evaluate its trained runs at this config's lengths, no training (`reevaluate`).
   trained_workdir: str = config_lib.key('')
 
@@ -118,9 +125,23 @@ def split_config(config) -> tuple[ml_collections.ConfigDict, Study]:
   return ml_collections.ConfigDict(as_dict), config_lib.parse_section(Study, 'study', study)
 
 
-def run_config(base: ml_collections.ConfigDict, entry: Entry) -> ml_collections.ConfigDict:
+def parse_seeds(study: Study, base) -> tuple[int, ...]:
+  """`config.study.seeds`: a non-empty tuple of distinct ints >= 0; None (absent), the config's own `seed`."""
+  seeds = study.seeds
+  if seeds is None:
+    return (int(base.seed),)
+  if not seeds or len(set(seeds)) != len(seeds):
+    raise config_lib.ConfigError(
+        f'config.study.seeds={seeds!r} is invalid: allowed: a non-empty tuple of distinct ints >= 0, '
+        "e.g. (0,) or (0, 1, 2) (on the command line: --config.study.seeds='(0,1,2)').")
+  return tuple(int(s) for s in seeds)
+
+
+def run_config(base: ml_collections.ConfigDict, entry: Entry, seed: int | None = None) -> ml_collections.ConfigDict:
   config = copy.deepcopy(base)
   config.model.encoder = entry.spec
+  if seed is not None:
+    config.seed = int(seed)
   return config
 
 
@@ -129,6 +150,7 @@ def validate_study(config) -> tuple[ml_collections.ConfigDict, list[Entry]]:
   not after an hour of training the entries before it."""
   base, study = split_config(config)
   entries = parse_entries(study.encoders)
+  parse_seeds(study, base)
   if not base.eval.lengths:
     raise config_lib.ConfigError('config.eval.lengths=() is invalid for a study: allowed: the lengths '
                                  'to evaluate every encoder at, e.g. (64, 128, 256, 512, 1024).')
@@ -198,27 +220,31 @@ def _environment() -> dict:
           'date': datetime.date.today().isoformat()}
 
 
-def _run_entry(base, entry: Entry, workdir: str, train_fn: Callable, metric: str, data,
-               train_dir: str | None = None) -> dict:
-  run_dir = os.path.join(workdir, 'runs', entry.label)
+def _run_seed(base, entry: Entry, seed: int, workdir: str, train_fn: Callable | None, metric: str,
+              data, train_dir: str | None = None) -> dict | None:
+  """One (encoder, seed): trained and evaluated, or read back from its result.json (train_fn None: only
+  read back; None if it has not finished). An 'X -> Y' entry evaluates the run trained in `train_dir`."""
+  run_dir = os.path.join(workdir, 'runs', entry.label, f'seed{seed}')
   result_path = os.path.join(run_dir, RESULT_FILE)
-  config = run_config(base, entry)
+  config = run_config(base, entry, seed)
   data_id = loop.data_identity(data.describe())
   if entry.eval_spec is not None:
-    return _run_transfer(base, entry, run_dir, train_dir, train_fn, metric, data, data_id)
+    return _run_transfer(base, entry, seed, run_dir, train_dir, train_fn, metric, data, data_id)
   if os.path.exists(result_path):
     saved = report.load_json(result_path)
     _check_saved(saved, run_dir, json.loads(config.to_json_best_effort()), data_id)
-    logging.info('study: %s already done, reusing %s', entry.label, result_path)
+    logging.info('study: %s seed %d already done, reusing %s', entry.label, seed, result_path)
     return saved
+  if train_fn is None:
+    return None
   started = time.perf_counter()
-  run = {'name': entry.label, 'spec': entry.spec, 'config': json.loads(config.to_json_best_effort()),
-         'data': data_id}
+  run = {'name': entry.label, 'spec': entry.spec, 'seed': seed,
+         'config': json.loads(config.to_json_best_effort()), 'data': data_id}
   os.makedirs(run_dir, exist_ok=True)
   try:
     result = train_fn(config, run_dir, data=data)
   except loop.DivergedError as e:
-    logging.warning('study: %s diverged: %s', entry.label, e)
+    logging.warning('study: %s seed %d diverged: %s', entry.label, seed, e)
     run.update({'by_length': {str(n): None for n in base.eval.lengths}, 'train_metric': None,
                 'train_loss': None, 'steps': e.step, 'diverged': {'step': e.step, 'message': str(e)},
                 'train_seconds': round(time.perf_counter() - started, 1)})
@@ -228,7 +254,8 @@ def _run_entry(base, entry: Entry, workdir: str, train_fn: Callable, metric: str
   by_length = {str(n): metrics.get(f'eval/{n}/{metric}') for n in base.eval.lengths}
   missing = [n for n, v in by_length.items() if v is None]
   if missing:
-    raise RuntimeError(f'study: the run of {entry.label} reported no {metric} at lengths {missing}.')
+    raise RuntimeError(f'study: the run of {entry.label} (seed {seed}) reported no {metric} at lengths '
+                       f'{missing}.')
   run.update({'by_length': by_length, 'train_metric': metrics.get(metric), 'train_loss': metrics.get('loss'),
               'steps': result.step, 'train_seconds': round(time.perf_counter() - started, 1),
               'num_params': int(sum(x.size for x in jax.tree.leaves(result.params)))})
@@ -248,11 +275,11 @@ def _check_saved(saved: dict, run_dir: str, config_json, data_id: dict) -> None:
         'remove that directory to train it again on this data.')
 
 
-def _run_transfer(base, entry: Entry, run_dir: str, train_dir: str, train_fn: Callable, metric: str,
-                  data, data_id: dict) -> dict:
-  """'X -> Y': train X in `train_dir` (or reuse it), evaluate its parameters with encoder Y."""
+def _run_transfer(base, entry: Entry, seed: int, run_dir: str, train_dir: str, train_fn: Callable | None,
+                  metric: str, data, data_id: dict) -> dict | None:
+  """'X -> Y' for one seed: train X in `train_dir` (or reuse it), evaluate its parameters with encoder Y."""
   result_path = os.path.join(run_dir, RESULT_FILE)
-  config = run_config(base, entry)
+  config = run_config(base, entry, seed)
   evaluated = transfer.eval_config(config, entry.eval_spec)
   as_json = json.loads(evaluated.to_json_best_effort())
   if os.path.exists(result_path):
@@ -261,46 +288,94 @@ def _run_transfer(base, entry: Entry, run_dir: str, train_dir: str, train_fn: Ca
       raise config_lib.ConfigError(
           f'{run_dir} holds a finished run of another config; use a new workdir or remove that directory.')
     _check_saved(saved, run_dir, as_json, data_id)
-    logging.info('study: %s already done, reusing %s', entry.label, result_path)
+    logging.info('study: %s seed %d already done, reusing %s', entry.label, seed, result_path)
     return saved
+  if train_fn is None:
+    return None
   started = time.perf_counter()
-  run = {'name': entry.label, 'spec': entry.eval_spec, 'train_spec': entry.spec, 'config': as_json,
-         'data': data_id, 'trained_in': os.path.relpath(train_dir, os.path.dirname(os.path.dirname(run_dir)))}
+  run = {'name': entry.label, 'spec': entry.eval_spec, 'train_spec': entry.spec, 'seed': seed,
+         'config': as_json, 'data': data_id,
+         'trained_in': os.path.relpath(train_dir, os.path.dirname(os.path.dirname(os.path.dirname(run_dir))))}
   os.makedirs(run_dir, exist_ok=True)
   try:
     result = train_fn(config, train_dir, data=data)  # Resumes, or returns at once when already trained.
   except loop.DivergedError as e:
-    logging.warning('study: %s (trained with %s) diverged: %s', entry.label, entry.spec, e)
+    logging.warning('study: %s (trained with %s) seed %d diverged: %s', entry.label, entry.spec, seed, e)
     run.update({'by_length': {str(n): None for n in base.eval.lengths}, 'train_metric': None,
                 'train_loss': None, 'steps': e.step, 'diverged': {'step': e.step, 'message': str(e)},
-                'eval_seconds': round(time.perf_counter() - started, 1)})
+                'train_seconds': round(time.perf_counter() - started, 1)})
     report.write_json(run, result_path)
     return run
   model = transfer.with_encoder(result.model, config, entry.eval_spec)
   evaluation = loop.evaluate_lengths(model, data, [int(n) for n in base.eval.lengths])
   by_length = {str(n): evaluation[int(n)].get(metric) for n in base.eval.lengths}
   metrics = result.final_metrics
+  # train_seconds: this entry's own time (its evaluation, plus the training if it was not trained before).
   run.update({'by_length': by_length, 'train_metric': metrics.get(metric), 'train_loss': metrics.get('loss'),
-              'steps': result.step, 'eval_seconds': round(time.perf_counter() - started, 1),
+              'steps': result.step, 'train_seconds': round(time.perf_counter() - started, 1),
               'num_params': int(sum(x.size for x in jax.tree.leaves(result.params)))})
   report.write_json(run, result_path)
   return run
 
 
+def _mean(values):
+  return None if not values or any(v is None for v in values) else sum(values) / len(values)
+
+
+def merge_seeds(entry: Entry, per_seed: Sequence[dict]) -> dict:
+  """One encoder's study entry from its per-seed results: `by_length` is the mean over the seeds that did
+  not diverge, `by_length_per_seed` keeps every value ({length: [one per seed]}, in the order of `seeds`;
+  None for a diverged seed). Diverged seeds are listed in `diverged_seeds` ({seed: marker}); when every
+  seed diverged the entry carries `diverged` (the first seed's marker) and no values."""
+  lengths = list(per_seed[0]['by_length'])
+  finite = [r for r in per_seed if not r.get('diverged')]
+  first = finite[0] if finite else per_seed[0]
+  config = dict(first['config'])
+  config.pop('seed', None)  # The seed is per run: `seeds` lists them.
+  merged = {'name': entry.label, 'spec': entry.reported_spec, 'seeds': [r['seed'] for r in per_seed],
+            'by_length': {n: _mean([r['by_length'][n] for r in finite]) for n in lengths},
+            'by_length_per_seed': {n: [r['by_length'][n] for r in per_seed] for n in lengths},
+            'train_metric': _mean([r['train_metric'] for r in finite]),
+            'train_loss': _mean([r['train_loss'] for r in finite]), 'steps': first['steps'],
+            'train_seconds': round(sum(r['train_seconds'] for r in per_seed), 1),
+            'num_params': first.get('num_params'), 'config': config, 'data': first.get('data')}
+  if entry.eval_spec is not None:
+    merged['train_spec'] = entry.spec
+    merged['trained_in'] = [r.get('trained_in') for r in per_seed]
+  diverged = {str(r['seed']): r['diverged'] for r in per_seed if r.get('diverged')}
+  if diverged:
+    merged['diverged_seeds'] = diverged
+  if not finite:
+    merged['diverged'] = per_seed[0]['diverged']
+  return merged
+
+
+def _run_entry(base, entry: Entry, seeds: Sequence[int], workdir: str, train_fn: Callable | None,
+               metric: str, data, train_dir: str | None = None) -> dict | None:
+  per_seed = [_run_seed(base, entry, seed, workdir, train_fn, metric, data,
+                        None if train_dir is None else os.path.join(train_dir, f'seed{seed}')) for seed in seeds]
+  per_seed = [r for r in per_seed if r is not None]
+  return merge_seeds(entry, per_seed) if per_seed else None
+
+
 def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None = None,
-              on_result: Callable[[dict], None] | None = None) -> dict:
+              on_result: Callable[[dict], None] | None = None, finished_only: bool = False) -> dict:
   """Runs (or resumes) the study of `config` in `workdir`; returns the results dict (see `report`).
 
   Args:
     config: a training config with a `study` section: `study.encoders` (specs, or 'label: spec'),
-      optional `study.title` / `study.description`.
+      optional `study.seeds` (every encoder is trained once per seed; default: `config.seed`),
+      `study.title` / `study.description`.
     workdir: where results and the runs go; calling again resumes.
     train_fn: `train_fn(config, workdir, data=...) -> TrainResult` (default `relpos_jax.train.loop.train`).
     on_result: called with the results dict after each encoder (e.g. to re-plot in a notebook).
+    finished_only: train nothing; report the (encoder, seed) runs that have finished so far (each run
+      lists its own `seeds`; encoders with none are left out), e.g. while a long study is under way.
   """
   base, entries = validate_study(config)
   _, study = split_config(config)
-  train_fn = loop.train if train_fn is None else train_fn
+  seeds = parse_seeds(study, base)
+  train_fn = None if finished_only else (loop.train if train_fn is None else train_fn)
   workdir = os.fspath(workdir)
   os.makedirs(workdir, exist_ok=True)
   metric, lower_is_better = metric_name(base)
@@ -309,17 +384,26 @@ def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None =
   train_dirs = training_dirs(workdir, entries)
   results = {
       'metric': metric, 'lower_is_better': lower_is_better, 'train_length': train_length(base),
-      'eval_lengths': [int(n) for n in base.eval.lengths], 'runs': [],
+      'eval_lengths': [int(n) for n in base.eval.lengths], 'seeds': list(seeds), 'runs': [],
       'meta': {'title': study.title, 'description': study.description,
                'data': data.describe(), 'corpus_fingerprint': data.describe().get('fingerprint'),
                'config': json.loads(base.to_json_best_effort()), **_environment()},
   }
+  if finished_only:
+    results['meta']['finished_only'] = True
   started = time.perf_counter()
   for n, entry in enumerate(entries):
     logging.info('study: encoder %d/%d: %s (%s)', n + 1, len(entries), entry.label, entry.reported_spec)
-    results['runs'].append(_run_entry(base, entry, workdir, train_fn, metric, data, train_dirs[entry.spec]))
-    results['meta']['wall_seconds'] = round(time.perf_counter() - started, 1)
+    run = _run_entry(base, entry, seeds, workdir, train_fn, metric, data, train_dirs[entry.spec])
+    if run is None:
+      continue
+    results['runs'].append(run)
+    if not finished_only:  # Reporting finished runs takes seconds: their train_seconds say what they took.
+      results['meta']['wall_seconds'] = round(time.perf_counter() - started, 1)
     write_outputs(results, workdir)
+    # One chart per encoder, the metric against the evaluation length; by one process of a multi-process run.
+    if tensorboard.enabled(base.train) and jax.process_index() == 0:
+      tensorboard.write_study(results, workdir)
     if on_result is not None:
       on_result(results)
   return results

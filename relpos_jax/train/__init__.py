@@ -6,9 +6,11 @@
   optim        AdamW + global-norm clipping on a warmup + cosine / constant schedule
   state        TrainState (step, params, opt_state) and the static model parts
   step         the jitted train and eval steps (randomness from (seed, step) only)
-  sharding     the 'data' mesh: batches split, parameters replicated
+  sharding     the 'data' mesh: batches split (each process feeds its rows), parameters replicated;
+               initialize_distributed for runs over several processes
   checkpoint   orbax CheckpointManager: periodic, keep-last-N, atomic, resumable
   metrics      metrics.jsonl, progress line, throughput
+  tensorboard  the same records as TensorBoard scalars (optional: tensorboardX); a study's per-length charts
   loop         `train(config, workdir)` -> TrainResult; `build_model`, `evaluate`, `evaluate_lengths`
 """
 

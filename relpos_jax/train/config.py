@@ -93,6 +93,8 @@ class Train:
   log_every: int = key(ge=1)
   checkpoint_every: int = key(ge=1)
   keep_checkpoints: int = key(ge=1)
+  # TensorBoard scalars beside metrics.jsonl (relpos_jax.train.tensorboard); None: if tensorboardX is installed.
+  tensorboard: bool | None = key(None)
   # Updates with a non-finite loss, gradient norm or new state are skipped; this many in a row stop the
   # run with DivergedError (see relpos_jax.train.loop).
   max_nonfinite_steps: int = key(1, ge=1)
@@ -118,9 +120,9 @@ class Eval:
 
 @dataclasses.dataclass(frozen=True)
 class CorpusSource:
-  """data.source='corpus': byte-level language modelling on the built-in corpus."""
+  """data.source='corpus': byte-level language modelling on the built-in corpus or your own text."""
   source: str = key(choices=('corpus',))
-  corpus: str = key(choices=('stdlib',))
+  corpus: str = key()  # 'stdlib' (built in) or a path: a directory of text files, one file, or a glob
   max_train_bytes: int | None = key(ge=1)
   train_length: int = key(ge=1)
 
@@ -308,6 +310,16 @@ def _check_sections(run: Config) -> None:
     run.task  # A task name or kwargs the task refuses fail here, naming the key.
     if data.min_length > data.max_length:
       raise _fail('data.min_length', data.min_length, f'must be <= config.data.max_length={data.max_length}')
+  if data.source == 'corpus':
+    try:
+      data_lib.corpus.check_source(data.corpus)
+    except (TypeError, ValueError) as e:
+      raise _fail('data.corpus', data.corpus, str(e)) from None
+  if train.tensorboard:
+    from relpos_jax.train import tensorboard
+    if not tensorboard.available():
+      raise _fail('train.tensorboard', True,
+                  f'TensorBoard event files need tensorboardX: {tensorboard.INSTALL_HINT}; or set it to False')
   if data.source == 'corpus' and eval_.pad_multiple != 1:
     raise _fail('eval.pad_multiple', eval_.pad_multiple,
                 "corpus windows have exact lengths and are never padded; allowed: 1 with data.source='corpus'")

@@ -6,6 +6,10 @@ resumed from a checkpoint at step k sees exactly the batches k, k+1, ... of an u
 Evaluation sets depend only on (eval.seed, length), not on the training seed, so runs of different seeds
 are scored on the same examples.
 
+In a run over several processes each one builds only its rows of every training batch
+(`train_batch(step, rows)`), equal to those rows of the whole batch; every process reads the corpus (up to
+`data.max_train_bytes`, 8 MB by default) and builds the (small) evaluation sets whole.
+
 Batches follow the format of `relpos_jax.train.objectives` (inputs, targets, loss_mask, accuracy_mask,
 padding_mask; numpy, on the host). An evaluation set is cut into batches of `eval.batch_size`; the last one
 is filled with copies of a real row whose masks are zero (so shapes stay fixed and the filler counts for
@@ -43,7 +47,8 @@ class Data(Protocol):
   vocab_size: int              # input embedding rows
   num_classes: int             # output logits
 
-  def train_batch(self, step: int) -> Batch: ...
+  def train_batch(self, step: int, rows: slice | None = None) -> Batch:
+    """Training batch `step` (a pure function of (seed, step)); `rows`: only those rows of it."""
   def eval_set(self, length: int) -> list[Batch]: ...
   def describe(self) -> dict: ...
 
@@ -102,7 +107,8 @@ def task_batch(batch: Batch) -> Batch:
 
 
 class CorpusData:
-  """Byte-level language modelling on the built-in corpus (a causal decoder)."""
+  """Byte-level language modelling (a causal decoder) on `config.data.corpus`: 'stdlib' (the built-in
+  corpus) or a path to a directory of text files, one text file, or a glob pattern (`Corpus.load`)."""
 
   architecture = 'causal'
   uses_padding = False  # windows are cut at full length; a causal model needs no padding mask
@@ -112,8 +118,12 @@ class CorpusData:
     self.batch_size = int(config.train.batch_size)
     self.train_length = int(config.data.train_length)
     self.eval_config = config.eval
-    self.corpus = corpus if corpus is not None else data_lib.Corpus.stdlib(
-        max_train_bytes=config.data.max_train_bytes)
+    if corpus is None:
+      try:
+        corpus = data_lib.Corpus.load(config.data.corpus, max_train_bytes=config.data.max_train_bytes)
+      except (TypeError, ValueError) as e:
+        raise config_lib.ConfigError(f'config.data.corpus={config.data.corpus!r} is invalid: {e}') from None
+    self.corpus = corpus
     self.objective = Objective('language_model')
     self.vocab_size = self.num_classes = self.corpus.vocab_size
     longest = max([0] + [int(n) for n in config.eval.lengths])
@@ -150,8 +160,9 @@ class CorpusData:
           f'{self.corpus.num_val_files} file(s), so evaluation scores {"; ".join(short)}. Load more '
           'of the corpus (a larger max_train_bytes) for a meaningful evaluation.', UserWarning, stacklevel=3)
 
-  def train_batch(self, step: int) -> Batch:
-    return lm_batch(self.corpus.sample_batch(train_rng(self.seed, step), self.batch_size, self.train_length))
+  def train_batch(self, step: int, rows: slice | None = None) -> Batch:
+    return lm_batch(self.corpus.sample_batch(train_rng(self.seed, step), self.batch_size, self.train_length,
+                                             rows=rows))
 
   @functools.lru_cache(maxsize=EVAL_SETS_CACHED)
   def eval_set(self, length: int) -> list[Batch]:
@@ -187,8 +198,10 @@ class TaskData:
     """The padded training lengths (one compilation each)."""
     return self.spec.buckets(self.task)
 
-  def train_batch(self, step: int) -> Batch:
-    return task_batch(data_lib.sample_bucketed(self.task, train_rng(self.seed, step), self.spec))
+  def train_batch(self, step: int, rows: slice | None = None) -> Batch:
+    # A task draws its rows one after another from one generator: the whole batch is drawn (cheap), then cut.
+    batch = task_batch(data_lib.sample_bucketed(self.task, train_rng(self.seed, step), self.spec))
+    return batch if rows is None else {k: v[rows] for k, v in batch.items()}
 
   @functools.lru_cache(maxsize=EVAL_SETS_CACHED)
   def eval_set(self, length: int) -> list[Batch]:

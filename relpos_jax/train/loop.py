@@ -50,6 +50,7 @@ from relpos_jax.nn.models import BidirectionalModel, DecoderLM
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import metrics as metrics_lib
 from relpos_jax.train import sharding
+from relpos_jax.train import tensorboard as tensorboard_lib
 from relpos_jax.train.checkpoint import CHECKPOINT_DIR, Checkpoints
 from relpos_jax.train.inputs import build_data
 from relpos_jax.train.objectives import Objective
@@ -195,7 +196,8 @@ def train(config, workdir: str | os.PathLike | None = None, *, devices: Sequence
   state = sharding.replicate(init_train_state(params, optimizer.build()), mesh)
   is_chief = jax.process_index() == 0
 
-  writer = metrics_lib.MetricsWriter(workdir, enabled=is_chief)
+  writer = metrics_lib.MetricsWriter(workdir, enabled=is_chief,
+                                     tensorboard=tensorboard_lib.enabled(config.train))
   checkpoints = None
   start = 0
   if workdir is not None:
@@ -231,14 +233,18 @@ def train(config, workdir: str | os.PathLike | None = None, *, devices: Sequence
   last_record: dict = {}
   done = start
   end = total if stop_after is None else min(total, max(int(stop_after), start))
+  batch_size = int(config.train.batch_size)
+  rows = sharding.local_rows(mesh, batch_size)  # This process's rows of every batch (all, in one process).
   failed = False
   try:
     for step in range(start, end):
-      host_batch = data.train_batch(step)
-      state, step_metrics = train_step(state, rest, sharding.shard_batch(host_batch, mesh), key)
+      host_batch = data.train_batch(step, rows)
+      state, step_metrics = train_step(state, rest, sharding.shard_local_batch(host_batch, mesh, batch_size),
+                                       key)
       done = step + 1
       guard.update(step_metrics['finite'], step)
-      throughput.add(int(np.sum(host_batch['padding_mask'])))
+      # Every row of a batch holds as many real tokens (one length per batch): scale this process's count.
+      throughput.add(int(np.sum(host_batch['padding_mask'])) * batch_size // (rows.stop - rows.start))
       if done % config.train.log_every == 0 or done == total:
         values = jax.device_get({k: v for k, v in step_metrics.items() if k != 'finite'})
         record = {'step': done, **{k: float(v) for k, v in values.items()},
@@ -262,6 +268,7 @@ def train(config, workdir: str | os.PathLike | None = None, *, devices: Sequence
     guard.check(config)
   except BaseException:
     failed = True
+    writer.close()  # TensorBoard events written so far: flushed when interrupted too.
     raise
   finally:
     if checkpoints is not None:
@@ -275,6 +282,7 @@ def train(config, workdir: str | os.PathLike | None = None, *, devices: Sequence
     eval_record = previous[-1] if previous else _eval_and_record(parts, state.params, data, eval_lengths,
                                                                 mesh, writer, total)
     final_metrics.update({k: v for k, v in eval_record.items() if k != 'step'})
+  writer.close()
   final_metrics['step'] = done
   return TrainResult(model=model_from(parts, state.params), state=state, parts=parts,
                      final_metrics=final_metrics, history=list(writer.history), config=config, data=data,
@@ -406,7 +414,8 @@ def _check_run_directory(config, data, workdir: str) -> dict[str, dict]:
 
 def _write_records(workdir: str, records: Mapping[str, dict]) -> None:
   for name, content in records.items():
-    (epath.Path(workdir) / name).write_text(json.dumps(content, indent=2, sort_keys=True))
+    # Atomic: the other processes of a multi-process run read these records while the chief writes them.
+    metrics_lib.write_text_atomic(epath.Path(workdir) / name, json.dumps(content, indent=2, sort_keys=True))
 
 
 def load_model(workdir: str | os.PathLike, config=None, *, step: int | None = None,

@@ -41,21 +41,30 @@ def to_python(value):
 
 
 class MetricsWriter:
-  """Appends records to `<workdir>/metrics.jsonl` (or only keeps them in memory when workdir is None).
+  """Appends records to `<workdir>/metrics.jsonl` (or only keeps them in memory when workdir is None), and
+  with `tensorboard=True` the same records as TensorBoard scalars in `<workdir>` (`train.tensorboard`).
 
   The workdir may be local or a cloud path (`gs://...`, through etils.epath, as orbax uses)."""
 
-  def __init__(self, workdir: str | os.PathLike | None, *, enabled: bool = True):
+  def __init__(self, workdir: str | os.PathLike | None, *, enabled: bool = True, tensorboard: bool = False):
     self.path = epath.Path(workdir) / METRICS_FILE if workdir is not None else None
     self.enabled = enabled and self.path is not None
+    self.tensorboard = tensorboard and self.enabled
     self.history: list[dict] = []
+    self._events = None
 
   def truncate_after(self, step: int) -> None:
-    """Keeps the records of steps <= `step` (in memory and on disk): the state a resume starts from."""
+    """Keeps the records of steps <= `step` (in memory and on disk): the state a resume starts from.
+
+    Every process of a multi-process run reads the file (they all need the history); only the writing one
+    rewrites it, atomically, so the others never read it half-written."""
     records = read_metrics(self.path) if self.path is not None and self.path.exists() else []
     self.history = [r for r in records if r.get('step', 0) <= step]
     if self.enabled:
-      self.path.write_text(''.join(json.dumps(record) + '\n' for record in self.history))
+      write_text_atomic(self.path, ''.join(json.dumps(record) + '\n' for record in self.history))
+    if self.tensorboard and self._events is None:  # A resumed run hides the lost steps' events too.
+      from relpos_jax.train import tensorboard
+      self._events = tensorboard.open_writer(self.path.parent, purge_step=step + 1 if step else None)
 
   def write(self, record: dict) -> dict:
     record = to_python(record)
@@ -63,7 +72,24 @@ class MetricsWriter:
     if self.enabled:
       with self.path.open('a') as f:
         f.write(json.dumps(record) + '\n')
+    if self._events is not None:
+      from relpos_jax.train import tensorboard
+      tensorboard.write_record(self._events, record)
     return record
+
+  def close(self) -> None:
+    """Flushes and closes the TensorBoard writer (metrics.jsonl is written record by record)."""
+    if self._events is not None:
+      self._events.close()
+      self._events = None
+
+
+def write_text_atomic(path: epath.Path, text: str) -> None:
+  """Writes `text` to a temporary file beside `path`, then renames it over `path`: a reader (another
+  process) sees the old content or the new, never a part."""
+  temporary = path.parent / f'.{path.name}.tmp-{os.getpid()}'
+  temporary.write_text(text)
+  temporary.replace(path)
 
 
 def read_metrics(path: str | os.PathLike) -> list[dict]:

@@ -7,6 +7,8 @@ Every batch (training or evaluation, corpus or task) is a dict of (B, T) arrays:
   loss_mask      float32 1 where the loss is taken (corpus: everywhere; tasks: the output positions)
   accuracy_mask  float32 1 where accuracy is scored (the task's own mask; binary_addition scores fewer)
   padding_mask   bool    True at real tokens, False at bucket padding (masked as attention keys)
+  positions      int32   optional: the task's own position ids (position coupling, Abacus), used in place of
+                         0..T-1 (and of randomized positions) by every encoder
 
 Families (`Objective.kind`):
   language_model  next-token cross-entropy in nats per byte on the corpus, and bits per character
@@ -31,7 +33,7 @@ import optax
 
 KINDS = ('language_model', 'task')
 REDUCTIONS = ('token_mean', 'sequence_sum')
-BATCH_KEYS = ('inputs', 'targets', 'loss_mask', 'accuracy_mask', 'padding_mask')
+BATCH_KEYS = ('inputs', 'targets', 'loss_mask', 'accuracy_mask', 'padding_mask', 'positions')
 
 
 def token_cross_entropy(logits: jax.Array, targets: jax.Array) -> jax.Array:

@@ -7,13 +7,17 @@ gradients, so the step is the single-device step, computed by every device on it
 The mesh uses `AxisType.Auto` (compiler-propagated shardings, the classic GSPMD data parallelism): the
 model needs no sharding annotations, which `jax.make_mesh`'s default explicit axes would ask of some ops.
 
-Multi-host: every process builds the same global batch (the data stream is a pure function of
-(seed, step) and cheap) and `jax.make_array_from_callback` hands each local device its slice, so the
-same code runs on one CPU, one host of 8 GPUs, or a TPU pod slice after `jax.distributed.initialize()`.
+Multi-process (multi-host TPU slices, multi-node GPU, or several local CPU processes after
+`jax.distributed.initialize()`): the mesh spans the devices of every process, and each process feeds
+only its own rows of every batch, `local_rows(mesh, batch_size)` (a contiguous block: the rows its devices
+hold), handed to `jax.make_array_from_process_local_data`. The data stream is a pure function of
+(seed, step), so process p's rows are exactly rows `local_rows` of the batch a single process would
+build: the same code runs on one CPU, one host of 8 GPUs, or a pod slice, with the same results.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 import jax
@@ -44,20 +48,90 @@ def num_data_shards(mesh: Mesh) -> int:
 
 
 def replicate(tree, mesh: Mesh):
-  """Places every array of `tree` on every device of the mesh."""
-  return jax.device_put(tree, replicated(mesh))
+  """Places every array of `tree` on every device of the mesh (of every process: each holds the same values).
+
+  Typed PRNG key arrays go as their key data: `jax.device_put` refuses them a sharding that spans processes.
+  """
+  sharding = replicated(mesh)
+
+  def put(x):
+    if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+      return jax.random.wrap_key_data(jax.device_put(jax.random.key_data(x), sharding),
+                                      impl=jax.random.key_impl(x))
+    return jax.device_put(x, sharding)
+
+  return jax.tree.map(put, tree)
 
 
-def shard_batch(batch: dict[str, np.ndarray], mesh: Mesh) -> dict[str, jax.Array]:
-  """A host batch (every process holds the same global arrays) as global arrays split along axis 0."""
-  sharding = batch_sharded(mesh)
+def local_rows(mesh: Mesh, num_rows: int) -> slice:
+  """The rows of a global batch of `num_rows` that this process's devices hold along the 'data' axis.
+
+  One process: every row. Several: a contiguous block (the devices of a process are neighbours in the
+  mesh); the rows a process feeds to `shard_local_batch`.
+  """
   shards = num_data_shards(mesh)
+  if num_rows % shards:
+    raise ValueError(f'a batch of {num_rows} rows cannot be split evenly over the {shards} devices of the '
+                     f"'data' axis; use a batch size that is a multiple of {shards}.")
+  indices = batch_sharded(mesh).addressable_devices_indices_map((num_rows,)).values()
+  blocks = sorted({(index[0].start or 0, num_rows if index[0].stop is None else index[0].stop)
+                   for index in indices})
+  if any(a[1] != b[0] for a, b in zip(blocks, blocks[1:])):
+    raise ValueError(f'the devices of process {jax.process_index()} hold rows {blocks} of the batch, not one '
+                     'contiguous block; build the mesh with each process\'s devices next to each other.')
+  return slice(blocks[0][0], blocks[-1][1])
+
+
+def shard_local_batch(batch: dict[str, np.ndarray], mesh: Mesh, num_rows: int) -> dict[str, jax.Array]:
+  """This process's rows of a batch (`batch[k][i]` is global row `local_rows(mesh, num_rows).start + i`)
+  as global arrays of `num_rows` rows split along axis 0 over the mesh of every process."""
+  sharding = batch_sharded(mesh)
+  rows = local_rows(mesh, num_rows)
   out = {}
   for key, value in batch.items():
     value = np.asarray(value)
-    if value.shape[0] % shards:
-      raise ValueError(f'batch[{key!r}] has {value.shape[0]} rows, which the {shards} devices of the '
-                       "'data' axis cannot split evenly; use a batch size that is a multiple of "
-                       f'{shards}.')
-    out[key] = jax.make_array_from_callback(value.shape, sharding, lambda index, v=value: v[index])
+    if value.shape[0] != rows.stop - rows.start:
+      raise ValueError(f'batch[{key!r}] has {value.shape[0]} rows, but this process feeds rows '
+                       f'{rows.start}..{rows.stop - 1} of a batch of {num_rows}.')
+    out[key] = jax.make_array_from_process_local_data(sharding, value, (num_rows,) + value.shape[1:])
   return out
+
+
+def shard_batch(batch: dict[str, np.ndarray], mesh: Mesh) -> dict[str, jax.Array]:
+  """A whole global batch (every process holds it) as global arrays split along axis 0; each process
+  hands over only its own rows."""
+  num_rows = {np.shape(value)[0] for value in batch.values()}
+  if len(num_rows) != 1:
+    raise ValueError(f'every array of a batch needs the same number of rows, got {sorted(num_rows)}.')
+  (num_rows,) = num_rows
+  rows = local_rows(mesh, num_rows)
+  return shard_local_batch({k: np.asarray(v)[rows] for k, v in batch.items()}, mesh, num_rows)
+
+
+def initialize_distributed(coordinator_address: str | None = None, num_processes: int | None = None,
+                           process_id: int | None = None, **kwargs) -> None:
+  """`jax.distributed.initialize`, with cross-process collectives on CPU (gloo); call before any other JAX call.
+
+  With no arguments JAX finds the cluster itself on Cloud TPU, Slurm, Open MPI and Kubernetes (and reads
+  `JAX_COORDINATOR_ADDRESS`); elsewhere (a multi-node GPU cluster without those, or several local CPU
+  processes) give all three: `coordinator_address='host0:1234'` (process 0's address and a free port, the
+  same on every process, or `JAX_COORDINATOR_ADDRESS` in the environment), `num_processes` and this
+  process's `process_id` in 0..num_processes-1.
+  `kwargs` go to `jax.distributed.initialize` (e.g. `initialization_timeout`, `local_device_ids`).
+  """
+  address = coordinator_address or os.environ.get('JAX_COORDINATOR_ADDRESS')  # as JAX reads it
+  if num_processes is not None and (isinstance(num_processes, bool) or not isinstance(num_processes, int)
+                                    or num_processes < 1):
+    raise ValueError(f'num_processes must be an int >= 1, got {num_processes!r}')
+  if process_id is not None and (isinstance(process_id, bool) or not isinstance(process_id, int)
+                                 or not 0 <= process_id < (num_processes or process_id + 1)):
+    raise ValueError(f'process_id must be an int in [0, num_processes={num_processes}), got {process_id!r}')
+  given = {'coordinator_address': address, 'num_processes': num_processes, 'process_id': process_id}
+  if (num_processes is not None or process_id is not None) and None in given.values():
+    missing = ', '.join(k for k, v in given.items() if v is None)
+    raise ValueError(f'give coordinator_address, num_processes and process_id together (or none of them, '
+                     f'for a cluster JAX detects by itself); missing: {missing}.')
+  # CPU processes exchange gradients through gloo (JAX's default now; set for versions that had none).
+  if jax.config.jax_cpu_collectives_implementation in (None, 'none'):
+    jax.config.update('jax_cpu_collectives_implementation', 'gloo')
+  jax.distributed.initialize(coordinator_address, num_processes, process_id, **kwargs)

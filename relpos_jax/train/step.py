@@ -6,9 +6,10 @@ drawn with `fold_in(fold_in(key(seed), POSITIONS_STREAM), step)`, so a resumed r
 uninterrupted one exactly. JAX's partitionable threefry (the default) draws the same bits however the
 batch is sharded.
 
-Positions: `contract.train_positions(encoder, key, B, T)` (None: 0..T-1) for the padded length T of the batch (the
-encoder contract takes no mask; the real tokens get the first n of the T sorted positions); evaluation
-always uses the default positions 0..T-1.
+Positions: `contract.train_positions(encoder, key, B, T)` (None: 0..T-1) for the padded length T of the
+batch (the encoder contract takes no mask; the real tokens get the first n of the T sorted positions); evaluation
+uses the default positions 0..T-1. A batch that carries its own `positions` (a task with structured
+positions, e.g. addition_coupled) uses those, in training and evaluation alike.
 
 Non-finite updates: an update whose loss, gradient norm or resulting state (params, optimizer state) is
 not finite is skipped inside the jitted step (the old params and optimizer state are selected with
@@ -56,6 +57,8 @@ def forward(graphdef, params, rest, batch, *, positions=None, deterministic: boo
   if dropout_key is not None:
     nnx.reseed(model, dropout=dropout_key)
   padding_mask = batch['padding_mask'] if use_padding_mask else None
+  if 'positions' in batch:           # a task's own positions (position coupling, Abacus) replace any other
+    positions = batch['positions']
   return model(batch['inputs'], positions=positions, padding_mask=padding_mask, deterministic=deterministic)
 
 

@@ -184,3 +184,61 @@ def test_eval_windows_errors(stdlib_corpus):
 
 def test_bits_per_byte():
   assert nats_to_bits_per_byte(math.log(2.0)) == pytest.approx(1.0)
+
+
+# ------------------------------------------------------------------ config.data.corpus: Corpus.load
+def test_load_a_directory_a_file_and_a_glob(text_dir, monkeypatch):
+  by_dir = Corpus.load(str(text_dir), val_fraction=0.2)
+  assert by_dir.files == Corpus.from_paths(text_dir, val_fraction=0.2).files          # same walk, same split
+  assert by_dir.fingerprint == Corpus.from_paths(text_dir, val_fraction=0.2).fingerprint
+  assert by_dir.num_files == 40 and by_dir.num_val_files > 0
+
+  one = Corpus.load(str(text_dir / 'd0' / 'file_00.txt'))
+  assert one.files == (('train', 'file_00.txt'),) and one.num_val_tokens == 0
+  assert bytes(one.train_tokens).startswith(b'document 0\n')
+
+  # A glob: the matched files, named relative to the pattern's fixed directory, so the split and the
+  # fingerprint are those of the same files found by a directory walk.
+  only_d1 = Corpus.load(str(text_dir / 'd1' / '*.txt'), val_fraction=0.2)
+  in_d1 = [rel[len('d1/'):] for _, rel in by_dir.files if rel.startswith('d1/')]
+  assert [rel for _, rel in only_d1.files] == in_d1
+  everything = Corpus.load(str(text_dir / '**' / '*.txt'), val_fraction=0.2)
+  assert everything.files == by_dir.files and everything.fingerprint == by_dir.fingerprint
+  assert everything.source.startswith('glob: ')
+  # '~' is expanded, and a relative pattern is read from the working directory.
+  monkeypatch.setenv('HOME', str(text_dir))
+  assert Corpus.load('~/d2').fingerprint == Corpus.from_paths(text_dir / 'd2').fingerprint
+  monkeypatch.chdir(text_dir)
+  assert Corpus.load('d*/file_0?.txt').num_files == 10
+
+
+def test_load_stdlib_is_the_builtin_corpus():
+  a, b = Corpus.load('stdlib', max_train_bytes=200_000), Corpus.stdlib(max_train_bytes=200_000)
+  assert a.fingerprint == b.fingerprint and a.files == b.files
+
+
+def test_load_errors_name_the_path(tmp_path):
+  with pytest.raises(ValueError, match=r"path '.*missing' does not exist"):
+    Corpus.load(str(tmp_path / 'missing'))
+  with pytest.raises(ValueError, match=r"glob pattern '.*\*\.nothing' matches no file"):
+    Corpus.load(str(tmp_path / '*.nothing'))
+  (tmp_path / 'bin').mkdir()
+  (tmp_path / 'bin' / 'x.txt').write_bytes(b'\x00\xff\x00')
+  with pytest.raises(ValueError, match="no readable text files found in '.*bin/\\*'"):
+    Corpus.load(str(tmp_path / 'bin' / '*'))       # matched, but no text file among them
+  with pytest.raises(ValueError, match='no text files .* under directory'):
+    Corpus.load(str(tmp_path / 'bin'))
+  with pytest.raises(ValueError, match="a directory, a text file or a glob, got ' '"):
+    Corpus.load(' ')
+  with pytest.raises(TypeError, match='corpus must be .* got int 3'):
+    Corpus.load(3)
+
+
+def test_sample_batch_rows_are_those_rows_of_the_whole_batch(text_dir):
+  """What one process of a multi-process run feeds: its rows, equal to the same rows of the whole batch."""
+  c = Corpus.from_paths(text_dir)
+  whole = c.sample_batch(np.random.default_rng(5), 8, 16)
+  for rows in (slice(0, 4), slice(4, 8), slice(2, 6)):
+    np.testing.assert_array_equal(c.sample_batch(np.random.default_rng(5), 8, 16, rows=rows), whole[rows])
+  with pytest.raises(TypeError, match='slice of consecutive rows'):
+    c.sample_batch(np.random.default_rng(5), 8, 16, rows=[0, 1])

@@ -9,8 +9,14 @@ from relpos_jax.data import (BatchSpec, bucket_for, length_buckets, make_task, p
                              task_names)
 
 ENCODER_TASKS = ('even_pairs', 'parity_check', 'reverse_string', 'duplicate_string', 'binary_addition',
-                 'bucket_sort', 'shift', 'missing_duplicate')
-ALL_TASKS = ENCODER_TASKS + ('count_copy',)
+                 'bucket_sort', 'shift', 'missing_duplicate', 'modular_arithmetic', 'cycle_navigation',
+                 'stack_manipulation', 'modular_arithmetic_brackets', 'solve_equation', 'odds_first',
+                 'binary_multiplication', 'compute_sqrt')
+CAUSAL_TASKS = ('count_copy', 'flip_flop', 'mqar', 'passkey', 'addition', 'addition_coupled', 'addition_abacus')
+ALL_TASKS = ENCODER_TASKS + CAUSAL_TASKS
+# Tasks whose scored positions are not the last output_length(n) ones: flip_flop scores its read bits (a varying
+# number, at most n), mqar the value after each query (n, interleaved with the queries).
+SCATTERED_SCORING = ('flip_flop', 'mqar')
 
 
 def _bits(s):
@@ -40,7 +46,7 @@ def test_registry():
   for name in ALL_TASKS:
     t = make_task(name)
     assert t.name == name and t.metadata['name'] == name
-    assert t.kind == ('causal' if name == 'count_copy' else 'bidirectional')
+    assert t.kind == ('causal' if name in CAUSAL_TASKS else 'bidirectional')
 
 
 # ------------------------------------------------------------------ hand-checked examples
@@ -189,18 +195,23 @@ def _check_batch(task, b, n, bsz):
     assert b[key].shape == (bsz, t), key
   assert b['inputs'].dtype == np.int32 and b['targets'].dtype == np.int32
   assert b['loss_mask'].dtype == np.float32 and b['accuracy_mask'].dtype == np.float32
-  expect = np.zeros(t, np.float32)
-  expect[t - m:] = 1
-  assert np.array_equal(b['loss_mask'], np.broadcast_to(expect, (bsz, t)))
+  if task.name in SCATTERED_SCORING:
+    scored = b['loss_mask'].sum(1)
+    assert np.all(scored >= 1) and np.all(scored <= m) and set(np.unique(b['loss_mask'])) <= {0.0, 1.0}
+  else:
+    expect = np.zeros(t, np.float32)
+    expect[t - m:] = 1
+    assert np.array_equal(b['loss_mask'], np.broadcast_to(expect, (bsz, t)))
   assert np.all(b['accuracy_mask'] <= b['loss_mask']) and np.all(b['accuracy_mask'].sum(1) >= 1)
   assert b['inputs'].min() >= 0 and b['inputs'].max() < task.vocab_size
   assert not np.any(b['inputs'] == task.pad_id)
   assert b['targets'].min() >= 0 and b['targets'].max() < task.num_classes
   if task.kind == 'bidirectional':
-    assert t == n + m
-    assert np.all(b['inputs'][:, n:] == task.placeholder_id)
-    assert np.all(b['inputs'][:, :n] < task.input_alphabet_size)
-    assert np.all(b['targets'][:, :n] == 0)
+    k = task.input_length(n)
+    assert t == k + m and k in (n, n - 1)
+    assert np.all(b['inputs'][:, k:] == task.placeholder_id)
+    assert np.all(b['inputs'][:, :k] < task.input_alphabet_size)
+    assert np.all(b['targets'][:, :k] == 0)
 
 
 @pytest.mark.parametrize('name', ALL_TASKS)
@@ -300,8 +311,11 @@ def test_bucketed_batches_compile_at_most_num_buckets_shapes(name):
     assert b['padding_mask'].dtype == bool and np.all(b['padding_mask'].sum(1) == t)
     assert np.all(b['inputs'][:, t:] == task.pad_id)
     assert np.all(b['loss_mask'][:, t:] == 0) and np.all(b['accuracy_mask'][:, t:] == 0)
-    unpadded = task.sample(np.random.default_rng(1), 4, n)
-    assert b['loss_mask'][:, :t].sum() == unpadded['loss_mask'].sum()
+    if name == 'flip_flop':                               # a varying number of read bits, at most n each
+      assert 4 <= b['loss_mask'][:, :t].sum() <= 4 * n
+    else:
+      unpadded = task.sample(np.random.default_rng(1), 4, n)
+      assert b['loss_mask'][:, :t].sum() == unpadded['loss_mask'].sum()
   assert len(shapes) <= 5
   assert min(lengths) <= 3 and max(lengths) >= 38        # uniform over 1..40
   # reproducible stream

@@ -42,6 +42,32 @@ def test_the_registry_holds_the_core_encoders():
 
 # --- jit with the encoder as a static argument, by kind ------------------------------------------
 
+CONTENT_KINDS = (Kind.CONTEXTUAL, Kind.SCORE_TRANSFORM, Kind.NORMALIZER, Kind.TEMPERATURE)
+
+
+def _content_outputs(enc, params, length: int = 6):
+  """The entry point of a kind that reads the content, on a random causal problem: a list of arrays."""
+  keys = jax.random.split(jax.random.key(7), 4)
+  q = jax.random.normal(keys[0], (2, length, 2, HEAD_DIM))
+  k = jax.random.normal(keys[1], (2, length, 2, HEAD_DIM))
+  x = jax.random.normal(keys[2], (2, length, MODEL_DIM))
+  valid = (jnp.arange(length)[None, :] <= jnp.arange(length)[:, None])[None, None]
+  key_mask = jnp.ones((2, length), bool)
+  q_index = jnp.arange(length, dtype=jnp.int32)
+  if enc.kind is Kind.TEMPERATURE:
+    return [enc.temperature(params, (q_index + 1.0)[None], q_index)]
+  scores = jax.random.normal(keys[3], (2, 2, length, length))
+  if enc.kind is Kind.SCORE_TRANSFORM:
+    bias = relpos_jax.bias_matrix(enc.base, params['base'], length, length)
+    return [enc.transform(params, scores, bias, valid)]
+  features = enc.token_features(params, x) if enc.kind is Kind.CONTEXTUAL else None
+  ctx = encoders.AttentionContext(query=q, key=k, features=features, valid=valid, key_mask=key_mask,
+                                  q_index=q_index, scale=HEAD_DIM ** -0.5)
+  if enc.kind is Kind.NORMALIZER:
+    return [o for o in enc.weights(params, scores, ctx) if o is not None]
+  return [jnp.where(valid, enc.score_term(params, ctx), 0.0)]
+
+
 CASES = [(n, default_instance(n)) for n in ALL] + [
     ('sinusoidal + t5', combine(encoders.make('sinusoidal'), encoders.make('t5'))),
     ('absolute_score(learned) + multiscale',
@@ -97,6 +123,11 @@ def _check_jit(enc, params, label):
     for part, part_params in enc.terms(params):
       _check_jit(part, part_params, f'{label} > {type(part).__name__}')
     return
+  if enc.kind in CONTENT_KINDS:
+    jitted = jax.jit(_content_outputs, static_argnums=0)(enc, params)
+    for got, want in zip(jitted, _content_outputs(enc, params)):
+      np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=label)
+    return
   raise AssertionError(f'{label}: unknown kind {enc.kind}')
 
 
@@ -132,6 +163,8 @@ def _outputs(enc, params):
     positions = jnp.arange(LENGTH)[None]
     scores, bias = position_terms.remap_scores(enc, params, q, q, positions, positions)
     return [scores] + ([] if bias is None else [bias])
+  if enc.kind in CONTENT_KINDS:
+    return _content_outputs(enc, params, LENGTH)
   raise AssertionError(f'unknown kind {enc.kind}')
 
 

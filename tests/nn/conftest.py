@@ -9,9 +9,10 @@ A test asks for one of these arguments and is parametrized over the matching cas
 
 The cases come from `encoders.names()` at collection time, so an encoder that lands in the registry is
 covered without touching these tests. Wrappers whose required fields are encoders (randomized) are built
-around one representative base per attention kind; a few combinations (the lecture's absolute + relative)
-are added when their parts exist. A registered encoder that cannot be built this way fails collection
-loudly rather than being skipped.
+around one representative base per attention kind (the bases a wrapper refuses with a ValueError -- DAPE
+takes scalar biases only, monotone the lecture's tables -- are left out, but at least one must be accepted); a
+few combinations (the lecture's absolute + relative, issue 11's composed specs) are added when their parts
+exist. A registered encoder that cannot be built this way fails collection loudly rather than being skipped.
 """
 
 from __future__ import annotations
@@ -30,12 +31,15 @@ _WRAPPED_BASES = ('t5', 'rope', 'shaw_vector')
 _COMBINATIONS = (('sinusoidal', 't5'), ('rope', 'alibi'), ('absolute_score', 'shaw_vector'),
                  ('learned', 'transformer_xl'))
 # Specs whose options are off by default, or whose defaults are a no-op at test lengths (remap windows of
-# hundreds of positions): cases that exercise them at L ~ 6 (issue 12's list).
+# hundreds of positions): cases that exercise them at L ~ 6 (issue 12's list), and composed specs that must
+# work (issue 11): content-dependent kinds beside the others.
 _SPECS = ('rope(partial_rotary_factor=0.5)', 'rope(frequency_fraction=0.75)', 'rope(resonance=True)',
           'rope(scaling="longrope", factor=4.0)', 'rope(scaling="yarn", factor=8.0, truncate=False)',
           'self_extend(rope, group_size=2, window=2)', 'self_extend(alibi, group_size=3, window=2)',
           'rerope(rope, window=2)', 'rerope(rope, window=2, leak=3)', 'rerope(t5(bidirectional=False), window=3)',
-          'dual_chunk(rope, chunk=3, local_window=1)', 'dual_chunk(alibi, chunk=4, local_window=2)')
+          'dual_chunk(rope, chunk=3, local_window=1)', 'dual_chunk(alibi, chunk=4, local_window=2)',
+          'fox + rope', 'cope + alibi', 'rope + ssmax', 'nope + logn', 'dape(kerple_log)',
+          'dape(alibi, version=2)', 'path + fox', 'rope + stick_breaking')
 
 
 def _required_fields(cls):
@@ -54,13 +58,20 @@ def encoder_cases() -> list[tuple[str, contract.Encoder]]:
     if not all('Encoder' in str(f.type) for f in required):
       raise RuntimeError(f'tests/nn: encoder {name!r} needs {[f.name for f in required]} to be built; teach '
                          f'tests/nn/conftest.py how to build it.')
+    built, refused = [], []
     for inner in _WRAPPED_BASES:
       remap = issubclass(encoders.encoder_class(name), contract.PositionRemapEncoder)
       if remap and encoders.make(inner).kind not in (contract.Kind.ROTARY, contract.Kind.SCALAR_BIAS):
         continue  # Remaps wrap rotary and scalar-bias encoders only (a ValueError otherwise).
       if inner in names:
-        cases.append((f'{name}({inner})', encoders.make(name, **{f.name: encoders.make(inner)
-                                                                 for f in required})))
+        try:  # A wrapper may take only some kinds (monotone: the lecture's tables only).
+          built.append((f'{name}({inner})', encoders.make(name, **{f.name: encoders.make(inner)
+                                                                   for f in required})))
+        except ValueError as e:
+          refused.append(str(e))
+    if not built:
+      raise RuntimeError(f'tests/nn: wrapper {name!r} takes none of the bases {_WRAPPED_BASES}: {refused}')
+    cases.extend(built)
   try:
     from relpos_jax.encoders.combine import combine
   except ImportError:
@@ -69,8 +80,12 @@ def encoder_cases() -> list[tuple[str, contract.Encoder]]:
     for first, second in _COMBINATIONS:
       if first in names and second in names:
         cases.append((f'{first}+{second}', combine(encoders.make(first), encoders.make(second))))
-  from relpos_jax.encoders import spec
-  cases.extend((text, spec.from_spec(text)) for text in _SPECS)
+  for spec in _SPECS:
+    try:
+      cases.append((spec.replace(' ', ''), encoders.from_spec(spec)))
+    except ValueError as e:
+      if 'unknown encoder' not in str(e):
+        raise
   return cases
 
 
@@ -86,9 +101,13 @@ def has_attention_term(encoder) -> bool:
   return bool(position_terms.attention_parts(encoder))
 
 
+_EXPLICIT_ONLY = (contract.Kind.VECTOR_RELATIVE, contract.Kind.CONTEXTUAL, contract.Kind.SCORE_TRANSFORM,
+                  contract.Kind.NORMALIZER, contract.Kind.TEMPERATURE)
+
+
 def dpa_capable(encoder) -> bool:
-  return has_attention_term(encoder) and not position_terms.has_kind(parts_of(encoder),
-                                                                     contract.Kind.VECTOR_RELATIVE)
+  return has_attention_term(encoder) and not any(position_terms.has_kind(parts_of(encoder), kind)
+                                                 for kind in _EXPLICIT_ONLY)
 
 
 def has_vector(encoder) -> bool:

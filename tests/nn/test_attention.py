@@ -86,9 +86,10 @@ def test_fully_masked_query_rows_give_zero_not_nan():
     assert bool(jnp.all(out[:, 0] == 0))
 
 
-@pytest.mark.parametrize('name', ['t5', 'rope', 'shaw_vector', 'transformer_xl', 'alibi'])
+@pytest.mark.parametrize('name', ['t5', 'rope', 'shaw_vector', 'transformer_xl', 'alibi', 'cope', 'fox', 'path',
+                                  'stick_breaking', 'dape(kerple_log, version=2)', 'rope + ssmax'])
 def test_bfloat16_follows_float32(name):
-  encoder = encoders.make(name)
+  encoder = encoders.from_spec(name)
   x = _x()
   mask = jnp.ones((B, L), bool)
   ref = _forward(_layer(encoder), x, mask)

@@ -54,11 +54,44 @@ def _x(length=L, batch=B):
   return jax.random.normal(jax.random.key(1), (batch, length, DIM))
 
 
+# The kinds computed from q, k (and x) along whole rows: no per-tile form, a clear error in the tiled paths.
+_UNTILED = (contract.Kind.CONTEXTUAL, contract.Kind.SCORE_TRANSFORM, contract.Kind.NORMALIZER,
+            contract.Kind.TEMPERATURE)
+
+
+def _untiled(encoder):
+  return [p for p in contract.leaves(encoder) if p.kind in _UNTILED]
+
+
 def test_blockwise_equals_explicit_causal_with_padding(tiled_case):
   """Every encoder case: causal, left padding (queries that see no key output zeros), uneven tiles."""
   _, encoder = tiled_case
   padding = jnp.array([[False] * 2 + [True] * (L - 2), [True] * (L - 3) + [False] * 3])
-  _assert_same(*_layers(encoder, causal=True), _x(), padding_mask=padding)
+  fast, slow = _layers(encoder, causal=True)
+  if _untiled(encoder):  # Never silently dropped from the tiles: see the test below.
+    with pytest.raises(ValueError, match='no per-tile form'):
+      fast(_x(), padding_mask=padding)
+    return
+  _assert_same(fast, slow, _x(), padding_mask=padding)
+
+
+@pytest.mark.parametrize('spec', ['cope', 'fox', 'path', 'dape(alibi)', 'stick_breaking', 'rope + ssmax',
+                                  'alibi + logn(train_length=8)'])
+@pytest.mark.parametrize('implementation', ['blockwise', 'pallas'])
+def test_content_kinds_are_an_error_in_the_tiled_paths(spec, implementation):
+  """The content kinds reach blockwise's error (encoder and kind named), never a tiled result without them."""
+  encoder = encoders.from_spec(spec)
+  (part,) = _untiled(encoder)
+  layer = RelativeMultiHeadAttention(HEADS, DIM, encoder, causal=True, implementation=implementation,
+                                     rngs=nnx.Rngs(0))
+  with pytest.raises(ValueError, match=f"{part.name!r} is of kind {part.kind.value!r}, which has no per-tile"):
+    layer(_x())
+
+
+def test_fox_bias_only_is_a_scalar_bias_that_tiles():
+  encoder = encoders.from_spec('fox(bias_only=True)')
+  assert encoder.kind is contract.Kind.SCALAR_BIAS and not _untiled(encoder)
+  _assert_same(*_layers(encoder, causal=True), _x())
 
 
 @pytest.mark.parametrize('name', ['t5', 'fire', 'shaw_vector', 'transformer_xl', 'rope + absolute_score'])

@@ -56,9 +56,10 @@ def test_linen_model_init_apply_grad(name):
 
 
 @pytest.mark.parametrize('name', ['t5', 'shaw_vector', 'rope', 'transformer_xl', 'absolute_score', 'xpos',
-                                  'nope'])
+                                  'nope', 'cope + alibi', 'fox + rope', 'path', 'stick_breaking',
+                                  'dape(kerple_log, version=2)', 'rope + ssmax', 'logn(train_length=4)'])
 def test_linen_twin_matches_the_nnx_layer_given_the_same_weights(name):
-  encoder = encoders.make(name)
+  encoder = encoders.from_spec(name)
   layer = RelativeMultiHeadAttention(HEADS, DIM, encoder, causal=True, rngs=nnx.Rngs(0))
   twin = relpos_linen.RelativeMultiHeadAttention(num_heads=HEADS, encoder=encoder, causal=True)
   x = jax.random.normal(jax.random.key(2), (B, L, DIM))

@@ -125,6 +125,7 @@ def _decode_all(model, tokens, chunks, max_length, positions=None):
 
 @pytest.mark.parametrize('encoder,share', [
     ('sinusoidal', False), ('learned + transformer_xl', False), ('t5', True), ('absolute_score + rope', True),
+    ('cope + alibi', True), ('path + fox', False), ('dape(kerple_log, version=2)', True),
 ])
 def test_decoder_decode_equals_full_forward(encoder, share):
   model = DecoderLM(_config(encoder, share_position_bias=share), rngs=nnx.Rngs(params=0, dropout=1))

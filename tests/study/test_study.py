@@ -105,12 +105,30 @@ def test_study_writes_outputs_and_resumes(tmp_path):
     assert np.all(np.isfinite(values)) and np.all(values > 0) and run['steps'] == 3
   table = (tmp_path / 'results.md').read_text()
   assert '| abs (`sinusoidal`) |' in table and '32 (4×)' in table
+  _assert_tensorboard_charts(tmp_path, results)
 
   # A second call reuses both finished encoders: nothing is trained again, results are identical.
   calls.clear()
   again = study.run_study(config, tmp_path, train_fn=counting_train)
   assert calls == []
   assert json.dumps(again['runs'], sort_keys=True) == json.dumps(results['runs'], sort_keys=True)
+  _assert_tensorboard_charts(tmp_path, results)  # rewritten, not appended to
+
+
+def _assert_tensorboard_charts(workdir, results):
+  """One TensorBoard chart per encoder: its metric against the evaluation length (read back from the
+  event files); each encoder's run directory has its training and evaluation scalars."""
+  from relpos_jax.train import tensorboard
+  charts = tensorboard.read_scalars(workdir)
+  assert sorted(charts) == ['length_generalization/abs', 'length_generalization/alibi']
+  for run in results['runs']:
+    points = charts[f'length_generalization/{run["name"]}']
+    assert [n for n, _ in points] == [8, 16, 32]
+    np.testing.assert_allclose([v for _, v in points], [run['by_length'][str(n)] for n in (8, 16, 32)],
+                               rtol=1e-6)  # TensorBoard keeps float32
+    own = tensorboard.read_scalars(os.path.join(workdir, 'runs', run['name'], f'seed{run["seeds"][0]}'))
+    assert own['train/loss'][-1][0] == 3 and [n for n, _ in own['eval/32/bits_per_char']] == [3]
+    np.testing.assert_allclose(own['eval/32/bits_per_char'][0][1], run['by_length']['32'], rtol=1e-6)
 
 
 def test_interrupted_study_keeps_finished_encoders(tmp_path):
@@ -163,14 +181,15 @@ def test_train_with_x_evaluate_with_y_reuses_the_trained_run(tmp_path):
 
   def recording_train(cfg, workdir, **kwargs):
     result = loop.train(cfg, workdir, **kwargs)
-    trained.append((cfg.model.encoder, os.path.basename(workdir), result.step))
+    trained.append((cfg.model.encoder, os.path.relpath(workdir, tmp_path / 'runs'), result.step))
     return result
 
   results = study.run_study(config, tmp_path, train_fn=recording_train)
   runs = {r['name']: r for r in results['runs']}
   # One training of rope, in the plain entry's directory; the others restore it. alibi trains once too.
-  assert {(e, d) for e, d, _ in trained} == {('rope', 'rope'), ('alibi', 'pi.trained')}
-  assert len(list((tmp_path / 'runs' / 'rope' / 'checkpoints').iterdir())) >= 1
+  assert {(e, d) for e, d, _ in trained} == {('rope', 'rope/seed0'), ('alibi', 'pi.trained/seed0')}
+  assert len(list((tmp_path / 'runs' / 'rope' / 'seed0' / 'checkpoints').iterdir())) >= 1
+  assert runs['yarn']['trained_in'] == ['runs/rope/seed0'] and runs['yarn']['seeds'] == [0]
   # 'rope -> rope' is the trained model evaluated again: the same numbers, so the parameters did move over.
   assert runs['same']['by_length'] == runs['rope']['by_length']
   assert runs['yarn']['spec'].startswith('rope(scaling=') and runs['yarn']['train_spec'] == 'rope'
@@ -190,13 +209,82 @@ def test_an_evaluation_encoder_with_other_parameters_is_refused_before_training(
     runner.parse_entries(('x: rope -> rope -> rope',))
 
 
-def test_seed_table_by_hand():
-  def results(a, b):
-    return {'train_length': 8, 'eval_lengths': [8, 16],
-            'runs': [{'name': 'x', 'spec': 'rope', 'by_length': {'8': a, '16': b}}]}
-  table = report.seed_table([results(1.0, 2.0), results(3.0, 2.0)])
-  assert 'over 2 seeds' in table
-  assert '| x (`rope`) | 2.000 ± 1.414 | 2.000 ± 0.000 |' in table
+def test_seeds_train_each_encoder_once_per_seed_and_resume_per_seed(tmp_path):
+  config = tiny_study_config(encoders=('alibi',))
+  config.study.seeds = (0,)
+  calls = []
+
+  def counting_train(cfg, workdir, **kwargs):
+    calls.append((cfg.model.encoder, cfg.seed))
+    return loop.train(cfg, workdir, **kwargs)
+
+  study.run_study(config, tmp_path, train_fn=counting_train)
+  config.study.seeds = (0, 3)
+  results = study.run_study(config, tmp_path, train_fn=counting_train)
+  assert calls == [('alibi', 0), ('alibi', 3)]  # seed 0 reused, only seed 3 trained
+  run = report.load_json(tmp_path / 'results.json')['runs'][0]
+  assert run['seeds'] == [0, 3] and results['seeds'] == [0, 3]
+  per_seed = run['by_length_per_seed']
+  assert sorted(per_seed) == ['16', '32', '8'] and all(len(v) == 2 for v in per_seed.values())
+  for n, values in per_seed.items():
+    assert run['by_length'][n] == pytest.approx(np.mean(values))
+  # The seed changes the initialisation and the data order: the two runs differ.
+  assert per_seed['8'][0] != per_seed['8'][1]
+  seed0 = report.load_json(tmp_path / 'runs' / 'alibi' / 'seed0' / runner.RESULT_FILE)
+  assert seed0['seed'] == 0 and seed0['by_length']['8'] == per_seed['8'][0]
+  table = (tmp_path / 'results.md').read_text()
+  assert ' ± ' in table and 'seeds: 0, 3' in table
+
+
+@pytest.mark.parametrize('seeds', [(), (0, 0), (-1,), ('0',), 0, (1.5,)])
+def test_bad_seeds_are_named(seeds):
+  config = tiny_study_config()
+  config.study.seeds = seeds
+  with pytest.raises(ValueError, match='config.study.seeds'):
+    runner.validate_study(config)
+
+
+def test_markdown_table_mean_and_std_over_seeds_by_hand():
+  # Seeds give (2, 4) at length 10 and (3, 5) at 20: mean 3 ± sqrt(2), 4 ± sqrt(2); the ratios of the
+  # two seeds are 1.5 and 1.25: mean 1.375 ± 0.177 (not the ratio of the means, 4 / 3 = 1.33).
+  results = {'metric': 'bits_per_char', 'lower_is_better': True, 'train_length': 10, 'eval_lengths': [10, 20],
+             'runs': [{'name': 'a', 'spec': 'a', 'seeds': [0, 1], 'by_length': {'10': 3.0, '20': 4.0},
+                       'by_length_per_seed': {'10': [2.0, 4.0], '20': [3.0, 5.0]}}]}
+  row = report.markdown_table(results).splitlines()[2]
+  assert row == '| a | 3.000 ± 1.414 | 4.000 ± 1.414 | 3.000 ± 1.414 | 4.000 ± 1.414 | 1.38 ± 0.177 |'
+  assert report.std([2.0, 4.0]) == pytest.approx(2 ** 0.5) and report.std([2.0]) is None
+
+
+def test_plot_draws_a_band_per_encoder_with_several_seeds(tmp_path, monkeypatch):
+  from matplotlib.axes import Axes
+  bands = []
+  original = Axes.fill_between
+  monkeypatch.setattr(Axes, 'fill_between', lambda self, x, y1, y2, **kw: bands.append((list(x), list(y1),
+                                                                                        list(y2)))
+                      or original(self, x, y1, y2, **kw))
+  results = {'metric': 'bits_per_char', 'lower_is_better': True, 'train_length': 10, 'eval_lengths': [10, 20],
+             'runs': [{'name': 'a', 'spec': 'a', 'by_length': {'10': 3.0, '20': 4.0},
+                       'by_length_per_seed': {'10': [2.0, 4.0], '20': [3.0, 5.0]}},
+                      {'name': 'one-seed', 'spec': 'b', 'by_length': {'10': 1.0, '20': 1.0}}]}
+  report.plot(results, str(tmp_path / 'p.png'))
+  assert len(bands) == 1  # only the multi-seed run has a band
+  x, low, high = bands[0]
+  assert x == [10, 20] and low == pytest.approx([3 - 2 ** 0.5, 4 - 2 ** 0.5])
+  assert high == pytest.approx([3 + 2 ** 0.5, 4 + 2 ** 0.5])
+
+
+def test_finished_only_reports_what_has_finished_and_trains_nothing(tmp_path):
+  config = tiny_study_config(encoders=('alibi', 'abs: sinusoidal'))
+  config.study.seeds = (0,)
+  config.study.encoders = ('alibi',)
+  study.run_study(config, tmp_path)            # alibi, seed 0
+  config.study.encoders = ('alibi', 'abs: sinusoidal')
+  config.study.seeds = (0, 1)
+  results = study.run_study(config, tmp_path, finished_only=True,
+                            train_fn=lambda *a, **k: pytest.fail('finished_only trained'))
+  assert [(r['name'], r['seeds']) for r in results['runs']] == [('alibi', [0])]
+  assert results['meta']['finished_only'] and results['seeds'] == [0, 1]
+  assert '| alibi [seeds 0] |' in (tmp_path / 'results.md').read_text()
 
 
 def _fake_result(base, metric='bits_per_char'):
@@ -231,7 +319,7 @@ def test_finished_results_on_another_corpus_are_not_reused(tmp_path, monkeypatch
   config = tiny_study_config()
   base, _ = runner.split_config(config)
   study.run_study(config, tmp_path, train_fn=lambda *a, **k: _fake_result(base))
-  saved = report.load_json(tmp_path / 'runs' / 'alibi' / runner.RESULT_FILE)
+  saved = report.load_json(tmp_path / 'runs' / 'alibi' / 'seed0' / runner.RESULT_FILE)
   assert saved['data'] == {'fingerprint': inputs.build_data(base).describe()['fingerprint']}
 
   class OtherCorpus:  # the same config, but the stdlib now points at other sources
@@ -239,11 +327,12 @@ def test_finished_results_on_another_corpus_are_not_reused(tmp_path, monkeypatch
       return {'source': 'corpus', 'fingerprint': '0123456789abcdef'}
 
   monkeypatch.setattr(inputs, 'build_data', lambda config: OtherCorpus())
-  with pytest.raises(ValueError, match=r"runs/alibi holds a finished run on other data.*0123456789abcdef"):
+  with pytest.raises(ValueError, match=r"runs/alibi/seed0 holds a finished run on other data.*0123456789abcdef"):
     study.run_study(config, tmp_path, train_fn=lambda *a, **k: pytest.fail('must not train'))
 
 
-@pytest.mark.parametrize('variant,task', [('lm.py:study', None), ('lm.py:inference_extension', None),
+@pytest.mark.parametrize('variant,task', [('lm.py:study', None), ('lm.py:study,long', None),
+                                          ('lm.py:inference_extension', None),
                                           ('algorithmic.py:study', 'even_pairs'),
                                           ('algorithmic.py:published,study', 'reverse_string'),
                                           ('lm.py:long_context', None)])
@@ -252,7 +341,7 @@ def test_shipped_study_variants_validate(variant, task):
   repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   config = study.load_config(os.path.join(repo, 'configs', variant))
   base, entries = runner.validate_study(config)
-  assert len(entries) >= 9 and 'study' not in base
+  assert len(entries) >= (3 if variant.endswith(',long') else 9) and 'study' not in base
   assert base.data.get('task') == task
 
 

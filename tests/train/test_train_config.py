@@ -136,7 +136,7 @@ def test_variants_select_the_protocol_and_unknown_variants_are_named():
   published = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py:published'))
   assert (cpu.data.max_length, published.data.max_length) == (20, 40)
   assert 'study' not in cpu and 'study' not in published
-  with pytest.raises(ConfigError, match=r"unknown config variant\(s\) \['publishd'\]; allowed: \['published', 'study'\]"):
+  with pytest.raises(ConfigError, match=r"unknown config variant\(s\) \['publishd'\]; allowed: \['published', 'study', 'suite'\]"):
     config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py:publishd'))
   with pytest.raises(ConfigError, match=r"config file '.*no_such\.py' not found"):
     config_lib.load_config(os.path.join(REPO, 'configs', 'no_such.py:study'))
@@ -213,3 +213,22 @@ def test_training_does_not_depend_on_the_study():
   import re
   for path in glob.glob(os.path.join(REPO, 'relpos_jax', 'train', '*.py')):
     assert not re.search(r'^\s*(from|import) relpos_jax(\.study| import study)', open(path).read(), re.M), path
+
+
+def test_tensorboard_key_defaults_to_what_is_installed(monkeypatch, lm_config):
+  from relpos_jax.train import tensorboard
+  shipped = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'))
+  assert shipped.train.tensorboard is tensorboard.available()
+  config = lm_config()                        # no train.tensorboard key: on iff installed
+  assert 'tensorboard' not in config.train and tensorboard.enabled(config.train) is tensorboard.available()
+  config.train.tensorboard = False
+  assert not tensorboard.enabled(config.train)
+  monkeypatch.setattr(tensorboard, 'available', lambda: False)
+  config.train.tensorboard = True
+  with pytest.raises(ConfigError,
+                     match=r"config\.train\.tensorboard=True is invalid: .*tensorboardX.*relpos_jax\[tensorboard\]"):
+    validate(config, num_devices=4)
+  config = lm_config()
+  config.train.tensorboard = 'yes'
+  with pytest.raises(ConfigError, match=r"config\.train\.tensorboard='yes' is invalid: allowed: None or True"):
+    validate(config, num_devices=4)

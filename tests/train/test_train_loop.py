@@ -96,3 +96,44 @@ def test_decoder_task_run(task_config):
   assert result.data.architecture == 'causal'
   assert {'eval/5/accuracy', 'eval/5/exact_match'} <= set(result.final_metrics)
   assert 0.0 <= result.final_metrics['eval/5/exact_match'] <= result.final_metrics['eval/5/accuracy'] <= 1.0
+
+
+def test_task_positions_replace_the_default_ones(task_config):
+  # addition_coupled hands the model its own position ids (Cho et al. 2024) in batch['positions'].
+  config = task_config('addition_coupled')
+  config.data.task_kwargs.max_position = 12
+  config.model.encoder = 'learned(max_length=32)'
+  result = loop.train(config)
+  batches = result.data.eval_set(5)
+  assert 'positions' in batches[0] and batches[0]['positions'].max() <= 12
+  coupled = loop.evaluate(result.model, batches, result.data.objective)
+  sequential = loop.evaluate(result.model, [{k: v for k, v in b.items() if k != 'positions'} for b in batches],
+                             result.data.objective)
+  assert coupled['loss'] != sequential['loss']         # the learned table is read at the task's positions
+
+
+def test_training_on_your_own_corpus_is_one_override(tmp_path):
+  """`--config.data.corpus=/path/to/texts`: a directory of text files, read, split by file and recorded."""
+  import os
+  from relpos_jax.train import config as config_lib
+  from relpos_jax.train.config import ConfigError
+  lm = os.path.join(os.path.dirname(inputs.__file__), '..', '..', 'configs', 'lm.py')
+  rng = np.random.default_rng(0)
+  for i in range(12):
+    words = rng.choice(['the', 'cat', 'sat', 'on', 'a', 'mat'], 300)
+    (tmp_path / f'doc{i:02d}.txt').write_text(' '.join(words))
+  overrides = {'data.corpus': str(tmp_path), 'train.steps': 3, 'train.batch_size': 4, 'train.log_every': 3,
+               'optim.warmup_steps': 1, 'model.num_layers': 1, 'model.model_dim': 16, 'model.num_heads': 2,
+               'data.train_length': 16, 'eval.every': 0, 'eval.lengths': (16, 32), 'eval.batch_size': 4,
+               'eval.num_examples': 4}
+  result = loop.train(config_lib.load_config(lm, overrides), devices=jax.devices()[:1])
+  described = result.data.describe()
+  assert described['source'] == f'files: {tmp_path}' and described['num_files'] == 12
+  assert described['num_val_files'] >= 1 and described['fingerprint'] == result.data.corpus.fingerprint
+  assert set(np.unique(result.data.train_batch(0)['inputs'])) <= set(b'the cat sat on a mat\x00')
+  assert np.isfinite(result.final_metrics['eval/32/bits_per_char'])
+  # A path that names nothing is refused when the config is loaded, naming the key.
+  with pytest.raises(ConfigError, match=r"config\.data\.corpus='.*nowhere' is invalid: path .* does not exist"):
+    config_lib.load_config(lm, {'data.corpus': str(tmp_path / 'nowhere')})
+  with pytest.raises(ConfigError, match=r"config\.data\.corpus=.* matches no file"):
+    config_lib.load_config(lm, {'data.corpus': str(tmp_path / '*.md')})

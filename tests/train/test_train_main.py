@@ -86,7 +86,7 @@ def test_command_line_end_to_end(tmp_path):
      'config.train.steps=0 is invalid'),
     # The study's default config (no --config): an unknown key is named, with the keys allowed there.
     ('experiments.length_generalization', ['--config.study.foo=1'],
-     'config.study.foo: unknown key; allowed in config.study: description, encoders, title'),
+     'config.study.foo: unknown key; allowed in config.study: description, encoders, seeds, title'),
 ])
 def test_entry_points_report_config_errors_in_one_line(tmp_path, module, args, expected):
   env = {k: v for k, v in os.environ.items() if k != 'XLA_FLAGS'}

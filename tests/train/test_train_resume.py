@@ -11,7 +11,7 @@ import jax
 import numpy as np
 import pytest
 
-from relpos_jax.train import loop
+from relpos_jax.train import loop, tensorboard
 from relpos_jax.train.checkpoint import Checkpoints
 from relpos_jax.train.config import ConfigError
 from relpos_jax.train.metrics import read_metrics
@@ -62,6 +62,13 @@ def test_interrupted_run_resumes_to_the_uninterrupted_parameters(tmp_path, refer
   # The records read as one uninterrupted run (those of the lost updates were dropped on resume).
   assert without_time(read_metrics(workdir)) == without_time(reference_lm_run.history)
   assert final.final_metrics['eval/32/loss'] == reference_lm_run.final_metrics['eval/32/loss']
+  # TensorBoard shows the same records: the events the interrupted attempts wrote after their checkpoints
+  # (steps 8 and 12) are hidden by the restarts' purge marks, so every step appears once, with its value.
+  events = tensorboard.read_scalars(workdir)
+  for key in ('loss', 'lr', 'tokens_per_sec', 'grad_norm', 'bits_per_char'):
+    np.testing.assert_allclose(events[f'train/{key}'],
+                               [(r['step'], r[key]) for r in read_metrics(workdir) if key in r], rtol=1e-6)
+  assert [s for s, _ in events['eval/16/bits_per_char']] == [12, 24]
   # Keep-last-N: saves at 5, 10, 15, 20, 24; the 2 most recent remain.
   assert sorted(os.listdir(os.path.join(workdir, 'checkpoints'))) == ['20', '24']
 

@@ -1,16 +1,25 @@
-"""Algorithmic length-generalization tasks (Delétang et al. 2023; Ruoss et al. 2023; Kazemnejad et al. 2023).
+"""Algorithmic length-generalization tasks: the Chomsky-hierarchy suite (Delétang et al. 2023; Ruoss et al. 2023),
+count_copy (Kazemnejad et al. 2023), flip_flop (Liu et al. 2023), mqar (Arora et al. 2023), passkey, and addition
+with task-structured positions (Cho et al. 2024; McLeish et al. 2024).
 
 See ``base`` for the bidirectional batch format and ``count_copy`` for the decoder format.
 """
 
-from relpos_jax.data.tasks.arithmetic import BinaryAddition
+from relpos_jax.data.tasks.addition import Addition, AdditionAbacus, AdditionCoupled
+from relpos_jax.data.tasks.arithmetic import BinaryAddition, BinaryMultiplication, ComputeSqrt
 from relpos_jax.data.tasks.base import Batch, BidirectionalTask, Task
 from relpos_jax.data.tasks.count_copy import CountCopy
+from relpos_jax.data.tasks.dcf import ModularArithmeticBrackets, SolveEquation, StackManipulation
+from relpos_jax.data.tasks.flip_flop import FlipFlop
 from relpos_jax.data.tasks.metrics import per_token_accuracy, sequence_exact_match
-from relpos_jax.data.tasks.registry import TASKS, make_task, task_names
-from relpos_jax.data.tasks.regular import EvenPairs, ParityCheck
-from relpos_jax.data.tasks.strings import BucketSort, DuplicateString, MissingDuplicate, ReverseString, Shift
+from relpos_jax.data.tasks.recall import MultiQueryAssociativeRecall, Passkey
+from relpos_jax.data.tasks.registry import CHOMSKY_TASKS, TASKS, make_task, task_names
+from relpos_jax.data.tasks.regular import CycleNavigation, EvenPairs, ModularArithmetic, ParityCheck
+from relpos_jax.data.tasks.strings import (BucketSort, DuplicateString, MissingDuplicate, OddsFirst,
+                                           ReverseString, Shift)
 
-__all__ = ['Batch', 'BinaryAddition', 'BucketSort', 'CountCopy', 'DuplicateString', 'BidirectionalTask', 'EvenPairs',
-           'MissingDuplicate', 'ParityCheck', 'ReverseString', 'Shift', 'TASKS', 'Task', 'make_task',
-           'per_token_accuracy', 'sequence_exact_match', 'task_names']
+__all__ = ['Addition', 'AdditionAbacus', 'AdditionCoupled', 'Batch', 'BidirectionalTask', 'BinaryAddition', 'BinaryMultiplication', 'BucketSort', 'CHOMSKY_TASKS',
+           'ComputeSqrt', 'CountCopy', 'CycleNavigation', 'DuplicateString', 'EvenPairs', 'FlipFlop',
+           'MissingDuplicate', 'ModularArithmetic', 'ModularArithmeticBrackets', 'MultiQueryAssociativeRecall',
+           'OddsFirst', 'ParityCheck', 'Passkey', 'ReverseString', 'Shift', 'SolveEquation', 'StackManipulation',
+           'TASKS', 'Task', 'make_task', 'per_token_accuracy', 'sequence_exact_match', 'task_names']

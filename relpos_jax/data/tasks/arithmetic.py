@@ -1,8 +1,9 @@
-"""``binary_addition`` (Delétang et al. 2023, tasks/cs/binary_addition.py; Ruoss et al. 2023)."""
+"""Binary arithmetic tasks of Delétang et al. 2023 (tasks/cs; Ruoss et al. 2023): addition, multiplication, square root."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -94,3 +95,88 @@ def _add_little_endian(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     carry = s >> 1
   out[:, w] = carry
   return out
+
+
+@dataclasses.dataclass(frozen=True)
+class BinaryMultiplication(BidirectionalTask):
+  """Product of two binary numbers, little-endian, as ``binary_addition`` but with ``n`` output positions.
+
+  Reference: tasks/cs/binary_multiplication.py. Input as in ``binary_addition`` (``a * b`` with the
+  separator token 2; ``la ~ U{1..n-2}``, ``a ~ U[1, 2^la - 1]``). Output (length n): ``a * b`` little-endian
+  without high-order zeros, the terminator 2, then 0s (the product has at most ``n - 1`` bits). Accuracy up to
+  and including the terminator. For ``n <= 2`` the input is a number ``v in [0, 2^n - 2]`` in n bits and the
+  output is ``n - 1`` zeros then the terminator (the reference's fixed filler).
+  Examples (reference): ``001*01101 -> 000110120`` (4 * 22 = 88); ``1001*000001 -> 00000100120``.
+  """
+
+  name = 'binary_multiplication'
+  reference = 'Deletang et al. 2023 (tasks/cs/binary_multiplication.py)'
+
+  @property
+  def input_alphabet_size(self) -> int:
+    return 3
+
+  @property
+  def num_classes(self) -> int:
+    return 3
+
+  def output_length(self, n):
+    return n
+
+  def _generate(self, rng, batch_size, n):
+    y = np.zeros((batch_size, n), np.int32)
+    acc = np.zeros((batch_size, n), np.float32)
+    if n <= 2:
+      v = rng.integers(0, 2 ** n - 1, size=batch_size)
+      x = ((v[:, None] >> np.arange(n)[None, :]) & 1).astype(np.int32)
+      y[:, n - 1] = TERMINATOR
+      acc[:] = 1.0
+      return x, y, acc
+    la = rng.integers(1, n - 1, size=batch_size)
+    a = _uniform_nonzero_bits(rng, la, n)
+    b = _uniform_nonzero_bits(rng, n - 1 - la, n)
+    x = np.empty((batch_size, n), np.int32)
+    for row in range(batch_size):
+      k = int(la[row])
+      x[row, :k], x[row, k], x[row, k + 1:] = a[row, :k], PLUS, b[row, :n - 1 - k]
+      product = _from_little_endian(a[row]) * _from_little_endian(b[row])      # Python ints: no overflow
+      bits = [int(ch) for ch in reversed(bin(product)[2:])]
+      y[row, :len(bits)], y[row, len(bits)] = bits, TERMINATOR
+      acc[row, :len(bits) + 1] = 1.0
+    return x, y, acc
+
+
+@dataclasses.dataclass(frozen=True)
+class ComputeSqrt(BidirectionalTask):
+  """``floor(sqrt(v))`` of a binary number, both BIG-endian; ``output_length(n) = ceil(n / 2)``.
+
+  Reference: tasks/cs/compute_sqrt.py: ``v ~ U[1, 2^n - 1]`` written in n bits (leading zeros kept), the root
+  in ``ceil(n / 2)`` bits. Examples: 100101 (37) -> 110 (6); 111 (7) -> 10 (2, written 2 bits: ``10``).
+  """
+
+  name = 'compute_sqrt'
+  reference = 'Deletang et al. 2023 (tasks/cs/compute_sqrt.py)'
+
+  @property
+  def input_alphabet_size(self) -> int:
+    return 2
+
+  @property
+  def num_classes(self) -> int:
+    return 2
+
+  def output_length(self, n):
+    return -(-n // 2)
+
+  def _generate(self, rng, batch_size, n):
+    m = self.output_length(n)
+    x = _uniform_nonzero_bits(rng, np.full(batch_size, n), n)[:, ::-1].copy()   # big-endian
+    y = np.empty((batch_size, m), np.int32)
+    for row in range(batch_size):
+      root = math.isqrt(int(''.join(map(str, x[row].tolist())), 2))
+      y[row] = [int(ch) for ch in format(root, f'0{m}b')]
+    return x, y, None
+
+
+def _from_little_endian(bits: np.ndarray) -> int:
+  return int(''.join(map(str, bits[::-1].tolist())), 2)

@@ -116,11 +116,16 @@ class BidirectionalTask(Task):
   def vocab_size(self) -> int:
     return self.input_alphabet_size + 2
 
+  def input_length(self, n: int) -> int:
+    """Length of the input string drawn for a requested length ``n`` (``n`` except where a task's reference
+    code adjusts it, as ``modular_arithmetic`` keeps expressions of odd length)."""
+    return n
+
   def output_length(self, n: int) -> int:
     return 1
 
   def total_length(self, n: int) -> int:
-    return n + self.output_length(n)
+    return self.input_length(n) + self.output_length(n)
 
   @property
   def metadata(self) -> dict:
@@ -133,9 +138,10 @@ class BidirectionalTask(Task):
     """(input strings (B, n), output strings (B, m), accuracy mask over the outputs (B, m) or None)."""
 
   def sample(self, rng: np.random.Generator, batch_size: int, length: int) -> Batch:
-    batch_size, n = self._check_args(rng, batch_size, length)
+    batch_size, requested = self._check_args(rng, batch_size, length)
+    n = self.input_length(requested)
     x, y, acc = self._generate(rng, batch_size, n)
-    m = self.output_length(n)
+    m = self.output_length(requested)
     assert x.shape == (batch_size, n) and y.shape == (batch_size, m), (x.shape, y.shape, n, m)
     t = n + m
     inputs = np.full((batch_size, t), self.placeholder_id, dtype=np.int32)

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
-from relpos_jax.data.tasks.arithmetic import BinaryAddition
+from relpos_jax.data.tasks.addition import Addition, AdditionAbacus, AdditionCoupled
+from relpos_jax.data.tasks.arithmetic import BinaryAddition, BinaryMultiplication, ComputeSqrt
 from relpos_jax.data.tasks.base import Task
 from relpos_jax.data.tasks.count_copy import CountCopy
-from relpos_jax.data.tasks.regular import EvenPairs, ParityCheck
-from relpos_jax.data.tasks.strings import (BucketSort, DuplicateString, MissingDuplicate, ReverseString,
-                                           Shift)
+from relpos_jax.data.tasks.dcf import ModularArithmeticBrackets, SolveEquation, StackManipulation
+from relpos_jax.data.tasks.flip_flop import FlipFlop
+from relpos_jax.data.tasks.recall import MultiQueryAssociativeRecall, Passkey
+from relpos_jax.data.tasks.regular import CycleNavigation, EvenPairs, ModularArithmetic, ParityCheck
+from relpos_jax.data.tasks.strings import (BucketSort, DuplicateString, MissingDuplicate, OddsFirst,
+                                           ReverseString, Shift)
 
+# The Chomsky-hierarchy suite (Deletang et al. 2023) by level, then the other length-generalization tasks.
+CHOMSKY_REGULAR = (EvenPairs, ModularArithmetic, ParityCheck, CycleNavigation)
+CHOMSKY_CONTEXT_FREE = (StackManipulation, ReverseString, ModularArithmeticBrackets, SolveEquation)
+CHOMSKY_CONTEXT_SENSITIVE = (DuplicateString, MissingDuplicate, OddsFirst, BinaryAddition, BinaryMultiplication,
+                             ComputeSqrt, BucketSort)
 TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (
-    EvenPairs, ParityCheck, ReverseString, DuplicateString, BinaryAddition, BucketSort, Shift,
-    MissingDuplicate, CountCopy)}
+    *CHOMSKY_REGULAR, *CHOMSKY_CONTEXT_FREE, *CHOMSKY_CONTEXT_SENSITIVE, Shift, CountCopy, FlipFlop,
+    MultiQueryAssociativeRecall, Passkey, Addition, AdditionCoupled, AdditionAbacus)}
+CHOMSKY_TASKS = tuple(cls.name for cls in (*CHOMSKY_REGULAR, *CHOMSKY_CONTEXT_FREE, *CHOMSKY_CONTEXT_SENSITIVE))
 
 
 def task_names() -> tuple[str, ...]:

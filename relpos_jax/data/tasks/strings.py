@@ -1,4 +1,4 @@
-"""String-transduction tasks: reverse_string, duplicate_string, bucket_sort, shift, missing_duplicate.
+"""String-transduction tasks: reverse_string, duplicate_string, odds_first, bucket_sort, shift, missing_duplicate.
 
 All inputs are i.i.d. uniform symbols of ``[0, alphabet_size)`` (binary by default, as in the papers;
 ``bucket_sort`` uses 5 symbols, as in the reference code) except ``missing_duplicate``.
@@ -63,6 +63,25 @@ class DuplicateString(_Transduction):
   def _generate(self, rng, batch_size, n):
     x = self._strings(rng, batch_size, n)
     return x, np.concatenate([x, x], axis=1), None
+
+
+@dataclasses.dataclass(frozen=True)
+class OddsFirst(_Transduction):
+  """Output the symbols at odd (0-based) indices, then those at even indices; ``output_length(n) = n``.
+
+  Follows the reference's code, ``concatenate([s[1::2], s[::2]])``: 00110101 -> 0111 0100 (its docstring
+  shows the two halves the other way round; the code is what the paper's numbers come from).
+  """
+
+  name = 'odds_first'
+  reference = _REF + ' (tasks/cs/odds_first.py)'
+
+  def output_length(self, n):
+    return n
+
+  def _generate(self, rng, batch_size, n):
+    x = self._strings(rng, batch_size, n)
+    return x, np.concatenate([x[:, 1::2], x[:, ::2]], axis=1), None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,42 @@
+r"""The benchmark suite: every task x encoder x seed, one study per task, a summary table and heatmap.
+
+    python -m experiments.suite --workdir=docs/suite                           # configs/algorithmic.py:suite
+    python -m experiments.suite --tasks=even_pairs,flip_flop --workdir=docs/suite   # a subset now
+    python -m experiments.suite --config=configs/algorithmic.py:published,suite --workdir=gs://.../suite
+
+Rerunning resumes (finished runs are kept); `--tasks` lets one process per task share a workdir. Everything but
+flag parsing is `relpos_jax.study.suite.run_suite`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+from absl import app
+from absl import flags
+from ml_collections import config_flags
+
+from relpos_jax.train import cli
+
+_DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'configs',
+                               'algorithmic.py:suite')
+_CONFIG = config_flags.DEFINE_config_file('config', None, 'A suite config (a task config with its suite '
+                                          f'variant); default {_DEFAULT_CONFIG}.', lock_config=True)
+_WORKDIR = flags.DEFINE_string('workdir', os.path.join('results', 'suite'), 'Where the suite goes (resumed).')
+_TASKS = flags.DEFINE_list('tasks', None, 'Run only these tasks now (default: every task of the config).')
+
+
+def main(argv) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  from relpos_jax.study import suite
+  from relpos_jax.train import metrics
+  metrics.quiet_checkpoint_logs()
+  summary = suite.run_suite(_CONFIG.value, _WORKDIR.value, tasks=_TASKS.value)
+  print(suite.markdown(summary))
+  print(f'summary: {os.path.abspath(os.path.join(_WORKDIR.value, "README.md"))}')
+
+
+if __name__ == '__main__':
+  app.run(main, flags_parser=functools.partial(cli.parse_flags, default=_DEFAULT_CONFIG))

@@ -1,0 +1,138 @@
+"""PaTH attention, position encoding via accumulating Householder transformations (Yang, Shen, Wen, Tan,
+Mishra, Ren, Panda & Kim 2025, "PaTH Attention: Position Encoding via Accumulating Householder
+Transformations").
+
+Every token s carries a data-dependent Householder-like matrix H_s = I - beta_s w_s w_s^T, and the content
+logit of query i and key j <= i is
+
+    a_ij = q_i^T (H_i H_{i-1} ... H_{j+1}) k_j           (a_ii = q_i . k_i),
+
+a product along the path between them: RoPE's fixed rotation per step becomes a learned reflection-like map
+per token. w_s = l2norm(silu(short_conv(W_up W_down x_s))), a low-rank projection (rank 32) followed by a
+causal depthwise convolution of width 3 along the tokens; beta_s = 2 sigmoid(w_beta . x_s + b_beta) in
+(0, 2), so H_s may have the negative eigenvalue 1 - beta_s.
+
+Reference: fla-org/flash-linear-attention, `fla/layers/path_attn.py` (`PaTHAttention`: `use_low_rank_w=True`
+(Linear(hidden, 32) -> Linear(32, kv_dim), no bias), `use_w_shortconv=True` (`ShortConvolution(kernel_size=3,
+bias=False, activation='silu')`), `l2_norm(w)`, `beta = bt_proj(x).sigmoid() * 2` with bias, decoding by the
+rank-one update `k <- k - beta (k . w) w` of every cached key) and `fla/ops/path_attn/naive.py` (the chunked
+reference, logits scaled by `scale` and softmax). The optional forget gate of the reference (PaTH-FoX) is
+`path + fox` here. Initialisation: linear layers normal(0.02) (fla's initializer_range), the convolution
+PyTorch's Conv1d default U(-1/sqrt(3), 1/sqrt(3)), beta's bias 0.
+
+Memory: never (L, L, d, d) nor (L, L, d). The logits are computed by one scan over the keys from last to
+first that carries each query's transformed vector u_ij = H_{j+1} ... H_i q_i ((B, Lq, H, d), updated by a
+rank-one step per key), emitting the column a_{:, j} = u_{:, j} . k_j; the scan is split in blocks of
+`block_size` keys whose residuals are recomputed in the backward pass (`jax.checkpoint`), so training stores
+O(L^2 d / block_size + L^2) floats, at the scale of the attention matrix. The same scan serves cached
+decoding (queries at cache index q_offset + i). Time O(L^2 d), sequential in L.
+
+Causal only (`requires_causal`): the product runs along the causal path. Padded tokens are transparent
+(beta = 0, H = I; their convolution input is zero, the convolution's own padding).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from relpos_jax import validation
+from relpos_jax.encoders import contract
+from relpos_jax.encoders.registry import register
+
+INIT_STDDEV = 0.02
+
+
+def short_conv(x: jax.Array, kernel: jax.Array) -> jax.Array:
+  """Causal depthwise convolution along axis 1: x (B, L, C), kernel (k, C); out_t = sum_m kernel[m] x_{t-k+1+m}."""
+  size = kernel.shape[0]
+  padded = jnp.pad(x, [(0, 0), (size - 1, 0), (0, 0)])
+  length = x.shape[1]
+  return sum(padded[:, m:m + length] * kernel[m] for m in range(size))
+
+
+def householder_logits(query: jax.Array, key: jax.Array, w: jax.Array, beta: jax.Array, q_index: jax.Array,
+                       block_size: int = 64) -> jax.Array:
+  """a_ij = q_i^T H_{q_index[i]} ... H_{j+1} k_j for j <= q_index[i] (0 above), H_s = I - beta_s w_s w_s^T.
+
+  query (B, Lq, H, D), key and w (B, Lk, H, D), beta (B, Lk, H), q_index (Lq,) -> (B, H, Lq, Lk) float32.
+  One scan over the keys, last to first, in checkpointed blocks of `block_size` keys.
+  """
+  b, k_len, h, d = key.shape
+  q_len = query.shape[1]
+  blocks = -(-k_len // block_size)
+  pad = blocks * block_size - k_len
+  pad_keys = lambda a: jnp.pad(a, [(0, 0), (0, pad)] + [(0, 0)] * (a.ndim - 2))
+  key, w, beta = (pad_keys(jnp.asarray(a, jnp.float32)) for a in (key, w, beta))
+  # Keys last to first, grouped in blocks: (blocks, block_size, B, ...).
+  to_steps = lambda a: jnp.flip(jnp.moveaxis(a, 1, 0), 0).reshape((blocks, block_size) + a.shape[:1] + a.shape[2:])
+  index = jnp.flip(jnp.arange(blocks * block_size, dtype=jnp.int32)).reshape(blocks, block_size)
+  q_index = jnp.asarray(q_index, jnp.int32)
+
+  def step(u, inputs):
+    k_j, w_j, beta_j, j = inputs
+    column = jnp.einsum('bihd,bhd->bih', u, k_j)  # a_{:, j} = u . k_j
+    # Queries at or after j take H_j for the next (earlier) key: u <- u - beta_j (u . w_j) w_j.
+    update = beta_j[:, None, :, None] * jnp.einsum('bihd,bhd->bih', u, w_j)[..., None] * w_j[:, None]
+    u = jnp.where((q_index >= j)[None, :, None, None], u - update, u)
+    return u, jnp.where((q_index >= j)[None, :, None], column, 0.0)
+
+  @jax.checkpoint
+  def block(u, inputs):
+    return jax.lax.scan(step, u, inputs)
+
+  _, columns = jax.lax.scan(block, jnp.asarray(query, jnp.float32),
+                            (to_steps(key), to_steps(w), to_steps(beta), index))
+  columns = jnp.flip(columns.reshape((blocks * block_size, b, q_len, h)), 0)[:k_len]  # (Lk, B, Lq, H)
+  return jnp.transpose(columns, (1, 3, 2, 0))
+
+
+@register('path')
+@dataclasses.dataclass(frozen=True)
+class PaTH(contract.ContextualEncoder):
+  rank: int = 32
+  conv_size: int = 3
+  block_size: int = 64
+
+  replaces_content = True
+
+  def __post_init__(self):
+    validation.positive_int(self.name, 'rank', self.rank)
+    validation.positive_int(self.name, 'conv_size', self.conv_size)
+    validation.positive_int(self.name, 'block_size', self.block_size)
+
+  def init_params(self, rng, dims_):
+    down, up, conv, beta = jax.random.split(rng, 4)
+    inner = dims_.num_heads * dims_.head_dim
+    bound = 1.0 / self.conv_size ** 0.5
+    return {'w_down': INIT_STDDEV * jax.random.normal(down, (dims_.model_dim, self.rank), jnp.float32),
+            'w_up': INIT_STDDEV * jax.random.normal(up, (self.rank, inner), jnp.float32),
+            'w_conv': jax.random.uniform(conv, (self.conv_size, inner), jnp.float32, -bound, bound),
+            'beta_kernel': INIT_STDDEV * jax.random.normal(beta, (dims_.model_dim, dims_.num_heads),
+                                                           jnp.float32),
+            'beta_bias': jnp.zeros((dims_.num_heads,), jnp.float32)}
+
+  def num_features(self, dims_):
+    return self.rank + dims_.num_heads
+
+  def token_features(self, params, x):
+    """[W_down x_t, beta logit_t]: (B, L, rank + H); the convolution runs over the cached sequence."""
+    x = jnp.asarray(x, jnp.float32)
+    return jnp.concatenate([x @ params['w_down'], x @ params['beta_kernel'] + params['beta_bias']], axis=-1)
+
+  def directions(self, params, features, key_mask):
+    """(w (B, L, H, D) unit vectors, beta (B, L, H) in (0, 2), 0 on padded tokens) from the features."""
+    mask = jnp.asarray(key_mask, bool)
+    features = jnp.where(mask[..., None], features, 0.0)
+    num_heads = params['beta_bias'].shape[0]
+    w = short_conv(features[..., :self.rank] @ params['w_up'], params['w_conv'])
+    w = jax.nn.silu(w).reshape(w.shape[:2] + (num_heads, -1))
+    w = w * jax.lax.rsqrt(jnp.sum(w * w, axis=-1, keepdims=True) + 1e-6)
+    beta = jnp.where(mask[..., None], 2.0 * jax.nn.sigmoid(features[..., self.rank:]), 0.0)
+    return w, beta
+
+  def score_term(self, params, ctx):
+    w, beta = self.directions(params, ctx.features, ctx.key_mask)
+    return householder_logits(ctx.query, ctx.key, w, beta, ctx.q_index, self.block_size)

@@ -1,0 +1,75 @@
+"""Stick-breaking attention (Tan, Shen, Peng, Courville & Panda 2024, "Scaling Stick-Breaking Attention: An
+Efficient Implementation and In-depth Study", ICLR 2025).
+
+No softmax: query i walks back from the nearest key and breaks off a piece of a unit stick at each,
+
+    beta_ij = sigmoid(z_ij),    A_ij = beta_ij prod_{j < k < i} (1 - beta_ik),    z_ij = q_i . k_j / sqrt(d),
+
+so the nearest keys get first claim and a key's weight shrinks with every key between it and the query that
+the query attends to: a learned, content-dependent recency. Computed in log space,
+
+    log A_ij = log sigmoid(z_ij) + sum_{j < k < i} log sigmoid(-z_ik),
+
+with one reverse cumulative sum along the row (L x L memory, like ordinary attention).
+
+Reference: shawntan/stickbreaking-attention, `stickbreaking_attention/sb_ref.py` (`stickbreaking(q, k, v,
+mask, cum_weight)`) and its tests: `log_z = logsigmoid(logits)` (-1e5 where masked), `log_beta =
+logsigmoid(-logits)` (0 where masked), `cum_weight = tril(ones, -1)` so the product runs over k with
+j < k (strictly) and over the keys the mask leaves; the default `attend_current=False` masks the diagonal,
+so k < i and j < i. The weights sum to at most 1; the remainder `rem = 1 - sum_j A_ij` goes to the query's
+own value (`o + rem[..., None] * v` in the reference tests). `attend_current=True` lets the query attend
+to itself (j <= i, products over j < k <= i).
+
+Kind NORMALIZER: it replaces the softmax and takes the logits the other parts build (content, biases,
+contextual terms), so `rope + stick_breaking` and `alibi + stick_breaking` compose. Padded keys are
+transparent (no weight, no break). Causal only (`requires_causal`): the stick is broken from the query
+backwards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from relpos_jax import validation
+from relpos_jax.encoders import contract
+from relpos_jax.encoders.registry import register
+
+
+def reverse_exclusive_cumsum(x: jax.Array) -> jax.Array:
+  """out[..., j] = sum_{k > j} x[..., k]."""
+  return jnp.flip(jnp.cumsum(jnp.flip(x, -1), axis=-1), -1) - x
+
+
+def stick_breaking_weights(logits: jax.Array, allowed: jax.Array) -> jax.Array:
+  """A_ij = sigmoid(z_ij) prod_{k > j, allowed} (1 - sigmoid(z_ik)) where allowed, else 0."""
+  log_beta = jnp.where(allowed, jax.nn.log_sigmoid(-logits), 0.0)
+  log_att = jax.nn.log_sigmoid(logits) + reverse_exclusive_cumsum(log_beta)
+  return jnp.where(allowed, jnp.exp(jnp.where(allowed, log_att, 0.0)), 0.0)
+
+
+@register('stick_breaking')
+@dataclasses.dataclass(frozen=True)
+class StickBreaking(contract.NormalizerEncoder):
+  attend_current: bool = False
+  remainder_to_self: bool = True
+
+  requires_causal = True
+  carries_position = True  # The break order is the key order: the layer knows position without any term.
+
+  def __post_init__(self):
+    for field in ('attend_current', 'remainder_to_self'):
+      value = getattr(self, field)
+      validation.require(isinstance(value, bool), self.name, field, value, 'True or False')
+
+  def weights(self, params, logits, ctx):
+    del params
+    allowed = ctx.valid
+    if not self.attend_current:
+      k_index = jnp.arange(logits.shape[-1], dtype=jnp.int32)
+      allowed = allowed & (k_index[None, :] != ctx.q_index[:, None])[None, None]
+    weights = stick_breaking_weights(jnp.asarray(logits, jnp.float32), allowed)
+    remainder = 1.0 - jnp.sum(weights, axis=-1) if self.remainder_to_self else None
+    return weights, remainder

@@ -1,0 +1,113 @@
+"""The terms of the kinds that read the content (issue 11): contextual, score transform, normalizer, temperature.
+
+Shared by the NNX layer and its Linen twin through `functional.attend`, dispatching on `encoder.kind` only:
+
+  CONTEXTUAL       `token_features` from the layer input x (cached for decoding), then `score_term(ctx)`
+                   added to the scaled logits (CoPE, FoX), or, with `replaces_content`, the content logit
+                   itself (PaTH's q_i^T H_i ... H_{j+1} k_j in place of q_i . k_j).
+  SCORE_TRANSFORM  logits <- transform(logits, base bias): A + B + f([A; B]) (DAPE).
+  TEMPERATURE      logits of query i multiplied by t_h(n_i), n_i the keys it sees (SSMax, log-n).
+  NORMALIZER       the weights from the logits instead of the softmax (stick-breaking), plus a remainder on
+                   the query's own value.
+
+The order inside attention: content (or its replacement) and vector terms, scaled; + scalar biases;
++ contextual terms; score transform; temperature; mask; normalizer (or softmax). These kinds always take the
+explicit path (never jax.nn.dot_product_attention, which has no hook for them).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from relpos_jax.encoders import contract
+
+Kind = contract.Kind
+CONTENT_KINDS = (Kind.CONTEXTUAL, Kind.SCORE_TRANSFORM, Kind.NORMALIZER, Kind.TEMPERATURE)
+
+
+def has_content_kind(parts) -> bool:
+  """Whether a part needs the explicit path (a kind that reads the scores or the content)."""
+  return any(p.kind in CONTENT_KINDS for p in parts)
+
+
+def feature_sizes(parts, dims_: contract.Dims) -> tuple[int, ...]:
+  """Per part, the size of the per-token features it keeps in the KV cache (0: none)."""
+  return tuple(p.num_features(dims_) if p.kind is Kind.CONTEXTUAL else 0 for p in parts)
+
+
+def token_features(parts, params, x: jax.Array) -> list:
+  """Per part, its token features of the layer input x (B, L, model_dim): (B, L, F) float32 or None."""
+  out = []
+  for part, p in zip(parts, params):
+    f = part.token_features(p, x) if part.kind is Kind.CONTEXTUAL else None
+    out.append(None if f is None else jnp.asarray(f, jnp.float32))
+  return out
+
+
+def check_features(parts, features, batch: int, k_len: int) -> list:
+  if features is None:
+    features = [None] * len(parts)
+  if len(features) != len(parts):
+    raise ValueError(f'attend: features must have one entry per attention part ({len(parts)}), got '
+                     f'{len(features)}.')
+  for part, f in zip(parts, features):
+    if f is not None and (f.ndim != 3 or f.shape[:2] != (batch, k_len)):
+      raise ValueError(f'attend: the token features of {part.name} must be (batch, k_len, F) = '
+                       f'({batch}, {k_len}, F), got {f.shape}.')
+  return list(features)
+
+
+def context(query, key, feature, valid, key_mask, q_index, scale) -> contract.AttentionContext:
+  return contract.AttentionContext(query=query, key=key, features=feature, valid=valid, key_mask=key_mask,
+                                   q_index=q_index, scale=float(scale))
+
+
+def content_logits(parts, params, features, ctx) -> jax.Array | None:
+  """The unscaled content logit of a part that replaces q . k (PaTH), or None."""
+  replaced = None
+  for part, p, f in zip(parts, params, features):
+    if part.kind is Kind.CONTEXTUAL and part.replaces_content:
+      replaced = part.score_term(p, _with_features(ctx, f))
+  return replaced
+
+
+def _with_features(ctx, feature):
+  return contract.AttentionContext(query=ctx.query, key=ctx.key, features=feature, valid=ctx.valid,
+                                   key_mask=ctx.key_mask, q_index=ctx.q_index, scale=ctx.scale)
+
+
+def add_contextual(parts, params, features, ctx, logits: jax.Array) -> jax.Array:
+  """logits + every additive contextual term (CoPE, FoX)."""
+  for part, p, f in zip(parts, params, features):
+    if part.kind is Kind.CONTEXTUAL and not part.replaces_content:
+      logits = logits + jnp.asarray(part.score_term(p, _with_features(ctx, f)), jnp.float32)
+  return logits
+
+
+def transform_scores(parts, params, logits, valid, q_len, k_len, *, q_offset, q_positions, k_positions):
+  for part, p in zip(parts, params):
+    if part.kind is Kind.SCORE_TRANSFORM:
+      bias = part.base_bias(p, q_len, k_len, q_offset=q_offset, q_positions=q_positions,
+                            k_positions=k_positions)
+      logits = part.transform(p, logits, bias, valid)
+  return logits
+
+
+def apply_temperature(parts, params, logits, valid, q_index) -> jax.Array:
+  parts_params = [(part, p) for part, p in zip(parts, params) if part.kind is Kind.TEMPERATURE]
+  if not parts_params:
+    return logits
+  k_len = logits.shape[-1]
+  full = jnp.broadcast_to(valid, valid.shape[:2] + logits.shape[2:]) if valid is not None else None
+  num_visible = (jnp.sum(full[:, 0], axis=-1).astype(jnp.float32) if full is not None
+                 else jnp.full((1, logits.shape[2]), float(k_len), jnp.float32))  # (B|1, Lq)
+  for part, p in parts_params:
+    logits = logits * part.temperature(p, num_visible, q_index)[..., None]
+  return logits
+
+
+def normalizer(parts, params):
+  """(the normalizer part, its params), or None for the softmax."""
+  found = [(part, p) for part, p in zip(parts, params) if part.kind is Kind.NORMALIZER]
+  return found[0] if found else None

@@ -1,0 +1,254 @@
+"""The tasks added for the suite, against the reference code's examples and direct re-computation of each label."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from relpos_jax.data import make_task
+from relpos_jax.data.tasks import CHOMSKY_TASKS
+from relpos_jax.data.tasks.flip_flop import BIT0, IGNORE, READ, WRITE
+from relpos_jax.data.tasks.recall import PASSKEY_QUESTION
+from relpos_jax.data.tasks.regular import evaluate_modular_expressions
+
+
+def test_the_chomsky_suite_has_its_fifteen_tasks():
+  assert sorted(CHOMSKY_TASKS) == sorted([
+      'even_pairs', 'modular_arithmetic', 'parity_check', 'cycle_navigation', 'stack_manipulation',
+      'reverse_string', 'modular_arithmetic_brackets', 'solve_equation', 'duplicate_string', 'missing_duplicate',
+      'odds_first', 'binary_addition', 'binary_multiplication', 'compute_sqrt', 'bucket_sort'])
+
+
+def _outputs(task, n, seed=0, batch=64):
+  b = task.sample(np.random.default_rng(seed), batch, n)
+  k = task.input_length(n)
+  return b['inputs'][:, :k], b['targets'][:, k:], b['accuracy_mask'][:, k:]
+
+
+# ---------------------------------------------------------------- regular
+def _mod_expr(text, m=5):
+  ids = {'+': m, '-': m + 1, '*': m + 2}
+  return np.array([[ids[c] if c in ids else int(c) for c in text.replace(' ', '')]])
+
+
+@pytest.mark.parametrize('text, value', [('1+2*3', 2), ('1-1-1', 4), ('0*1+4*3-2', 0), ('3', 3), ('2-3*4', 0),
+                                         ('4*4*4-1', 3)])
+def test_modular_arithmetic_reference_examples(text, value):
+  assert evaluate_modular_expressions(_mod_expr(text), 5)[0] == value
+
+
+def test_modular_arithmetic_labels_equal_python_evaluation_and_lengths_are_odd():
+  task = make_task('modular_arithmetic')
+  assert task.input_length(8) == 7 and task.input_length(9) == 9 and task.total_length(8) == 8
+  x, y, _ = _outputs(task, 11, batch=200)
+  symbols = {5: '+', 6: '-', 7: '*'}
+  for row, label in zip(x, y[:, 0]):
+    text = ''.join(symbols.get(int(t), str(int(t))) for t in row)
+    assert eval(text) % 5 == label                     # Python's precedence: * before + and -
+  assert set(x[:, 1::2].ravel()) == {5, 6, 7} and x[:, ::2].max() < 5
+
+
+def test_cycle_navigation():
+  task = make_task('cycle_navigation')
+  x, y, _ = _outputs(task, 9, batch=200)
+  assert np.array_equal(y[:, 0], (x.astype(int) - 1).sum(1) % 5)
+  assert task.num_classes == 5 and task.input_alphabet_size == 3
+
+
+# ---------------------------------------------------------------- context-free
+def _run_stack(tokens):
+  stack, actions = [], False
+  for t in tokens:
+    actions = actions or t >= 2
+    if not actions:
+      stack.append(t)
+    elif t == 2:
+      stack = stack[:-1]
+    else:
+      stack.append(t - 3)
+  return stack[::-1]
+
+
+def test_stack_manipulation_reference_examples_and_recomputation():
+  task = make_task('stack_manipulation')
+  assert _run_stack([0, 1, 1, 0, 4, 2, 2]) == [1, 1, 0] and _run_stack([1, 1, 0, 2, 2, 2]) == []
+  for n in (1, 2, 7, 30):
+    x, y, acc = _outputs(task, n, batch=100)
+    for row, out, mask in zip(x, y, acc):
+      want = _run_stack(row.tolist()) + [2]
+      assert out.tolist() == want + [0] * (n + 1 - len(want))
+      assert mask.tolist() == [1.0] * len(want) + [0.0] * (n + 1 - len(want))
+
+
+def _decode_brackets(row, symbols):
+  return ''.join(symbols[t - 5] if t >= 5 else str(t) for t in row.tolist())
+
+
+def test_modular_arithmetic_brackets_evaluates_its_expression():
+  task = make_task('modular_arithmetic_brackets')
+  for n in (1, 2, 3, 4, 5, 12, 40):
+    x, y, _ = _outputs(task, n, batch=50)
+    for row, label in zip(x, y[:, 0]):
+      text = _decode_brackets(row, '+-*()x=')
+      assert len(text) == n and eval(text) % 5 == label, text
+
+
+def test_solve_equation_answer_satisfies_the_equation():
+  task = make_task('solve_equation')
+  for n in (3, 4, 9, 40):
+    x, y, _ = _outputs(task, n, batch=50)
+    for row, answer in zip(x, y[:, 0]):
+      text = _decode_brackets(row, '+-()x=')
+      lhs, rhs = text.split('=')
+      assert lhs.count('x') == 1 and eval(lhs.replace('x', str(answer))) % 5 == int(rhs), text
+  x, y, _ = _outputs(task, 2)
+  assert not x.any() and not y.any()
+
+
+# ---------------------------------------------------------------- context-sensitive
+def test_odds_first_follows_the_reference_code():
+  task = make_task('odds_first')
+  x, y, _ = _outputs(task, 8, batch=512)
+  row = np.flatnonzero((x == [0, 0, 1, 1, 0, 1, 0, 1]).all(1))[0]
+  assert y[row].tolist() == [0, 1, 1, 1, 0, 1, 0, 0]
+
+
+def _little_endian(bits):
+  return sum(b << i for i, b in enumerate(bits))
+
+
+@pytest.mark.parametrize('n', [3, 4, 9, 40, 200])
+def test_binary_multiplication_is_the_little_endian_product(n):
+  task = make_task('binary_multiplication')
+  x, y, acc = _outputs(task, n, batch=40)
+  for row, out, mask in zip(x, y, acc):
+    k = row.tolist().index(2)
+    product = _little_endian(row[:k].tolist()) * _little_endian(row[k + 1:].tolist())
+    bits = [int(c) for c in reversed(bin(product)[2:])]
+    assert out.tolist() == bits + [2] + [0] * (n - 1 - len(bits))
+    assert mask.sum() == len(bits) + 1
+
+
+def test_binary_multiplication_reference_example_and_short_lengths():
+  task = make_task('binary_multiplication')
+  x, y, _ = _outputs(task, 9, batch=20000, seed=3)
+  hits = np.flatnonzero((x == [0, 0, 1, 2, 0, 1, 1, 0, 1]).all(1))
+  assert hits.size and y[hits[0]].tolist() == [0, 0, 0, 1, 1, 0, 1, 2, 0]      # 4 * 22 = 88
+  for n in (1, 2):
+    _, y, acc = _outputs(task, n)
+    assert (y == [0] * (n - 1) + [2]).all() and acc.all()
+
+
+@given(n=st.integers(1, 120), seed=st.integers(0, 2**31))
+def test_compute_sqrt_is_the_big_endian_integer_root(n, seed):
+  task = make_task('compute_sqrt')
+  x, y, _ = _outputs(task, n, seed=seed, batch=4)
+  assert y.shape == (4, math.ceil(n / 2))
+  for row, out in zip(x, y):
+    v = int(''.join(map(str, row.tolist())), 2)
+    assert 1 <= v < 2 ** n and int(''.join(map(str, out.tolist())), 2) == math.isqrt(v)
+
+
+# ---------------------------------------------------------------- flip-flop, mqar, passkey
+def test_flip_flop_reads_return_the_last_write():
+  task = make_task('flip_flop')
+  seq = task.sequences(np.random.default_rng(0), 64, 50)
+  assert seq.shape == (64, 102)
+  ops, bits = seq[:, ::2], seq[:, 1::2] - BIT0
+  assert (ops[:, 0] == WRITE).all() and (ops[:, -1] == READ).all()
+  for o, b in zip(ops, bits):
+    last = None
+    for op, bit in zip(o.tolist(), b.tolist()):
+      if op == WRITE:
+        last = bit
+      elif op == READ:
+        assert bit == last
+  batch = task.sample(np.random.default_rng(0), 64, 50)
+  assert np.array_equal(batch['accuracy_mask'][:, ::2], (batch['inputs'][:, ::2] == READ).astype(np.float32))
+  assert not batch['accuracy_mask'][:, 1::2].any()
+
+
+@pytest.mark.parametrize('p_ignore', [0.1, 0.8, 0.98])
+def test_flip_flop_instruction_frequencies(p_ignore):
+  ops = make_task('flip_flop', p_ignore=p_ignore).sequences(np.random.default_rng(1), 400, 100)[:, 2:-2:2]
+  assert abs((ops == IGNORE).mean() - p_ignore) < 0.01
+  assert abs((ops == WRITE).mean() - (ops == READ).mean()) < 0.01
+
+
+def test_flip_flop_bad_probability_is_named():
+  with pytest.raises(ValueError, match='p_ignore=1.0'):
+    make_task('flip_flop', p_ignore=1.0)
+
+
+def test_mqar_values_after_queries_are_the_bound_ones():
+  task = make_task('mqar', num_keys=16, num_values=8)
+  b = task.sample(np.random.default_rng(0), 32, 6)
+  seq = np.concatenate([b['inputs'], b['targets'][:, -1:]], axis=1)
+  for row, mask in zip(seq, b['accuracy_mask']):
+    pairs = dict(zip(row[0:12:2].tolist(), row[1:12:2].tolist()))
+    assert len(pairs) == 6 and max(pairs) < 16 and min(pairs.values()) >= 16
+    assert sorted(row[12::2].tolist()) == sorted(pairs)
+    for k, v in zip(row[12::2].tolist(), row[13::2].tolist()):
+      assert pairs[k] == v
+    assert np.flatnonzero(mask).tolist() == list(range(12, 24, 2))     # targets[t] = seq[t + 1]
+  with pytest.raises(ValueError, match='num_keys=16'):
+    task.sample(np.random.default_rng(0), 2, 17)
+
+
+def test_passkey_text_and_scored_digits():
+  task = make_task('passkey', digits=5)
+  b = task.sample(np.random.default_rng(0), 8, 3)
+  assert b['inputs'].shape == (8, task.total_length(3))
+  for inputs, targets, mask in zip(b['inputs'], b['targets'], b['accuracy_mask']):
+    text = bytes(np.append(inputs, targets[-1]).astype(np.uint8)).decode('ascii')
+    key = text[-5:]
+    assert key.isdigit() and text.count(f'The pass key is {key}.') == 1 and text.endswith(PASSKEY_QUESTION + key)
+    assert np.flatnonzero(mask).tolist() == list(range(len(text) - 6, len(text) - 1))
+  depths = {bytes(r.astype(np.uint8)).decode().index('pass key') for r in
+            task.sample(np.random.default_rng(1), 64, 6)['inputs']}
+  assert len(depths) >= 5                                                  # the needle moves
+
+
+# ---------------------------------------------------------------- addition with task-structured positions
+def _addition_rows(name, n, batch=32, **kw):
+  task = make_task(name, **kw)
+  b = task.sample(np.random.default_rng(0), batch, n)
+  seq = np.concatenate([b['inputs'], b['targets'][:, -1:]], axis=1)
+  return task, b, seq
+
+
+@pytest.mark.parametrize('n', [1, 3, 12])
+def test_addition_answers_the_reversed_sum(n):
+  _, b, seq = _addition_rows('addition', n)
+  assert 'positions' not in b and seq.shape[1] == 3 * n + 3
+  for row, mask in zip(seq, b['accuracy_mask']):
+    a = int(''.join(map(str, row[:n])))
+    c = int(''.join(map(str, row[n + 1:2 * n + 1])))
+    assert row[n] == 10 and row[2 * n + 1] == 11
+    assert ''.join(map(str, row[2 * n + 2:][::-1])) == f'{a + c:0{n + 1}d}'
+    assert np.flatnonzero(mask).tolist() == list(range(2 * n + 1, 3 * n + 2))
+
+
+def test_addition_coupled_positions_match_the_reference_layout():
+  # HanseulJo/position-coupling: '+' and '=' at start s; the digit of significance k at s + 1 + k.
+  n = 3
+  _, b, _ = _addition_rows('addition_coupled', n, batch=200, max_position=10)
+  pos = b['positions']
+  s = pos[:, n]
+  want = s[:, None] + np.array([3, 2, 1, 0, 3, 2, 1, 0, 1, 2, 3])   # a2 a1 a0 + b2 b1 b0 = c0 c1 c2 (c3 is last)
+  assert np.array_equal(pos, want) and s.min() == 1 and s.max() == 10 - n - 1
+  with pytest.raises(ValueError, match='max_position >= 14'):
+    make_task('addition_coupled', max_position=13).sample(np.random.default_rng(0), 2, 12)
+
+
+def test_addition_abacus_positions_count_digits_from_the_least_significant():
+  n = 4
+  _, b, seq = _addition_rows('addition_abacus', n, batch=200, max_offset=7)
+  pos = b['positions']
+  offset = pos[:, n - 1] - 1
+  want = offset[:, None] + np.array([4, 3, 2, 1, 0, 4, 3, 2, 1, 0, 1, 2, 3, 4])
+  want[:, [n, 2 * n + 1]] = 0
+  assert np.array_equal(pos, want) and offset.min() == 0 and offset.max() == 7
+  with pytest.raises(ValueError, match='max_offset=-1'):
+    make_task('addition_abacus', max_offset=-1)
