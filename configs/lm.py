@@ -23,7 +23,8 @@ the seeds every encoder is trained with (the table shows mean ± std over them):
 
 Variant `study,long` (`--config=configs/lm.py:study,long`): the same study trained four times longer
 (1,600 steps; warmup and checkpoints scaled) for a subset of encoders (LONG_LABELS: T5 with its published
-layout, KERPLE-log, monotone-t5-32), one seed: do the findings hold with more training?
+layout, KERPLE-log, the lecture's distance bias and both monotone tables): do the findings hold with more
+training? (docs/study_long/: --config.study.seeds='(0,1,2)')
 
 Variant `inference_extension` (`--config=configs/lm.py:inference_extension`): train with RoPE once (the
 `study` variant's run), evaluate its parameters unchanged with inference-time extensions up to 16x, each set
@@ -74,6 +75,9 @@ STUDY_ENCODERS = (
     # a bias monotone beyond distance 7, interpolated in log-distance, continued past the last knot.
     'monotone-t5-32: monotone(t5(bidirectional=False, num_buckets=16, max_distance=32), window=8, '
     'init_slope=4.0)',
+    # The same knots starting from the lecture's distance bias -r_h n (rates 2 ... 1/4) instead of a log decay.
+    'monotone-lin: monotone(t5(bidirectional=False, num_buckets=16, max_distance=32), window=8, '
+    'init_slope=2.0, init_decay="linear")',
     'alibi',
     'kerple_log',
     'fire',
@@ -81,7 +85,7 @@ STUDY_ENCODERS = (
     'rope+randomized: randomized(rope, max_position=2048)',
 )
 # Variant `long`: the labels of the default study trained for 1,600 steps.
-LONG_LABELS = ('t5', 'kerple_log', 'monotone-t5-32')
+LONG_LABELS = ('t5', 'kerple_log', 'distance', 'monotone-t5-32', 'monotone-lin')
 
 
 # Variant `study,contextual` (issue 11): position from content beside the extrapolating baselines and RoPE;

@@ -27,9 +27,11 @@ saturating. At integer knots (the exact buckets) b is the table value. For n >= 
 non-increasing in n, tail included (w = `window` free knots; w = 1: monotone from distance 0). Every
 parameter is trained as long as the base's last knot lies within the training length.
 
-Initialisation (`init_slope` = r): a decay, not zero: v_k = -r_h log(1 + n_k) with per-head rates
-r_h = r * 8^(-h / (H - 1)) (a factor 8 from the first head to the last, like ALiBi's spread of slopes),
-i.e. the bias starts as KERPLE-log's -r_h log(1 + |d|) (Chi et al. 2022) sampled at the knots.
+Initialisation (`init_slope` = r): a decay, not zero, with per-head rates r_h = r * 8^(-h / (H - 1)) (a
+factor 8 from the first head to the last, like ALiBi's spread of slopes). `init_decay='log'` (default):
+v_k = -r_h log(1 + n_k), KERPLE-log's -r_h log(1 + |d|) (Chi et al. 2022) sampled at the knots;
+`init_decay='linear'`: v_k = -r_h n_k, the lecture's distance bias -r_h |j - i| (ALiBi's form, Press et al. 2022)
+sampled at the knots, a much stronger locality prior (the tail then continues the last segment's log slope).
 
 Bases: `shaw`, `piecewise`, `t5` (any `max_distance`) and `multiscale` (whose knots are the distances where
 any of its scales changes bucket). Keys ahead of a causal base (`bidirectional=False`) share the value of
@@ -87,6 +89,7 @@ class Monotone(contract.ScalarBiasEncoder):
   base: contract.Encoder
   window: int = 1
   init_slope: float = 1.0
+  init_decay: str = 'log'
 
   def __post_init__(self):
     allowed = ('a shaw, piecewise, t5 or multiscale encoder (a lecture table whose buckets give the knots), '
@@ -100,6 +103,7 @@ class Monotone(contract.ScalarBiasEncoder):
                        f'<= {knots - 1}: the base has {knots} knots and at least the last segment must be '
                        'monotone (it sets the tail)')
     validation.number(self.name, 'init_slope', self.init_slope, above=0)
+    validation.choice(self.name, 'init_decay', self.init_decay, ('log', 'linear'))
 
   @property
   def bidirectional(self) -> bool:
@@ -128,8 +132,9 @@ class Monotone(contract.ScalarBiasEncoder):
     return float(self.init_slope) * 8.0 ** (-spread)
 
   def init_params(self, rng, dims_):
-    del rng  # Deterministic: the bias starts as -r_h log(1 + n) at the knots.
-    u = np.log1p(self.knots().astype(np.float64))                              # (S, K)
+    del rng  # Deterministic: the bias starts as -r_h log(1 + n) (or -r_h n) at the knots.
+    knots = self.knots().astype(np.float64)
+    u = np.log1p(knots) if self.init_decay == 'log' else knots                 # (S, K)
     values = -u[:, :, None] * self.head_rates(dims_.num_heads)[None, None, :]  # (S, K, H)
     decrements = values[:, self.window - 1:-1] - values[:, self.window:]       # > 0: knots strictly grow
     return {'near': jnp.asarray(values[:, :self.window], jnp.float32),

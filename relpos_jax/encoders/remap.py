@@ -76,8 +76,8 @@ class SelfExtend(_Remap):
   is_relative = False  # Grouping floor-divides absolute positions.
 
   def _check(self):
-    validation.positive_int(self.name, 'group_size', self.group_size)
-    validation.positive_int(self.name, 'window', self.window)
+    for field in ('group_size', 'window'):
+      validation.positive_int(self.name, field, getattr(self, field))
 
   def score_sets(self, q_positions, k_positions):
     g, w = self.group_size, self.window
@@ -123,10 +123,10 @@ class ReRope(_Remap):
 class DualChunk(_Remap):
   """`dual_chunk(rope, chunk=48, local_window=4)`: intra-, successive- and inter-chunk positions."""
 
+  is_relative = False  # Chunks are cut at absolute positions.
   base: contract.Encoder
   chunk: int = 3072
   local_window: int = 256
-  is_relative = False  # Chunks are cut at absolute positions.
 
   def _check(self):
     validation.positive_int(self.name, 'chunk', self.chunk, minimum=2)

@@ -87,6 +87,23 @@ def test_init_is_a_log_decay_with_spread_rates():
   np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 
+def test_linear_init_is_the_distance_bias_at_the_knots_with_a_log_tail():
+  enc = Monotone(make('t5', bidirectional=False, num_buckets=16, max_distance=32), window=8,
+                 init_decay='linear')
+  params = enc.init(jax.random.key(0), 4)
+  rates = np.array([1.0, 0.5, 0.25, 0.125])
+  knots = enc.knots()[0]
+  assert list(knots) == [0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 23, 27]
+  got = np.asarray(enc.bias(params, jnp.asarray(-np.arange(0, 2000))))
+  # -r_h n exactly at the knots (and at every distance of the exact buckets 0..8).
+  np.testing.assert_allclose(got[knots], -knots[:, None] * rates, rtol=1e-5, atol=1e-5)
+  # Between knots 23 and 27 the interpolation is linear in log(1 + n): at n = 25, t = log(26/24) / log(28/24).
+  t = np.log(26 / 24) / np.log(28 / 24)
+  np.testing.assert_allclose(got[25], -(23 + t * 4) * rates, rtol=1e-5)
+  # Beyond 27 the last segment's slope in log(1 + n) continues: 4 r_h / log(28 / 24) per unit of log(1 + n).
+  np.testing.assert_allclose(got[1000], -(27 + 4 * np.log(1001 / 28) / np.log(28 / 24)) * rates, rtol=1e-4)
+
+
 @pytest.mark.parametrize('base', ['t5(bidirectional=False, num_buckets=16, max_distance=32)', 't5', 'shaw',
                                   'piecewise', 'multiscale'])
 def test_toeplitz_and_finite_at_a_million(base):
@@ -135,7 +152,8 @@ def test_every_parameter_is_trained_within_the_base_range():
 
 
 def test_spec_round_trip_and_registry():
-  spec = 'monotone(t5(num_buckets=16, max_distance=32, bidirectional=False), window=4, init_slope=2.0)'
+  spec = ('monotone(t5(num_buckets=16, max_distance=32, bidirectional=False), window=4, init_slope=2.0, '
+          "init_decay='linear')")
   enc = from_spec(spec)
   assert to_spec(enc) == spec and from_spec(to_spec(enc)) == enc
   assert 'monotone' in encoders.names() and enc.kind is encoders.Kind.SCALAR_BIAS
@@ -150,6 +168,7 @@ def test_spec_round_trip_and_registry():
     (dict(base=make('shaw'), init_slope=0.0), 'init_slope=0.0'),
     (dict(base=make('shaw'), init_slope=float('nan')), 'init_slope=nan'),
     (dict(base=make('shaw'), init_slope=True), 'init_slope=True'),
+    (dict(base=make('shaw'), init_decay='cubic'), "init_decay='cubic'.*'log', 'linear'"),
 ])
 def test_bad_hyperparameters_are_named(hparams, match):
   with pytest.raises(ValueError, match=match):
