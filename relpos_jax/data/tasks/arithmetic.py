@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 import math
 
 import numpy as np
@@ -35,13 +36,8 @@ class BinaryAddition(BidirectionalTask):
   name = 'binary_addition'
   reference = 'Deletang et al. 2023 (tasks/cs/binary_addition.py); Ruoss et al. 2023'
 
-  @property
-  def input_alphabet_size(self) -> int:
-    return 3
-
-  @property
-  def num_classes(self) -> int:
-    return 3
+  input_alphabet_size: ClassVar[int] = 3
+  num_classes: ClassVar[int] = 3
 
   def output_length(self, n):
     return n + 1
@@ -112,13 +108,8 @@ class BinaryMultiplication(BidirectionalTask):
   name = 'binary_multiplication'
   reference = 'Deletang et al. 2023 (tasks/cs/binary_multiplication.py)'
 
-  @property
-  def input_alphabet_size(self) -> int:
-    return 3
-
-  @property
-  def num_classes(self) -> int:
-    return 3
+  input_alphabet_size: ClassVar[int] = 3
+  num_classes: ClassVar[int] = 3
 
   def output_length(self, n):
     return n
@@ -157,13 +148,8 @@ class ComputeSqrt(BidirectionalTask):
   name = 'compute_sqrt'
   reference = 'Deletang et al. 2023 (tasks/cs/compute_sqrt.py)'
 
-  @property
-  def input_alphabet_size(self) -> int:
-    return 2
-
-  @property
-  def num_classes(self) -> int:
-    return 2
+  input_alphabet_size: ClassVar[int] = 2
+  num_classes: ClassVar[int] = 2
 
   def output_length(self, n):
     return -(-n // 2)

@@ -11,6 +11,7 @@ the reference does; fast enough for a few hundred symbols per example).
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import numpy as np
 
@@ -37,13 +38,8 @@ class StackManipulation(BidirectionalTask):
   name = 'stack_manipulation'
   reference = _REF.format('stack_manipulation')
 
-  @property
-  def input_alphabet_size(self) -> int:
-    return 5
-
-  @property
-  def num_classes(self) -> int:
-    return 3
+  input_alphabet_size: ClassVar[int] = 5
+  num_classes: ClassVar[int] = 3
 
   def output_length(self, n):
     return n + 1

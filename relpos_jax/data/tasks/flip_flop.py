@@ -19,6 +19,7 @@ reports (its models are trained on the full next-token loss; ``loss_on_all_token
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import numpy as np
 
@@ -43,9 +44,7 @@ class FlipFlop(Task):
                        and 0.0 <= self.p_ignore < 1.0, 'task', 'p_ignore', self.p_ignore, 'a probability in [0, 1)')
     validation.boolean('task', 'loss_on_all_tokens', self.loss_on_all_tokens)
 
-  @property
-  def vocab_size(self) -> int:
-    return 6
+  vocab_size: ClassVar[int] = 6
 
   @property
   def num_classes(self) -> int:

@@ -8,6 +8,7 @@ teacher-forcing layout as ``count_copy``: ``inputs = seq[:-1]``, ``targets = seq
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import numpy as np
 
@@ -111,13 +112,8 @@ class Passkey(_Retrieval):
   def __post_init__(self):
     validation.positive_int('task', 'digits', self.digits)
 
-  @property
-  def vocab_size(self) -> int:
-    return 257
-
-  @property
-  def pad_id(self) -> int:
-    return 256
+  vocab_size: ClassVar[int] = 257
+  pad_id: ClassVar[int] = 256
 
   def output_length(self, n: int) -> int:
     return self.digits

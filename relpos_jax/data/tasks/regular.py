@@ -7,6 +7,7 @@ modular_arithmetic reduces an expression mod 5, cycle_navigation finds a state o
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import numpy as np
 
@@ -20,13 +21,8 @@ _REF = 'Deletang et al. 2023, tasks/regular; Ruoss et al. 2023'
 class _BinaryClassification(BidirectionalTask):
   """Binary strings in, one of two classes out."""
 
-  @property
-  def input_alphabet_size(self) -> int:
-    return 2
-
-  @property
-  def num_classes(self) -> int:
-    return 2
+  input_alphabet_size: ClassVar[int] = 2
+  num_classes: ClassVar[int] = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,9 +123,7 @@ class CycleNavigation(BidirectionalTask):
   def __post_init__(self):
     validation.positive_int('task', 'cycle_length', self.cycle_length)
 
-  @property
-  def input_alphabet_size(self) -> int:
-    return 3
+  input_alphabet_size: ClassVar[int] = 3
 
   @property
   def num_classes(self) -> int:

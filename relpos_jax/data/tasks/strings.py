@@ -7,6 +7,7 @@ All inputs are i.i.d. uniform symbols of ``[0, alphabet_size)`` (binary by defau
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import numpy as np
 
@@ -156,13 +157,8 @@ class MissingDuplicate(BidirectionalTask):
                      'twice in ww, so ww has an even number of 1s): solvable by parity without locating '
                      'the duplicate position; do not use as evidence of positional generalization')
 
-  @property
-  def input_alphabet_size(self) -> int:
-    return 4
-
-  @property
-  def num_classes(self) -> int:
-    return 2
+  input_alphabet_size: ClassVar[int] = 4
+  num_classes: ClassVar[int] = 2
 
   def _generate(self, rng, batch_size, n):
     if n == 1:
