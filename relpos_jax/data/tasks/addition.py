@@ -35,24 +35,20 @@ from typing import ClassVar
 import numpy as np
 
 from relpos_jax import validation
-from relpos_jax.data.tasks.base import Batch, Task
+from relpos_jax.data.tasks.base import Batch, CausalTask
 
 PLUS, EQUALS, PAD = 10, 11, 12
 
 
 @dataclasses.dataclass(frozen=True)
-class Addition(Task):
+class Addition(CausalTask):
   """``a + b = reversed(a + b)`` on n-digit operands; positions 0..T-1 (see the module docstring)."""
 
   name = 'addition'
-  kind = 'causal'
   reference = 'Cho et al. 2024 (position coupling); McLeish et al. 2024 (Abacus): the reversed-output layout'
 
   vocab_size: ClassVar[int] = 13
 
-  @property
-  def num_classes(self) -> int:
-    return self.vocab_size
 
   @property
   def pad_id(self) -> int:

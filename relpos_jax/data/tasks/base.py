@@ -94,6 +94,17 @@ class Task(abc.ABC):
 
 
 @dataclasses.dataclass(frozen=True)
+class CausalTask(Task):
+  """A decoder task: next-token prediction over the whole vocabulary at the scored positions."""
+
+  kind: ClassVar[str] = 'causal'
+
+  @property
+  def num_classes(self) -> int:
+    return self.vocab_size
+
+
+@dataclasses.dataclass(frozen=True)
 class BidirectionalTask(Task):
   """Input string, then ``output_length(n)`` placeholders; predictions are read at the placeholders."""
 

@@ -30,15 +30,14 @@ import dataclasses
 import numpy as np
 
 from relpos_jax import validation
-from relpos_jax.data.tasks.base import Batch, Task
+from relpos_jax.data.tasks.base import Batch, CausalTask
 
 
 @dataclasses.dataclass(frozen=True)
-class CountCopy(Task):
+class CountCopy(CausalTask):
   """Decoder task ``BOS s^n SEP t^n EOS``; see module docstring for the exact format."""
 
   name = 'count_copy'
-  kind = 'causal'
   reference = 'Kazemnejad et al. 2023 (copy/repeat variant)'
   num_symbols: int = 1
 
@@ -64,10 +63,6 @@ class CountCopy(Task):
   @property
   def vocab_size(self) -> int:
     return 2 * self.num_symbols + 4
-
-  @property
-  def num_classes(self) -> int:
-    return self.vocab_size        # next-token prediction over the whole vocabulary
 
   def prompt_length(self, n: int) -> int:
     return n + 2

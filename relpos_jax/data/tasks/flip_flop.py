@@ -24,17 +24,16 @@ from typing import ClassVar
 import numpy as np
 
 from relpos_jax import validation
-from relpos_jax.data.tasks.base import Batch, Task
+from relpos_jax.data.tasks.base import Batch, CausalTask
 
 WRITE, READ, IGNORE, BIT0, BIT1, PAD = range(6)
 
 
 @dataclasses.dataclass(frozen=True)
-class FlipFlop(Task):
+class FlipFlop(CausalTask):
   """Read bits must equal the last written bit; see the module docstring for the exact format."""
 
   name = 'flip_flop'
-  kind = 'causal'
   reference = 'Liu et al. 2023, Exposing Attention Glitches with Flip-Flop Language Modeling'
   p_ignore: float = 0.8
   loss_on_all_tokens: bool = False
@@ -46,9 +45,6 @@ class FlipFlop(Task):
 
   vocab_size: ClassVar[int] = 6
 
-  @property
-  def num_classes(self) -> int:
-    return self.vocab_size
 
   @property
   def pad_id(self) -> int:

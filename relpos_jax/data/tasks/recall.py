@@ -13,16 +13,12 @@ from typing import ClassVar
 import numpy as np
 
 from relpos_jax import validation
-from relpos_jax.data.tasks.base import Batch, Task
+from relpos_jax.data.tasks.base import Batch, CausalTask
 
 
 @dataclasses.dataclass(frozen=True)
-class _Retrieval(Task):
-  kind = 'causal'
-
-  @property
-  def num_classes(self) -> int:
-    return self.vocab_size
+class _Retrieval(CausalTask):
+  """A retrieval sequence scored at its answer tokens."""
 
   def total_length(self, n: int) -> int:
     return self.sequence_length(n) - 1
