@@ -89,7 +89,7 @@ LONG_LABELS = ('t5', 'kerple_log', 'distance', 'monotone-t5-32', 'monotone-lin')
 
 
 # Variant `study,contextual` (issue 11): position from content beside the extrapolating baselines and RoPE;
-# docs/study_contextual ran it once per seed (--config.seed=0, 1, 2) and `python -m experiments.combine_seeds`.
+# docs/study_contextual: --config=configs/lm.py:study,contextual --config.study.seeds='(0,1,2)'.
 CONTEXTUAL_ENCODERS = (
     'nope',
     'alibi',
