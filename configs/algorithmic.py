@@ -90,7 +90,9 @@ SUITE_ENCODERS = (
     'rope+randomized: randomized(rope, max_position=2048)',
     'alibi: alibi(bidirectional=True)',
     't5',
-    'fire',
+    # Position from content: DAPE is the content-dependent kind that is defined for bidirectional models
+    # (CoPE, FoX, stick-breaking and PaTH are causal only), over the same ALiBi bias as above.
+    'dape: dape(alibi(bidirectional=True))',
 )
 
 
