@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 import math
 import os
 from typing import Callable, Sequence
 
+import jax
 import ml_collections
 
 from relpos_jax.study import report
@@ -135,6 +137,11 @@ def run_suite(config, workdir: str | os.PathLike, *, tasks: Sequence[str] | None
     if tasks is None or task in tasks:
       results = run_study(study, os.path.join(workdir, task), train_fn=train_fn)
       write_outputs(results, os.path.join(workdir, task))
+      # Every task compiles its own train and eval programs (new shapes, vocabularies, encoders); one
+      # process running the whole grid kept them all and ran out of memory (LLVM could not allocate)
+      # after about ten tasks on a 24 GiB machine. Nothing of a finished task is needed again.
+      jax.clear_caches()
+      gc.collect()
   summary = summarize(load_results(workdir, [t for t, _ in studies]))
   write_summary(summary, workdir)
   return summary
