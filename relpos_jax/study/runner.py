@@ -223,82 +223,31 @@ def _environment() -> dict:
 def _run_seed(base, entry: Entry, seed: int, workdir: str, train_fn: Callable | None, metric: str,
               data, train_dir: str | None = None) -> dict | None:
   """One (encoder, seed): trained and evaluated, or read back from its result.json (train_fn None: only
-  read back; None if it has not finished). An 'X -> Y' entry evaluates the run trained in `train_dir`."""
+  read back; None if it has not finished). An 'X -> Y' entry trains X in `train_dir` (or finds it trained
+  there) and evaluates its parameters with encoder Y."""
   run_dir = os.path.join(workdir, 'runs', entry.label, f'seed{seed}')
   result_path = os.path.join(run_dir, RESULT_FILE)
   config = run_config(base, entry, seed)
+  transferred = entry.eval_spec is not None
+  # What the result records (and is checked against on reuse): the config it was evaluated with.
+  recorded = transfer.eval_config(config, entry.eval_spec) if transferred else config
+  config_json = json.loads(recorded.to_json_best_effort())
   data_id = loop.data_identity(data.describe())
-  if entry.eval_spec is not None:
-    return _run_transfer(base, entry, seed, run_dir, train_dir, train_fn, metric, data, data_id)
   if os.path.exists(result_path):
     saved = report.load_json(result_path)
-    _check_saved(saved, run_dir, json.loads(config.to_json_best_effort()), data_id)
+    _check_saved(saved, run_dir, config_json, data_id, entry.spec if transferred else None)
     logging.info('study: %s seed %d already done, reusing %s', entry.label, seed, result_path)
     return saved
   if train_fn is None:
     return None
   started = time.perf_counter()
-  run = {'name': entry.label, 'spec': entry.spec, 'seed': seed,
-         'config': json.loads(config.to_json_best_effort()), 'data': data_id}
+  run = {'name': entry.label, 'spec': entry.reported_spec, 'seed': seed, 'config': config_json, 'data': data_id}
+  if transferred:
+    run.update({'train_spec': entry.spec, 'trained_in': os.path.relpath(train_dir, workdir)})
   os.makedirs(run_dir, exist_ok=True)
   try:
-    result = train_fn(config, run_dir, data=data)
-  except loop.DivergedError as e:
-    logging.warning('study: %s seed %d diverged: %s', entry.label, seed, e)
-    run.update({'by_length': {str(n): None for n in base.eval.lengths}, 'train_metric': None,
-                'train_loss': None, 'steps': e.step, 'diverged': {'step': e.step, 'message': str(e)},
-                'train_seconds': round(time.perf_counter() - started, 1)})
-    report.write_json(run, result_path)
-    return run
-  metrics = result.final_metrics
-  by_length = {str(n): metrics.get(f'eval/{n}/{metric}') for n in base.eval.lengths}
-  missing = [n for n, v in by_length.items() if v is None]
-  if missing:
-    raise RuntimeError(f'study: the run of {entry.label} (seed {seed}) reported no {metric} at lengths '
-                       f'{missing}.')
-  run.update({'by_length': by_length, 'train_metric': metrics.get(metric), 'train_loss': metrics.get('loss'),
-              'steps': result.step, 'train_seconds': round(time.perf_counter() - started, 1),
-              'num_params': int(sum(x.size for x in jax.tree.leaves(result.params)))})
-  report.write_json(run, result_path)
-  return run
-
-
-def _check_saved(saved: dict, run_dir: str, config_json, data_id: dict) -> None:
-  """A finished result is reused only for the same config and the same data."""
-  if saved.get('config') != config_json:
-    raise config_lib.ConfigError(
-        f'{run_dir} holds a finished run of another config; use a new workdir or remove that directory.')
-  if saved.get('data') != data_id:
-    raise config_lib.ConfigError(
-        f'{run_dir} holds a finished run on other data ({saved.get("data")} there, {data_id} now: the '
-        'corpus or the task changed), so its result does not belong in this study. Use a new workdir, or '
-        'remove that directory to train it again on this data.')
-
-
-def _run_transfer(base, entry: Entry, seed: int, run_dir: str, train_dir: str, train_fn: Callable | None,
-                  metric: str, data, data_id: dict) -> dict | None:
-  """'X -> Y' for one seed: train X in `train_dir` (or reuse it), evaluate its parameters with encoder Y."""
-  result_path = os.path.join(run_dir, RESULT_FILE)
-  config = run_config(base, entry, seed)
-  evaluated = transfer.eval_config(config, entry.eval_spec)
-  as_json = json.loads(evaluated.to_json_best_effort())
-  if os.path.exists(result_path):
-    saved = report.load_json(result_path)
-    if saved.get('train_spec') != entry.spec:
-      raise config_lib.ConfigError(
-          f'{run_dir} holds a finished run of another config; use a new workdir or remove that directory.')
-    _check_saved(saved, run_dir, as_json, data_id)
-    logging.info('study: %s seed %d already done, reusing %s', entry.label, seed, result_path)
-    return saved
-  if train_fn is None:
-    return None
-  started = time.perf_counter()
-  run = {'name': entry.label, 'spec': entry.eval_spec, 'train_spec': entry.spec, 'seed': seed,
-         'config': as_json, 'data': data_id,
-         'trained_in': os.path.relpath(train_dir, os.path.dirname(os.path.dirname(os.path.dirname(run_dir))))}
-  os.makedirs(run_dir, exist_ok=True)
-  try:
-    result = train_fn(config, train_dir, data=data)  # Resumes, or returns at once when already trained.
+    # A transferred entry's training resumes, or returns at once when the shared run is already trained.
+    result = train_fn(config, train_dir if transferred else run_dir, data=data)
   except loop.DivergedError as e:
     logging.warning('study: %s (trained with %s) seed %d diverged: %s', entry.label, entry.spec, seed, e)
     run.update({'by_length': {str(n): None for n in base.eval.lengths}, 'train_metric': None,
@@ -306,16 +255,36 @@ def _run_transfer(base, entry: Entry, seed: int, run_dir: str, train_dir: str, t
                 'train_seconds': round(time.perf_counter() - started, 1)})
     report.write_json(run, result_path)
     return run
-  model = transfer.with_encoder(result.model, config, entry.eval_spec)
-  evaluation = loop.evaluate_lengths(model, data, [int(n) for n in base.eval.lengths])
-  by_length = {str(n): evaluation[int(n)].get(metric) for n in base.eval.lengths}
   metrics = result.final_metrics
-  # train_seconds: this entry's own time (its evaluation, plus the training if it was not trained before).
+  if transferred:
+    model = transfer.with_encoder(result.model, config, entry.eval_spec)
+    evaluation = loop.evaluate_lengths(model, data, [int(n) for n in base.eval.lengths])
+    by_length = {str(n): evaluation[int(n)].get(metric) for n in base.eval.lengths}
+  else:
+    by_length = {str(n): metrics.get(f'eval/{n}/{metric}') for n in base.eval.lengths}
+  missing = [n for n, v in by_length.items() if v is None]
+  if missing:
+    raise RuntimeError(f'study: the run of {entry.label} (seed {seed}) reported no {metric} at lengths '
+                       f'{missing}.')
+  # train_seconds: this run's own time (for 'X -> Y', its evaluation, plus X's training if it was not
+  # trained before).
   run.update({'by_length': by_length, 'train_metric': metrics.get(metric), 'train_loss': metrics.get('loss'),
               'steps': result.step, 'train_seconds': round(time.perf_counter() - started, 1),
               'num_params': int(sum(x.size for x in jax.tree.leaves(result.params)))})
   report.write_json(run, result_path)
   return run
+
+
+def _check_saved(saved: dict, run_dir: str, config_json, data_id: dict, train_spec: str | None) -> None:
+  """A finished result is reused only for the same config (and, for 'X -> Y', the same X) and data."""
+  if saved.get('config') != config_json or saved.get('train_spec') != train_spec:
+    raise config_lib.ConfigError(
+        f'{run_dir} holds a finished run of another config; use a new workdir or remove that directory.')
+  if saved.get('data') != data_id:
+    raise config_lib.ConfigError(
+        f'{run_dir} holds a finished run on other data ({saved.get("data")} there, {data_id} now: the '
+        'corpus or the task changed), so its result does not belong in this study. Use a new workdir, or '
+        'remove that directory to train it again on this data.')
 
 
 def _mean(values):
