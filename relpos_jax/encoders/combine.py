@@ -11,7 +11,7 @@ form for equality, hashing (jit caching) and `spec.to_spec` ("a + b + c").
 Rejected: fewer than two parts (use the encoder itself); two rotary parts (rotating twice composes the
 rotations into a different encoding, not a sum); two input-level absolute parts (x + p_i + p'_i is one
 absolute encoding with two tables, which nobody means); two normalizers (one function replaces the
-softmax); two parts that replace the content logit (PaTH).
+softmax); two parts that replace the content logit (PaTH); a position remap beside PaTH (no q . k to remap).
 """
 
 from __future__ import annotations
@@ -61,6 +61,10 @@ class Combined(contract.Encoder):
     replacing = [p for p in leaves if p.kind is contract.Kind.CONTEXTUAL and p.replaces_content]
     validation.require(len(replacing) <= 1, self.name, 'parts', self.parts,
                        f'at most one part that replaces the content logit q . k (path); got {len(replacing)}')
+    remaps = [p for p in leaves if p.kind is contract.Kind.POSITION_REMAP]
+    validation.require(not (replacing and remaps), self.name, 'parts', self.parts,
+                       'a position remap only beside parts that keep the content logit q . k (path replaces '
+                       'it, so there is no base score to remap)')
 
   def children(self):
     return self.parts

@@ -315,11 +315,7 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
       content_query = query.astype(jnp.float32) + u
       key = key.astype(jnp.float32)
     scores = replaced  # PaTH: q_i^T H_i ... H_{j+1} k_j instead of q_i . k_j
-    if remaps:
-      for part, _ in remaps:
-        validation.require(replaced is None, 'attend', 'parts', part.name or type(part).__name__,
-                           'a position remap beside encoders that keep the content logit q . k (PaTH replaces '
-                           'it, so there is no base score to remap)')
+    if remaps:  # Never beside PaTH's replaced logit: `Combined` refuses that sum.
       q_pos, k_pos = _positions_or_contiguous(b, q_len, k_len, q_offset, q_positions, k_positions)
       for part, p in remaps:
         scores, remap_bias = position_terms.remap_scores(part, p, content_query, key, q_pos, k_pos, scores)

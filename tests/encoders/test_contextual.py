@@ -497,6 +497,8 @@ def test_two_normalizers_or_two_content_replacements_are_refused():
   for spec in ('stick_breaking + stick_breaking(attend_current=True)', 'path + path(rank=4)'):
     with pytest.raises(ValueError, match='at most one'):
       encoders.from_spec(spec)
+  with pytest.raises(ValueError, match='a position remap only beside parts that keep the content logit'):
+    encoders.from_spec('path + rerope(rope, window=4)')
 
 
 @pytest.mark.parametrize('spec', ['cope', 'fox', 'stick_breaking', 'path', 'dape(alibi, version=2)'])
