@@ -38,13 +38,12 @@ class FlipFlop(CausalTask):
   p_ignore: float = 0.8
   loss_on_all_tokens: bool = False
 
+  vocab_size: ClassVar[int] = 6
+
   def __post_init__(self):
     validation.require(isinstance(self.p_ignore, (int, float)) and not isinstance(self.p_ignore, bool)
                        and 0.0 <= self.p_ignore < 1.0, 'task', 'p_ignore', self.p_ignore, 'a probability in [0, 1)')
     validation.boolean('task', 'loss_on_all_tokens', self.loss_on_all_tokens)
-
-  vocab_size: ClassVar[int] = 6
-
 
   @property
   def pad_id(self) -> int:

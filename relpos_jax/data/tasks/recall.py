@@ -105,11 +105,11 @@ class Passkey(_Retrieval):
   reference = 'Mohtashami & Jaggi 2023 (Landmark Attention); Jin et al. 2024 (LongLM / Self-Extend)'
   digits: int = 5
 
-  def __post_init__(self):
-    validation.positive_int('task', 'digits', self.digits)
-
   vocab_size: ClassVar[int] = 257
   pad_id: ClassVar[int] = 256
+
+  def __post_init__(self):
+    validation.positive_int('task', 'digits', self.digits)
 
   def output_length(self, n: int) -> int:
     return self.digits

@@ -120,10 +120,10 @@ class CycleNavigation(BidirectionalTask):
   reference = 'Deletang et al. 2023 (tasks/regular/cycle_navigation.py)'
   cycle_length: int = 5
 
+  input_alphabet_size: ClassVar[int] = 3
+
   def __post_init__(self):
     validation.positive_int('task', 'cycle_length', self.cycle_length)
-
-  input_alphabet_size: ClassVar[int] = 3
 
   @property
   def num_classes(self) -> int:
