@@ -1,6 +1,6 @@
 """The benchmark suite: one length-generalization study per task, and a summary across tasks.
 
-    summary = run_suite(config, workdir)          # config: configs/suite.py (:cpu, or :published)
+    summary = run_suite(config, workdir)   # config: configs/algorithmic.py:suite (or :published,suite)
 
 A suite config is an algorithmic-task training config (configs/algorithmic.py) plus a `suite` section:
 
@@ -15,11 +15,13 @@ study is: finished runs are reused, an interrupted one resumes) and then writes 
 
   <workdir>/summary.json   task x encoder: mean accuracy in distribution (lengths <= the longest trained)
                            and out of distribution (longer), each the mean over seeds, with the spread
-  <workdir>/README.md      the summary table
+  <workdir>/README.md      the summary table, the heatmap and each task's protocol as it ran; anything
+                           written below its last line (NOTES_MARKER) is kept when it is rewritten
   <workdir>/heatmap.png    mean out-of-distribution accuracy, task x encoder
 
-A task whose in-distribution accuracy stays low was not learned at this budget: its out-of-distribution
-numbers say nothing about the encoders, so the table marks it (`ID_LEARNED`).
+An encoder whose in-distribution accuracy on a task stays below `ID_LEARNED` did not learn it at this budget:
+its out-of-distribution number says nothing about length generalization, so the table and the heatmap mark
+that cell, and a task no encoder learned is marked as a whole.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gc
+import json
 import math
 import os
 from typing import Callable, Sequence
@@ -42,6 +45,8 @@ SUMMARY_FILE = 'summary.json'
 # In-distribution accuracy below this: the task is not learned, whatever the encoder (a judgement call:
 # chance is 0.5 for the binary classification tasks, lower for the transductions).
 ID_LEARNED = 0.9
+# The generated README ends with this line; what follows it (findings written by hand) is kept on rewrite.
+NOTES_MARKER = '<!-- notes: kept when the summary is rewritten -->'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +75,7 @@ def split_config(config) -> tuple[ml_collections.ConfigDict, Suite, dict[str, Pr
   """(the base training config, the suite section, each task's protocol), checked."""
   if 'suite' not in config:
     raise config_lib.ConfigError('missing key config.suite: a suite config is a task training config plus a '
-                                 'suite section (see configs/suite.py).')
+                                 "suite section (see configs/algorithmic.py's `suite` variant).")
   as_dict = config.to_dict()
   suite = config_lib.parse_section(Suite, 'suite', as_dict.pop('suite'))
   if not suite.tasks or not suite.encoders or not suite.seeds:
@@ -142,7 +147,7 @@ def run_suite(config, workdir: str | os.PathLike, *, tasks: Sequence[str] | None
       # after about ten tasks on a 24 GiB machine. Nothing of a finished task is needed again.
       jax.clear_caches()
       gc.collect()
-  summary = summarize(load_results(workdir, [t for t, _ in studies]))
+  summary = summarize(load_results(workdir, [t for t, _ in studies]), title=config.suite.title)
   write_summary(summary, workdir)
   return summary
 
@@ -181,7 +186,7 @@ def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
   return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
 
-def summarize(results_by_task: dict[str, dict]) -> dict:
+def summarize(results_by_task: dict[str, dict], title: str | None = None) -> dict:
   """Task x encoder means (over seeds) in and out of distribution, from each task's results.json."""
   tasks, encoders, cells = list(results_by_task), [], {}
   for task, results in results_by_task.items():
@@ -192,11 +197,23 @@ def summarize(results_by_task: dict[str, dict]) -> dict:
       (ind_mean, ind_std), (ood_mean, ood_std) = _mean_std(ind), _mean_std(ood)
       cells[f'{task}/{run["name"]}'] = {
           'in_distribution': ind_mean, 'in_distribution_std': ind_std, 'out_of_distribution': ood_mean,
-          'out_of_distribution_std': ood_std, 'seeds': len(ood), 'diverged': bool(run.get('diverged', False))}
-  learned = {t: any((cells.get(f'{t}/{e}') or {}).get('in_distribution') is not None
-                    and cells[f'{t}/{e}']['in_distribution'] >= ID_LEARNED for e in encoders) for t in tasks}
-  return {'tasks': tasks, 'encoders': encoders, 'cells': cells, 'learned_in_distribution': learned,
-          'id_learned_threshold': ID_LEARNED}
+          'out_of_distribution_std': ood_std, 'seeds': len(ood), 'diverged': bool(run.get('diverged', False)),
+          'learned': ind_mean is not None and ind_mean >= ID_LEARNED}
+  learned = {t: any((cells.get(f'{t}/{e}') or {}).get('learned', False) for e in encoders) for t in tasks}
+  return {'title': title, 'tasks': tasks, 'encoders': encoders, 'cells': cells, 'learned_in_distribution': learned,
+          'id_learned_threshold': ID_LEARNED,
+          'protocols': {t: protocol_of(results) for t, results in results_by_task.items()}}
+
+
+def protocol_of(results: dict) -> dict:
+  """How a task was trained and evaluated, read back from its results (what ran, not what was asked)."""
+  config = (results.get('meta') or {}).get('config') or {}
+  data, train, optim = config.get('data', {}), config.get('train', {}), config.get('optim', {})
+  return {'train_lengths': [data.get('min_length'), data.get('max_length')],
+          'eval_lengths': list(results['eval_lengths']), 'steps': train.get('steps'),
+          'batch_size': train.get('batch_size'), 'learning_rate': optim.get('learning_rate'),
+          'task_kwargs': data.get('task_kwargs') or {}, 'model': config.get('model', {}),
+          'reference': ((results.get('meta') or {}).get('data') or {}).get('reference')}
 
 
 def _cell_text(cell: dict | None) -> str:
@@ -207,16 +224,46 @@ def _cell_text(cell: dict | None) -> str:
     text += f' ± {cell["out_of_distribution_std"]:.2f}'
   if cell['in_distribution'] is not None:
     text += f' ({cell["in_distribution"]:.2f})'
-  return text
+  return text if cell.get('learned', True) else text + ' ✗'
 
 
 def markdown(summary: dict) -> str:
-  """The summary table: out-of-distribution accuracy ± std over seeds (in-distribution in brackets)."""
-  lines = ['| task | ' + ' | '.join(summary['encoders']) + ' |', '|---' * (len(summary['encoders']) + 1) + '|']
+  """The summary table: out-of-distribution accuracy ± std over seeds (in-distribution in brackets; ✗ where
+  that encoder did not learn the task in distribution), and a last row counting the tasks each encoder
+  learned in distribution."""
+  encoders = summary['encoders']
+  lines = ['| task | ' + ' | '.join(encoders) + ' |', '|---' * (len(encoders) + 1) + '|']
   for task in summary['tasks']:
     mark = '' if summary['learned_in_distribution'][task] else ' (not learned)'
-    cells = [_cell_text(summary['cells'].get(f'{task}/{e}')) for e in summary['encoders']]
+    cells = [_cell_text(summary['cells'].get(f'{task}/{e}')) for e in encoders]
     lines.append(f'| {task}{mark} | ' + ' | '.join(cells) + ' |')
+  counts = [sum((summary['cells'].get(f'{t}/{e}') or {}).get('learned', False) for t in summary['tasks'])
+            for e in encoders]
+  lines.append(f'| *learned in distribution (of {len(summary["tasks"])})* | '
+               + ' | '.join(str(c) for c in counts) + ' |')
+  return '\n'.join(lines) + '\n'
+
+
+def protocol_markdown(summary: dict) -> str:
+  """Each task's protocol as it ran: training and evaluation lengths, steps, task arguments."""
+  protocols = summary.get('protocols') or {}
+  models = {json.dumps(p['model'], sort_keys=True) for p in protocols.values() if p.get('model')}
+  lines = []
+  if len(models) == 1:
+    model = json.loads(models.pop())
+    lines.append(f'Model: {model.get("num_layers")} layers, model_dim {model.get("model_dim")}, '
+                 f'{model.get("num_heads")} heads, MLP ratio {model.get("mlp_ratio")}, dropout '
+                 f'{model.get("dropout_rate")}. Adam, learning rate '
+                 f'{ {p["learning_rate"] for p in protocols.values()} }, batch '
+                 f'{ {p["batch_size"] for p in protocols.values()} }, gradient clipping at norm 1.\n')
+  lines += ['| task | trained on | evaluated at | steps | task arguments |', '|---|---|---|---|---|']
+  for task in summary['tasks']:
+    p = protocols.get(task)
+    if p:
+      low, high = p['train_lengths']
+      kwargs = ', '.join(f'{k}={v}' for k, v in sorted(p['task_kwargs'].items())) or '—'
+      lines.append(f'| {task} | {low}..{high} | {", ".join(map(str, p["eval_lengths"]))} | {p["steps"]:,} | '
+                   f'{kwargs} |')
   return '\n'.join(lines) + '\n'
 
 
@@ -225,10 +272,20 @@ def write_summary(summary: dict, workdir: str) -> dict[str, str]:
   os.makedirs(workdir, exist_ok=True)
   paths = {'json': report.write_json(summary, os.path.join(workdir, SUMMARY_FILE))}
   path = os.path.join(workdir, 'README.md')
+  notes = ''
+  if os.path.exists(path):  # What was written by hand below the marker survives a rerun.
+    with open(path) as f:
+      previous = f.read()
+    if NOTES_MARKER in previous:
+      notes = previous[previous.index(NOTES_MARKER) + len(NOTES_MARKER):]
   with open(path + '.tmp', 'w') as f:
-    f.write('Mean accuracy beyond the training lengths (± std over seeds; in brackets: within them). Tasks '
-            f'marked "not learned" reach no in-distribution accuracy of {ID_LEARNED} with any encoder: their '
-            'out-of-distribution numbers say nothing about the encoders.\n\n' + markdown(summary))
+    f.write(f'# {summary.get("title") or "Length-generalization suite"}\n\n'
+            'Mean accuracy beyond the training lengths (± std over seeds; in brackets: within them). ✗: this '
+            f'encoder\'s mean accuracy within the training lengths is below {ID_LEARNED}, so it did not learn '
+            'the task and its number beyond them says nothing about length generalization. Tasks marked "not '
+            'learned" are not learned by any encoder.\n\n' + markdown(summary)
+            + '\n![mean accuracy beyond the training lengths](heatmap.png)\n\n## Protocol\n\n'
+            + protocol_markdown(summary) + '\n' + NOTES_MARKER + (notes or '\n'))
   os.replace(path + '.tmp', path)
   paths['markdown'] = path
   paths['heatmap'] = heatmap(summary, os.path.join(workdir, 'heatmap.png'))
@@ -236,16 +293,20 @@ def write_summary(summary: dict, workdir: str) -> dict[str, str]:
 
 
 def heatmap(summary: dict, path: str) -> str:
-  """Mean out-of-distribution accuracy, task x encoder (blank: no result; hatched rows: not learned)."""
+  """Mean out-of-distribution accuracy, task x encoder (blank: no result; greyed with ✗: that encoder did not
+  learn the task in distribution, so its colour is not evidence)."""
   import numpy as np
   from matplotlib.figure import Figure
+  from matplotlib.patches import Rectangle
   tasks, encoders = summary['tasks'], summary['encoders']
   grid = np.full((len(tasks), len(encoders)), np.nan)
+  learned = np.zeros(grid.shape, bool)
   for i, task in enumerate(tasks):
     for j, encoder in enumerate(encoders):
       cell = summary['cells'].get(f'{task}/{encoder}')
       if cell and cell['out_of_distribution'] is not None:
         grid[i, j] = cell['out_of_distribution']
+        learned[i, j] = cell.get('learned', True)
   fig = Figure(figsize=(1.1 * len(encoders) + 3, 0.4 * len(tasks) + 1.5))
   ax = fig.subplots()
   image = ax.imshow(grid, vmin=0.0, vmax=1.0, cmap='viridis', aspect='auto')
@@ -254,10 +315,16 @@ def heatmap(summary: dict, path: str) -> str:
                                     for t in tasks])
   for i in range(len(tasks)):
     for j in range(len(encoders)):
-      if not np.isnan(grid[i, j]):
+      if np.isnan(grid[i, j]):
+        continue
+      if learned[i, j]:
         ax.text(j, i, f'{grid[i, j]:.2f}', ha='center', va='center', fontsize=7,
                 color='white' if grid[i, j] < 0.6 else 'black')
+      else:
+        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor='lightgrey', edgecolor='white', alpha=0.85))
+        ax.text(j, i, f'{grid[i, j]:.2f} ✗', ha='center', va='center', fontsize=7, color='dimgrey')
   fig.colorbar(image, ax=ax, label='mean accuracy beyond the training lengths')
+  ax.set_title(f'grey ✗: not learned within the training lengths (< {ID_LEARNED})', fontsize=8)
   fig.tight_layout()
   fig.savefig(path, dpi=120)
   return path

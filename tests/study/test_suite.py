@@ -72,29 +72,52 @@ def test_bad_suite_sections_are_named_before_training():
 
 def _fake_results(task, train_length, values):
   lengths = sorted({int(n) for run in values.values() for n in run})
+  config = {'data': {'min_length': 1, 'max_length': train_length, 'task_kwargs': {'num_keys': 8}},
+            'train': {'steps': 250, 'batch_size': 4}, 'optim': {'learning_rate': 1e-3},
+            'model': {'num_layers': 2, 'model_dim': 16, 'num_heads': 2, 'mlp_ratio': 4, 'dropout_rate': 0.0}}
   return {'metric': 'accuracy', 'lower_is_better': False, 'train_length': train_length, 'eval_lengths': lengths,
           'runs': [{'name': name, 'spec': name, 'by_length': {str(n): sum(v) / len(v) for n, v in run.items()},
                     'by_length_per_seed': {str(n): v for n, v in run.items()}} for name, run in values.items()],
-          'meta': {'title': task}}
+          'meta': {'title': task, 'config': config}}
 
 
-def test_summary_means_over_seeds_and_flags_unlearned_tasks(tmp_path):
-  results = {
+def _two_tasks():
+  return {
       'learned': _fake_results('learned', 10, {'a': {10: [1.0, 1.0], 20: [0.8, 0.6], 40: [0.6, 0.4]},
-                                               'b': {10: [0.9, 0.9], 20: [0.5, 0.5], 40: [0.5, 0.5]}}),
+                                               'b': {10: [0.9, 0.8], 20: [0.5, 0.5], 40: [0.5, 0.5]}}),
       'hard': _fake_results('hard', 10, {'a': {10: [0.6, 0.5], 20: [0.5, 0.5], 40: [0.5, 0.5]}}),
   }
-  summary = suite.summarize(results)
+
+
+def test_summary_means_over_seeds_and_flags_what_was_not_learned(tmp_path):
+  summary = suite.summarize(_two_tasks(), title='tiny')
   cell = summary['cells']['learned/a']
   assert cell['in_distribution'] == pytest.approx(1.0) and cell['out_of_distribution'] == pytest.approx(0.6)
   assert cell['out_of_distribution_std'] == pytest.approx(0.1) and cell['seeds'] == 2   # seeds: 0.7, 0.5
+  # b's in-distribution mean is 0.85 < ID_LEARNED: its cell is marked even though the task was learned by a.
+  assert cell['learned'] and not summary['cells']['learned/b']['learned']
   assert summary['learned_in_distribution'] == {'learned': True, 'hard': False}
   assert summary['encoders'] == ['a', 'b'] and 'hard/b' not in summary['cells']
   table = suite.markdown(summary)
-  assert '| learned | 0.60 ± 0.10 (1.00) | 0.50 ± 0.00 (0.90) |' in table
-  assert '| hard (not learned) | 0.50 ± 0.00 (0.55) | — |' in table
+  assert '| learned | 0.60 ± 0.10 (1.00) | 0.50 ± 0.00 (0.85) ✗ |' in table
+  assert '| hard (not learned) | 0.50 ± 0.00 (0.55) ✗ | — |' in table
+  assert table.rstrip().endswith('| *learned in distribution (of 2)* | 1 | 0 |')
   paths = suite.write_summary(summary, str(tmp_path))
   assert os.path.getsize(paths['heatmap']) > 0 and json.load(open(paths['json']))['tasks'] == ['learned', 'hard']
+
+
+def test_the_readme_states_the_protocol_that_ran_and_keeps_hand_written_notes(tmp_path):
+  summary = suite.summarize(_two_tasks(), title='tiny')
+  path = suite.write_summary(summary, str(tmp_path))['markdown']
+  text = open(path).read()
+  assert text.startswith('# tiny\n') and '| learned | 1..10 | 10, 20, 40 | 250 | num_keys=8 |' in text
+  assert 'Model: 2 layers, model_dim 16, 2 heads' in text and text.rstrip().endswith(suite.NOTES_MARKER)
+  with open(path, 'a') as f:
+    f.write('\nFindings written by hand.\n')
+  suite.write_summary(suite.summarize(_two_tasks(), title='tiny, rerun'), str(tmp_path))
+  text = open(path).read()
+  assert text.startswith('# tiny, rerun\n') and text.endswith(suite.NOTES_MARKER + '\n\nFindings written by hand.\n')
+  assert text.count(suite.NOTES_MARKER) == 1
 
 
 @pytest.mark.slow
