@@ -244,6 +244,10 @@ def markdown(summary: dict) -> str:
   return '\n'.join(lines) + '\n'
 
 
+def _values(protocols: dict, key: str) -> str:
+  return ' or '.join(str(v) for v in sorted({p[key] for p in protocols.values() if p.get(key) is not None}))
+
+
 def protocol_markdown(summary: dict) -> str:
   """Each task's protocol as it ran: training and evaluation lengths, steps, task arguments."""
   protocols = summary.get('protocols') or {}
@@ -253,9 +257,8 @@ def protocol_markdown(summary: dict) -> str:
     model = json.loads(models.pop())
     lines.append(f'Model: {model.get("num_layers")} layers, model_dim {model.get("model_dim")}, '
                  f'{model.get("num_heads")} heads, MLP ratio {model.get("mlp_ratio")}, dropout '
-                 f'{model.get("dropout_rate")}. Adam, learning rate '
-                 f'{ {p["learning_rate"] for p in protocols.values()} }, batch '
-                 f'{ {p["batch_size"] for p in protocols.values()} }, gradient clipping at norm 1.\n')
+                 f'{model.get("dropout_rate")}. Adam, learning rate {_values(protocols, "learning_rate")}, '
+                 f'batch {_values(protocols, "batch_size")}.\n')
   lines += ['| task | trained on | evaluated at | steps | task arguments |', '|---|---|---|---|---|']
   for task in summary['tasks']:
     p = protocols.get(task)
