@@ -199,10 +199,15 @@ def summarize(results_by_task: dict[str, dict], title: str | None = None) -> dic
           'in_distribution': ind_mean, 'in_distribution_std': ind_std, 'out_of_distribution': ood_mean,
           'out_of_distribution_std': ood_std, 'seeds': len(ood), 'diverged': bool(run.get('diverged', False)),
           'learned': ind_mean is not None and ind_mean >= ID_LEARNED}
-  learned = {t: any((cells.get(f'{t}/{e}') or {}).get('learned', False) for e in encoders) for t in tasks}
+  learned = {t: any(_learned(cells, t, e) for e in encoders) for t in tasks}
   return {'title': title, 'tasks': tasks, 'encoders': encoders, 'cells': cells, 'learned_in_distribution': learned,
           'id_learned_threshold': ID_LEARNED,
           'protocols': {t: protocol_of(results) for t, results in results_by_task.items()}}
+
+
+def _learned(cells: dict, task: str, encoder: str) -> bool:
+  """Whether `encoder` learned `task` in distribution (False where it has no result)."""
+  return f'{task}/{encoder}' in cells and cells[f'{task}/{encoder}']['learned']
 
 
 def protocol_of(results: dict) -> dict:
@@ -224,7 +229,7 @@ def _cell_text(cell: dict | None) -> str:
     text += f' ± {cell["out_of_distribution_std"]:.2f}'
   if cell['in_distribution'] is not None:
     text += f' ({cell["in_distribution"]:.2f})'
-  return text if cell.get('learned', True) else text + ' ✗'
+  return text if cell['learned'] else text + ' ✗'
 
 
 def markdown(summary: dict) -> str:
@@ -237,8 +242,7 @@ def markdown(summary: dict) -> str:
     mark = '' if summary['learned_in_distribution'][task] else ' (not learned)'
     cells = [_cell_text(summary['cells'].get(f'{task}/{e}')) for e in encoders]
     lines.append(f'| {task}{mark} | ' + ' | '.join(cells) + ' |')
-  counts = [sum((summary['cells'].get(f'{t}/{e}') or {}).get('learned', False) for t in summary['tasks'])
-            for e in encoders]
+  counts = [sum(_learned(summary['cells'], t, e) for t in summary['tasks']) for e in encoders]
   lines.append(f'| *learned in distribution (of {len(summary["tasks"])})* | '
                + ' | '.join(str(c) for c in counts) + ' |')
   return '\n'.join(lines) + '\n'
@@ -309,7 +313,7 @@ def heatmap(summary: dict, path: str) -> str:
       cell = summary['cells'].get(f'{task}/{encoder}')
       if cell and cell['out_of_distribution'] is not None:
         grid[i, j] = cell['out_of_distribution']
-        learned[i, j] = cell.get('learned', True)
+        learned[i, j] = cell['learned']
   fig = Figure(figsize=(1.1 * len(encoders) + 3, 0.4 * len(tasks) + 1.5))
   ax = fig.subplots()
   image = ax.imshow(grid, vmin=0.0, vmax=1.0, cmap='viridis', aspect='auto')
