@@ -52,8 +52,11 @@ ENCODERS = (
     ('logn', 'logn(train_length=512)', 'temperature', None, None),
 )
 # The rows of issue 11's kinds, for `python -m benchmarks.attention_kinds_contextual`-style partial runs.
-CONTEXTUAL_ROWS = tuple(row for row, _, kind, *_ in ENCODERS
-                        if row.startswith(('cope', 'fox', 'path', 'stick', 'dape', 'rope + ssmax', 'logn')))
+CONTEXTUAL_ROWS = tuple(
+    row
+    for row, _, kind, *_ in ENCODERS
+    if row.startswith(('cope', 'fox', 'path', 'stick', 'dape', 'rope + ssmax', 'logn'))
+)
 
 
 def plain_attention(q, k, v, params):
@@ -86,7 +89,7 @@ def naive_shaw_vector(encoder):
     (p,) = params
     length, head_dim = q.shape[1], q.shape[-1]
     rel = relpos_jax.relative_positions(length, length)
-    a_k = encoder.key_embeddings(p, rel)    # (L, L, H, D)
+    a_k = encoder.key_embeddings(p, rel)  # (L, L, H, D)
     a_v = encoder.value_embeddings(p, rel)  # (L, L, H, D)
     scores = (jnp.einsum('bihd,bjhd->bhij', q, k) + jnp.einsum('bihd,ijhd->bhij', q, a_k)) / np.sqrt(head_dim)
     causal = jnp.tril(jnp.ones((length, length), bool))
@@ -113,8 +116,7 @@ def inputs(length: int, rng=jax.random.PRNGKey(0)):
 
 
 def encoder_params(parts, rng=jax.random.PRNGKey(1)):
-  return position_terms.init_params(parts, rng, num_heads=NUM_HEADS, head_dim=HEAD_DIM,
-                                    model_dim=NUM_HEADS * HEAD_DIM)
+  return position_terms.init_params(parts, rng, num_heads=NUM_HEADS, head_dim=HEAD_DIM, model_dim=NUM_HEADS * HEAD_DIM)
 
 
 def contenders_at(length: int, rows) -> dict:
@@ -148,22 +150,38 @@ def measure_rows(length: int, rows, repeats: int, warmup: int):
   return measure.time_interleaved(thunks, repeats=repeats, warmup=warmup), memory
 
 
-def run(length: int = LENGTH, naive_length: int = NAIVE_LENGTH, repeats: int = 5,
-        warmup: int = 1, rows=None) -> report.Section:
+def run(
+    length: int = LENGTH, naive_length: int = NAIVE_LENGTH, repeats: int = 5, warmup: int = 1, rows=None
+) -> report.Section:
   """The section; `rows` (encoder row names) restricts the main block to plain, core (none) and those."""
   section = report.Section(
       title='2. Attention with each kind of position term vs plain attention',
-      timed=(f'Timed: q, k, v (1, L, {NUM_HEADS}, {HEAD_DIM}) float32, already projected, and the encoder '
-             'params -> attention output (1, L, H, D), causal. `plain` = jax.nn.dot_product_attention('
-             'is_causal=True); `core (none)` = relpos_jax.nn.functional.attend(causal=True) with no position '
-             'part; every encoder row = what RelativeMultiHeadAttention runs between its projections '
-             '(rotation for rotary parts, then attend, which builds the bias / vector terms from the params). '
-             'fwd+bwd = VJP with a fixed cotangent, gradients w.r.t. q, k, v and the params. Ratios divide by '
-             '`plain` at the same L (median of per-round ratios; the CPU-time column is the same ratio of process '
-             'CPU time, a cross-check on a shared machine). Memory = XLA total (argument + output - '
-             'alias + temp) of fwd+bwd.'),
-      columns=['L', 'position term', 'kind', 'fwd ms', 'fwd ratio', 'fwd+bwd ms', 'fwd+bwd ratio',
-               'fwd+bwd ratio (CPU time)', 'fwd+bwd MiB', 'memory ratio', 'time target', 'memory target'])
+      timed=(
+          f'Timed: q, k, v (1, L, {NUM_HEADS}, {HEAD_DIM}) float32, already projected, and the encoder '
+          'params -> attention output (1, L, H, D), causal. `plain` = jax.nn.dot_product_attention('
+          'is_causal=True); `core (none)` = relpos_jax.nn.functional.attend(causal=True) with no position '
+          'part; every encoder row = what RelativeMultiHeadAttention runs between its projections '
+          '(rotation for rotary parts, then attend, which builds the bias / vector terms from the params). '
+          'fwd+bwd = VJP with a fixed cotangent, gradients w.r.t. q, k, v and the params. Ratios divide by '
+          '`plain` at the same L (median of per-round ratios; the CPU-time column is the same ratio of process '
+          'CPU time, a cross-check on a shared machine). Memory = XLA total (argument + output - '
+          'alias + temp) of fwd+bwd.'
+      ),
+      columns=[
+          'L',
+          'position term',
+          'kind',
+          'fwd ms',
+          'fwd ratio',
+          'fwd+bwd ms',
+          'fwd+bwd ratio',
+          'fwd+bwd ratio (CPU time)',
+          'fwd+bwd MiB',
+          'memory ratio',
+          'time target',
+          'memory target',
+      ],
+  )
   main_rows = ['plain', 'core (none)'] + [row for row, *_ in ENCODERS if rows is None or row in rows]
   blocks = [(length, main_rows)]
   if naive_length:
@@ -182,14 +200,22 @@ def run(length: int = LENGTH, naive_length: int = NAIVE_LENGTH, repeats: int = 5
       kind, time_target, memory_target = targets[name]
       time_ratio, memory_ratio = bwd.ratio_to(base_bwd), mem.total / base_memory
       section.add_row(
-          block_length, name, kind, report.ms(fwd.median), report.ratio(fwd.ratio_to(base_fwd)),
-          report.ms(bwd.median), report.ratio(time_ratio), report.ratio(bwd.cpu_ratio_to(base_bwd)),
+          block_length,
+          name,
+          kind,
+          report.ms(fwd.median),
+          report.ratio(fwd.ratio_to(base_fwd)),
+          report.ms(bwd.median),
+          report.ratio(time_ratio),
+          report.ratio(bwd.cpu_ratio_to(base_bwd)),
           f'{measure.mib(mem.total):.0f}' + ('' if mem.complete else ' (incomplete)'),
           report.ratio(memory_ratio),
           report.verdict(time_ratio, time_target) if time_target and block_length == length else '',
-          report.verdict(memory_ratio, memory_target) if memory_target and block_length == length else '')
+          report.verdict(memory_ratio, memory_target) if memory_target and block_length == length else '',
+      )
   section.notes.append(report.noise_note(spreads, repeats))
   if length != LENGTH:
-    section.notes.append(f'The targets are stated for L = {LENGTH}; this run used L = {length}, so the '
-                         'verdicts are indicative only.')
+    section.notes.append(
+        f'The targets are stated for L = {LENGTH}; this run used L = {length}, so the ' 'verdicts are indicative only.'
+    )
   return section

@@ -80,15 +80,27 @@ def with_backward(fn):
 def run(lengths=LENGTHS, num_heads: int = 8, repeats: int = 5, warmup: int = 1) -> report.Section:
   section = report.Section(
       title='1. Building the bias of a scalar table encoder',
-      timed=('Timed: params -> (H, L, L) float32 bias (forward), and params, cotangent -> gradient of the '
-             f'table (forward+backward, a VJP with a fixed cotangent); H = {num_heads}. Strategies: '
-             '`toeplitz` = relpos_jax.bias_matrix (2L - 1 evaluations + one gather); `all_pairs` = '
-             'encoder.bias on relative_positions(L, L) (L^2 evaluations), moved to (H, L, L); `one_hot` = '
-             'flaxformer/t5x RelativePositionBiases (numpy bucket constant, (num_buckets, L, L) one-hot, '
-             'dot_general with the table). Ratios divide by `toeplitz`. Memory = XLA total (argument + output '
-             '- alias + temp) in MiB, temp in parentheses.'),
-      columns=['encoder', 'L', 'strategy', 'fwd ms', 'fwd ratio', 'fwd+bwd ms', 'fwd+bwd ratio',
-               'fwd MiB (temp)', 'fwd+bwd MiB (temp)'])
+      timed=(
+          'Timed: params -> (H, L, L) float32 bias (forward), and params, cotangent -> gradient of the '
+          f'table (forward+backward, a VJP with a fixed cotangent); H = {num_heads}. Strategies: '
+          '`toeplitz` = relpos_jax.bias_matrix (2L - 1 evaluations + one gather); `all_pairs` = '
+          'encoder.bias on relative_positions(L, L) (L^2 evaluations), moved to (H, L, L); `one_hot` = '
+          'flaxformer/t5x RelativePositionBiases (numpy bucket constant, (num_buckets, L, L) one-hot, '
+          'dot_general with the table). Ratios divide by `toeplitz`. Memory = XLA total (argument + output '
+          '- alias + temp) in MiB, temp in parentheses.'
+      ),
+      columns=[
+          'encoder',
+          'L',
+          'strategy',
+          'fwd ms',
+          'fwd ratio',
+          'fwd+bwd ms',
+          'fwd+bwd ratio',
+          'fwd MiB (temp)',
+          'fwd+bwd MiB (temp)',
+      ],
+  )
   rng = jax.random.PRNGKey(0)
   spreads = []
   for name, hparams in ENCODERS:
@@ -105,20 +117,30 @@ def run(lengths=LENGTHS, num_heads: int = 8, repeats: int = 5, warmup: int = 1) 
         memory[key] = measure.compiled_memory(fn, args)
       timings = measure.time_interleaved(
           {key: measure.compiled_call(fn, args) for key, (fn, args) in contenders.items()},
-          repeats=repeats, warmup=warmup)
+          repeats=repeats,
+          warmup=warmup,
+      )
       base = {kind: timings[('toeplitz', kind)] for kind in ('fwd', 'bwd')}
       spreads += [t.spread for t in timings.values()]
       for strategy in STRATEGIES:
         fwd, bwd = timings[(strategy, 'fwd')], timings[(strategy, 'bwd')]
         section.add_row(
-            name, length, strategy, report.ms(fwd.median), report.ratio(fwd.ratio_to(base['fwd'])),
-            report.ms(bwd.median), report.ratio(bwd.ratio_to(base['bwd'])),
-            _memory_cell(memory[(strategy, 'fwd')]), _memory_cell(memory[(strategy, 'bwd')]))
+            name,
+            length,
+            strategy,
+            report.ms(fwd.median),
+            report.ratio(fwd.ratio_to(base['fwd'])),
+            report.ms(bwd.median),
+            report.ratio(bwd.ratio_to(base['bwd'])),
+            _memory_cell(memory[(strategy, 'fwd')]),
+            _memory_cell(memory[(strategy, 'bwd')]),
+        )
       del cotangent
   section.notes.append(report.noise_note(spreads, repeats))
   section.notes.append(
       'one_hot also embeds its (L, L) int32 bucket matrix in the program as a constant (4 L^2 bytes, '
-      '64 MiB at L = 4096), which XLA counts in none of argument/output/temp.')
+      '64 MiB at L = 4096), which XLA counts in none of argument/output/temp.'
+  )
   return section
 
 

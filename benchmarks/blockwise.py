@@ -44,8 +44,16 @@ def core(parts, implementation):
     if position_terms.has_kind(parts, position_terms.Kind.ROTARY):
       pos = position_terms.contiguous_positions(b, length)
       q, k = position_terms.rotate(parts, params, q, k, pos, pos)
-    return functional.attend(q, k, v, parts=parts, params=params, causal=True, implementation=implementation,
-                             block_size=BLOCK_SIZE if implementation == 'blockwise' else None)
+    return functional.attend(
+        q,
+        k,
+        v,
+        parts=parts,
+        params=params,
+        causal=True,
+        implementation=implementation,
+        block_size=BLOCK_SIZE if implementation == 'blockwise' else None,
+    )
 
   return fn
 
@@ -56,8 +64,9 @@ def _parts(encoder_spec):
 
 
 def _shapes(length):
-  shape = jax.ShapeDtypeStruct((attention_kinds.BATCH, length, attention_kinds.NUM_HEADS,
-                                attention_kinds.HEAD_DIM), jax.numpy.float32)
+  shape = jax.ShapeDtypeStruct(
+      (attention_kinds.BATCH, length, attention_kinds.NUM_HEADS, attention_kinds.HEAD_DIM), jax.numpy.float32
+  )
   return shape, shape, shape, shape
 
 
@@ -70,8 +79,7 @@ def memory_rows(length: int, rows):
     for impl in ('einsum', 'blockwise'):
       fn = core(parts, impl)
       out[(row, impl, 'fwd')] = measure.compiled_memory(fn, (q, k, v, params))
-      out[(row, impl, 'bwd')] = measure.compiled_memory(attention_kinds.with_backward(fn),
-                                                        (q, k, v, params, cotangent))
+      out[(row, impl, 'bwd')] = measure.compiled_memory(attention_kinds.with_backward(fn), (q, k, v, params, cotangent))
   return out
 
 
@@ -91,18 +99,32 @@ def time_rows(length: int, rows, repeats: int, warmup: int):
   return measure.time_interleaved(thunks, repeats=repeats, warmup=warmup)
 
 
-def run(length: int = LENGTH, memory_length: int = MEMORY_LENGTH, repeats: int = 5, warmup: int = 1,
-        rows=ENCODERS) -> list[report.Section]:
+def run(
+    length: int = LENGTH, memory_length: int = MEMORY_LENGTH, repeats: int = 5, warmup: int = 1, rows=ENCODERS
+) -> list[report.Section]:
   block = 'default ' + 'x'.join(map(str, functional.blockwise.block_sizes(BLOCK_SIZE)))
   memory_section = report.Section(
       title='4a. Blockwise attention: compiled memory at long L',
-      timed=(f'Compiled (not run): the attention core as in section 2 (q, k, v (1, L, '
-             f'{attention_kinds.NUM_HEADS}, {attention_kinds.HEAD_DIM}) float32 and the encoder params -> '
-             f'output, causal), with implementation `einsum` (explicit) and `blockwise` (tiles {block}). '
-             'Memory = XLA total (argument + output - alias + temp) in MiB; fwd+bwd = the VJP with a '
-             'cotangent, gradients w.r.t. q, k, v and the params. Ratio = blockwise / explicit.'),
-      columns=['L', 'position term', 'kind', 'explicit fwd MiB', 'blockwise fwd MiB', 'fwd ratio',
-               'explicit fwd+bwd MiB', 'blockwise fwd+bwd MiB', 'fwd+bwd ratio', 'target'])
+      timed=(
+          f'Compiled (not run): the attention core as in section 2 (q, k, v (1, L, '
+          f'{attention_kinds.NUM_HEADS}, {attention_kinds.HEAD_DIM}) float32 and the encoder params -> '
+          f'output, causal), with implementation `einsum` (explicit) and `blockwise` (tiles {block}). '
+          'Memory = XLA total (argument + output - alias + temp) in MiB; fwd+bwd = the VJP with a '
+          'cotangent, gradients w.r.t. q, k, v and the params. Ratio = blockwise / explicit.'
+      ),
+      columns=[
+          'L',
+          'position term',
+          'kind',
+          'explicit fwd MiB',
+          'blockwise fwd MiB',
+          'fwd ratio',
+          'explicit fwd+bwd MiB',
+          'blockwise fwd+bwd MiB',
+          'fwd+bwd ratio',
+          'target',
+      ],
+  )
   memory = memory_rows(memory_length, rows)
   for row, _, kind, memory_target, *_ in rows:
     e_f, b_f = memory[(row, 'einsum', 'fwd')], memory[(row, 'blockwise', 'fwd')]
@@ -110,22 +132,43 @@ def run(length: int = LENGTH, memory_length: int = MEMORY_LENGTH, repeats: int =
     worst = max(b_f.total / e_f.total, b_b.total / e_b.total)
     mib = lambda m: f'{measure.mib(m.total):.0f}' + ('' if m.complete else ' (incomplete)')
     memory_section.add_row(
-        memory_length, row, kind, mib(e_f), mib(b_f), f'{b_f.total / e_f.total:.2%}', mib(e_b), mib(b_b),
+        memory_length,
+        row,
+        kind,
+        mib(e_f),
+        mib(b_f),
+        f'{b_f.total / e_f.total:.2%}',
+        mib(e_b),
+        mib(b_b),
         f'{b_b.total / e_b.total:.2%}',
-        '' if memory_target is None else
-        (f'met (<= {memory_target:.0%})' if worst <= memory_target else f'**missed** (> {memory_target:.0%})'))
+        ''
+        if memory_target is None
+        else (f'met (<= {memory_target:.0%})' if worst <= memory_target else f'**missed** (> {memory_target:.0%})'),
+    )
   if memory_length != MEMORY_LENGTH:
-    memory_section.notes.append(f'The target is stated for L = {MEMORY_LENGTH}; this run used L = '
-                                f'{memory_length}.')
+    memory_section.notes.append(f'The target is stated for L = {MEMORY_LENGTH}; this run used L = ' f'{memory_length}.')
 
   time_section = report.Section(
       title='4b. Blockwise attention: time against the explicit path',
-      timed=('Timed: the same functions, run at L below. `explicit` = implementation einsum, `blockwise` = '
-             'implementation blockwise, `plain` = jax.nn.dot_product_attention(is_causal=True) with no '
-             'position term. Ratios are medians of per-round ratios (section 2\'s method).'),
-      columns=['L', 'position term', 'explicit fwd ms', 'blockwise fwd ms', 'fwd ratio',
-               'explicit fwd+bwd ms', 'blockwise fwd+bwd ms', 'fwd+bwd ratio', 'fwd+bwd ratio (CPU time)',
-               'blockwise fwd+bwd vs plain', 'target'])
+      timed=(
+          'Timed: the same functions, run at L below. `explicit` = implementation einsum, `blockwise` = '
+          'implementation blockwise, `plain` = jax.nn.dot_product_attention(is_causal=True) with no '
+          "position term. Ratios are medians of per-round ratios (section 2's method)."
+      ),
+      columns=[
+          'L',
+          'position term',
+          'explicit fwd ms',
+          'blockwise fwd ms',
+          'fwd ratio',
+          'explicit fwd+bwd ms',
+          'blockwise fwd+bwd ms',
+          'fwd+bwd ratio',
+          'fwd+bwd ratio (CPU time)',
+          'blockwise fwd+bwd vs plain',
+          'target',
+      ],
+  )
   timings = time_rows(length, rows, repeats, warmup)
   plain = timings[('plain', 'xla', 'bwd')]
   for row, _, _, _, time_target, plain_target in rows:
@@ -135,10 +178,19 @@ def run(length: int = LENGTH, memory_length: int = MEMORY_LENGTH, repeats: int =
     verdicts = [f'vs explicit {report.verdict(max(ratio, b_f.ratio_to(e_f)), time_target)}']
     if plain_target is not None:
       verdicts.append(f'vs plain {report.verdict(vs_plain, plain_target)}')
-    time_section.add_row(length, row, report.ms(e_f.median), report.ms(b_f.median),
-                         report.ratio(b_f.ratio_to(e_f)), report.ms(e_b.median), report.ms(b_b.median),
-                         report.ratio(ratio), report.ratio(b_b.cpu_ratio_to(e_b)), report.ratio(vs_plain),
-                         '; '.join(verdicts))
+    time_section.add_row(
+        length,
+        row,
+        report.ms(e_f.median),
+        report.ms(b_f.median),
+        report.ratio(b_f.ratio_to(e_f)),
+        report.ms(e_b.median),
+        report.ms(b_b.median),
+        report.ratio(ratio),
+        report.ratio(b_b.cpu_ratio_to(e_b)),
+        report.ratio(vs_plain),
+        '; '.join(verdicts),
+    )
   time_section.notes.append(report.noise_note([t.spread for t in timings.values()], repeats))
   if length != LENGTH:
     time_section.notes.append(f'The target is stated for L = {LENGTH}; this run used L = {length}.')

@@ -46,6 +46,7 @@ class Timing:
   CPU time (every thread of this process, `time.process_time`) does not count the time other processes
   held the cores, so on a shared machine its ratios are a steadier cross-check of the wall-clock ones.
   """
+
   samples: tuple[float, ...]
   cpu_samples: tuple[float, ...] = ()
 
@@ -65,8 +66,10 @@ class Timing:
     medians on a shared machine; on a quiet one the two agree.
     """
     if len(self.samples) != len(base.samples):
-      raise ValueError(f'ratio_to: {len(self.samples)} samples against {len(base.samples)}; time both in '
-                       'one time_interleaved call.')
+      raise ValueError(
+          f'ratio_to: {len(self.samples)} samples against {len(base.samples)}; time both in '
+          'one time_interleaved call.'
+      )
     return statistics.median(a / b for a, b in zip(self.samples, base.samples))
 
   def cpu_ratio_to(self, base: 'Timing') -> float:
@@ -77,6 +80,7 @@ class Timing:
 @dataclasses.dataclass(frozen=True)
 class MemoryUse:
   """XLA's buffer assignment of one compiled program, in bytes."""
+
   argument: int
   output: int
   alias: int
@@ -117,13 +121,18 @@ def compiled_memory(fn: Callable, args: Sequence[Any]) -> MemoryUse:
   if stats is None:
     raise RuntimeError(f'the {jax.default_backend()} backend gives no memory analysis for compiled programs.')
   text = compiled.as_text() or ''
-  return MemoryUse(argument=int(stats.argument_size_in_bytes), output=int(stats.output_size_in_bytes),
-                   alias=int(stats.alias_size_in_bytes), temp=int(stats.temp_size_in_bytes),
-                   complete=not any(marker in text for marker in _OPAQUE_FUSION_MARKERS))
+  return MemoryUse(
+      argument=int(stats.argument_size_in_bytes),
+      output=int(stats.output_size_in_bytes),
+      alias=int(stats.alias_size_in_bytes),
+      temp=int(stats.temp_size_in_bytes),
+      complete=not any(marker in text for marker in _OPAQUE_FUSION_MARKERS),
+  )
 
 
-def time_interleaved(contenders: Mapping[str, Callable[[], Any]], *, repeats: int = 5,
-                     warmup: int = 1) -> dict[str, Timing]:
+def time_interleaved(
+    contenders: Mapping[str, Callable[[], Any]], *, repeats: int = 5, warmup: int = 1
+) -> dict[str, Timing]:
   """Wall times of each `name: thunk` (see `compiled_call`), warmed up, then timed in shuffled rounds.
 
   A sample is the time from calling the thunk to `jax.block_until_ready` of what it returns. Thunks that

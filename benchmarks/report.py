@@ -14,6 +14,7 @@ import jaxlib
 @dataclasses.dataclass
 class Section:
   """One measurement's table, what exactly was timed, and what was found."""
+
   title: str
   timed: str  # What is inside the timed function, in words.
   columns: list[str]
@@ -22,14 +23,18 @@ class Section:
 
   def add_row(self, *cells) -> None:
     if len(cells) != len(self.columns):
-      raise ValueError(f'{self.title}: a row of {len(cells)} cells for {len(self.columns)} columns '
-                       f'{self.columns}.')
+      raise ValueError(f'{self.title}: a row of {len(cells)} cells for {len(self.columns)} columns ' f'{self.columns}.')
     self.rows.append([str(c) for c in cells])
 
   def markdown(self) -> str:
-    lines = [f'## {self.title}', '', self.timed, '',
-             '| ' + ' | '.join(self.columns) + ' |',
-             '|' + '|'.join('---' for _ in self.columns) + '|']
+    lines = [
+        f'## {self.title}',
+        '',
+        self.timed,
+        '',
+        '| ' + ' | '.join(self.columns) + ' |',
+        '|' + '|'.join('---' for _ in self.columns) + '|',
+    ]
     lines += ['| ' + ' | '.join(row) + ' |' for row in self.rows]
     if self.notes:
       lines += [''] + [f'- {note}' for note in self.notes]
@@ -74,12 +79,18 @@ def _load_average() -> str:
 
 def document(sections: list[Section], command: str) -> str:
   """The whole markdown page: title, how it was made, the machine, then every section."""
-  head = ['# relpos_jax benchmarks: what position encodings cost', '',
-          f'Made by `{command}`. Every time is the median of interleaved repeats of a jitted, '
-          'warmed-up, ahead-of-time compiled function (see benchmarks/measure.py); a ratio is the median of '
-          'the per-round ratios of two contenders that ran back to back. '
-          'Memory is XLA\'s buffer assignment of the compiled program (argument + output - alias + temp), '
-          'never a guess.', '', '## Machine', '']
+  head = [
+      '# relpos_jax benchmarks: what position encodings cost',
+      '',
+      f'Made by `{command}`. Every time is the median of interleaved repeats of a jitted, '
+      'warmed-up, ahead-of-time compiled function (see benchmarks/measure.py); a ratio is the median of '
+      'the per-round ratios of two contenders that ran back to back. '
+      "Memory is XLA's buffer assignment of the compiled program (argument + output - alias + temp), "
+      'never a guess.',
+      '',
+      '## Machine',
+      '',
+  ]
   head += [f'- {line}' for line in machine_description()]
   return '\n'.join(head) + '\n\n' + '\n'.join(s.markdown() for s in sections)
 
@@ -99,5 +110,7 @@ def verdict(value: float, limit: float) -> str:
 def noise_note(spreads, repeats: int) -> str:
   """How far apart the samples of the noisiest contender were: read the ratios with that in mind."""
   worst = max(spreads) if spreads else 0.0
-  return (f'Noise: {repeats} timed rounds; the samples of the noisiest contender spread over {worst:.0%} of '
-          'its median ((max - min) / median). Differences smaller than that are not resolved.')
+  return (
+      f'Noise: {repeats} timed rounds; the samples of the noisiest contender spread over {worst:.0%} of '
+      'its median ((max - min) / median). Differences smaller than that are not resolved.'
+  )

@@ -22,8 +22,9 @@ from benchmarks import attention_kinds, bias_construction, blockwise, report, tr
 
 def _bias_construction(opts) -> report.Section:
   lengths = bias_construction.QUICK_LENGTHS if opts.quick else bias_construction.LENGTHS
-  return bias_construction.run(lengths=(opts.length,) if opts.length else lengths, repeats=opts.repeats,
-                               warmup=opts.warmup)
+  return bias_construction.run(
+      lengths=(opts.length,) if opts.length else lengths, repeats=opts.repeats, warmup=opts.warmup
+  )
 
 
 def _attention_kinds(opts) -> report.Section:
@@ -33,14 +34,18 @@ def _attention_kinds(opts) -> report.Section:
     length = naive_length = opts.length
   if opts.contextual:
     naive_length = 0
-  return attention_kinds.run(length=length, naive_length=naive_length, repeats=opts.repeats,
-                             warmup=opts.warmup, rows=attention_kinds.CONTEXTUAL_ROWS if opts.contextual else None)
+  return attention_kinds.run(
+      length=length,
+      naive_length=naive_length,
+      repeats=opts.repeats,
+      warmup=opts.warmup,
+      rows=attention_kinds.CONTEXTUAL_ROWS if opts.contextual else None,
+  )
 
 
 def _train_step(opts) -> report.Section:
   lengths = train_step.QUICK_LENGTHS if opts.quick else train_step.LENGTHS
-  return train_step.run(lengths=(opts.length,) if opts.length else lengths, repeats=opts.repeats,
-                        warmup=opts.warmup)
+  return train_step.run(lengths=(opts.length,) if opts.length else lengths, repeats=opts.repeats, warmup=opts.warmup)
 
 
 def _blockwise(opts) -> list[report.Section]:
@@ -63,13 +68,16 @@ def parse(argv: list[str]) -> argparse.Namespace:
   parser = argparse.ArgumentParser(prog='python -m benchmarks.run', description=__doc__.split('\n')[0])
   parser.add_argument('--only', default='', help=f'comma-separated subset of {",".join(BENCHMARKS)}')
   parser.add_argument('--quick', action='store_true', help='smaller sizes (development; not the table)')
-  parser.add_argument('--length', type=int, default=0,
-                      help='one sequence length for every measurement (e.g. 64 for a smoke run)')
-  parser.add_argument('--repeats', type=int, default=7,
-                      help='timed rounds (>= 5 for a table; the median is reported)')
+  parser.add_argument(
+      '--length', type=int, default=0, help='one sequence length for every measurement (e.g. 64 for a smoke run)'
+  )
+  parser.add_argument('--repeats', type=int, default=7, help='timed rounds (>= 5 for a table; the median is reported)')
   parser.add_argument('--warmup', type=int, default=1, help='untimed runs of each contender first')
-  parser.add_argument('--contextual', action='store_true',
-                      help="attention_kinds: only issue 11's rows (cope, fox, path, stick_breaking, dape, ssmax, logn)")
+  parser.add_argument(
+      '--contextual',
+      action='store_true',
+      help="attention_kinds: only issue 11's rows (cope, fox, path, stick_breaking, dape, ssmax, logn)",
+  )
   parser.add_argument('--out', default='', help='write the markdown page here (e.g. docs/benchmarks.md)')
   opts = parser.parse_args(argv)
   only = [name for name in opts.only.split(',') if name]
@@ -78,8 +86,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.error(f'--only: unknown benchmark(s) {unknown}; allowed: {", ".join(BENCHMARKS)}.')
   opts.only = only or list(BENCHMARKS)
   if opts.repeats < 1 or opts.warmup < 0 or opts.length < 0:
-    parser.error(f'--repeats={opts.repeats} must be >= 1, --warmup={opts.warmup} >= 0 and '
-                 f'--length={opts.length} >= 1 when given.')
+    parser.error(
+        f'--repeats={opts.repeats} must be >= 1, --warmup={opts.warmup} >= 0 and '
+        f'--length={opts.length} >= 1 when given.'
+    )
   return opts
 
 

@@ -41,6 +41,7 @@ LENGTHS, QUICK_LENGTHS = (64, 256), (64,)
 def default_config():
   """configs/lm.py: the default experiment (imported here, so the benchmark runs from the repo root)."""
   from configs import lm
+
   return lm.get_config()
 
 
@@ -50,8 +51,13 @@ def synthetic_batch(batch_size: int, length: int, vocab_size: int, seed: int = 0
   rng = np.random.default_rng(seed)
   tokens = rng.integers(0, vocab_size, size=(batch_size, length + 1), dtype=np.int32)
   ones = np.ones((batch_size, length), np.float32)
-  return {'inputs': tokens[:, :-1], 'targets': tokens[:, 1:], 'loss_mask': ones, 'accuracy_mask': ones,
-          'padding_mask': np.ones((batch_size, length), bool)}
+  return {
+      'inputs': tokens[:, :-1],
+      'targets': tokens[:, 1:],
+      'loss_mask': ones,
+      'accuracy_mask': ones,
+      'padding_mask': np.ones((batch_size, length), bool),
+  }
 
 
 # ----------------------------------------------------------------------------------- the framework
@@ -62,6 +68,7 @@ class FrameworkStep:
   def __init__(self, config, data, batch, steps: int):
     from relpos_jax import train
     from relpos_jax.train import config as config_lib, optim, sharding, state as state_lib, step as step_lib
+
     mesh = sharding.make_mesh(jax.devices()[:1])
     parts, params = train.split_model(train.build_model(config))
     self.initial_params = reference_params_from(params)  # Copied now: the state is donated later.
@@ -70,9 +77,14 @@ class FrameworkStep:
     self.rest = sharding.replicate(parts.rest, mesh)
     self.key = sharding.replicate(step_lib.run_key(config.seed), mesh)
     self.batch = sharding.shard_batch(batch, mesh)
-    self.step_fn = step_lib.make_train_step(parts.graphdef, data.objective, optimizer,
-                                            config_lib.resolve_encoder(config), mesh=mesh,
-                                            use_padding_mask=data.uses_padding)
+    self.step_fn = step_lib.make_train_step(
+        parts.graphdef,
+        data.objective,
+        optimizer,
+        config_lib.resolve_encoder(config),
+        mesh=mesh,
+        use_padding_mask=data.uses_padding,
+    )
     args = (self.state, self.rest, self.batch, self.key)
     self.memory = measure.compiled_memory(self.step_fn, args)
     self.executable = measure.compile_fn(self.step_fn, args)
@@ -105,12 +117,27 @@ def reference_params_from(framework_params) -> dict:
   for i in sorted(p['blocks']):
     b = p['blocks'][i]
     a, m = b['attention'], b['mlp']
-    layers.append({'attn_scale': b['attention_norm']['scale'], 'wq': a['query']['kernel'],
-                   'wk': a['key']['kernel'], 'wv': a['value']['kernel'], 'wo': a['out']['kernel'],
-                   'mlp_scale': b['mlp_norm']['scale'], 'w_up': m['up']['kernel'], 'b_up': m['up']['bias'],
-                   'w_down': m['down']['kernel'], 'b_down': m['down']['bias']})
-  return {'embed': p['embed']['embedding'], 'final_scale': p['final_norm']['scale'],
-          'head_w': p['head']['kernel'], 'head_b': p['head']['bias'], 'layers': layers}
+    layers.append(
+        {
+            'attn_scale': b['attention_norm']['scale'],
+            'wq': a['query']['kernel'],
+            'wk': a['key']['kernel'],
+            'wv': a['value']['kernel'],
+            'wo': a['out']['kernel'],
+            'mlp_scale': b['mlp_norm']['scale'],
+            'w_up': m['up']['kernel'],
+            'b_up': m['up']['bias'],
+            'w_down': m['down']['kernel'],
+            'b_down': m['down']['bias'],
+        }
+    )
+  return {
+      'embed': p['embed']['embedding'],
+      'final_scale': p['final_norm']['scale'],
+      'head_w': p['head']['kernel'],
+      'head_b': p['head']['bias'],
+      'layers': layers,
+  }
 
 
 def rms_norm(x, scale, eps: float = 1e-6):
@@ -152,13 +179,20 @@ def reference_optimizer(optim_config, total_steps: int) -> optax.GradientTransfo
   if optim_config.schedule != 'warmup_cosine':
     raise ValueError(f'the reference builds the warmup_cosine schedule only, got {optim_config.schedule!r}.')
   peak, warmup = float(optim_config.learning_rate), int(optim_config.warmup_steps)
-  schedule = optax.warmup_cosine_decay_schedule(0.0, peak, warmup, max(total_steps, warmup + 1),
-                                                peak * float(optim_config.end_lr_fraction))
+  schedule = optax.warmup_cosine_decay_schedule(
+      0.0, peak, warmup, max(total_steps, warmup + 1), peak * float(optim_config.end_lr_fraction)
+  )
   return optax.chain(
       optax.clip_by_global_norm(float(optim_config.grad_clip_norm)),
-      optax.adamw(schedule, b1=float(optim_config.b1), b2=float(optim_config.b2), eps=float(optim_config.eps),
-                  weight_decay=float(optim_config.weight_decay),
-                  mask=lambda p: jax.tree.map(lambda x: x.ndim >= 2, p)))
+      optax.adamw(
+          schedule,
+          b1=float(optim_config.b1),
+          b2=float(optim_config.b2),
+          eps=float(optim_config.eps),
+          weight_decay=float(optim_config.weight_decay),
+          mask=lambda p: jax.tree.map(lambda x: x.ndim >= 2, p),
+      ),
+  )
 
 
 class ReferenceStep:
@@ -167,8 +201,10 @@ class ReferenceStep:
   def __init__(self, config, params: dict, batch, steps: int):
     m = config.model
     if m.encoder != 'alibi' or m.dropout_rate != 0.0 or m.dtype != 'float32':
-      raise ValueError(f'the reference model is the default experiment (alibi, no dropout, float32); got '
-                       f'encoder={m.encoder!r}, dropout_rate={m.dropout_rate}, dtype={m.dtype!r}.')
+      raise ValueError(
+          f'the reference model is the default experiment (alibi, no dropout, float32); got '
+          f'encoder={m.encoder!r}, dropout_rate={m.dropout_rate}, dtype={m.dtype!r}.'
+      )
     num_heads = int(m.num_heads)
     tx = reference_optimizer(config.optim, int(config.train.steps))
     self.params, self.opt_state = params, tx.init(params)
@@ -176,7 +212,8 @@ class ReferenceStep:
 
     def step(params, opt_state, batch):
       loss_fn = lambda p: reference_token_mean_loss(  # noqa: E731
-          reference_logits(p, batch['inputs'], num_heads=num_heads), batch)
+          reference_logits(p, batch['inputs'], num_heads=num_heads), batch
+      )
       loss, grads = jax.value_and_grad(loss_fn)(params)
       updates, opt_state = tx.update(grads, opt_state, params)
       return optax.apply_updates(params, updates), opt_state, loss
@@ -199,54 +236,71 @@ class ReferenceStep:
     return float(loss), jax.tree.map(np.asarray, self.params)
 
 
-def check_same_update(framework: FrameworkStep, reference: ReferenceStep, length: int,
-                      updates: int = 2) -> str:
+def check_same_update(framework: FrameworkStep, reference: ReferenceStep, length: int, updates: int = 2) -> str:
   """Runs `updates` untimed updates of each (the first has learning rate 0 on a warmup schedule, so two
   are needed to exercise the optimizer); raises unless every loss and the final params agree."""
   for _ in range(updates):
     loss_f, params_f = framework.update_once()
     loss_r, params_r = reference.update_once()
     if not math.isclose(loss_f, loss_r, rel_tol=1e-4):
-      raise AssertionError(f'train_step at T={length}: the reference is not the same model: loss {loss_f} '
-                           f'vs {loss_r}.')
-  worst = max(float(np.max(np.abs(np.asarray(a) - np.asarray(b)) / (np.abs(np.asarray(b)) + 1e-3)))
-              for a, b in zip(jax.tree.leaves(params_f), jax.tree.leaves(params_r)))
+      raise AssertionError(
+          f'train_step at T={length}: the reference is not the same model: loss {loss_f} ' f'vs {loss_r}.'
+      )
+  worst = max(
+      float(np.max(np.abs(np.asarray(a) - np.asarray(b)) / (np.abs(np.asarray(b)) + 1e-3)))
+      for a, b in zip(jax.tree.leaves(params_f), jax.tree.leaves(params_r))
+  )
   if worst > 1e-3:
-    raise AssertionError(f'train_step at T={length}: the reference is not the same optimizer: worst relative '
-                         f'parameter difference {worst:.2e} after {updates} updates.')
+    raise AssertionError(
+        f'train_step at T={length}: the reference is not the same optimizer: worst relative '
+        f'parameter difference {worst:.2e} after {updates} updates.'
+    )
   return f'{loss_f:.5f} = {loss_r:.5f}'
 
 
 # ----------------------------------------------------------------------------------------- the run
-def run(lengths=None, repeats: int = 5, warmup: int = 1, steps_per_sample: int = STEPS_PER_SAMPLE,
-        config=None, data=None) -> report.Section:
+def run(
+    lengths=None, repeats: int = 5, warmup: int = 1, steps_per_sample: int = STEPS_PER_SAMPLE, config=None, data=None
+) -> report.Section:
   """Framework vs reference train step at each sequence length (default: the config's training length)."""
   from relpos_jax import train
+
   config = default_config() if config is None else config
   data = train.build_data(config) if data is None else data
   lengths = (int(config.data.train_length),) if not lengths else tuple(lengths)
   batch_size = int(config.train.batch_size)
   section = report.Section(
       title='3. A full train step: relpos_jax.train vs a hand-written JAX reference',
-      timed=(f'The default experiment (configs/lm.py: DecoderLM, encoder {config.model.encoder!r}, '
-             f'{config.model.num_layers} layers, model_dim {config.model.model_dim}, {config.model.num_heads} '
-             f'heads, AdamW + clipping, batch {batch_size}). Timed: {steps_per_sample} consecutive updates '
-             '(forward, backward, optimizer; state donated and fed back), one sample; tokens/s = batch x T x '
-             'updates / median time; the ratio is the median over rounds of reference time / framework time '
-             '(also in process CPU time, a cross-check on a shared machine). '
-             '`framework` = relpos_jax.train.step.make_train_step on a one-device mesh; `reference` = plain '
-             'JAX + optax, no framework code (benchmarks/train_step.py). Memory = XLA total (argument + output '
-             '- alias + temp) of one step.'),
-      columns=['T', 'contender', 'ms / update', 'tokens/s', 'tokens/s ratio', 'ratio (CPU time)', 'MiB',
-               'loss after 1 update', 'target'])
+      timed=(
+          f'The default experiment (configs/lm.py: DecoderLM, encoder {config.model.encoder!r}, '
+          f'{config.model.num_layers} layers, model_dim {config.model.model_dim}, {config.model.num_heads} '
+          f'heads, AdamW + clipping, batch {batch_size}). Timed: {steps_per_sample} consecutive updates '
+          '(forward, backward, optimizer; state donated and fed back), one sample; tokens/s = batch x T x '
+          'updates / median time; the ratio is the median over rounds of reference time / framework time '
+          '(also in process CPU time, a cross-check on a shared machine). '
+          '`framework` = relpos_jax.train.step.make_train_step on a one-device mesh; `reference` = plain '
+          'JAX + optax, no framework code (benchmarks/train_step.py). Memory = XLA total (argument + output '
+          '- alias + temp) of one step.'
+      ),
+      columns=[
+          'T',
+          'contender',
+          'ms / update',
+          'tokens/s',
+          'tokens/s ratio',
+          'ratio (CPU time)',
+          'MiB',
+          'loss after 1 update',
+          'target',
+      ],
+  )
   spreads = []
   for length in lengths:
     batch = synthetic_batch(batch_size, length, data.vocab_size)
     framework = FrameworkStep(config, data, batch, steps_per_sample)
     reference = ReferenceStep(config, framework.initial_params, batch, steps_per_sample)
     check = check_same_update(framework, reference, length)
-    timings = measure.time_interleaved({'framework': framework, 'reference': reference}, repeats=repeats,
-                                       warmup=warmup)
+    timings = measure.time_interleaved({'framework': framework, 'reference': reference}, repeats=repeats, warmup=warmup)
     spreads += [t.spread for t in timings.values()]
     tokens = batch_size * length * steps_per_sample
     rate = {name: tokens / t.median for name, t in timings.items()}
@@ -256,8 +310,16 @@ def run(lengths=None, repeats: int = 5, warmup: int = 1, steps_per_sample: int =
       if name == 'framework':
         target = f'met (>= {TARGET_RATIO})' if ratio >= TARGET_RATIO else f'**missed** (< {TARGET_RATIO})'
       cpu_ratio = 1.0 / timings[name].cpu_ratio_to(timings['reference'])
-      section.add_row(length, name, report.ms(timings[name].median / steps_per_sample), f'{rate[name]:,.0f}',
-                      f'{ratio:.2f}', f'{cpu_ratio:.2f}', f'{measure.mib(contender.memory.total):.1f}', check,
-                      target)
+      section.add_row(
+          length,
+          name,
+          report.ms(timings[name].median / steps_per_sample),
+          f'{rate[name]:,.0f}',
+          f'{ratio:.2f}',
+          f'{cpu_ratio:.2f}',
+          f'{measure.mib(contender.memory.total):.1f}',
+          check,
+          target,
+      )
   section.notes.append(report.noise_note(spreads, repeats))
   return section

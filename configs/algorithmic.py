@@ -80,10 +80,23 @@ PUBLISHED_STUDY_ENCODERS = (
     'alibi+randomized: randomized(alibi(bidirectional=True), max_position=2048)',
 )
 
-SUITE_CHOMSKY = ('even_pairs', 'modular_arithmetic', 'parity_check', 'cycle_navigation', 'stack_manipulation',
-                 'reverse_string', 'modular_arithmetic_brackets', 'solve_equation', 'duplicate_string',
-                 'missing_duplicate', 'odds_first', 'binary_addition', 'binary_multiplication', 'compute_sqrt',
-                 'bucket_sort')
+SUITE_CHOMSKY = (
+    'even_pairs',
+    'modular_arithmetic',
+    'parity_check',
+    'cycle_navigation',
+    'stack_manipulation',
+    'reverse_string',
+    'modular_arithmetic_brackets',
+    'solve_equation',
+    'duplicate_string',
+    'missing_duplicate',
+    'odds_first',
+    'binary_addition',
+    'binary_multiplication',
+    'compute_sqrt',
+    'bucket_sort',
+)
 SUITE_OTHER = ('flip_flop', 'mqar', 'passkey', 'addition', 'addition_coupled', 'addition_abacus')
 SUITE_ENCODERS = (
     'nope',
@@ -102,14 +115,21 @@ def suite_protocols(published: bool) -> dict:
   if published:
     chomsky = dict(min_length=1, max_length=40, eval_lengths=tuple(range(41, 501, 10)))
     addition = dict(min_length=1, max_length=30, eval_lengths=(30, 50, 100, 200))
-    return {**{t: dict(chomsky) for t in SUITE_CHOMSKY},
-            'flip_flop': dict(min_length=64, max_length=256, eval_lengths=(256, 512, 1024)),
-            'mqar': dict(min_length=4, max_length=64, eval_lengths=(64, 128, 256),
-                         task_kwargs={'num_keys': 4096, 'num_values': 4096}, loss_reduction='token_mean'),
-            'passkey': dict(min_length=1, max_length=16, eval_lengths=(16, 32, 64, 128),
-                            loss_reduction='token_mean'),
-            'addition': dict(addition), 'addition_abacus': dict(addition),
-            'addition_coupled': dict(addition, task_kwargs={'max_position': 203})}
+    return {
+        **{t: dict(chomsky) for t in SUITE_CHOMSKY},
+        'flip_flop': dict(min_length=64, max_length=256, eval_lengths=(256, 512, 1024)),
+        'mqar': dict(
+            min_length=4,
+            max_length=64,
+            eval_lengths=(64, 128, 256),
+            task_kwargs={'num_keys': 4096, 'num_values': 4096},
+            loss_reduction='token_mean',
+        ),
+        'passkey': dict(min_length=1, max_length=16, eval_lengths=(16, 32, 64, 128), loss_reduction='token_mean'),
+        'addition': dict(addition),
+        'addition_abacus': dict(addition),
+        'addition_coupled': dict(addition, task_kwargs={'max_position': 203}),
+    }
   # CPU scale. The base budget is 1,000 steps (`train.steps`); the tasks that a seed-0 sizing run at that
   # budget showed close to learned in distribution (docs/suite_sizing) get more where the grid's two hours
   # allow. The others are either learned at 1,000 (flip_flop, cycle_navigation, bucket_sort) or not learned
@@ -118,19 +138,27 @@ def suite_protocols(published: bool) -> dict:
   chomsky = dict(min_length=1, max_length=16, eval_lengths=(8, 16, 24, 32, 48, 64))
   longer = dict(chomsky, steps=2_500)
   addition = dict(min_length=1, max_length=8, eval_lengths=(4, 8, 12, 16, 24), steps=2_000)
-  return {**{t: dict(chomsky) for t in SUITE_CHOMSKY},
-          **{t: dict(longer) for t in ('even_pairs', 'reverse_string', 'stack_manipulation', 'missing_duplicate')},
-          'odds_first': dict(chomsky, steps=1_500),
-          'flip_flop': dict(min_length=1, max_length=32, eval_lengths=(16, 32, 64, 128)),
-          # 64 keys and 64 values (not the default 512 each): a 1,025-symbol vocabulary is not learned in
-          # 1,000 steps (accuracy 0.01 in the sizing run); 64 keys still allow the 32 pairs of the 4x length.
-          'mqar': dict(min_length=1, max_length=8, eval_lengths=(4, 8, 16, 32), loss_reduction='token_mean',
-                       task_kwargs={'num_keys': 64, 'num_values': 64}, steps=2_000),
-          # Not in the CPU grid (`suite.tasks` below): see there. Its protocol stays for a run that names it.
-          'passkey': dict(min_length=1, max_length=2, eval_lengths=(1, 2, 4, 8), loss_reduction='token_mean',
-                          steps=2_000),
-          'addition': dict(addition), 'addition_coupled': dict(addition, task_kwargs={'max_position': 32}),
-          'addition_abacus': dict(addition, task_kwargs={'max_offset': 16})}
+  return {
+      **{t: dict(chomsky) for t in SUITE_CHOMSKY},
+      **{t: dict(longer) for t in ('even_pairs', 'reverse_string', 'stack_manipulation', 'missing_duplicate')},
+      'odds_first': dict(chomsky, steps=1_500),
+      'flip_flop': dict(min_length=1, max_length=32, eval_lengths=(16, 32, 64, 128)),
+      # 64 keys and 64 values (not the default 512 each): a 1,025-symbol vocabulary is not learned in
+      # 1,000 steps (accuracy 0.01 in the sizing run); 64 keys still allow the 32 pairs of the 4x length.
+      'mqar': dict(
+          min_length=1,
+          max_length=8,
+          eval_lengths=(4, 8, 16, 32),
+          loss_reduction='token_mean',
+          task_kwargs={'num_keys': 64, 'num_values': 64},
+          steps=2_000,
+      ),
+      # Not in the CPU grid (`suite.tasks` below): see there. Its protocol stays for a run that names it.
+      'passkey': dict(min_length=1, max_length=2, eval_lengths=(1, 2, 4, 8), loss_reduction='token_mean', steps=2_000),
+      'addition': dict(addition),
+      'addition_coupled': dict(addition, task_kwargs={'max_position': 32}),
+      'addition_abacus': dict(addition, task_kwargs={'max_offset': 16}),
+  }
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -144,7 +172,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.model.model_dim = 64
   config.model.num_heads = 4
   config.model.mlp_ratio = 4
-  config.model.dropout_rate = 0.1         # as the reference code (dropout_prob = 0.1)
+  config.model.dropout_rate = 0.1  # as the reference code (dropout_prob = 0.1)
   config.model.dtype = 'float32'
 
   config.data = ml_collections.ConfigDict()
@@ -154,18 +182,18 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.data.min_length = 1
   config.data.max_length = 20
   config.data.num_buckets = 4
-  config.data.loss_reduction = 'sequence_sum'   # the reference code's loss (one output: = token mean)
+  config.data.loss_reduction = 'sequence_sum'  # the reference code's loss (one output: = token mean)
 
   config.optim = ml_collections.ConfigDict()
   config.optim.learning_rate = 1e-3
   config.optim.schedule = 'warmup_cosine'
   config.optim.warmup_steps = 100
   config.optim.end_lr_fraction = 0.0
-  config.optim.weight_decay = 0.0         # Adam, as the reference (l2_weight = 0)
+  config.optim.weight_decay = 0.0  # Adam, as the reference (l2_weight = 0)
   config.optim.b1 = 0.9
   config.optim.b2 = 0.999
   config.optim.eps = 1e-8
-  config.optim.grad_clip_norm = 1.0       # the reference's max_grad_norm
+  config.optim.grad_clip_norm = 1.0  # the reference's max_grad_norm
 
   config.train = ml_collections.ConfigDict()
   config.train.steps = 2_000
@@ -177,12 +205,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
   config.eval = ml_collections.ConfigDict()
   config.eval.every = 500
-  config.eval.lengths = (20, 40, 100)     # input lengths n: the longest trained, 2x, 5x
+  config.eval.lengths = (20, 40, 100)  # input lengths n: the longest trained, 2x, 5x
   config.eval.batch_size = 64
-  config.eval.num_examples = 256          # per length
+  config.eval.num_examples = 256  # per length
   config.eval.pad_multiple = 1
   config.eval.seed = 0
-  config.eval.num_tokens = placeholder(int)            # optional (the corpus only)
+  config.eval.num_tokens = placeholder(int)  # optional (the corpus only)
   config.eval.max_tokens_per_batch = placeholder(int)  # optional: cap on tokens per evaluation batch
 
   if 'published' in variants:
@@ -197,15 +225,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.optim.learning_rate = 1e-4
     config.optim.schedule = 'warmup_constant'
     config.optim.warmup_steps = 0
-    config.optim.end_lr_fraction = 1.0    # unused by a constant schedule
+    config.optim.end_lr_fraction = 1.0  # unused by a constant schedule
     config.train.steps = 2_000_000
     config.train.batch_size = 128
     config.train.log_every = 1_000
     config.train.checkpoint_every = 50_000
     config.train.keep_checkpoints = 3
-    config.eval.every = 0                 # the range evaluation runs once, after training
+    config.eval.every = 0  # the range evaluation runs once, after training
     config.eval.lengths = tuple(range(41, 501))
-    config.eval.batch_size = 64           # the reference's range_test_sub_batch_size
+    config.eval.batch_size = 64  # the reference's range_test_sub_batch_size
     config.eval.num_examples = 512
     config.eval.pad_multiple = 32
 
@@ -219,8 +247,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     else:
       config.eval.lengths = (10, 20, 30, 40, 60, 100)
       config.study.title = 'even_pairs: trained on lengths 1..20, accuracy up to 100'
-      config.study.description = ('Per-output-token accuracy (Deletang et al. 2023); lengths <= 20 are in '
-                                  'distribution. Chance is 0.5.')
+      config.study.description = (
+          'Per-output-token accuracy (Deletang et al. 2023); lengths <= 20 are in ' 'distribution. Chance is 0.5.'
+      )
       config.study.encoders = STUDY_ENCODERS
 
   if 'suite' in variants:

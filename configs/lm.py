@@ -50,8 +50,19 @@ from relpos_jax.train import tensorboard
 from relpos_jax.train.config import parse_variants
 
 # The study's encoders that can encode 65,536 positions, in the order the long-context variant runs them.
-LONG_CONTEXT_LABELS = ('alibi', 'kerple_log', 'fire', 'rope', 'nope', 't5-32', 'shaw', 't5', 'sinusoidal',
-                       'multiscale', 'rope+randomized')
+LONG_CONTEXT_LABELS = (
+    'alibi',
+    'kerple_log',
+    'fire',
+    'rope',
+    'nope',
+    't5-32',
+    'shaw',
+    't5',
+    'sinusoidal',
+    'multiscale',
+    'rope+randomized',
+)
 LONG_CONTEXT_LENGTHS = (64, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
 
 # The position-free control, absolute tables, every variant of the lecture (relative distance, Shaw's
@@ -61,20 +72,19 @@ STUDY_ENCODERS = (
     'nope',
     'sinusoidal',
     'learned: learned(max_length=1024)',
-    'distance',                                                  # the lecture's R[i, j] = j - i (section 2)
+    'distance',  # the lecture's R[i, j] = j - i (section 2)
     'shaw: shaw(max_distance=16)',
-    'piecewise: piecewise(bidirectional=False)',                 # section 5a, piecewise-linear
+    'piecewise: piecewise(bidirectional=False)',  # section 5a, piecewise-linear
     # T5's published max_distance=128 leaves the buckets of distances >= 67 untrained at train length 64
     # (they keep their ~0 init while trained far buckets learn ~ -2); t5-32 is the layout whose every bucket
     # (saturating at distance 32) is trained, the regime of Press et al. (max_distance < train length).
-    't5: t5(bidirectional=False)',                               # section 5a, logarithmic
+    't5: t5(bidirectional=False)',  # section 5a, logarithmic
     't5-32: t5(bidirectional=False, num_buckets=16, max_distance=32)',
-    'multiscale',                                                # section 5b
-    'sinusoidal+t5: sinusoidal + t5(bidirectional=False)',       # section 5c, absolute + relative
+    'multiscale',  # section 5b
+    'sinusoidal+t5: sinusoidal + t5(bidirectional=False)',  # section 5c, absolute + relative
     # The lecture's log buckets made to extrapolate (docs/lecture_variants.md): t5-32's buckets as knots of
     # a bias monotone beyond distance 7, interpolated in log-distance, continued past the last knot.
-    'monotone-t5-32: monotone(t5(bidirectional=False, num_buckets=16, max_distance=32), window=8, '
-    'init_slope=4.0)',
+    'monotone-t5-32: monotone(t5(bidirectional=False, num_buckets=16, max_distance=32), window=8, ' 'init_slope=4.0)',
     # The same knots starting from the lecture's distance bias -r_h n (rates 2 ... 1/4) instead of a log decay.
     'monotone-lin: monotone(t5(bidirectional=False, num_buckets=16, max_distance=32), window=8, '
     'init_slope=2.0, init_decay="linear")',
@@ -105,7 +115,7 @@ CONTEXTUAL_ENCODERS = (
     'rope+ssmax: rope + ssmax',
     'ssmax',
     'logn: logn(train_length=64)',
-    'path',                              # last: its sequential scan is by far the slowest run on a CPU
+    'path',  # last: its sequential scan is by far the slowest run on a CPU
 )
 
 # Train with RoPE, evaluate with Y (variant inference_extension).
@@ -130,26 +140,31 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     if extension in variants and 'study' not in variants:
       raise ValueError(f"configs/lm.py: variant {extension!r} extends the study: use 'study,{extension}'.")
   if {'long', 'long_context'} <= variants:
-    raise ValueError("configs/lm.py: variants 'long' and 'long_context' do not combine: 'long_context' "
-                     "evaluates the trained runs of --config.study.trained_workdir.")
+    raise ValueError(
+        "configs/lm.py: variants 'long' and 'long_context' do not combine: 'long_context' "
+        'evaluates the trained runs of --config.study.trained_workdir.'
+    )
   if {'long', 'contextual'} <= variants:
     raise ValueError("configs/lm.py: variants 'long' and 'contextual' are two different studies; choose one.")
   if 'inference_extension' in variants:
     others = sorted(variants & {'long', 'contextual', 'long_context'})
     if others:
-      raise ValueError(f"configs/lm.py: 'inference_extension' is a study of its own (RoPE trained once, "
-                       f"evaluated with each extension); it does not combine with {others}.")
+      raise ValueError(
+          f"configs/lm.py: 'inference_extension' is a study of its own (RoPE trained once, "
+          f'evaluated with each extension); it does not combine with {others}.'
+      )
     variants.add('study')
   if 'long_context' in variants:
     if 'contextual' in variants:
-      raise ValueError("configs/lm.py: 'long_context' evaluates the default study's runs; it does not combine "
-                       "with 'contextual'.")
+      raise ValueError(
+          "configs/lm.py: 'long_context' evaluates the default study's runs; it does not combine " "with 'contextual'."
+      )
     variants.add('study')
   config = ml_collections.ConfigDict()
   config.seed = 0
 
   config.model = ml_collections.ConfigDict()
-  config.model.encoder = 'alibi'          # any encoder spec: 'rope', 't5(bidirectional=False)', ...
+  config.model.encoder = 'alibi'  # any encoder spec: 'rope', 't5(bidirectional=False)', ...
   config.model.num_layers = 2
   config.model.model_dim = 64
   config.model.num_heads = 4
@@ -186,10 +201,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.eval.every = 150
   config.eval.lengths = (64, 128, 256)
   config.eval.batch_size = 32
-  config.eval.num_examples = 64           # validation windows per length
+  config.eval.num_examples = 64  # validation windows per length
   config.eval.pad_multiple = 1
   config.eval.seed = 0
-  config.eval.num_tokens = placeholder(int)            # optional: scored tokens per length
+  config.eval.num_tokens = placeholder(int)  # optional: scored tokens per length
   config.eval.max_tokens_per_batch = placeholder(int)  # optional: cap on tokens per eval batch
 
   if 'study' in variants:
@@ -197,16 +212,17 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.train.log_every = 100
     config.train.checkpoint_every = 200
     config.optim.warmup_steps = 40
-    config.eval.every = 0                    # evaluate once, after training
+    config.eval.every = 0  # evaluate once, after training
     config.eval.lengths = (64, 128, 256, 512, 1024)
-    config.eval.num_tokens = 65_536          # the same amount of validation text at every length
+    config.eval.num_tokens = 65_536  # the same amount of validation text at every length
     config.eval.max_tokens_per_batch = 16_384  # long windows in small batches: fits any laptop
     config.study = ml_collections.ConfigDict()
     config.study.title = 'Byte-level LM on the Python stdlib: trained at 64, evaluated up to 16x'
-    config.study.description = ('Bits per character on the validation files; every encoder trains the same '
-                                'model, data stream and steps.')
+    config.study.description = (
+        'Bits per character on the validation files; every encoder trains the same ' 'model, data stream and steps.'
+    )
     config.study.encoders = STUDY_ENCODERS
-    config.study.seeds = (0,)             # the quick start; the README's table: --config.study.seeds='(0,1,2)'
+    config.study.seeds = (0,)  # the quick start; the README's table: --config.study.seeds='(0,1,2)'
     if 'contextual' in variants:
       config.study.title = 'Position from content: trained at 64, evaluated up to 16x'
       config.study.encoders = CONTEXTUAL_ENCODERS
@@ -220,18 +236,22 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.study.encoders = tuple(by_label[label] for label in LONG_LABELS)
   if 'inference_extension' in variants:
     config.study.title = 'Train with RoPE at 64, evaluate with inference-time extensions up to 16x'
-    config.study.description = ('Bits per character on the validation files; RoPE trained once per seed, its '
-                                'parameters evaluated unchanged with each extension (no retraining).')
+    config.study.description = (
+        'Bits per character on the validation files; RoPE trained once per seed, its '
+        'parameters evaluated unchanged with each extension (no retraining).'
+    )
     config.study.encoders = INFERENCE_EXTENSION_ENCODERS
   if 'long_context' in variants:
     config.eval.lengths = LONG_CONTEXT_LENGTHS
-    config.eval.num_tokens = 65_536          # one window at the longest length
+    config.eval.num_tokens = 65_536  # one window at the longest length
     config.eval.max_tokens_per_batch = 65_536
     config.model.attention_implementation = 'blockwise'
     by_label = {e.partition(':')[0].strip(): e for e in STUDY_ENCODERS}
     config.study.encoders = tuple(by_label[label] for label in LONG_CONTEXT_LABELS)
     config.study.trained_workdir = 'results/default'  # where `python -m experiments.length_generalization` trains
     config.study.title = 'Byte-level LM on the Python stdlib: trained at 64, evaluated up to 1024x'
-    config.study.description = ("The default study's trained runs (no retraining), evaluated with blockwise "
-                                'attention on 65,536 validation bytes per length.')
+    config.study.description = (
+        "The default study's trained runs (no retraining), evaluated with blockwise "
+        'attention on 65,536 validation bytes per length.'
+    )
   return config

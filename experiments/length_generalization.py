@@ -22,27 +22,34 @@ from ml_collections import config_flags
 
 from relpos_jax.train import cli
 
-_DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'configs',
-                               'lm.py:study')
+_DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'configs', 'lm.py:study')
 # No default here: config_flags would load it (and apply the overrides) at import; `cli.parse_flags` adds it.
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'A study config: a config file with its study variant '
-                                          f'(configs/algorithmic.py:study); default {_DEFAULT_CONFIG}.',
-                                          lock_config=True)
-_WORKDIR = flags.DEFINE_string('workdir', os.path.join('results', 'default'),
-                               'Where results and the per-encoder runs go (resumed if present).')
+_CONFIG = config_flags.DEFINE_config_file(
+    'config',
+    None,
+    'A study config: a config file with its study variant '
+    f'(configs/algorithmic.py:study); default {_DEFAULT_CONFIG}.',
+    lock_config=True,
+)
+_WORKDIR = flags.DEFINE_string(
+    'workdir', os.path.join('results', 'default'), 'Where results and the per-encoder runs go (resumed if present).'
+)
 _MULTIHOST = flags.DEFINE_bool('multihost', False, 'Call jax.distributed.initialize() first.')
-_FINISHED_ONLY = flags.DEFINE_bool('finished_only', False,
-                                   'Train nothing: report the (encoder, seed) runs finished so far.')
+_FINISHED_ONLY = flags.DEFINE_bool(
+    'finished_only', False, 'Train nothing: report the (encoder, seed) runs finished so far.'
+)
 
 
 def main(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   import jax  # After flag parsing: initialize() must precede any other JAX call.
+
   if _MULTIHOST.value:
     jax.distributed.initialize()
   from relpos_jax.study import report, reevaluate, run_study, write_outputs
   from relpos_jax.train import metrics
+
   metrics.quiet_checkpoint_logs()
   if _CONFIG.value.study.get('trained_workdir'):  # Evaluate another study's trained runs, no training.
     results = reevaluate.reevaluate_study(_CONFIG.value, _WORKDIR.value)

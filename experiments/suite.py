@@ -19,10 +19,15 @@ from ml_collections import config_flags
 
 from relpos_jax.train import cli
 
-_DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'configs',
-                               'algorithmic.py:suite')
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'A suite config (a task config with its suite '
-                                          f'variant); default {_DEFAULT_CONFIG}.', lock_config=True)
+_DEFAULT_CONFIG = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'configs', 'algorithmic.py:suite'
+)
+_CONFIG = config_flags.DEFINE_config_file(
+    'config',
+    None,
+    'A suite config (a task config with its suite ' f'variant); default {_DEFAULT_CONFIG}.',
+    lock_config=True,
+)
 _WORKDIR = flags.DEFINE_string('workdir', os.path.join('results', 'suite'), 'Where the suite goes (resumed).')
 _TASKS = flags.DEFINE_list('tasks', None, 'Run only these tasks now (default: every task of the config).')
 
@@ -32,6 +37,7 @@ def main(argv) -> None:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   from relpos_jax.study import suite
   from relpos_jax.train import metrics
+
   metrics.quiet_checkpoint_logs()
   summary = suite.run_suite(_CONFIG.value, _WORKDIR.value, tasks=_TASKS.value)
   print(suite.markdown(summary))

@@ -26,15 +26,19 @@ from ml_collections import config_flags
 
 from relpos_jax.train import cli
 
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'A config file, optionally with variants: '
-                                          'configs/lm.py, configs/algorithmic.py:published.',
-                                          lock_config=True)
+_CONFIG = config_flags.DEFINE_config_file(
+    'config',
+    None,
+    'A config file, optionally with variants: ' 'configs/lm.py, configs/algorithmic.py:published.',
+    lock_config=True,
+)
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Run directory: checkpoints, metrics.jsonl, config.json.')
-_MULTIHOST = flags.DEFINE_bool('multihost', False,
-                               'Call jax.distributed.initialize() first (multi-host TPU / GPU runs).')
-_COORDINATOR = flags.DEFINE_string('coordinator_address', None,
-                                   'With --multihost: host:port of process 0 (where JAX cannot '
-                                   'detect the cluster).')
+_MULTIHOST = flags.DEFINE_bool(
+    'multihost', False, 'Call jax.distributed.initialize() first (multi-host TPU / GPU runs).'
+)
+_COORDINATOR = flags.DEFINE_string(
+    'coordinator_address', None, 'With --multihost: host:port of process 0 (where JAX cannot ' 'detect the cluster).'
+)
 _NUM_PROCESSES = flags.DEFINE_integer('num_processes', None, 'With --multihost: the number of processes.')
 _PROCESS_ID = flags.DEFINE_integer('process_id', None, 'With --multihost: this process, 0..num_processes-1.')
 flags.mark_flags_as_required(['config', 'workdir'])
@@ -47,9 +51,11 @@ def main(argv) -> None:
   if not _MULTIHOST.value and any(v is not None for v in explicit):
     raise app.UsageError('--coordinator_address, --num_processes and --process_id need --multihost.')
   from relpos_jax.train import sharding  # Imports jax, but calls nothing: initialize() must come first.
+
   if _MULTIHOST.value:
     sharding.initialize_distributed(*explicit)
   from relpos_jax.train import checkpoint, loop, metrics
+
   metrics.quiet_checkpoint_logs()
   try:
     result = loop.train(_CONFIG.value, _WORKDIR.value)

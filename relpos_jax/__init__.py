@@ -15,7 +15,12 @@ The pieces:
 
 from relpos_jax import checks
 from relpos_jax import encoders
-from relpos_jax.positions import (bias_at_positions, bias_matrix, distinct_relative_positions,
-                                  relative_positions, toeplitz)
+from relpos_jax.positions import (
+    bias_at_positions,
+    bias_matrix,
+    distinct_relative_positions,
+    relative_positions,
+    toeplitz,
+)
 
 __version__ = '0.1.0'

@@ -74,4 +74,5 @@ def assert_toeplitz(x, atol: float = 1e-6, rtol: float = 1e-6) -> None:
     where = f' in slice {lead}' if lead else ''
     raise AssertionError(
         f'not Toeplitz: diagonal j - i = {d} is not constant{where}: entry (i={i}, j={j}) = {float(value):.6g} '
-        f'differs from entry (i={i0}, j={j0}) = {float(reference):.6g}.')
+        f'differs from entry (i={i0}, j={j0}) = {float(reference):.6g}.'
+    )

@@ -22,15 +22,17 @@ from relpos_jax.encoders import contract
 
 def _check(who: str, q_len, k_len, q_offset=0):
   """Lengths fix array shapes (Python ints >= 1); q_offset is an integer (static or traced) in range."""
-  return (validation.positive_int(who, 'q_len', q_len), validation.positive_int(who, 'k_len', k_len),
-          validation.offset(who, q_offset))
+  return (
+      validation.positive_int(who, 'q_len', q_len),
+      validation.positive_int(who, 'k_len', k_len),
+      validation.offset(who, q_offset),
+  )
 
 
 def toeplitz_index(q_len: int, k_len: int) -> jax.Array:
   """Int32 (q_len, k_len): entry (i, j) = j - i + q_len - 1, the row of diagonal j - i in the layout of
   `distinct_relative_positions` (an iota expression XLA fuses into the gather that reads it)."""
-  return (jnp.arange(k_len, dtype=jnp.int32)[None, :]
-          - jnp.arange(q_len, dtype=jnp.int32)[:, None] + (q_len - 1))
+  return jnp.arange(k_len, dtype=jnp.int32)[None, :] - jnp.arange(q_len, dtype=jnp.int32)[:, None] + (q_len - 1)
 
 
 def relative_positions(q_len: int, k_len: int, q_offset=0) -> jax.Array:
@@ -52,8 +54,7 @@ def distinct_relative_positions(q_len: int, k_len: int, q_offset=0) -> jax.Array
   reads entry d + q_len - 1 (see `toeplitz`).
   """
   q_len, k_len, q_offset = _check('distinct_relative_positions', q_len, k_len, q_offset)
-  return (jnp.arange(q_len + k_len - 1, dtype=jnp.int32) - (q_len - 1)
-          - jnp.asarray(q_offset, jnp.int32))
+  return jnp.arange(q_len + k_len - 1, dtype=jnp.int32) - (q_len - 1) - jnp.asarray(q_offset, jnp.int32)
 
 
 def toeplitz(values: jax.Array, q_len: int, k_len: int) -> jax.Array:
@@ -66,7 +67,8 @@ def toeplitz(values: jax.Array, q_len: int, k_len: int) -> jax.Array:
   if values.shape[-1] != q_len + k_len - 1:
     raise ValueError(
         f'toeplitz: values has {values.shape[-1]} diagonals on its last axis; q_len={q_len} and '
-        f'k_len={k_len} need q_len + k_len - 1 = {q_len + k_len - 1}.')
+        f'k_len={k_len} need q_len + k_len - 1 = {q_len + k_len - 1}.'
+    )
   return jnp.take(values, toeplitz_index(q_len, k_len), axis=-1)
 
 
@@ -81,7 +83,8 @@ def bias_matrix(encoder, params, q_len: int, k_len: int, q_offset=0) -> jax.Arra
     raise ValueError(
         f'bias_matrix needs a scalar-bias encoder; {type(encoder).__name__} is of kind '
         f'{encoder.kind.value!r}. Rotary, vector-relative and absolute encoders act inside the '
-        f'attention layer (relpos_jax.nn) instead.')
+        f'attention layer (relpos_jax.nn) instead.'
+    )
   q_len, k_len, q_offset = _check('bias_matrix', q_len, k_len, q_offset)
   contract.check_params(encoder, params)
   if encoder.is_toeplitz:

@@ -30,4 +30,5 @@ def configs_dir() -> pathlib.Path:
       return pathlib.Path(file.locate()).resolve().parent
   raise FileNotFoundError(
       f'the relpos_jax configs are neither in a checkout ({checkout}) nor installed with the package; '
-      "install from a checkout, a wheel or an sdist built by `python -m build`, or a git URL.")
+      'install from a checkout, a wheel or an sdist built by `python -m build`, or a git URL.'
+  )

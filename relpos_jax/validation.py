@@ -22,20 +22,21 @@ import jax.numpy as jnp
 import numpy as np
 
 # |position| <= MAX_POSITION keeps every j - i (and -(j - i)) inside int32.
-MAX_POSITION = 2 ** 30 - 1
+MAX_POSITION = 2**30 - 1
 # Relative positions |j - i| <= MAX_RELATIVE: every int32 but -2^31, whose negation does not exist.
-MAX_RELATIVE = 2 ** 31 - 1
+MAX_RELATIVE = 2**31 - 1
 # The most rows a learned table (or the number of positions a wrapper draws from) may have: 2^20 rows of a
 # few hundred float32 features is already a gigabyte; anything beyond is a typo, not an experiment.
-MAX_TABLE_ROWS = 2 ** 20
+MAX_TABLE_ROWS = 2**20
 
 
 class InvalidValue(ValueError):
   """A bad argument. `who`, `field`, `value`, `allowed` and `depends_on` (the other fields the rule involves)
   let a caller such as the config loader name its own keys (`config.model.<field>`) without parsing the text."""
 
-  def __init__(self, who: str, field: str, value, allowed: str, depends_on: tuple[str, ...] = (),
-               message: str | None = None):
+  def __init__(
+      self, who: str, field: str, value, allowed: str, depends_on: tuple[str, ...] = (), message: str | None = None
+  ):
     super().__init__(message or f'{who}: {field}={value!r} is invalid; allowed: {allowed}.')
     self.who, self.field, self.value, self.allowed, self.depends_on = who, field, value, allowed, depends_on
 
@@ -65,8 +66,9 @@ def positive_int(who: str, field: str, value, minimum: int = 1, maximum: int | N
 def generator(who: str, rng) -> None:
   """A numpy Generator (the data pipeline's randomness); anything else is a TypeError."""
   if not isinstance(rng, np.random.Generator):
-    raise TypeError(f'{who}: rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed)), got '
-                    f'{type(rng).__name__}.')
+    raise TypeError(
+        f'{who}: rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed)), got ' f'{type(rng).__name__}.'
+    )
 
 
 def boolean(who: str, field: str, value) -> bool:
@@ -105,8 +107,13 @@ def choice(who: str, field: str, value, choices) -> None:
 
 def number(who: str, field: str, value, *, above=None, at_least=None, above_name=None) -> float:
   """A finite real (not bool) > above / >= at_least; `above_name` names the field the bound comes from."""
-  ok = (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-        and (above is None or value > above) and (at_least is None or value >= at_least))
+  ok = (
+      isinstance(value, numbers.Real)
+      and not isinstance(value, bool)
+      and math.isfinite(value)
+      and (above is None or value > above)
+      and (at_least is None or value >= at_least)
+  )
   bound = ''
   if above is not None:
     bound = f' > {above_name}={above!r}' if above_name else f' > {above}'
@@ -124,16 +131,22 @@ def head_dim(who: str, model_dim: int, num_heads: int, head_dim_=None) -> int:
   if head_dim_ is not None:
     return positive_int(who, 'head_dim', head_dim_)
   if model_dim % num_heads:
-    raise InvalidValue(who, 'model_dim', model_dim, f'a multiple of num_heads={num_heads}', ('num_heads',),
-                       f'{who}: model_dim={model_dim} is not divisible by num_heads={num_heads}; allowed: a '
-                       f'multiple of num_heads (or an explicit head_dim where the layer takes one).')
+    raise InvalidValue(
+        who,
+        'model_dim',
+        model_dim,
+        f'a multiple of num_heads={num_heads}',
+        ('num_heads',),
+        f'{who}: model_dim={model_dim} is not divisible by num_heads={num_heads}; allowed: a '
+        f'multiple of num_heads (or an explicit head_dim where the layer takes one).',
+    )
   return model_dim // num_heads
 
 
 def shaped(who: str, field: str, x, expected: tuple) -> None:
   """x has len(expected) axes and, where `expected` holds an int, exactly that size; strings name free axes.
 
-      shaped('decode', 'x', x, ('batch', 'length', 64))   # -> "x must be (batch, length, 64), got shape ..."
+  shaped('decode', 'x', x, ('batch', 'length', 64))   # -> "x must be (batch, length, 64), got shape ..."
   """
   shape = tuple(getattr(x, 'shape', np.shape(x)))
   ok = len(shape) == len(expected) and all(isinstance(e, str) or s == e for s, e in zip(shape, expected))
@@ -152,8 +165,10 @@ def _check_range(who: str, field: str, values: np.ndarray, limit: int) -> None:
   if values.size:
     low, high = int(values.min()), int(values.max())
     if low < -limit or high > limit:
-      raise ValueError(f'{who}: {field} holds {low if low < -limit else high}, outside the supported range '
-                       f'[-{limit}, {limit}] (relative positions must fit in int32; see relpos_jax.validation).')
+      raise ValueError(
+          f'{who}: {field} holds {low if low < -limit else high}, outside the supported range '
+          f'[-{limit}, {limit}] (relative positions must fit in int32; see relpos_jax.validation).'
+      )
 
 
 def _describe(arr) -> str:
@@ -169,9 +184,12 @@ def int_array(who: str, field: str, x, *, limit: int = MAX_POSITION, hint: str =
   """
   arr = x if isinstance(x, jax.Array) else np.asarray(x)
   if not jnp.issubdtype(arr.dtype, jnp.integer):
-    raise ValueError(f'{who}: {field} must be an int array (integer positions), got {_describe(arr)}'
-                     + (f' = {arr.tolist()!r}' if arr.size <= 4 and not isinstance(arr, jax.core.Tracer) else '')
-                     + '.' + (f' {hint}' if hint else ''))
+    raise ValueError(
+        f'{who}: {field} must be an int array (integer positions), got {_describe(arr)}'
+        + (f' = {arr.tolist()!r}' if arr.size <= 4 and not isinstance(arr, jax.core.Tracer) else '')
+        + '.'
+        + (f' {hint}' if hint else '')
+    )
   values = concrete(arr)
   if values is not None:
     _check_range(who, field, values, limit)
@@ -182,8 +200,9 @@ def positions(who: str, x, shape, field: str = 'positions') -> jax.Array:
   """Integer positions (batch, length) of exactly `shape` -> int32; see `int_array` for what is refused."""
   arr = x if isinstance(x, jax.Array) else np.asarray(x)
   if tuple(arr.shape) != tuple(shape) or not jnp.issubdtype(arr.dtype, jnp.integer):
-    raise ValueError(f'{who}: {field} must be an int array of shape (batch, length) = {tuple(shape)}, got '
-                     f'{_describe(arr)}.')
+    raise ValueError(
+        f'{who}: {field} must be an int array of shape (batch, length) = {tuple(shape)}, got ' f'{_describe(arr)}.'
+    )
   return int_array(who, field, arr)
 
 
@@ -199,8 +218,10 @@ def mask(who: str, x, shape, field: str = 'padding_mask') -> jax.Array:
   """A bool array of exactly `shape`, True = a real token; ints and floats are refused, never cast."""
   arr = x if isinstance(x, jax.Array) else np.asarray(x)
   if tuple(arr.shape) != tuple(shape) or arr.dtype != np.bool_:
-    raise ValueError(f'{who}: {field} must be bool of shape (batch, length) = {tuple(shape)} with True = real '
-                     f'token (the padding/key mask), got {_describe(arr)}.')
+    raise ValueError(
+        f'{who}: {field} must be bool of shape (batch, length) = {tuple(shape)} with True = real '
+        f'token (the padding/key mask), got {_describe(arr)}.'
+    )
   return jnp.asarray(arr)
 
 
@@ -216,6 +237,11 @@ def tokens(who: str, x, vocab_size: int) -> jax.Array:
   values = concrete(arr)
   if values is not None and values.size:
     low, high = int(values.min()), int(values.max())
-    require(low >= 0 and high < vocab_size, who, 'tokens', low if low < 0 else high,
-            f'token ids in [0, vocab_size={vocab_size})')
+    require(
+        low >= 0 and high < vocab_size,
+        who,
+        'tokens',
+        low if low < 0 else high,
+        f'token ids in [0, vocab_size={vocab_size})',
+    )
   return jnp.asarray(arr)

@@ -81,6 +81,7 @@ def _embed(encoder, params, positions):
 
 def _pyplot():
   import matplotlib.pyplot as plt  # Local: importing relpos_jax never needs a plotting stack.
+
   return plt
 
 
@@ -109,8 +110,9 @@ def _int_range(name: str, values) -> np.ndarray:
 def _require_kind(who: str, encoder, *kinds) -> None:
   if encoder.kind not in kinds:
     allowed = ' or '.join(k.value for k in kinds)
-    raise ValueError(f'{who} needs an encoder of kind {allowed}; {_name(encoder)} is of kind '
-                     f'{encoder.kind.value!r}.')
+    raise ValueError(
+        f'{who} needs an encoder of kind {allowed}; {_name(encoder)} is of kind ' f'{encoder.kind.value!r}.'
+    )
 
 
 def symmetric_limit(*arrays) -> float:
@@ -155,14 +157,14 @@ def bias_curves(encoder, params, distances, query_positions=None) -> np.ndarray:
     query_positions = default_query_positions(int(np.abs(distances).max()))
   q = _int_range('query_positions', query_positions)
   keys = q[:, None] + distances[None, :]
-  values = np.array(_pair_bias(encoder, params, jnp.asarray(q[:, None]), jnp.asarray(np.maximum(keys, 0))),
-                      np.float32)
+  values = np.array(_pair_bias(encoder, params, jnp.asarray(q[:, None]), jnp.asarray(np.maximum(keys, 0))), np.float32)
   values[keys < 0] = np.nan
   return values
 
 
-def plot_bias_curve(encoder, params, distances, *, query_positions=None, ax=None, title=None,
-                    max_heads: int = MAX_HEAD_PANELS):
+def plot_bias_curve(
+    encoder, params, distances, *, query_positions=None, ax=None, title=None, max_heads: int = MAX_HEAD_PANELS
+):
   """b_h(j - i) against j - i, one line per head.
 
   Not Toeplitz (query-dependent), or `query_positions` given: the first head only, one line per query
@@ -180,8 +182,9 @@ def plot_bias_curve(encoder, params, distances, *, query_positions=None, ax=None
       label = f'head {h}' if heads > 1 else 'every head'
       ax.plot(distances, values[:, h], lw=1.4, label=label, drawstyle='steps-mid')
   else:
-    query_positions = (default_query_positions(int(np.abs(distances).max()))
-                       if query_positions is None else query_positions)
+    query_positions = (
+        default_query_positions(int(np.abs(distances).max())) if query_positions is None else query_positions
+    )
     values = bias_curves(encoder, params, distances, query_positions)
     for i, row in zip(query_positions, values):
       ax.plot(distances, row[:, 0], lw=1.4, label=f'query i = {i}')
@@ -204,8 +207,9 @@ def plot_normalized_distance(encoder, params, distances, *, query_positions=None
   """
   plt = _pyplot()
   if not hasattr(encoder, 'normalized_distance'):
-    raise ValueError(f'plot_normalized_distance needs an encoder with normalized_distance (FIRE); '
-                     f'{_name(encoder)} has none.')
+    raise ValueError(
+        f'plot_normalized_distance needs an encoder with normalized_distance (FIRE); ' f'{_name(encoder)} has none.'
+    )
   distances = _int_range('distances', distances)
   distances = distances[distances <= 0]
   if query_positions is None:
@@ -219,27 +223,27 @@ def plot_normalized_distance(encoder, params, distances, *, query_positions=None
     ax.plot(distances[shown], value, lw=1.4, label=f'query i = {i}')
   ax.set_xlabel('relative position j - i (key - query)')
   ax.set_ylabel('psi(|i - j|) / psi(max(i, L))')
-  ax.set_title(title or f'{_name(encoder)}: MLP input (threshold L = {float(encoder.threshold(params)):g})',
-               fontsize=10)
+  ax.set_title(
+      title or f'{_name(encoder)}: MLP input (threshold L = {float(encoder.threshold(params)):g})', fontsize=10
+  )
   ax.grid(alpha=0.3)
   ax.legend(fontsize=7, frameon=False)
   return ax.figure
 
 
-def _heatmap_panels(fig, axes, matrices, titles, limit, cmap, xlabel, ylabel, colorbar_label,
-                    extent=None):
+def _heatmap_panels(fig, axes, matrices, titles, limit, cmap, xlabel, ylabel, colorbar_label, extent=None):
   image = None
   for ax, matrix, title in zip(axes, matrices, titles):
-    image = ax.imshow(matrix, cmap=cmap, vmin=-limit, vmax=limit, interpolation='nearest',
-                      extent=extent, aspect='auto')
+    image = ax.imshow(matrix, cmap=cmap, vmin=-limit, vmax=limit, interpolation='nearest', extent=extent, aspect='auto')
     ax.set_title(title, fontsize=9)
     ax.set_xlabel(xlabel)
   axes[0].set_ylabel(ylabel)
   fig.colorbar(image, ax=list(axes), shrink=0.9, label=colorbar_label)
 
 
-def plot_bias_heatmaps(encoder, params, length: int, *, q_offset: int = 0, axes=None, title=None,
-                       max_heads: int = MAX_HEAD_PANELS):
+def plot_bias_heatmaps(
+    encoder, params, length: int, *, q_offset: int = 0, axes=None, title=None, max_heads: int = MAX_HEAD_PANELS
+):
   """The (L, L) bias matrix `relpos_jax.bias_matrix` builds, one panel per head on one colour scale.
 
   Heads with identical biases share one panel ("every head"). The scale is symmetric about 0 and shared
@@ -252,8 +256,7 @@ def plot_bias_heatmaps(encoder, params, length: int, *, q_offset: int = 0, axes=
   heads = matrix.shape[0] if heads_differ(matrix, axis=0) else 1
   shown = min(heads, max_heads)
   if axes is None:
-    fig, axes = plt.subplots(1, shown, figsize=(2.6 * shown + 1.2, 2.8), dpi=100, layout='constrained',
-                             squeeze=False)
+    fig, axes = plt.subplots(1, shown, figsize=(2.6 * shown + 1.2, 2.8), dpi=100, layout='constrained', squeeze=False)
     axes = list(axes[0])
   else:
     axes = list(np.ravel(axes))
@@ -264,8 +267,18 @@ def plot_bias_heatmaps(encoder, params, length: int, *, q_offset: int = 0, axes=
   if heads > shown:
     titles[-1] += f' (of {heads})'
   extent = (-0.5, length - 0.5, q_offset + length - 0.5, q_offset - 0.5)  # axis ticks at positions
-  _heatmap_panels(fig, axes[:shown], matrix[:shown], titles, symmetric_limit(matrix), BIAS_CMAP,
-                  'key position j', 'query position i', 'bias', extent)
+  _heatmap_panels(
+      fig,
+      axes[:shown],
+      matrix[:shown],
+      titles,
+      symmetric_limit(matrix),
+      BIAS_CMAP,
+      'key position j',
+      'query position i',
+      'bias',
+      extent,
+  )
   fig.suptitle(title or f'{_name(encoder)}: {length} x {length} bias', fontsize=10)
   return fig
 
@@ -285,8 +298,10 @@ def bucket_maps(encoder, distances) -> dict[str, np.ndarray]:
     return {f'scale {s}': row for s, row in zip(encoder.scales, maps)}
   if hasattr(encoder, 'bucket'):
     return {_name(encoder): np.asarray(_buckets(encoder, distances, False))}
-  raise ValueError(f'plot_bucket_maps: {_name(encoder)} has no bucket map (bucket or buckets); allowed: '
-                   f'table encoders such as t5, piecewise, shaw, multiscale.')
+  raise ValueError(
+      f'plot_bucket_maps: {_name(encoder)} has no bucket map (bucket or buckets); allowed: '
+      f'table encoders such as t5, piecewise, shaw, multiscale.'
+  )
 
 
 def plot_bucket_maps(encoder, distances, *, ax=None, title=None):
@@ -312,8 +327,15 @@ def plot_bucket_maps(encoder, distances, *, ax=None, title=None):
 # Rotary encoders.
 
 
-def plot_rotary_frequencies(head_dim: int, rules: Mapping[str, Mapping], *, length: int | None = None,
-                            original_max_position: int | None = None, axes=None, title=None):
+def plot_rotary_frequencies(
+    head_dim: int,
+    rules: Mapping[str, Mapping],
+    *,
+    length: int | None = None,
+    original_max_position: int | None = None,
+    axes=None,
+    title=None,
+):
   """Wavelength 2 pi / theta_k per rotary pair k under each scaling rule, and theta'_k / theta_k.
 
   `rules` maps a legend label to RoPE hyperparameters, e.g. {'YaRN': dict(scaling='yarn', factor=8.0,
@@ -335,8 +357,10 @@ def plot_rotary_frequencies(head_dim: int, rules: Mapping[str, Mapping], *, leng
     hparams = dict(hparams)
     rule_length = length if hparams.get('scaling') == 'dynamic' else None
     if hparams.get('scaling') == 'dynamic' and length is None:
-      raise ValueError(f'plot_rotary_frequencies: rule {label!r} is dynamic NTK, which depends on the '
-                       f'current length; pass length=...')
+      raise ValueError(
+          f'plot_rotary_frequencies: rule {label!r} is dynamic NTK, which depends on the '
+          f'current length; pass length=...'
+      )
     theta = rope.inverse_frequencies(head_dim, rule_length, **hparams)
     wave_ax.plot(pairs, 2 * np.pi / theta, lw=1.4, label=label)
     ratio_ax.plot(pairs, theta / reference, lw=1.4, label=label)
@@ -386,8 +410,18 @@ def rotary_score_matrix(encoder, params, query, key, length: int) -> np.ndarray:
   return np.asarray(rq @ rk.T, np.float32)
 
 
-def plot_rotary_scores(encoder, params, distances, *, query_positions: Sequence[int] = (0, 1000),
-                       query=None, key=None, length: int = 64, axes=None, title=None):
+def plot_rotary_scores(
+    encoder,
+    params,
+    distances,
+    *,
+    query_positions: Sequence[int] = (0, 1000),
+    query=None,
+    key=None,
+    length: int = 64,
+    axes=None,
+    title=None,
+):
   """<R_i q, R_j k> against j - i at each query position, and the (L, L) score matrix.
 
   Default q = k = (1, ..., 1), RoFormer's "long-term decay" setting (section 3.4.3): the score
@@ -407,14 +441,14 @@ def plot_rotary_scores(encoder, params, distances, *, query_positions: Sequence[
   if causal:
     distances = distances[distances <= 0]
   if axes is None:
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), dpi=100, layout='constrained',
-                             gridspec_kw={'width_ratios': [1.6, 1]})
+    fig, axes = plt.subplots(
+        1, 2, figsize=(11, 3.6), dpi=100, layout='constrained', gridspec_kw={'width_ratios': [1.6, 1]}
+    )
   curve_ax, matrix_ax = np.ravel(axes)[:2]
   fig = curve_ax.figure
   for n, i in enumerate(query_positions):
     scores = rotary_scores(encoder, params, query, key, distances, int(i))
-    curve_ax.plot(distances, scores, lw=1.6 if n == 0 else 1.0, ls='-' if n == 0 else '--',
-                  label=f'query i = {i}')
+    curve_ax.plot(distances, scores, lw=1.6 if n == 0 else 1.0, ls='-' if n == 0 else '--', label=f'query i = {i}')
   curve_ax.axvline(0, color='grey', lw=0.8, ls=':')
   curve_ax.axhline(0, color='grey', lw=0.8)
   curve_ax.set_xlabel('relative position j - i (key - query)')
@@ -426,8 +460,17 @@ def plot_rotary_scores(encoder, params, distances, *, query_positions: Sequence[
   if causal:
     matrix = np.where(np.tril(np.ones_like(matrix, bool)), matrix, np.nan)
   matrix_title = f'{length} x {length} scores' + (' (j <= i)' if causal else '')
-  _heatmap_panels(fig, [matrix_ax], [matrix], [matrix_title],
-                  symmetric_limit(matrix), BIAS_CMAP, 'key position j', 'query position i', 'score')
+  _heatmap_panels(
+      fig,
+      [matrix_ax],
+      [matrix],
+      [matrix_title],
+      symmetric_limit(matrix),
+      BIAS_CMAP,
+      'key position j',
+      'query position i',
+      'score',
+  )
   fig.suptitle(title or f'{_name(encoder)}: rotated score, head_dim = {head_dim}', fontsize=10)
   return fig
 
@@ -455,8 +498,7 @@ def plot_relative_embeddings(encoder, params, distances, *, head: int = 0, axes=
     panels.append(('value embeddings a^V', np.asarray(values)[:, head].T))
   if axes is None:
     count = len(panels) + (v_bias is not None)
-    fig, axes = plt.subplots(1, count, figsize=(4.6 * count + 1, 3.4), dpi=100, layout='constrained',
-                             squeeze=False)
+    fig, axes = plt.subplots(1, count, figsize=(4.6 * count + 1, 3.4), dpi=100, layout='constrained', squeeze=False)
     axes = list(axes[0])
   else:
     axes = list(np.ravel(axes))
@@ -464,8 +506,18 @@ def plot_relative_embeddings(encoder, params, distances, *, head: int = 0, axes=
   shared = 'shared by every head' if not heads_differ(keys, axis=1) else f'head {head}'
   limit = symmetric_limit(*(matrix for _, matrix in panels))
   extent = (distances[0] - 0.5, distances[-1] + 0.5, keys.shape[-1] - 0.5, -0.5)
-  _heatmap_panels(fig, axes[:len(panels)], [m for _, m in panels], [f'{t}, {shared}' for t, _ in panels],
-                  limit, BIAS_CMAP, 'relative position j - i', 'dimension', 'value', extent)
+  _heatmap_panels(
+      fig,
+      axes[: len(panels)],
+      [m for _, m in panels],
+      [f'{t}, {shared}' for t, _ in panels],
+      limit,
+      BIAS_CMAP,
+      'relative position j - i',
+      'dimension',
+      'value',
+      extent,
+  )
   if v_bias is not None:
     ax = axes[len(panels)]
     term = np.einsum('nhd,hd->nh', keys, np.asarray(v_bias))
@@ -478,8 +530,11 @@ def plot_relative_embeddings(encoder, params, distances, *, head: int = 0, axes=
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, frameon=False)
   clip = encoder.clip_distance
-  fig.suptitle(title or (f'{_name(encoder)}: relative embeddings'
-                         + (f' (clipped at |j - i| = {clip})' if clip is not None else '')), fontsize=10)
+  fig.suptitle(
+      title
+      or (f'{_name(encoder)}: relative embeddings' + (f' (clipped at |j - i| = {clip})' if clip is not None else '')),
+      fontsize=10,
+  )
   return fig
 
 
@@ -496,14 +551,25 @@ def plot_absolute_embeddings(encoder, params, length: int, *, axes=None, title=N
   table = np.asarray(_embed(encoder, params, jnp.arange(length)))  # (L, model_dim)
   similarity = table @ table.T / table.shape[-1]
   if axes is None:
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), dpi=100, layout='constrained',
-                             gridspec_kw={'width_ratios': [1.6, 1]})
+    fig, axes = plt.subplots(
+        1, 2, figsize=(11, 3.6), dpi=100, layout='constrained', gridspec_kw={'width_ratios': [1.6, 1]}
+    )
   table_ax, sim_ax = np.ravel(axes)[:2]
   fig = table_ax.figure
-  _heatmap_panels(fig, [table_ax], [table.T], ['embedding p_i'], symmetric_limit(table), BIAS_CMAP,
-                  'position i', 'feature', 'value')
-  _heatmap_panels(fig, [sim_ax], [similarity], ['p_i . p_j / model_dim'], symmetric_limit(similarity),
-                  BIAS_CMAP, 'position j', 'position i', 'similarity')
+  _heatmap_panels(
+      fig, [table_ax], [table.T], ['embedding p_i'], symmetric_limit(table), BIAS_CMAP, 'position i', 'feature', 'value'
+  )
+  _heatmap_panels(
+      fig,
+      [sim_ax],
+      [similarity],
+      ['p_i . p_j / model_dim'],
+      symmetric_limit(similarity),
+      BIAS_CMAP,
+      'position j',
+      'position i',
+      'similarity',
+  )
   fig.suptitle(title or f'{_name(encoder)}: absolute embeddings', fontsize=10)
   return fig
 
@@ -541,8 +607,18 @@ def describe(encoder) -> str:
   return f'{_name(encoder)}  [{encoder.kind.value}]\n  ' + ' '.join(doc.split())
 
 
-def plot_encoder(encoder, params=None, *, rng=None, num_heads: int = 4, head_dim: int = 32,
-                 model_dim: int = 128, length: int = 32, max_distance: int = 64, title: str | None = None):
+def plot_encoder(
+    encoder,
+    params=None,
+    *,
+    rng=None,
+    num_heads: int = 4,
+    head_dim: int = 32,
+    model_dim: int = 128,
+    length: int = 32,
+    max_distance: int = 64,
+    title: str | None = None,
+):
   """The figure that shows what `encoder` does, by kind; params from `encoder.init` when not given.
 
     scalar bias      b_h(j - i) curves over |j - i| <= max_distance, and the (length x length) heat maps
@@ -569,15 +645,24 @@ def plot_encoder(encoder, params=None, *, rng=None, num_heads: int = 4, head_dim
     fig = plt.figure(figsize=(4.6 + 2.5 * heads + 1, 3.2), dpi=100, layout='constrained')
     grid = fig.add_gridspec(1, heads + 1, width_ratios=[1.9] + [1] * heads)
     plot_bias_curve(encoder, params, distances, ax=fig.add_subplot(grid[0]), title='bias vs j - i')
-    plot_bias_heatmaps(encoder, params, length, axes=[fig.add_subplot(grid[h + 1]) for h in range(heads)],
-                       title=title or (f'{_name(encoder)}: bias curves and {length} x {length} bias'
-                                       + ('' if encoder.is_toeplitz else ' (query-dependent)')))
+    plot_bias_heatmaps(
+        encoder,
+        params,
+        length,
+        axes=[fig.add_subplot(grid[h + 1]) for h in range(heads)],
+        title=title
+        or (
+            f'{_name(encoder)}: bias curves and {length} x {length} bias'
+            + ('' if encoder.is_toeplitz else ' (query-dependent)')
+        ),
+    )
     return fig
   if encoder.kind is Kind.VECTOR_RELATIVE:
     return plot_relative_embeddings(encoder, params, distances, title=title)
   if encoder.kind is Kind.ROTARY:
-    return plot_rotary_scores(encoder, params, distances, query_positions=(max_distance, 16 * max_distance),
-                              length=length, title=title)
+    return plot_rotary_scores(
+        encoder, params, distances, query_positions=(max_distance, 16 * max_distance), length=length, title=title
+    )
   if encoder.kind is Kind.ABSOLUTE:
     return plot_absolute_embeddings(encoder, params, length, title=title)
   raise ValueError(f'plot_encoder: no picture for kind {encoder.kind.value!r} of {_name(encoder)}.')

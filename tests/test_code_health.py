@@ -1,4 +1,5 @@
-"""Drift checks: no unused import or undefined name (pyflakes), and every docstring example still runs (doctest).
+"""Drift checks: no unused import or undefined name (pyflakes), every docstring example still runs (doctest), and
+the tree is formatted (pyink, configured in pyproject.toml).
 
 Both classes of drift went unnoticed before (an import left unused in train/loop.py, a docstring showing a
 `model_from` signature that no longer existed); these tests make either fail the suite.
@@ -10,6 +11,8 @@ import doctest
 import importlib
 import pathlib
 import pkgutil
+import subprocess
+import sys
 
 import pytest
 
@@ -26,6 +29,7 @@ def _lint_messages() -> list[str]:
   found = []
 
   class Collect:
+
     def unexpectedError(self, filename, msg):
       found.append(f'{filename}: {msg}')
 
@@ -58,10 +62,18 @@ def test_docstring_examples_run():
   attempted = 0
   failures = []
   for module in _modules():
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
-                             report=False)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, report=False)
     attempted += result.attempted
     if result.failed:
       failures.append(f'{module.__name__}: {result.failed} of {result.attempted} examples failed')
   assert not failures, '\n'.join(failures) + '\n(run python -m doctest -v on the module to see them)'
   assert attempted > 0  # The examples are found at all.
+
+
+def test_tree_is_formatted():
+  """`pyink --check .` passes: run `pyink .` (the settings are pyproject.toml's [tool.pyink]) before committing."""
+  pytest.importorskip('pyink', reason='pyink is a dev extra: pip install -e ".[dev]"')
+  result = subprocess.run(
+      [sys.executable, '-m', 'pyink', '--check', '--quiet', '.'], cwd=ROOT, capture_output=True, text=True, check=False
+  )
+  assert result.returncode == 0, f'pyink --check . failed; run `pyink .`:\n{result.stdout}{result.stderr}'

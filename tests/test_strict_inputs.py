@@ -41,15 +41,19 @@ def _cases():
 @pytest.mark.parametrize('name,field,value', list(_cases()))
 def test_every_field_of_every_encoder_refuses_a_wrong_type(name, field, value):
   # A wrapper (randomized, dape, the position remaps) is built around t5, a scalar bias every wrapper takes.
-  required = {f.name: encoders.make('t5') for f in dataclasses.fields(encoders.encoder_class(name))
-              if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+  required = {
+      f.name: encoders.make('t5')
+      for f in dataclasses.fields(encoders.encoder_class(name))
+      if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+  }
   with pytest.raises(ValueError, match=f'{field}='):
     encoders.make(name, **{**required, field: value})
 
 
 def test_the_registry_wide_test_covers_every_annotation():
-  annotations = {str(f.type).replace(' ', '') for n in encoders.names()
-                 for f in dataclasses.fields(encoders.encoder_class(n))}
+  annotations = {
+      str(f.type).replace(' ', '') for n in encoders.names() for f in dataclasses.fields(encoders.encoder_class(n))
+  }
   assert annotations <= set(_WRONG), annotations - set(_WRONG)
 
 
@@ -64,16 +68,20 @@ def test_one_draw_of_training_positions_per_model():
 
 
 def test_missing_wrapped_encoder_and_oversized_specs_are_value_errors():
-  with pytest.raises(ValueError, match="randomized: base=None is invalid.*randomized\\(rope\\)"):
+  with pytest.raises(ValueError, match='randomized: base=None is invalid.*randomized\\(rope\\)'):
     encoders.from_spec('randomized')
   with pytest.raises(ValueError, match='at most 64 encoders'):
     encoders.from_spec(' + '.join(['t5'] * 2001))
   with pytest.raises(ValueError, match='at most 64'):
     encoders.combine(*[encoders.make('alibi')] * 65)
-  for name, field in (('shaw', 'max_distance'), ('shaw_vector', 'max_distance'), ('learned', 'max_length'),
-                      ('t5', 'max_distance')):
+  for name, field in (
+      ('shaw', 'max_distance'),
+      ('shaw_vector', 'max_distance'),
+      ('learned', 'max_length'),
+      ('t5', 'max_distance'),
+  ):
     with pytest.raises(ValueError, match=f'{field}={2 ** 40}'):
-      encoders.make(name, **{field: 2 ** 40})
+      encoders.make(name, **{field: 2**40})
 
 
 def _t5_params():
@@ -81,13 +89,16 @@ def _t5_params():
   return t5, t5.init(jax.random.key(0), 2)
 
 
-@pytest.mark.parametrize('bad', [1.5, np.float32(2.0), -2 ** 31, 2 ** 31])
+@pytest.mark.parametrize('bad', [1.5, np.float32(2.0), -(2**31), 2**31])
 def test_q_offset_must_be_an_integer_that_fits(bad):
   t5, params = _t5_params()
-  for call in (lambda: relpos_jax.relative_positions(2, 3, q_offset=bad),
-               lambda: relpos_jax.bias_matrix(t5, params, 2, 3, q_offset=bad),
-               lambda: relpos_jax.bias_matrix(encoders.make('alibi'), encoders.make('alibi').init(
-                   jax.random.key(0), 2), 2, 3, q_offset=bad)):
+  for call in (
+      lambda: relpos_jax.relative_positions(2, 3, q_offset=bad),
+      lambda: relpos_jax.bias_matrix(t5, params, 2, 3, q_offset=bad),
+      lambda: relpos_jax.bias_matrix(
+          encoders.make('alibi'), encoders.make('alibi').init(jax.random.key(0), 2), 2, 3, q_offset=bad
+      ),
+  ):
     with pytest.raises(ValueError, match='q_offset'):
       call()
 
@@ -96,7 +107,7 @@ def test_positions_must_be_integers_that_fit_int32_differences():
   fire = encoders.make('fire')
   params = fire.init(jax.random.key(0), 2)
   with pytest.raises(ValueError, match='outside the supported range'):
-    relpos_jax.bias_at_positions(fire, params, np.array([[2 ** 31 - 1]]), np.array([[-1]]))
+    relpos_jax.bias_at_positions(fire, params, np.array([[2**31 - 1]]), np.array([[-1]]))
   with pytest.raises(ValueError, match='must be an int array'):
     relpos_jax.bias_at_positions(fire, params, np.array([[1.5]]), np.array([[0.0]]))
   config = ModelConfig(vocab_size=8, encoder='t5', model_dim=8, num_heads=2, num_layers=1)
@@ -104,7 +115,7 @@ def test_positions_must_be_integers_that_fit_int32_differences():
   tokens = np.zeros((1, 2), np.int32)
   # int64 positions 2^32 + k used to be read as k.
   with pytest.raises(ValueError, match='outside the supported range'):
-    model(tokens, positions=np.array([[2 ** 32, 2 ** 32 + 1]], np.int64))
+    model(tokens, positions=np.array([[2**32, 2**32 + 1]], np.int64))
   assert np.all(np.isfinite(model(tokens, positions=np.array([[0, validation.MAX_POSITION]]))))
 
 
@@ -122,8 +133,9 @@ def test_padding_masks_follow_one_rule_in_the_layer_and_the_model():
   for bad in (np.array([[1, 1, 0]]), np.array([[1.0, 0.5, 0.0]])):
     with pytest.raises(ValueError, match='padding_mask must be bool'):
       layer(x, padding_mask=bad)
-  np.testing.assert_allclose(layer(x, padding_mask=np.array([[True, True, False]])),
-                             layer(x, padding_mask=jnp.array([[True, True, False]])))
+  np.testing.assert_allclose(
+      layer(x, padding_mask=np.array([[True, True, False]])), layer(x, padding_mask=jnp.array([[True, True, False]]))
+  )
 
 
 def test_mismatched_params_name_what_they_were_built_for():
@@ -158,7 +170,7 @@ def test_xpos_refuses_positions_past_its_float32_range():
 
 def test_sinusoids_keep_their_phase_at_large_positions():
   """Exact phases: at 1e8 and 2^30 - 1 every feature matches the float64 formula (float32 products collapse)."""
-  positions = np.array([0, 12_345, 10 ** 8, validation.MAX_POSITION])
+  positions = np.array([0, 12_345, 10**8, validation.MAX_POSITION])
   got = np.asarray(encoders.absolute.sinusoids(positions, 16))
   inverse_wavelengths = 10_000.0 ** -(2.0 * np.arange(8) / 16)
   angles = positions[:, None].astype(np.float64) * inverse_wavelengths

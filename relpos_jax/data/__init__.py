@@ -8,12 +8,45 @@ length bucketing and scoring helpers. Everything is deterministic from an ``np.r
 """
 
 from relpos_jax.data import buckets, corpus, tasks
-from relpos_jax.data.buckets import (BatchSpec, bucket_for, length_buckets, pad_batch, pad_to_bucket,
-                                     sample_bucketed, task_buckets)
+from relpos_jax.data.buckets import (
+    BatchSpec,
+    bucket_for,
+    length_buckets,
+    pad_batch,
+    pad_to_bucket,
+    sample_bucketed,
+    task_buckets,
+)
 from relpos_jax.data.corpus import VOCAB_SIZE, Corpus, nats_to_bits_per_byte
-from relpos_jax.data.tasks import (TASKS, BidirectionalTask, Task, make_task, per_token_accuracy,
-                                   sequence_exact_match, task_names)
+from relpos_jax.data.tasks import (
+    TASKS,
+    BidirectionalTask,
+    Task,
+    make_task,
+    per_token_accuracy,
+    sequence_exact_match,
+    task_names,
+)
 
-__all__ = ['BatchSpec', 'Corpus', 'BidirectionalTask', 'TASKS', 'Task', 'VOCAB_SIZE', 'bucket_for', 'buckets', 'corpus',
-           'length_buckets', 'make_task', 'nats_to_bits_per_byte', 'pad_batch', 'pad_to_bucket',
-           'per_token_accuracy', 'sample_bucketed', 'sequence_exact_match', 'task_buckets', 'task_names', 'tasks']
+__all__ = [
+    'BatchSpec',
+    'Corpus',
+    'BidirectionalTask',
+    'TASKS',
+    'Task',
+    'VOCAB_SIZE',
+    'bucket_for',
+    'buckets',
+    'corpus',
+    'length_buckets',
+    'make_task',
+    'nats_to_bits_per_byte',
+    'pad_batch',
+    'pad_to_bucket',
+    'per_token_accuracy',
+    'sample_bucketed',
+    'sequence_exact_match',
+    'task_buckets',
+    'task_names',
+    'tasks',
+]

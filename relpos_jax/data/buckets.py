@@ -34,8 +34,16 @@ import numpy as np
 from relpos_jax import validation
 from relpos_jax.data.tasks.base import Batch, Task
 
-__all__ = ['BatchSpec', 'bucket_for', 'length_buckets', 'pad_batch', 'pad_to_bucket', 'quantile_buckets',
-           'sample_bucketed', 'task_buckets']
+__all__ = [
+    'BatchSpec',
+    'bucket_for',
+    'length_buckets',
+    'pad_batch',
+    'pad_to_bucket',
+    'quantile_buckets',
+    'sample_bucketed',
+    'task_buckets',
+]
 
 
 def quantile_buckets(values: Iterable[int], num_buckets: int) -> tuple[int, ...]:

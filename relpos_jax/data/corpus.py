@@ -58,8 +58,9 @@ DOC_SEPARATOR = 0
 DEFAULT_MAX_TRAIN_BYTES = 8_000_000
 DEFAULT_VAL_FRACTION = 0.05
 DEFAULT_SUFFIXES = ('.py', '.txt', '.md', '.rst')
-STDLIB_EXCLUDED_DIRS = frozenset({'site-packages', 'dist-packages', 'test', 'tests', 'idlelib', 'lib2to3',
-                                  '__pycache__', 'encodings'})
+STDLIB_EXCLUDED_DIRS = frozenset(
+    {'site-packages', 'dist-packages', 'test', 'tests', 'idlelib', 'lib2to3', '__pycache__', 'encodings'}
+)
 SPLITS = ('train', 'validation')
 STDLIB = 'stdlib'
 
@@ -148,9 +149,9 @@ def _walk_sorted(root: str, suffixes: tuple[str, ...], excluded_dirs: frozenset[
 class Corpus:
   """A byte-level corpus with a fixed by-file train/validation split. Build with ``stdlib``/``from_paths``."""
 
-  train_tokens: np.ndarray       # uint8 (num_train_tokens,)
-  val_tokens: np.ndarray         # uint8 (num_val_tokens,)
-  files: tuple[tuple[str, str], ...]   # (split, relative path) in load order
+  train_tokens: np.ndarray  # uint8 (num_train_tokens,)
+  val_tokens: np.ndarray  # uint8 (num_val_tokens,)
+  files: tuple[tuple[str, str], ...]  # (split, relative path) in load order
   fingerprint: str
   source: str
   max_train_bytes: int | None
@@ -159,8 +160,9 @@ class Corpus:
 
   # ---------------------------------------------------------------- construction
   @classmethod
-  def stdlib(cls, max_train_bytes: int | None = DEFAULT_MAX_TRAIN_BYTES,
-             val_fraction: float = DEFAULT_VAL_FRACTION) -> 'Corpus':
+  def stdlib(
+      cls, max_train_bytes: int | None = DEFAULT_MAX_TRAIN_BYTES, val_fraction: float = DEFAULT_VAL_FRACTION
+  ) -> 'Corpus':
     """The running interpreter's standard-library ``.py`` sources (see module docstring)."""
     _check_options(max_train_bytes, val_fraction)
     root = sysconfig.get_paths()['stdlib']
@@ -168,14 +170,18 @@ class Corpus:
       raise ValueError(f'standard library directory {root!r} not found')
     entries = _walk_sorted(root, ('.py',), STDLIB_EXCLUDED_DIRS)
     source = f'python{sys.version_info.major}.{sys.version_info.minor} stdlib .py sources at {root}'
-    return cls._build(entries, source=source, max_train_bytes=max_train_bytes, val_fraction=val_fraction,
-                      empty_what=root)
+    return cls._build(
+        entries, source=source, max_train_bytes=max_train_bytes, val_fraction=val_fraction, empty_what=root
+    )
 
   @classmethod
-  def from_paths(cls, paths: Sequence[str | os.PathLike] | str | os.PathLike,
-                 max_train_bytes: int | None = DEFAULT_MAX_TRAIN_BYTES,
-                 val_fraction: float = DEFAULT_VAL_FRACTION,
-                 suffixes: Iterable[str] = DEFAULT_SUFFIXES) -> 'Corpus':
+  def from_paths(
+      cls,
+      paths: Sequence[str | os.PathLike] | str | os.PathLike,
+      max_train_bytes: int | None = DEFAULT_MAX_TRAIN_BYTES,
+      val_fraction: float = DEFAULT_VAL_FRACTION,
+      suffixes: Iterable[str] = DEFAULT_SUFFIXES,
+  ) -> 'Corpus':
     """Text files and/or directories (walked recursively for ``suffixes``). Order of ``paths`` is kept."""
     _check_options(max_train_bytes, val_fraction)
     if isinstance(paths, (str, os.PathLike)):
@@ -199,12 +205,17 @@ class Corpus:
       else:
         raise ValueError(f'path {p!r} does not exist')
     source = 'files: ' + ', '.join(os.path.abspath(p) for p in paths)
-    return cls._build(entries, source=source, max_train_bytes=max_train_bytes, val_fraction=val_fraction,
-                      empty_what=', '.join(paths))
+    return cls._build(
+        entries, source=source, max_train_bytes=max_train_bytes, val_fraction=val_fraction, empty_what=', '.join(paths)
+    )
 
   @classmethod
-  def from_glob(cls, pattern: str | os.PathLike, max_train_bytes: int | None = DEFAULT_MAX_TRAIN_BYTES,
-                val_fraction: float = DEFAULT_VAL_FRACTION) -> 'Corpus':
+  def from_glob(
+      cls,
+      pattern: str | os.PathLike,
+      max_train_bytes: int | None = DEFAULT_MAX_TRAIN_BYTES,
+      val_fraction: float = DEFAULT_VAL_FRACTION,
+  ) -> 'Corpus':
     """The files `pattern` matches (`glob`, `**` recursing), any suffix; relative paths (split, fingerprint)
     are taken from the pattern's leading directory without wildcards."""
     _check_options(max_train_bytes, val_fraction)
@@ -212,14 +223,26 @@ class Corpus:
     if not glob.has_magic(pattern):
       raise ValueError(f'{pattern!r} is not a glob pattern (no *, ? or [...]); use Corpus.from_paths')
     root = _glob_root(pattern)
-    entries = sorted((os.path.relpath(p, root).replace(os.sep, '/'), p)
-                     for p in glob.iglob(pattern, recursive=True) if os.path.isfile(p))
-    return cls._build(entries, source=f'glob: {os.path.abspath(pattern)}', max_train_bytes=max_train_bytes,
-                      val_fraction=val_fraction, empty_what=pattern)
+    entries = sorted(
+        (os.path.relpath(p, root).replace(os.sep, '/'), p)
+        for p in glob.iglob(pattern, recursive=True)
+        if os.path.isfile(p)
+    )
+    return cls._build(
+        entries,
+        source=f'glob: {os.path.abspath(pattern)}',
+        max_train_bytes=max_train_bytes,
+        val_fraction=val_fraction,
+        empty_what=pattern,
+    )
 
   @classmethod
-  def load(cls, corpus: str | os.PathLike, max_train_bytes: int | None = DEFAULT_MAX_TRAIN_BYTES,
-           val_fraction: float = DEFAULT_VAL_FRACTION) -> 'Corpus':
+  def load(
+      cls,
+      corpus: str | os.PathLike,
+      max_train_bytes: int | None = DEFAULT_MAX_TRAIN_BYTES,
+      val_fraction: float = DEFAULT_VAL_FRACTION,
+  ) -> 'Corpus':
     """`'stdlib'`, or a path: a directory (walked for ``DEFAULT_SUFFIXES``), a text file, or a glob pattern.
 
     What `config.data.corpus` names. Raises TypeError for a non-string, ValueError naming the path when it
@@ -233,11 +256,18 @@ class Corpus:
     return cls.from_paths(path, max_train_bytes=max_train_bytes, val_fraction=val_fraction)
 
   @classmethod
-  def _build(cls, entries: list[tuple[str, str]], *, source: str, max_train_bytes: int | None,
-             val_fraction: float, empty_what: str) -> 'Corpus':
+  def _build(
+      cls,
+      entries: list[tuple[str, str]],
+      *,
+      source: str,
+      max_train_bytes: int | None,
+      val_fraction: float,
+      empty_what: str,
+  ) -> 'Corpus':
     _check_options(max_train_bytes, val_fraction)
     # Read every candidate lazily, in order, and assign splits.
-    docs: list[tuple[str, str, bytes]] = []   # (split, rel, data)
+    docs: list[tuple[str, str, bytes]] = []  # (split, rel, data)
     train_bytes = 0
     for rel, full in entries:
       data = _read_text_bytes(full)
@@ -245,7 +275,7 @@ class Corpus:
         continue
       split = 'validation' if _is_validation(rel, val_fraction) else 'train'
       if split == 'train':
-        added = len(data) + (1 if train_bytes else 0)     # + the NUL separator
+        added = len(data) + (1 if train_bytes else 0)  # + the NUL separator
         if max_train_bytes is not None and train_bytes + added > max_train_bytes and train_bytes > 0:
           break
         train_bytes += added
@@ -255,7 +285,7 @@ class Corpus:
     if val_fraction > 0 and len(docs) >= 2 and not any(s == 'validation' for s, _, _ in docs):
       j = min(range(len(docs)), key=lambda k: (_path_hash(docs[k][1]), docs[k][1]))
       docs[j] = ('validation',) + docs[j][1:]
-    if not any(s == 'train' for s, _, _ in docs):   # only possible with a single, validation-hashed file
+    if not any(s == 'train' for s, _, _ in docs):  # only possible with a single, validation-hashed file
       docs = [('train',) + d[1:] for d in docs]
 
     h = hashlib.sha256()
@@ -266,10 +296,15 @@ class Corpus:
     tr = sep.join(d for s, _, d in docs if s == 'train')
     va = sep.join(d for s, _, d in docs if s == 'validation')
     # np.frombuffer over immutable bytes gives read-only arrays: the token arrays cannot be modified.
-    return cls(train_tokens=np.frombuffer(tr, dtype=np.uint8), val_tokens=np.frombuffer(va, dtype=np.uint8),
-               files=tuple((s, r) for s, r, _ in docs), fingerprint=h.hexdigest()[:16], source=source,
-               max_train_bytes=None if max_train_bytes is None else int(max_train_bytes),
-               val_fraction=float(val_fraction))
+    return cls(
+        train_tokens=np.frombuffer(tr, dtype=np.uint8),
+        val_tokens=np.frombuffer(va, dtype=np.uint8),
+        files=tuple((s, r) for s, r, _ in docs),
+        fingerprint=h.hexdigest()[:16],
+        source=source,
+        max_train_bytes=None if max_train_bytes is None else int(max_train_bytes),
+        val_fraction=float(val_fraction),
+    )
 
   # ---------------------------------------------------------------- info
   @property
@@ -303,16 +338,24 @@ class Corpus:
 
   def describe(self) -> dict:
     """JSON-friendly summary to record next to results."""
-    return {'source': self.source, 'fingerprint': self.fingerprint, 'vocab_size': self.vocab_size,
-            'unit': 'byte (UTF-8); bits per character = bits per byte',
-            'num_files': self.num_files, 'num_train_files': self.num_train_files,
-            'num_val_files': self.num_val_files, 'num_train_tokens': self.num_train_tokens,
-            'num_val_tokens': self.num_val_tokens, 'max_train_bytes': self.max_train_bytes,
-            'val_fraction': self.val_fraction}
+    return {
+        'source': self.source,
+        'fingerprint': self.fingerprint,
+        'vocab_size': self.vocab_size,
+        'unit': 'byte (UTF-8); bits per character = bits per byte',
+        'num_files': self.num_files,
+        'num_train_files': self.num_train_files,
+        'num_val_files': self.num_val_files,
+        'num_train_tokens': self.num_train_tokens,
+        'num_val_tokens': self.num_val_tokens,
+        'max_train_bytes': self.max_train_bytes,
+        'val_fraction': self.val_fraction,
+    }
 
   # ---------------------------------------------------------------- batches
-  def sample_batch(self, rng: np.random.Generator, batch_size: int, length: int,
-                   split: str = 'train', rows: slice | None = None) -> np.ndarray:
+  def sample_batch(
+      self, rng: np.random.Generator, batch_size: int, length: int, split: str = 'train', rows: slice | None = None
+  ) -> np.ndarray:
     """Random crops: int32 array (batch_size, length + 1).
 
     Row ``r`` is ``tokens[s_r : s_r + length + 1]`` with ``s_r`` uniform over all valid starts; use
@@ -326,8 +369,9 @@ class Corpus:
     validation.positive_int('corpus', 'length', length)
     toks = self.tokens(split)
     if length + 1 > toks.size:
-      raise ValueError(f'length={length} needs length + 1 = {length + 1} tokens but the {split} split has '
-                       f'only {toks.size}')
+      raise ValueError(
+          f'length={length} needs length + 1 = {length + 1} tokens but the {split} split has ' f'only {toks.size}'
+      )
     starts = rng.integers(0, toks.size - length, size=batch_size)
     if rows is not None:
       if not isinstance(rows, slice) or rows.step not in (None, 1):
@@ -348,8 +392,9 @@ class Corpus:
     toks = self.tokens(split)
     k = (toks.size - 1) // length if toks.size > 0 else 0
     if k < 1:
-      raise ValueError(f'length={length} needs length + 1 = {length + 1} tokens but the {split} split has '
-                       f'only {toks.size}')
+      raise ValueError(
+          f'length={length} needs length + 1 = {length + 1} tokens but the {split} split has ' f'only {toks.size}'
+      )
     n = min(int(max_windows), k)
     idx = (np.arange(n, dtype=np.int64) * k) // n
     starts = idx * length
@@ -358,4 +403,3 @@ class Corpus:
   def _check_split(self, split: str) -> None:
     if split not in SPLITS:
       raise ValueError(f'split must be one of {SPLITS}, got {split!r}')
-

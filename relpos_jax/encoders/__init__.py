@@ -7,10 +7,20 @@ package imports them all, so `make(name, **hparams)` and `names()` see every enc
 import importlib as _importlib
 import pkgutil as _pkgutil
 
-from relpos_jax.encoders.contract import (AbsoluteEncoder, AttentionContext, ContextualEncoder, Dims, Encoder,
-                                          Kind, NormalizerEncoder, PositionRemapEncoder, RotaryEncoder,
-                                          TemperatureEncoder,
-                                          ScalarBiasEncoder, VectorRelativeEncoder)
+from relpos_jax.encoders.contract import (
+    AbsoluteEncoder,
+    AttentionContext,
+    ContextualEncoder,
+    Dims,
+    Encoder,
+    Kind,
+    NormalizerEncoder,
+    PositionRemapEncoder,
+    RotaryEncoder,
+    TemperatureEncoder,
+    ScalarBiasEncoder,
+    VectorRelativeEncoder,
+)
 from relpos_jax.encoders.registry import encoder_class, make, make_default, names, register
 
 for _module in sorted(m.name for m in _pkgutil.iter_modules(__path__)):

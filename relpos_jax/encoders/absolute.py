@@ -41,8 +41,9 @@ def sinusoids(positions: jax.Array, model_dim: int, max_wavelength: float = 10_0
   exponents = 2.0 * np.arange(num_frequencies) / model_dim
   # The phase pos / w^(2i/d) reduced mod 2 pi exactly (RoPE's fixed-point arithmetic): a float32 product
   # loses the phase of the fast frequencies from ~1e5 on and collapses every feature beyond ~1e8.
-  angles = rope.rotary_angles(validation.int_array('sinusoids', 'positions', positions),
-                              np.asarray(max_wavelength, np.float64) ** -exponents)
+  angles = rope.rotary_angles(
+      validation.int_array('sinusoids', 'positions', positions), np.asarray(max_wavelength, np.float64) ** -exponents
+  )
   # Stack on a new last axis then merge: feature 2i is sin, 2i + 1 is cos (the paper's interleaving).
   pe = jnp.stack([jnp.sin(angles), jnp.cos(angles)], axis=-1)
   return pe.reshape(pe.shape[:-2] + (2 * num_frequencies,))[..., :model_dim]
@@ -97,8 +98,9 @@ class Learned(contract.AbsoluteEncoder):
     if values is not None and values.size:
       low, high = int(values.min()), int(values.max())
       if low < 0:
-        raise ValueError(f'{self.name}: position {low} is negative; the table has positions '
-                         f'0..{self.max_length - 1}.')
+        raise ValueError(
+            f'{self.name}: position {low} is negative; the table has positions ' f'0..{self.max_length - 1}.'
+        )
       self.check_positions(high + 1)
     # A negative index would wrap to a row from the end: send it past the end, where the gather fills NaN.
     index = jnp.where(index < 0, self.max_length, index)
@@ -125,8 +127,9 @@ class AbsoluteScore(contract.ScalarBiasEncoder):
 
   def __post_init__(self):
     ok = isinstance(self.base, contract.Encoder) and self.base.kind is contract.Kind.ABSOLUTE
-    validation.require(ok, self.name, 'base', self.base,
-                 'an absolute encoder (kind ABSOLUTE), e.g. sinusoidal or learned')
+    validation.require(
+        ok, self.name, 'base', self.base, 'an absolute encoder (kind ABSOLUTE), e.g. sinusoidal or learned'
+    )
 
   @property
   def max_length(self) -> int | None:
@@ -137,11 +140,13 @@ class AbsoluteScore(contract.ScalarBiasEncoder):
 
   def init_params(self, rng, dims_):
     base_rng, query_rng, key_rng = jax.random.split(rng, 3)
-    init = jax.nn.initializers.normal(dims_.model_dim ** -0.5)
+    init = jax.nn.initializers.normal(dims_.model_dim**-0.5)
     shape = (dims_.model_dim, dims_.num_heads, dims_.head_dim)
-    return {'base': self.base.init(base_rng, dims_.num_heads, model_dim=dims_.model_dim),
-            'query_proj': init(query_rng, shape, jnp.float32),
-            'key_proj': init(key_rng, shape, jnp.float32)}
+    return {
+        'base': self.base.init(base_rng, dims_.num_heads, model_dim=dims_.model_dim),
+        'query_proj': init(query_rng, shape, jnp.float32),
+        'key_proj': init(key_rng, shape, jnp.float32),
+    }
 
   def _project(self, params, proj, positions):
     p = self.base.embed(params['base'], positions)  # positions.shape + (model_dim,)
@@ -150,7 +155,8 @@ class AbsoluteScore(contract.ScalarBiasEncoder):
   def bias(self, params, rel):
     raise ValueError(
         f'{self.name} depends on the absolute positions i and j, not on j - i alone: evaluate it with '
-        f'pair_bias(params, q_pos, k_pos), relpos_jax.bias_matrix or relpos_jax.bias_at_positions.')
+        f'pair_bias(params, q_pos, k_pos), relpos_jax.bias_matrix or relpos_jax.bias_at_positions.'
+    )
 
   def pair_bias(self, params, q_pos, k_pos):
     """q_pos, k_pos: broadcastable int arrays -> broadcast shape + (num_heads,)."""

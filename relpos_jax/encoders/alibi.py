@@ -49,7 +49,7 @@ def alibi_slopes(num_heads: int) -> np.ndarray:
   closest = 2 ** int(math.floor(math.log2(num_heads)))
   slopes = _power_of_two_slopes(closest)
   # Every other slope of twice as many heads interleaves with the slopes above (the reference's rule).
-  slopes += _power_of_two_slopes(2 * closest)[0::2][:num_heads - closest]
+  slopes += _power_of_two_slopes(2 * closest)[0::2][: num_heads - closest]
   return np.asarray(slopes, np.float64)
 
 
@@ -62,9 +62,14 @@ class ALiBi(contract.ScalarBiasEncoder):
 
   def __post_init__(self):
     if self.asymmetric:
-      validation.require(self.bidirectional and self.learnable_slopes, self.name, 'asymmetric', self.asymmetric,
-                         'False unless bidirectional=True and learnable_slopes=True (past and future slopes '
-                         'are learned from the paper\'s; a causal bias has no future)')
+      validation.require(
+          self.bidirectional and self.learnable_slopes,
+          self.name,
+          'asymmetric',
+          self.asymmetric,
+          'False unless bidirectional=True and learnable_slopes=True (past and future slopes '
+          "are learned from the paper's; a causal bias has no future)",
+      )
 
   def init_params(self, rng, dims_):
     del rng

@@ -41,30 +41,58 @@ class Combined(contract.Encoder):
     validation.require(isinstance(parts, (tuple, list)), self.name, 'parts', parts, 'a tuple of encoders')
     flat = []
     for part in parts:
-      validation.require(isinstance(part, contract.Encoder), self.name, 'parts', part,
-                   'encoders only (e.g. relpos_jax.encoders.make("t5"))')
+      validation.require(
+          isinstance(part, contract.Encoder),
+          self.name,
+          'parts',
+          part,
+          'encoders only (e.g. relpos_jax.encoders.make("t5"))',
+      )
       flat.extend(part.parts if isinstance(part, Combined) else (part,))
     object.__setattr__(self, 'parts', tuple(flat))
-    validation.require(2 <= len(flat) <= MAX_PARTS, self.name, 'parts', self.parts,
-                       f'at least two encoders (a single encoder is used as it is) and at most {MAX_PARTS}')
+    validation.require(
+        2 <= len(flat) <= MAX_PARTS,
+        self.name,
+        'parts',
+        self.parts,
+        f'at least two encoders (a single encoder is used as it is) and at most {MAX_PARTS}',
+    )
     drawing = [p for part in flat for p in contract.walk(part) if p.train_position_limit is not None]
-    validation.require(len(drawing) <= 1, self.name, 'parts', self.parts,
-                       f'at most one part that draws training positions (randomized); got {len(drawing)}, and '
-                       f'only one draw can be used: wrap the whole sum once, randomized(a + b)')
+    validation.require(
+        len(drawing) <= 1,
+        self.name,
+        'parts',
+        self.parts,
+        f'at most one part that draws training positions (randomized); got {len(drawing)}, and '
+        f'only one draw can be used: wrap the whole sum once, randomized(a + b)',
+    )
     leaves = contract.leaves(self)
-    for kind, why in ((contract.Kind.ROTARY, 'rotating twice composes into another rotation, not a sum'),
-                      (contract.Kind.ABSOLUTE, 'one input-level absolute encoding per model'),
-                      (contract.Kind.NORMALIZER, 'one function replaces the softmax')):
+    for kind, why in (
+        (contract.Kind.ROTARY, 'rotating twice composes into another rotation, not a sum'),
+        (contract.Kind.ABSOLUTE, 'one input-level absolute encoding per model'),
+        (contract.Kind.NORMALIZER, 'one function replaces the softmax'),
+    ):
       same = [p for p in leaves if p.kind is kind]
-      validation.require(len(same) <= 1, self.name, 'parts', self.parts,
-                   f'at most one {kind.value} part ({why}); got {len(same)}')
+      validation.require(
+          len(same) <= 1, self.name, 'parts', self.parts, f'at most one {kind.value} part ({why}); got {len(same)}'
+      )
     replacing = [p for p in leaves if p.kind is contract.Kind.CONTEXTUAL and p.replaces_content]
-    validation.require(len(replacing) <= 1, self.name, 'parts', self.parts,
-                       f'at most one part that replaces the content logit q . k (path); got {len(replacing)}')
+    validation.require(
+        len(replacing) <= 1,
+        self.name,
+        'parts',
+        self.parts,
+        f'at most one part that replaces the content logit q . k (path); got {len(replacing)}',
+    )
     remaps = [p for p in leaves if p.kind is contract.Kind.POSITION_REMAP]
-    validation.require(not (replacing and remaps), self.name, 'parts', self.parts,
-                       'a position remap only beside parts that keep the content logit q . k (path replaces '
-                       'it, so there is no base score to remap)')
+    validation.require(
+        not (replacing and remaps),
+        self.name,
+        'parts',
+        self.parts,
+        'a position remap only beside parts that keep the content logit q . k (path replaces '
+        'it, so there is no base score to remap)',
+    )
 
   def children(self):
     return self.parts
@@ -80,9 +108,12 @@ class Combined(contract.Encoder):
   def init_params(self, rng, dims_):
     """Each part initialised with its own split of rng, for the same num_heads / head_dim / model_dim."""
     rngs = jax.random.split(rng, len(self.parts))
-    return {'parts': tuple(part.init(part_rng, dims_.num_heads, head_dim=dims_.head_dim,
-                                     model_dim=dims_.model_dim)
-                           for part, part_rng in zip(self.parts, rngs))}
+    return {
+        'parts': tuple(
+            part.init(part_rng, dims_.num_heads, head_dim=dims_.head_dim, model_dim=dims_.model_dim)
+            for part, part_rng in zip(self.parts, rngs)
+        )
+    }
 
   def terms(self, params) -> tuple[tuple[contract.Encoder, contract.Params], ...]:
     """(part, part params) pairs, the way the attention layer walks a combination."""

@@ -67,6 +67,7 @@ class Dims:
   parameter-free encoder (ALiBi with fixed slopes, NoPE, sinusoids) still knows its head count from its params,
   and params handed to the wrong encoder or layer are named in the error (`check_params`).
   """
+
   num_heads: int
   head_dim: int | None = None
   model_dim: int | None = None
@@ -80,8 +81,10 @@ def dims(params: Params) -> Dims:
 
 @functools.lru_cache(maxsize=256)
 def _expected_shapes(encoder, dims_: Dims):
-  params = jax.eval_shape(lambda rng: encoder.init(rng, dims_.num_heads, head_dim=dims_.head_dim,
-                                                   model_dim=dims_.model_dim), jax.random.key(0))
+  params = jax.eval_shape(
+      lambda rng: encoder.init(rng, dims_.num_heads, head_dim=dims_.head_dim, model_dim=dims_.model_dim),
+      jax.random.key(0),
+  )
   return jax.tree.structure(params), tuple(leaf.shape for leaf in jax.tree.leaves(params))
 
 
@@ -94,16 +97,18 @@ def check_params(encoder: Encoder, params: Params, num_heads: int | None = None)
   who = encoder.name or type(encoder).__name__
   found = params.get('dims') if isinstance(params, dict) else None
   if not isinstance(found, Dims):
-    raise ValueError(f'{who}: params must be the pytree {who}.init(...) returned (a dict with its "dims"), got '
-                     f'{type(params).__name__}.')
+    raise ValueError(
+        f'{who}: params must be the pytree {who}.init(...) returned (a dict with its "dims"), got '
+        f'{type(params).__name__}.'
+    )
   if num_heads is not None and found.num_heads != num_heads:
-    raise ValueError(f'{who}: params were initialised for {found.num_heads} heads, but this layer has '
-                     f'{num_heads}.')
+    raise ValueError(f'{who}: params were initialised for {found.num_heads} heads, but this layer has ' f'{num_heads}.')
   structure, shapes = _expected_shapes(encoder, found)
-  if (jax.tree.structure(params) != structure
-      or tuple(jnp.shape(leaf) for leaf in jax.tree.leaves(params)) != shapes):
-    raise ValueError(f'{who}: params were initialised for encoder {found.encoder} ({found}), not for {encoder!r}; '
-                     f'pass the params that {who}.init returned.')
+  if jax.tree.structure(params) != structure or tuple(jnp.shape(leaf) for leaf in jax.tree.leaves(params)) != shapes:
+    raise ValueError(
+        f'{who}: params were initialised for encoder {found.encoder} ({found}), not for {encoder!r}; '
+        f'pass the params that {who}.init returned.'
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,8 +130,9 @@ class Encoder:
   needs_head_dim: ClassVar[bool] = False
   needs_model_dim: ClassVar[bool] = False
 
-  def init(self, rng: jax.Array, num_heads: int, *, head_dim: int | None = None,
-           model_dim: int | None = None) -> Params:
+  def init(
+      self, rng: jax.Array, num_heads: int, *, head_dim: int | None = None, model_dim: int | None = None
+  ) -> Params:
     """Parameters for a layer of `num_heads` heads (head_dim / model_dim where the kind needs them)."""
     dims_ = self.init_dims(num_heads, head_dim=head_dim, model_dim=model_dim)
     return {'dims': dims_, **self.init_params(rng, dims_)}
@@ -135,10 +141,11 @@ class Encoder:
     """The checked sizes `init` records (for an encoder that overrides `init`, as a wrapper does)."""
     who = self.name or type(self).__name__
     sizes = {'head_dim': (head_dim, self.needs_head_dim), 'model_dim': (model_dim, self.needs_model_dim)}
-    checked = {field: None if value is None and not needed else validation.positive_int(who, field, value)
-               for field, (value, needed) in sizes.items()}
-    dims_ = Dims(num_heads=validation.positive_int(who, 'num_heads', num_heads), encoder=self.name or None,
-                 **checked)
+    checked = {
+        field: None if value is None and not needed else validation.positive_int(who, field, value)
+        for field, (value, needed) in sizes.items()
+    }
+    dims_ = Dims(num_heads=validation.positive_int(who, 'num_heads', num_heads), encoder=self.name or None, **checked)
     self.check_dims(dims_)
     return dims_
 
@@ -294,7 +301,8 @@ class AbsoluteEncoder(Encoder):
       raise ValueError(
           f'{self.name}: position {positions_upper_bound - 1} is beyond the table of max_length='
           f'{self.max_length} positions (0..{self.max_length - 1}); a learned absolute table cannot '
-          f'extrapolate. Raise max_length or evaluate at shorter lengths.')
+          f'extrapolate. Raise max_length or evaluate at shorter lengths.'
+      )
 
 
 class TableBiasEncoder(ScalarBiasEncoder):
@@ -322,8 +330,9 @@ class TableBiasEncoder(ScalarBiasEncoder):
     return jnp.take(params['table'], self.bucket(jnp.asarray(rel, jnp.int32)), axis=0)
 
 
-@functools.partial(jax.tree_util.register_dataclass, data_fields=['q_positions', 'k_positions', 'region'],
-                   meta_fields=['divisor'])
+@functools.partial(
+    jax.tree_util.register_dataclass, data_fields=['q_positions', 'k_positions', 'region'], meta_fields=['divisor']
+)
 @dataclasses.dataclass(frozen=True)
 class ScoreSet:
   """One set of remapped positions: the base encoder is evaluated with queries at `q_positions` (..., Lq) and
@@ -332,6 +341,7 @@ class ScoreSet:
   `divisor` (an int >= 1) divides the base's frequencies (a rotary base rotates at q_positions / divisor):
   how leaky ReRoPE compresses distances with integer positions.
   """
+
   q_positions: jax.Array
   k_positions: jax.Array
   region: jax.Array
@@ -379,6 +389,7 @@ class AttentionContext:
   q_index: (Lq,) int32, the key index of each query (q_offset + i).
   scale: the softmax scale 1 / sqrt(D).
   """
+
   query: jax.Array
   key: jax.Array
   features: jax.Array | None
@@ -423,8 +434,7 @@ class NormalizerEncoder(Encoder):
 
   kind = Kind.NORMALIZER
 
-  def weights(self, params: Params, logits: jax.Array, ctx: AttentionContext
-              ) -> tuple[jax.Array, jax.Array | None]:
+  def weights(self, params: Params, logits: jax.Array, ctx: AttentionContext) -> tuple[jax.Array, jax.Array | None]:
     """logits (B, H, Lq, Lk) float32 -> (weights (B, H, Lq, Lk), remainder (B, H, Lq) or None).
 
     A remainder r_i is the weight given to query i's own value v_{q_index[i]} on top of the weights.
@@ -440,4 +450,3 @@ class TemperatureEncoder(Encoder):
   def temperature(self, params: Params, num_visible: jax.Array, q_index: jax.Array) -> jax.Array:
     """num_visible (B, Lq) float32 (keys query i sees, >= 1 for a query that sees any) -> (B, H, Lq)."""
     raise NotImplementedError
-

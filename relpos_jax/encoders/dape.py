@@ -59,8 +59,12 @@ def init_channel_layers(rng, channels, kernel_size: int) -> list[dict]:
   for layer_rng, n_in, n_out in zip(jax.random.split(rng, len(channels) - 1), channels[:-1], channels[1:]):
     kernel_rng, bias_rng = jax.random.split(layer_rng)
     fan_in = n_in * kernel_size
-    layers.append({'kernel': _torch_uniform(kernel_rng, (kernel_size, n_in, n_out), fan_in),
-                   'bias': _torch_uniform(bias_rng, (n_out,), fan_in)})
+    layers.append(
+        {
+            'kernel': _torch_uniform(kernel_rng, (kernel_size, n_in, n_out), fan_in),
+            'bias': _torch_uniform(bias_rng, (n_out,), fan_in),
+        }
+    )
   return layers
 
 
@@ -72,7 +76,7 @@ def conv_along_keys(x: jax.Array, kernel: jax.Array, bias: jax.Array) -> jax.Arr
   k_len = x.shape[2]
   out = bias
   for m in range(size):
-    out = out + jnp.einsum('bijc,cd->bijd', padded[:, :, m:m + k_len], kernel[m])
+    out = out + jnp.einsum('bijc,cd->bijd', padded[:, :, m : m + k_len], kernel[m])
   return out
 
 
@@ -90,23 +94,32 @@ class DAPE(contract.WrapsBase, contract.Encoder):
 
   def __post_init__(self):
     ok = isinstance(self.base, contract.Encoder) and self.base.kind is contract.Kind.SCALAR_BIAS
-    validation.require(ok, self.name, 'base', self.base,
-                       'a scalar-bias encoder (alibi, kerple_log, fire, t5, ...), e.g. make("alibi")')
+    validation.require(
+        ok, self.name, 'base', self.base, 'a scalar-bias encoder (alibi, kerple_log, fire, t5, ...), e.g. make("alibi")'
+    )
     validation.choice(self.name, 'version', self.version, (1, 2))
     validation.positive_int(self.name, 'mlp_width', self.mlp_width)
     validation.positive_int(self.name, 'kernel_size', self.kernel_size)
-    validation.require(self.kernel_size % 2 == 1, self.name, 'kernel_size', self.kernel_size,
-                       'an odd int (centred on the key)')
-    validation.require(self.version == 2 or self.kernel_size == 3, self.name, 'kernel_size', self.kernel_size,
-                       'only with version=2 (version 1 is a per-pair MLP)')
+    validation.require(
+        self.kernel_size % 2 == 1, self.name, 'kernel_size', self.kernel_size, 'an odd int (centred on the key)'
+    )
+    validation.require(
+        self.version == 2 or self.kernel_size == 3,
+        self.name,
+        'kernel_size',
+        self.kernel_size,
+        'only with version=2 (version 1 is a per-pair MLP)',
+    )
 
   def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
     dims_ = self.init_dims(num_heads, head_dim=head_dim, model_dim=model_dim)
     base_rng, mlp_rng = jax.random.split(rng)
     size = 1 if self.version == 1 else self.kernel_size
-    return {'dims': dims_,
-            'base': self.base.init(base_rng, num_heads, head_dim=head_dim, model_dim=model_dim),
-            'layers': init_channel_layers(mlp_rng, (2 * num_heads, self.mlp_width, num_heads), size)}
+    return {
+        'dims': dims_,
+        'base': self.base.init(base_rng, num_heads, head_dim=head_dim, model_dim=model_dim),
+        'layers': init_channel_layers(mlp_rng, (2 * num_heads, self.mlp_width, num_heads), size),
+    }
 
   def children(self):
     return (self.base,)
@@ -114,12 +127,12 @@ class DAPE(contract.WrapsBase, contract.Encoder):
   def base_bias(self, params, q_len: int, k_len: int, *, q_offset=0, q_positions=None, k_positions=None):
     """B: the base's bias, (H, Lq, Lk) for contiguous positions, (B, H, Lq, Lk) at explicit ones."""
     from relpos_jax import positions as positions_lib  # Local: positions imports the encoders' contract.
+
     if q_positions is None:
       return positions_lib.bias_matrix(self.base, params['base'], q_len, k_len, q_offset)
     return positions_lib.bias_at_positions(self.base, params['base'], q_positions, k_positions)
 
-  def correction(self, params, scores: jax.Array, bias: jax.Array, valid: jax.Array | None = None
-                 ) -> jax.Array:
+  def correction(self, params, scores: jax.Array, bias: jax.Array, valid: jax.Array | None = None) -> jax.Array:
     """f([A; B]): scores, bias (B, H, Lq, Lk) float32 (zero where masked) -> (B, H, Lq, Lk).
 
     valid (B|1, 1, Lq, Lk): version 2 also zeroes the hidden activations of masked entries, so every

@@ -58,14 +58,15 @@ class FIRE(contract.ScalarBiasEncoder):
     validation.positive_int(self.name, 'mlp_width', self.mlp_width, maximum=validation.MAX_TABLE_ROWS)
     for field in ('init_c', 'init_threshold', 'eps'):
       value = getattr(self, field)
-      ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            and value > 0)
+      ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
       validation.require(ok, self.name, field, value, 'a finite number > 0')
 
   def init_params(self, rng, dims_):
-    return {'mlp': init_mlp(rng, (1, self.mlp_width, dims_.num_heads), torch_default=True),
-            'c': jnp.asarray(self.init_c, jnp.float32),
-            'threshold_multiplier': jnp.asarray(1.0, jnp.float32)}
+    return {
+        'mlp': init_mlp(rng, (1, self.mlp_width, dims_.num_heads), torch_default=True),
+        'c': jnp.asarray(self.init_c, jnp.float32),
+        'threshold_multiplier': jnp.asarray(1.0, jnp.float32),
+    }
 
   def scale(self, params) -> jax.Array:
     """c, the log transform's scale (kept positive through |.|, as in the reference)."""
@@ -93,4 +94,5 @@ class FIRE(contract.ScalarBiasEncoder):
     raise ValueError(
         'fire: the FIRE bias depends on the query position i as well as on j - i (it is normalised by '
         'psi(max(i, L))), so it cannot be evaluated from relative positions alone. Use '
-        'encoder.pair_bias(params, q_pos, k_pos), relpos_jax.bias_matrix or relpos_jax.bias_at_positions.')
+        'encoder.pair_bias(params, q_pos, k_pos), relpos_jax.bias_matrix or relpos_jax.bias_at_positions.'
+    )

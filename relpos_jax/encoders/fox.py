@@ -94,8 +94,10 @@ class FoX(contract.ContextualEncoder):
 
   def bias(self, params, rel):
     if not self.bias_only:
-      raise ValueError('fox: the data-dependent forget gate depends on the tokens, not on j - i; only '
-                       'fox(bias_only=True) has a bias(rel). The attention layer computes fox from q, k, x.')
+      raise ValueError(
+          'fox: the data-dependent forget gate depends on the tokens, not on j - i; only '
+          'fox(bias_only=True) has a bias(rel). The attention layer computes fox from q, k, x.'
+      )
     rel = jnp.asarray(rel, jnp.float32)[..., None]
     return self.slopes(params) * jnp.minimum(rel, 0.0)
 

@@ -117,8 +117,7 @@ class _Kerple(contract.ScalarBiasEncoder):
   def init_params(self, rng, dims_):
     rng1, rng2 = jax.random.split(rng)
     shape = (dims_.num_heads,)
-    return {'r1_raw': positive_raw_uniform(rng1, shape, self.r1_init_upper),
-            'r2_raw': self._r2_raw_init(rng2, shape)}
+    return {'r1_raw': positive_raw_uniform(rng1, shape, self.r1_init_upper), 'r2_raw': self._r2_raw_init(rng2, shape)}
 
   def effective_params(self, params) -> tuple[jax.Array, jax.Array]:
     """(r1, r2), each (num_heads,), the constrained kernel parameters."""
@@ -131,10 +130,20 @@ class _Kerple(contract.ScalarBiasEncoder):
     num_heads = contract.dims(params).num_heads
     r1 = np.broadcast_to(np.asarray(r1, np.float64), (num_heads,))
     r2 = np.broadcast_to(np.asarray(r2, np.float64), (num_heads,))
-    validation.require(bool(np.all(r1 > EPS) and np.all(np.isfinite(r1))), self.name, 'r1', r1.tolist(),
-                 f'finite values > {EPS} (the reference clamp floor)')
-    validation.require(bool(np.all(r2 > EPS) and np.all(r2 < self.r2_upper_open)), self.name, 'r2', r2.tolist(),
-                 f'values in ({EPS}, {self.r2_upper_open})')
+    validation.require(
+        bool(np.all(r1 > EPS) and np.all(np.isfinite(r1))),
+        self.name,
+        'r1',
+        r1.tolist(),
+        f'finite values > {EPS} (the reference clamp floor)',
+    )
+    validation.require(
+        bool(np.all(r2 > EPS) and np.all(r2 < self.r2_upper_open)),
+        self.name,
+        'r2',
+        r2.tolist(),
+        f'values in ({EPS}, {self.r2_upper_open})',
+    )
     return {**params, 'r1_raw': positive_inverse(r1), 'r2_raw': self._r2_inverse(r2)}
 
 

@@ -53,7 +53,7 @@ from relpos_jax.encoders.multiscale import MultiScale
 from relpos_jax.encoders.registry import register
 
 # Relative positions are clipped to this magnitude before the int32 arithmetic (far beyond any length).
-_MAX_REL = 2 ** 30
+_MAX_REL = 2**30
 
 
 def _signature(base, rel: np.ndarray) -> np.ndarray:
@@ -92,16 +92,28 @@ class Monotone(contract.ScalarBiasEncoder):
   init_decay: str = 'log'
 
   def __post_init__(self):
-    allowed = ('a shaw, piecewise, t5 or multiscale encoder (a lecture table whose buckets give the knots), '
-               'e.g. make("t5", bidirectional=False)')
+    allowed = (
+        'a shaw, piecewise, t5 or multiscale encoder (a lecture table whose buckets give the knots), '
+        'e.g. make("t5", bidirectional=False)'
+    )
     validation.require(isinstance(self.base, contract.Encoder), self.name, 'base', self.base, allowed)
-    validation.require(getattr(self.base, 'name', None) in ('shaw', 'piecewise', 't5', 'multiscale'),
-                       self.name, 'base', self.base, allowed)
+    validation.require(
+        getattr(self.base, 'name', None) in ('shaw', 'piecewise', 't5', 'multiscale'),
+        self.name,
+        'base',
+        self.base,
+        allowed,
+    )
     validation.positive_int(self.name, 'window', self.window)
     knots = self.num_knots
-    validation.require(self.window <= knots - 1, self.name, 'window', self.window,
-                       f'<= {knots - 1}: the base has {knots} knots and at least the last segment must be '
-                       'monotone (it sets the tail)')
+    validation.require(
+        self.window <= knots - 1,
+        self.name,
+        'window',
+        self.window,
+        f'<= {knots - 1}: the base has {knots} knots and at least the last segment must be '
+        'monotone (it sets the tail)',
+    )
     validation.number(self.name, 'init_slope', self.init_slope, above=0)
     validation.choice(self.name, 'init_decay', self.init_decay, ('log', 'linear'))
 
@@ -118,8 +130,10 @@ class Monotone(contract.ScalarBiasEncoder):
     """(num_sides, K) int: the knot distances of each side (equal counts for every supported base)."""
     per_side = [knot_distances(self.base, side) for side in self.sides]
     if len({len(k) for k in per_side}) != 1:
-      raise ValueError(f'{self.name}: base {self.base!r} has {[len(k) for k in per_side]} knots on its two '
-                       'sides; allowed: a base with as many buckets behind as ahead.')
+      raise ValueError(
+          f'{self.name}: base {self.base!r} has {[len(k) for k in per_side]} knots on its two '
+          'sides; allowed: a base with as many buckets behind as ahead.'
+      )
     return np.stack(per_side)
 
   @property
@@ -134,11 +148,13 @@ class Monotone(contract.ScalarBiasEncoder):
   def init_params(self, rng, dims_):
     del rng  # Deterministic: the bias starts as -r_h log(1 + n) (or -r_h n) at the knots.
     knots = self.knots().astype(np.float64)
-    u = np.log1p(knots) if self.init_decay == 'log' else knots                 # (S, K)
+    u = np.log1p(knots) if self.init_decay == 'log' else knots  # (S, K)
     values = -u[:, :, None] * self.head_rates(dims_.num_heads)[None, None, :]  # (S, K, H)
-    decrements = values[:, self.window - 1:-1] - values[:, self.window:]       # > 0: knots strictly grow
-    return {'near': jnp.asarray(values[:, :self.window], jnp.float32),
-            'decrements_raw': jnp.asarray(np.log(np.expm1(decrements)), jnp.float32)}  # softplus^-1
+    decrements = values[:, self.window - 1 : -1] - values[:, self.window :]  # > 0: knots strictly grow
+    return {
+        'near': jnp.asarray(values[:, : self.window], jnp.float32),
+        'decrements_raw': jnp.asarray(np.log(np.expm1(decrements)), jnp.float32),
+    }  # softplus^-1
 
   def knot_values(self, params) -> jax.Array:
     """(num_sides, K, num_heads): v_k of the module docstring."""
@@ -149,8 +165,7 @@ class Monotone(contract.ScalarBiasEncoder):
   def _side_bias(self, values, knots, n):
     """values (K, H), knots (K,) int, n int distances >= 0 -> n.shape + (H,)."""
     u_knots = jnp.log1p(jnp.asarray(knots, jnp.float32))
-    segment = jnp.clip(jnp.searchsorted(jnp.asarray(knots, jnp.int32), n, side='right') - 1,
-                       0, len(knots) - 2)
+    segment = jnp.clip(jnp.searchsorted(jnp.asarray(knots, jnp.int32), n, side='right') - 1, 0, len(knots) - 2)
     u0, u1 = u_knots[segment], u_knots[segment + 1]
     t = ((jnp.log1p(n.astype(jnp.float32)) - u0) / (u1 - u0))[..., None]
     v0, v1 = jnp.take(values, segment, axis=0), jnp.take(values, segment + 1, axis=0)

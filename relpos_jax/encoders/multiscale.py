@@ -62,12 +62,22 @@ class MultiScale(contract.ScalarBiasEncoder):
     if isinstance(scales, list):  # A list (e.g. from a config) would make the encoder unhashable.
       scales = tuple(scales)
       object.__setattr__(self, 'scales', scales)
-    validation.require(isinstance(scales, tuple) and len(scales) >= 1, self.name, 'scales', self.scales,
-                 'a non-empty tuple of ints >= 1')
+    validation.require(
+        isinstance(scales, tuple) and len(scales) >= 1,
+        self.name,
+        'scales',
+        self.scales,
+        'a non-empty tuple of ints >= 1',
+    )
     for scale in scales:
       validation.positive_int(self.name, 'scales', scale)
-    validation.require(len(set(scales)) == len(scales), self.name, 'scales', self.scales,
-                 'distinct ints (a repeated scale only duplicates a table)')
+    validation.require(
+        len(set(scales)) == len(scales),
+        self.name,
+        'scales',
+        self.scales,
+        'distinct ints (a repeated scale only duplicates a table)',
+    )
     validation.positive_int(self.name, 'buckets_per_side', self.buckets_per_side, maximum=validation.MAX_TABLE_ROWS)
     validation.choice(self.name, 'reduction', self.reduction, REDUCTIONS)
 

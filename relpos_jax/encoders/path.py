@@ -50,11 +50,12 @@ def short_conv(x: jax.Array, kernel: jax.Array) -> jax.Array:
   size = kernel.shape[0]
   padded = jnp.pad(x, [(0, 0), (size - 1, 0), (0, 0)])
   length = x.shape[1]
-  return sum(padded[:, m:m + length] * kernel[m] for m in range(size))
+  return sum(padded[:, m : m + length] * kernel[m] for m in range(size))
 
 
-def householder_logits(query: jax.Array, key: jax.Array, w: jax.Array, beta: jax.Array, q_index: jax.Array,
-                       block_size: int = 64) -> jax.Array:
+def householder_logits(
+    query: jax.Array, key: jax.Array, w: jax.Array, beta: jax.Array, q_index: jax.Array, block_size: int = 64
+) -> jax.Array:
   """a_ij = q_i^T H_{q_index[i]} ... H_{j+1} k_j for j <= q_index[i] (0 above), H_s = I - beta_s w_s w_s^T.
 
   query (B, Lq, H, D), key and w (B, Lk, H, D), beta (B, Lk, H), q_index (Lq,) -> (B, H, Lq, Lk) float32.
@@ -83,8 +84,7 @@ def householder_logits(query: jax.Array, key: jax.Array, w: jax.Array, beta: jax
   def block(u, inputs):
     return jax.lax.scan(step, u, inputs)
 
-  _, columns = jax.lax.scan(block, jnp.asarray(query, jnp.float32),
-                            (to_steps(key), to_steps(w), to_steps(beta), index))
+  _, columns = jax.lax.scan(block, jnp.asarray(query, jnp.float32), (to_steps(key), to_steps(w), to_steps(beta), index))
   columns = jnp.flip(columns.reshape((blocks * block_size, b, q_len, h)), 0)[:k_len]  # (Lk, B, Lq, H)
   return jnp.transpose(columns, (1, 3, 2, 0))
 
@@ -106,13 +106,14 @@ class PaTH(contract.ContextualEncoder):
   def init_params(self, rng, dims_):
     down, up, conv, beta = jax.random.split(rng, 4)
     inner = dims_.num_heads * dims_.head_dim
-    bound = 1.0 / self.conv_size ** 0.5
-    return {'w_down': INIT_STDDEV * jax.random.normal(down, (dims_.model_dim, self.rank), jnp.float32),
-            'w_up': INIT_STDDEV * jax.random.normal(up, (self.rank, inner), jnp.float32),
-            'w_conv': jax.random.uniform(conv, (self.conv_size, inner), jnp.float32, -bound, bound),
-            'beta_kernel': INIT_STDDEV * jax.random.normal(beta, (dims_.model_dim, dims_.num_heads),
-                                                           jnp.float32),
-            'beta_bias': jnp.zeros((dims_.num_heads,), jnp.float32)}
+    bound = 1.0 / self.conv_size**0.5
+    return {
+        'w_down': INIT_STDDEV * jax.random.normal(down, (dims_.model_dim, self.rank), jnp.float32),
+        'w_up': INIT_STDDEV * jax.random.normal(up, (self.rank, inner), jnp.float32),
+        'w_conv': jax.random.uniform(conv, (self.conv_size, inner), jnp.float32, -bound, bound),
+        'beta_kernel': INIT_STDDEV * jax.random.normal(beta, (dims_.model_dim, dims_.num_heads), jnp.float32),
+        'beta_bias': jnp.zeros((dims_.num_heads,), jnp.float32),
+    }
 
   def num_features(self, dims_):
     return self.rank + dims_.num_heads
@@ -127,10 +128,10 @@ class PaTH(contract.ContextualEncoder):
     mask = jnp.asarray(key_mask, bool)
     features = jnp.where(mask[..., None], features, 0.0)
     num_heads = params['beta_bias'].shape[0]
-    w = short_conv(features[..., :self.rank] @ params['w_up'], params['w_conv'])
+    w = short_conv(features[..., : self.rank] @ params['w_up'], params['w_conv'])
     w = jax.nn.silu(w).reshape(w.shape[:2] + (num_heads, -1))
     w = w * jax.lax.rsqrt(jnp.sum(w * w, axis=-1, keepdims=True) + 1e-6)
-    beta = jnp.where(mask[..., None], 2.0 * jax.nn.sigmoid(features[..., self.rank:]), 0.0)
+    beta = jnp.where(mask[..., None], 2.0 * jax.nn.sigmoid(features[..., self.rank :]), 0.0)
     return w, beta
 
   def score_term(self, params, ctx):

@@ -37,8 +37,7 @@ from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
 
-def piecewise_distance_bucket(n: jax.Array, *, exact_distance: int, compression: int,
-                              max_distance: int) -> jax.Array:
+def piecewise_distance_bucket(n: jax.Array, *, exact_distance: int, compression: int, max_distance: int) -> jax.Array:
   """g(n) above for non-negative int distances n: exact to e, c per bucket to M, saturated from M."""
   n = jnp.asarray(n, jnp.int32)
   exact = jnp.minimum(n, exact_distance)
@@ -62,16 +61,24 @@ class Piecewise(contract.TableBiasEncoder):
     validation.positive_int(self.name, 'compression', self.compression, minimum=1)
     validation.positive_int(self.name, 'max_distance', self.max_distance, minimum=1, maximum=validation.MAX_TABLE_ROWS)
     # Exact buckets past the saturation point could never be filled: distances >= M share one bucket.
-    validation.require(self.exact_distance <= self.max_distance, self.name, 'exact_distance',
-                 self.exact_distance,
-                 f'<= max_distance={self.max_distance} (exact buckets beyond the saturation distance '
-                 f'would never be filled)')
+    validation.require(
+        self.exact_distance <= self.max_distance,
+        self.name,
+        'exact_distance',
+        self.exact_distance,
+        f'<= max_distance={self.max_distance} (exact buckets beyond the saturation distance ' f'would never be filled)',
+    )
     span = self.max_distance - self.exact_distance
     nearest = self.exact_distance + self.compression * -(-span // self.compression)
-    validation.require(span % self.compression == 0, self.name, 'compression', self.compression,
-                 f'a divisor of max_distance - exact_distance = {span}, so that every compressed bucket '
-                 f'holds exactly `compression` distances and saturation starts at max_distance '
-                 f'(e.g. max_distance={nearest})')
+    validation.require(
+        span % self.compression == 0,
+        self.name,
+        'compression',
+        self.compression,
+        f'a divisor of max_distance - exact_distance = {span}, so that every compressed bucket '
+        f'holds exactly `compression` distances and saturation starts at max_distance '
+        f'(e.g. max_distance={nearest})',
+    )
 
   @property
   def buckets_per_side(self) -> int:
@@ -85,8 +92,9 @@ class Piecewise(contract.TableBiasEncoder):
 
   def distance_bucket(self, n: jax.Array) -> jax.Array:
     """g(n) for distances n >= 0."""
-    return piecewise_distance_bucket(n, exact_distance=self.exact_distance, compression=self.compression,
-                                     max_distance=self.max_distance)
+    return piecewise_distance_bucket(
+        n, exact_distance=self.exact_distance, compression=self.compression, max_distance=self.max_distance
+    )
 
   def bucket(self, rel: jax.Array) -> jax.Array:
     """The table row of relative position rel = j - i (int array of any shape), in 0..num_buckets - 1."""

@@ -47,7 +47,6 @@ class PoPE(contract.RotaryEncoder):
   def __post_init__(self):
     validation.number(self.name, 'base', self.base, above=1)
 
-
   def init_params(self, rng, dims_):
     del rng
     return {'phase_bias': jnp.zeros((dims_.num_heads, dims_.head_dim), jnp.float32)}
@@ -58,12 +57,15 @@ class PoPE(contract.RotaryEncoder):
     head_dim = x.shape[-1]
     dims_ = contract.dims(params)
     if dims_.head_dim is not None and dims_.head_dim != head_dim:
-      raise ValueError(f'{self.name}: x has head_dim={head_dim} but the params were initialised for '
-                       f'head_dim={dims_.head_dim}.')
+      raise ValueError(
+          f'{self.name}: x has head_dim={head_dim} but the params were initialised for ' f'head_dim={dims_.head_dim}.'
+      )
     positions = jnp.asarray(positions)
     if not jnp.issubdtype(positions.dtype, jnp.integer) or positions.shape[-1] != x.shape[-3]:
-      raise ValueError(f'{self.name}: positions must be integers of shape (..., {x.shape[-3]}), got '
-                       f'{positions.dtype} {positions.shape}.')
+      raise ValueError(
+          f'{self.name}: positions must be integers of shape (..., {x.shape[-3]}), got '
+          f'{positions.dtype} {positions.shape}.'
+      )
     angles = rope.rotary_angles(positions, pope_frequencies(head_dim, self.base))[..., None, :]  # (.., L, 1, D)
     if bias is not None:
       angles = angles + bias

@@ -51,20 +51,32 @@ class Randomized(contract.WrapsBase, contract.Encoder):
   max_position: int = 2048
 
   kind = contract.Kind.COMBINED
+
   def __post_init__(self):
-    validation.require(isinstance(self.base, contract.Encoder), self.name, 'base', self.base,
-                       'an Encoder instance, e.g. make("rope")')
+    validation.require(
+        isinstance(self.base, contract.Encoder), self.name, 'base', self.base, 'an Encoder instance, e.g. make("rope")'
+    )
     # Randomizing twice has no meaning (only one draw can be used) and would hide a config mistake.
     nested = [node for node in contract.walk(self.base) if node.train_position_limit is not None]
-    validation.require(not nested, self.name, 'base', self.base,
-                       'an encoder that is not itself randomized and holds no randomized part')
+    validation.require(
+        not nested,
+        self.name,
+        'base',
+        self.base,
+        'an encoder that is not itself randomized and holds no randomized part',
+    )
     validation.positive_int(self.name, 'max_position', self.max_position, maximum=validation.MAX_TABLE_ROWS)
     for part in contract.leaves(self.base):
       # A position table must hold every position training can draw.
       if part.kind is contract.Kind.ABSOLUTE and part.max_length is not None:
-        validation.require(self.max_position <= part.max_length, self.name, 'max_position', self.max_position,
-                           f'<= {part.max_length}, the max_length of {type(part).__name__}, whose table '
-                           f'cannot hold the positions training draws')
+        validation.require(
+            self.max_position <= part.max_length,
+            self.name,
+            'max_position',
+            self.max_position,
+            f'<= {part.max_length}, the max_length of {type(part).__name__}, whose table '
+            f'cannot hold the positions training draws',
+        )
 
   def children(self):
     return (self.base,)
@@ -86,7 +98,9 @@ class Randomized(contract.WrapsBase, contract.Encoder):
     batch = validation.positive_int(self.name, 'batch', batch)
     length = validation.positive_int(self.name, 'length', length)
     if length > self.max_position:
-      raise ValueError(f'{self.name}: cannot draw length={length} distinct positions from '
-                       f'max_position={self.max_position}; raise max_position to at least {length} '
-                       f'(it should cover the longest evaluation length).')
+      raise ValueError(
+          f'{self.name}: cannot draw length={length} distinct positions from '
+          f'max_position={self.max_position}; raise max_position to at least {length} '
+          f'(it should cover the longest evaluation length).'
+      )
     return sample_positions(rng, batch, length, self.max_position)

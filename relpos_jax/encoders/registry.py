@@ -17,8 +17,7 @@ def register(name: str):
 
   def wrap(cls):
     if name in _REGISTRY and _REGISTRY[name] is not cls:
-      raise ValueError(f'encoder name {name!r} is registered twice ({_REGISTRY[name].__name__}, '
-                       f'{cls.__name__}).')
+      raise ValueError(f'encoder name {name!r} is registered twice ({_REGISTRY[name].__name__}, ' f'{cls.__name__}).')
     if not dataclasses.is_dataclass(cls) or not cls.__dataclass_params__.frozen:
       raise TypeError(f'{cls.__name__} must be a frozen dataclass to be registered.')
     cls.name = name
@@ -42,12 +41,23 @@ def _check_types_on_init(cls) -> None:
       bound = signature.bind(self, *args, **kwargs)
     except TypeError:
       bound = signature.bind_partial(self, *args, **kwargs)  # Unknown arguments: init's own TypeError.
-      missing = [f.name for f in dataclasses.fields(cls) if f.init and f.default is dataclasses.MISSING
-                 and f.default_factory is dataclasses.MISSING and f.name not in bound.arguments]
-      validation.require(not missing, cls.name, missing[0] if missing else '', None,
-                         f'a value: {missing} has no default (a wrapper needs the encoder it wraps: '
-                         f'{cls.name}(rope) in a spec, make({cls.name!r}, {missing[0] if missing else ""}='
-                         f'make("rope")) in Python)')
+      missing = [
+          f.name
+          for f in dataclasses.fields(cls)
+          if f.init
+          and f.default is dataclasses.MISSING
+          and f.default_factory is dataclasses.MISSING
+          and f.name not in bound.arguments
+      ]
+      validation.require(
+          not missing,
+          cls.name,
+          missing[0] if missing else '',
+          None,
+          f'a value: {missing} has no default (a wrapper needs the encoder it wraps: '
+          f'{cls.name}(rope) in a spec, make({cls.name!r}, {missing[0] if missing else ""}='
+          f'make("rope")) in Python)',
+      )
       raise
     validation.typed_fields(cls.name, dict(list(bound.arguments.items())[1:]), annotations)
     init(self, *args, **kwargs)
@@ -90,7 +100,8 @@ def make_default(name: str, wrapped: contract.Encoder | None = None) -> contract
   for field in dataclasses.fields(cls):
     if field.init and field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
       if 'Encoder' not in str(field.type):
-        raise ValueError(f'{name}.{field.name} has no default and takes no encoder; make({name!r}, '
-                         f'{field.name}=...) needs it.')
+        raise ValueError(
+            f'{name}.{field.name} has no default and takes no encoder; make({name!r}, ' f'{field.name}=...) needs it.'
+        )
       filled[field.name] = make('shaw', max_distance=4) if wrapped is None else wrapped
   return make(name, **filled)

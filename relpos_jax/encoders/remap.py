@@ -49,9 +49,13 @@ class _Remap(contract.PositionRemapEncoder):
     base = self.base
     if not isinstance(base, contract.Encoder):
       raise validation.invalid(self.name, 'base', base, 'an Encoder instance, e.g. make("rope")')
-    validation.require(base.kind in _BASE_KINDS, self.name, 'base', base,
-                       'a rotary or scalar-bias encoder (rope, xpos, alibi, t5, ...): a remap changes the '
-                       'positions they see')
+    validation.require(
+        base.kind in _BASE_KINDS,
+        self.name,
+        'base',
+        base,
+        'a rotary or scalar-bias encoder (rope, xpos, alibi, t5, ...): a remap changes the ' 'positions they see',
+    )
     self._check()
 
   def _check(self):
@@ -83,8 +87,10 @@ class SelfExtend(_Remap):
     g, w = self.group_size, self.window
     neighbour = _distance(q_positions, k_positions) < w
     grouped_q = q_positions // g + (w - w // g)
-    return (contract.ScoreSet(q_positions, k_positions, neighbour),
-            contract.ScoreSet(grouped_q, k_positions // g, ~neighbour))
+    return (
+        contract.ScoreSet(q_positions, k_positions, neighbour),
+        contract.ScoreSet(grouped_q, k_positions // g, ~neighbour),
+    )
 
 
 @register('rerope')
@@ -101,9 +107,14 @@ class ReRope(_Remap):
     if self.leak is not None:
       validation.positive_int(self.name, 'leak', self.leak, minimum=2)
       rotary = self.base.kind is contract.Kind.ROTARY
-      validation.require(rotary and callable(getattr(self.base, 'rotate_divided', None)), self.name, 'leak',
-                       self.leak, f'None for base {self.base.name!r}: leaky ReRoPE needs a rotary base '
-                       'that rotates at fractional positions (rotate_divided, e.g. rope)')
+      validation.require(
+          rotary and callable(getattr(self.base, 'rotate_divided', None)),
+          self.name,
+          'leak',
+          self.leak,
+          f'None for base {self.base.name!r}: leaky ReRoPE needs a rotary base '
+          'that rotates at fractional positions (rotate_divided, e.g. rope)',
+      )
 
   def score_sets(self, q_positions, k_positions):
     w, k = self.window, self.leak
@@ -111,11 +122,12 @@ class ReRope(_Remap):
     if k is None:
       far_q = jnp.full_like(q_positions, w)
       far_k = jnp.zeros_like(k_positions)
-      return (contract.ScoreSet(q_positions, k_positions, near),
-              contract.ScoreSet(far_q, far_k, ~near))
+      return (contract.ScoreSet(q_positions, k_positions, near), contract.ScoreSet(far_q, far_k, ~near))
     # (i + W (k - 1)) / k - j / k = W + (d - W) / k: integer positions, frequencies divided by k.
-    return (contract.ScoreSet(q_positions, k_positions, near),
-            contract.ScoreSet(q_positions + w * (k - 1), k_positions, ~near, divisor=k))
+    return (
+        contract.ScoreSet(q_positions, k_positions, near),
+        contract.ScoreSet(q_positions + w * (k - 1), k_positions, ~near, divisor=k),
+    )
 
 
 @register('dual_chunk')
@@ -131,8 +143,13 @@ class DualChunk(_Remap):
   def _check(self):
     validation.positive_int(self.name, 'chunk', self.chunk, minimum=2)
     validation.positive_int(self.name, 'local_window', self.local_window)
-    validation.require(self.local_window < self.chunk, self.name, 'local_window', self.local_window,
-                       f'an int < chunk={self.chunk} (chunks hold chunk - local_window tokens)')
+    validation.require(
+        self.local_window < self.chunk,
+        self.name,
+        'local_window',
+        self.local_window,
+        f'an int < chunk={self.chunk} (chunks hold chunk - local_window tokens)',
+    )
 
   def score_sets(self, q_positions, k_positions):
     size = self.chunk - self.local_window  # Tokens per chunk.
@@ -140,6 +157,8 @@ class DualChunk(_Remap):
     k_chunk = (k_positions // size)[..., None, :]
     k_local = k_positions % size
     q_local = q_positions % size
-    return (contract.ScoreSet(q_local, k_local, q_chunk == k_chunk),
-            contract.ScoreSet(jnp.minimum(q_local + size, self.chunk), k_local, q_chunk - k_chunk == 1),
-            contract.ScoreSet(jnp.full_like(q_positions, self.chunk), k_local, q_chunk - k_chunk > 1))
+    return (
+        contract.ScoreSet(q_local, k_local, q_chunk == k_chunk),
+        contract.ScoreSet(jnp.minimum(q_local + size, self.chunk), k_local, q_chunk - k_chunk == 1),
+        contract.ScoreSet(jnp.full_like(q_positions, self.chunk), k_local, q_chunk - k_chunk > 1),
+    )

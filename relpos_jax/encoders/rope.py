@@ -78,25 +78,52 @@ _RULE_FIELDS = {
     'linear': {'factor': _REQUIRED},
     'ntk': {'factor': _REQUIRED},
     'dynamic': {'factor': _REQUIRED, 'original_max_position': 2048},
-    'yarn': {'factor': _REQUIRED, 'original_max_position': 2048, 'beta_fast': 32.0, 'beta_slow': 1.0,
-             'attention_factor': None, 'truncate': True, 'mscale': None, 'mscale_all_dim': None,
-             'attn_factor': 1.0, 'dynamic': False},
-    'llama3': {'factor': 8.0, 'original_max_position': 8192, 'low_freq_factor': 1.0,
-               'high_freq_factor': 4.0},
-    'longrope': {'factor': _REQUIRED, 'original_max_position': 4096, 'short_factor': None, 'long_factor': None,
-                 'attention_factor': None},
+    'yarn': {
+        'factor': _REQUIRED,
+        'original_max_position': 2048,
+        'beta_fast': 32.0,
+        'beta_slow': 1.0,
+        'attention_factor': None,
+        'truncate': True,
+        'mscale': None,
+        'mscale_all_dim': None,
+        'attn_factor': 1.0,
+        'dynamic': False,
+    },
+    'llama3': {'factor': 8.0, 'original_max_position': 8192, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0},
+    'longrope': {
+        'factor': _REQUIRED,
+        'original_max_position': 4096,
+        'short_factor': None,
+        'long_factor': None,
+        'attention_factor': None,
+    },
 }
-_SCALING_FIELDS = ('factor', 'original_max_position', 'beta_fast', 'beta_slow', 'low_freq_factor',
-                   'high_freq_factor', 'attention_factor', 'truncate', 'mscale', 'mscale_all_dim',
-                   'attn_factor', 'dynamic', 'short_factor', 'long_factor')
+_SCALING_FIELDS = (
+    'factor',
+    'original_max_position',
+    'beta_fast',
+    'beta_slow',
+    'low_freq_factor',
+    'high_freq_factor',
+    'attention_factor',
+    'truncate',
+    'mscale',
+    'mscale_all_dim',
+    'attn_factor',
+    'dynamic',
+    'short_factor',
+    'long_factor',
+)
 # The rules whose frequencies depend on the traced length (max position + 1).
 _LENGTH_DEPENDENT = ('dynamic', 'longrope')
 
-_TWO_32 = 2.0 ** 32
+_TWO_32 = 2.0**32
 
 
 # ----------------------------------------------------------------------------------------------------------
 # Exact phases.
+
 
 def _static_turns(inv_freq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
   """Frequencies in rad/position (float64) -> turns/position mod 1 as a 64-bit fraction (hi, lo) uint32."""
@@ -139,7 +166,7 @@ def _angles_from_turns(positions: jax.Array, hi: jax.Array, lo: jax.Array) -> ja
   frac_lo = p_bits * lo
   # Signed high word: the phase in [-1/2, 1/2) turn, where float32 is finest near 0.
   signed_hi = jax.lax.bitcast_convert_type(frac_hi, jnp.int32).astype(jnp.float32)
-  turns = signed_hi * jnp.float32(2.0 ** -32) + frac_lo.astype(jnp.float32) * jnp.float32(2.0 ** -64)
+  turns = signed_hi * jnp.float32(2.0**-32) + frac_lo.astype(jnp.float32) * jnp.float32(2.0**-64)
   return turns * jnp.float32(2 * np.pi)
 
 
@@ -151,8 +178,9 @@ def rotary_angles(positions, inv_freq) -> jax.Array:
   carry leading axes broadcasting against positions[..., None]. Returns positions.shape + (D/2,), up to
   broadcasting.
   """
-  positions = validation.int_array('rotary_angles', 'positions', positions, limit=validation.MAX_RELATIVE,
-                                   hint=_FRACTIONAL_HINT)
+  positions = validation.int_array(
+      'rotary_angles', 'positions', positions, limit=validation.MAX_RELATIVE, hint=_FRACTIONAL_HINT
+  )
   if isinstance(inv_freq, (np.ndarray, list, tuple)):
     hi, lo = _static_turns(np.asarray(inv_freq, np.float64))
   else:
@@ -163,20 +191,21 @@ def rotary_angles(positions, inv_freq) -> jax.Array:
 # ----------------------------------------------------------------------------------------------------------
 # The rotation, shared with xpos.
 
-_FRACTIONAL_HINT = ('Fractional positions are what linear scaling computes exactly: use '
-                    'rope(scaling="linear", factor=s).')
+_FRACTIONAL_HINT = (
+    'Fractional positions are what linear scaling computes exactly: use ' 'rope(scaling="linear", factor=s).'
+)
 
 
-def check_rotary_inputs(who: str, params, x: jax.Array, positions,
-                        min_head_dim: int = 2) -> tuple[int, jax.Array]:
+def check_rotary_inputs(who: str, params, x: jax.Array, positions, min_head_dim: int = 2) -> tuple[int, jax.Array]:
   """Validates x (..., L, H, D) against integer positions broadcastable to (..., L); returns (D, positions)."""
   if x.ndim < 3:
     raise ValueError(f'{who}: x must be (..., length, heads, head_dim), got shape {x.shape}.')
   head_dim = check_head_dim(who, x.shape[-1], min_head_dim)
   dims = params.get('dims') if isinstance(params, dict) else None
   if dims is not None and dims.head_dim is not None and dims.head_dim != head_dim:
-    raise ValueError(f'{who}: x has head_dim={head_dim} but the params were initialised for '
-                     f'head_dim={dims.head_dim}.')
+    raise ValueError(
+        f'{who}: x has head_dim={head_dim} but the params were initialised for ' f'head_dim={dims.head_dim}.'
+    )
   positions = validation.int_array(who, 'positions', positions, hint=_FRACTIONAL_HINT)
   lead = x.shape[:-2]
   try:
@@ -184,8 +213,10 @@ def check_rotary_inputs(who: str, params, x: jax.Array, positions,
   except ValueError:
     ok = False
   if not ok or positions.shape[-1] != lead[-1]:
-    raise ValueError(f'{who}: positions of shape {positions.shape} do not match x of shape {x.shape}; '
-                     f'they must broadcast to x.shape[:-2] = {lead} with length {lead[-1]} last.')
+    raise ValueError(
+        f'{who}: positions of shape {positions.shape} do not match x of shape {x.shape}; '
+        f'they must broadcast to x.shape[:-2] = {lead} with length {lead[-1]} last.'
+    )
   return head_dim, positions
 
 
@@ -218,6 +249,7 @@ def apply_rotation(x: jax.Array, angles: jax.Array, layout: str, scale=None) -> 
 
 # ----------------------------------------------------------------------------------------------------------
 # Validation shared with xpos.
+
 
 def check_head_dim(name: str, head_dim, minimum: int = 2) -> int:
   """The one head_dim check of the rotary encoders: an even int >= minimum (they rotate pairs)."""
@@ -261,15 +293,25 @@ class Rope(contract.RotaryEncoder):
     dynamic_yarn = self.scaling == 'yarn' and self.dynamic is True
     if dynamic_yarn:
       # Dynamic YaRN takes its factor from the current length: a fixed one would be ignored.
-      validation.require(self.factor is None, name, 'factor', self.factor,
-                         'None with dynamic=True (dynamic YaRN uses s = max(1, L / original_max_position))')
+      validation.require(
+          self.factor is None,
+          name,
+          'factor',
+          self.factor,
+          'None with dynamic=True (dynamic YaRN uses s = max(1, L / original_max_position))',
+      )
       rule['factor'] = None
     for field in _SCALING_FIELDS:
       value = getattr(self, field)
       if field not in rule:
         users = [s for s, fields in _RULE_FIELDS.items() if field in fields]
-        validation.require(value is None, name, field, value,
-                           f'None with scaling={self.scaling!r} ({field} belongs to scaling in {users})')
+        validation.require(
+            value is None,
+            name,
+            field,
+            value,
+            f'None with scaling={self.scaling!r} ({field} belongs to scaling in {users})',
+        )
       elif value is None and rule[field] is _REQUIRED:
         raise validation.invalid(name, field, value, f'a number >= 1: scaling={self.scaling!r} needs it')
       elif value is None and rule[field] is not None:
@@ -282,20 +324,27 @@ class Rope(contract.RotaryEncoder):
       self._check_yarn(name, dynamic_yarn)
     if self.scaling == 'llama3':
       validation.number(name, 'low_freq_factor', self.low_freq_factor, above=0)
-      validation.number(name, 'high_freq_factor', self.high_freq_factor, above=self.low_freq_factor,
-                     above_name='low_freq_factor')
+      validation.number(
+          name, 'high_freq_factor', self.high_freq_factor, above=self.low_freq_factor, above_name='low_freq_factor'
+      )
     if self.scaling == 'longrope':
       for field in ('short_factor', 'long_factor'):
         value = getattr(self, field)
         if value is not None:
-          ok = (isinstance(value, tuple) and len(value) > 0 and all(
-              isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-              for v in value))
-          validation.require(ok, name, field, value, 'None (the default) or a tuple of finite numbers > 0, '
-                             'one per rotated pair')
+          ok = (
+              isinstance(value, tuple)
+              and len(value) > 0
+              and all(
+                  isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in value
+              )
+          )
+          validation.require(
+              ok, name, field, value, 'None (the default) or a tuple of finite numbers > 0, ' 'one per rotated pair'
+          )
       if self.attention_factor is None:
-        object.__setattr__(self, 'attention_factor', rope_scaling.longrope_attention_factor(
-            self.factor, self.original_max_position))
+        object.__setattr__(
+            self, 'attention_factor', rope_scaling.longrope_attention_factor(self.factor, self.original_max_position)
+        )
       validation.number(name, 'attention_factor', self.attention_factor, above=0)
     f, p = self.partial_rotary_factor, self.frequency_fraction
     for field, value in (('partial_rotary_factor', f), ('frequency_fraction', p)):
@@ -303,30 +352,45 @@ class Rope(contract.RotaryEncoder):
       validation.require(ok, name, field, value, 'a number in (0, 1]')
     validation.require(isinstance(self.resonance, bool), name, 'resonance', self.resonance, 'True or False')
     if self.resonance:
-      validation.require(self.scaling != 'dynamic' and not dynamic_yarn, name, 'resonance', self.resonance,
-                         'False with length-dependent (dynamic) frequencies: rounding applies to fixed ones')
+      validation.require(
+          self.scaling != 'dynamic' and not dynamic_yarn,
+          name,
+          'resonance',
+          self.resonance,
+          'False with length-dependent (dynamic) frequencies: rounding applies to fixed ones',
+      )
 
   def _check_yarn(self, name: str, dynamic_yarn: bool) -> None:
     validation.number(name, 'beta_slow', self.beta_slow, above=0)
     validation.number(name, 'beta_fast', self.beta_fast, above=self.beta_slow, above_name='beta_slow')
     for field in ('truncate', 'dynamic'):
-      validation.require(isinstance(getattr(self, field), bool), name, field, getattr(self, field),
-                         'True or False')
+      validation.require(isinstance(getattr(self, field), bool), name, field, getattr(self, field), 'True or False')
     for field in ('mscale', 'mscale_all_dim'):
       if getattr(self, field) is not None:
         validation.number(name, field, getattr(self, field), above=0)
     if (self.mscale is None) != (self.mscale_all_dim is None):
-      raise validation.invalid(name, 'mscale' if self.mscale_all_dim is None else 'mscale_all_dim', None,
-                               'a number > 0 whenever the other of mscale / mscale_all_dim is set (the '
-                               'attention factor is their ratio)')
+      raise validation.invalid(
+          name,
+          'mscale' if self.mscale_all_dim is None else 'mscale_all_dim',
+          None,
+          'a number > 0 whenever the other of mscale / mscale_all_dim is set (the ' 'attention factor is their ratio)',
+      )
     validation.number(name, 'attn_factor', self.attn_factor, above=0)
     if dynamic_yarn:
-      validation.require(self.attention_factor is None, name, 'attention_factor', self.attention_factor,
-                         'None with dynamic=True (it follows the current factor)')
+      validation.require(
+          self.attention_factor is None,
+          name,
+          'attention_factor',
+          self.attention_factor,
+          'None with dynamic=True (it follows the current factor)',
+      )
       return
     if self.attention_factor is None:
-      object.__setattr__(self, 'attention_factor', rope_scaling.yarn_attention_factor(
-          self.factor, self.mscale, self.mscale_all_dim, self.attn_factor))
+      object.__setattr__(
+          self,
+          'attention_factor',
+          rope_scaling.yarn_attention_factor(self.factor, self.mscale, self.mscale_all_dim, self.attn_factor),
+      )
     validation.number(name, 'attention_factor', self.attention_factor, above=0)
 
   # --- frequencies -----------------------------------------------------------------------------------------
@@ -339,30 +403,42 @@ class Rope(contract.RotaryEncoder):
     check_head_dim(self.name, head_dim)
     d = self.rotary_dim(head_dim)
     if d < 2 or d % 2:
-      raise validation.invalid(self.name, 'partial_rotary_factor', self.partial_rotary_factor,
-                               f'a fraction whose int(head_dim * f) is even and >= 2 (head_dim={head_dim} '
-                               f'gives {d} rotated dims)')
-    needs_two_pairs = self.scaling in ('ntk', 'dynamic') or (self.scaling == 'longrope'
-                                                            and self.long_factor is None)
+      raise validation.invalid(
+          self.name,
+          'partial_rotary_factor',
+          self.partial_rotary_factor,
+          f'a fraction whose int(head_dim * f) is even and >= 2 (head_dim={head_dim} ' f'gives {d} rotated dims)',
+      )
+    needs_two_pairs = self.scaling in ('ntk', 'dynamic') or (self.scaling == 'longrope' and self.long_factor is None)
     if needs_two_pairs:
       # The exponent D / (D - 2) needs at least two pairs.
-      validation.require(d >= 4, self.name, 'head_dim', head_dim,
-                         f'an even int with >= 4 rotated dims with scaling={self.scaling!r}')
+      validation.require(
+          d >= 4, self.name, 'head_dim', head_dim, f'an even int with >= 4 rotated dims with scaling={self.scaling!r}'
+      )
     if rope_scaling.kept_frequencies(d // 2, self.frequency_fraction) < 1:
-      raise validation.invalid(self.name, 'frequency_fraction', self.frequency_fraction,
-                               f'a fraction keeping at least one of the {d // 2} frequencies')
+      raise validation.invalid(
+          self.name,
+          'frequency_fraction',
+          self.frequency_fraction,
+          f'a fraction keeping at least one of the {d // 2} frequencies',
+      )
     if self.scaling == 'longrope':
       for field in ('short_factor', 'long_factor'):
         value = getattr(self, field)
         if value is not None and len(value) != d // 2:
-          raise validation.invalid(self.name, field, value, f'{d // 2} factors, one per rotated pair '
-                                   f'(head_dim={head_dim}, {d} rotated dims)')
+          raise validation.invalid(
+              self.name,
+              field,
+              value,
+              f'{d // 2} factors, one per rotated pair ' f'(head_dim={head_dim}, {d} rotated dims)',
+          )
 
   def _longrope_factors(self, d: int, long: bool) -> np.ndarray:
     if long:
       given = self.long_factor
-      return (rope_scaling.longrope_default_long_factors(d, self.factor) if given is None
-              else np.asarray(given, np.float64))
+      return (
+          rope_scaling.longrope_default_long_factors(d, self.factor) if given is None else np.asarray(given, np.float64)
+      )
     return np.ones(d // 2) if self.short_factor is None else np.asarray(self.short_factor, np.float64)
 
   def _finish(self, inv_freq: np.ndarray) -> np.ndarray:
@@ -385,8 +461,13 @@ class Rope(contract.RotaryEncoder):
     if length_dependent:
       validation.positive_int(self.name, 'length', length)
     elif length is not None:
-      raise validation.invalid(self.name, 'length', length, f'None with scaling={self.scaling!r} (only '
-                               f'length-dependent rules {_LENGTH_DEPENDENT} and dynamic YaRN use it)')
+      raise validation.invalid(
+          self.name,
+          'length',
+          length,
+          f'None with scaling={self.scaling!r} (only '
+          f'length-dependent rules {_LENGTH_DEPENDENT} and dynamic YaRN use it)',
+      )
     if self.scaling == 'dynamic':
       return self._finish(rope_scaling.dynamic(d, b, s, self.original_max_position, length))
     if self.scaling == 'longrope':
@@ -401,10 +482,12 @@ class Rope(contract.RotaryEncoder):
     if self.scaling == 'yarn':
       if self.dynamic:
         s = max(1.0, length / self.original_max_position)
-      return self._finish(rope_scaling.yarn(d, b, s, self.original_max_position, self.beta_fast,
-                                            self.beta_slow, self.truncate))
-    return self._finish(rope_scaling.llama3(d, b, s, self.low_freq_factor, self.high_freq_factor,
-                                            self.original_max_position))
+      return self._finish(
+          rope_scaling.yarn(d, b, s, self.original_max_position, self.beta_fast, self.beta_slow, self.truncate)
+      )
+    return self._finish(
+        rope_scaling.llama3(d, b, s, self.low_freq_factor, self.high_freq_factor, self.original_max_position)
+    )
 
   @property
   def vector_scale(self) -> float:
@@ -417,12 +500,13 @@ class Rope(contract.RotaryEncoder):
     """The current length of each sequence, max position + 1 along the last axis, float32 (..., 1)."""
     return jnp.max(positions, axis=-1, keepdims=True).astype(jnp.float32) + 1.0
 
-  def _traced_angles(self, d: int, positions: jax.Array, turns: jax.Array, unscaled: jax.Array,
-                     theta: np.ndarray) -> jax.Array:
+  def _traced_angles(
+      self, d: int, positions: jax.Array, turns: jax.Array, unscaled: jax.Array, theta: np.ndarray
+  ) -> jax.Array:
     """Angles from traced turns per position; where `unscaled`, the float64-exact plain frequencies."""
     keep = np.ones(d // 2)
     if self.frequency_fraction < 1:
-      keep[rope_scaling.kept_frequencies(d // 2, self.frequency_fraction):] = 0.0
+      keep[rope_scaling.kept_frequencies(d // 2, self.frequency_fraction) :] = 0.0
     hi, lo = _traced_turns(turns * keep.astype(np.float32))
     plain_hi, plain_lo = _static_turns(self._finish(theta))
     hi = jnp.where(unscaled, plain_hi, hi)
@@ -434,24 +518,26 @@ class Rope(contract.RotaryEncoder):
     theta = rope_scaling.default_inverse_frequencies(d, self.base)
     if self.scaling == 'longrope':
       # Short factors while the sequence fits the original context, long ones beyond (Phi-3, HF).
-      short = rotary_angles(positions, self._finish(rope_scaling.longrope(d, self.base,
-                                                                          self._longrope_factors(d, False))))
-      long = rotary_angles(positions, self._finish(rope_scaling.longrope(d, self.base,
-                                                                         self._longrope_factors(d, True))))
+      short = rotary_angles(
+          positions, self._finish(rope_scaling.longrope(d, self.base, self._longrope_factors(d, False)))
+      )
+      long = rotary_angles(
+          positions, self._finish(rope_scaling.longrope(d, self.base, self._longrope_factors(d, True)))
+      )
       return jnp.where((self._length(positions) > self.original_max_position)[..., None], long, short)
     if self.scaling == 'yarn' and self.dynamic:
       # Dynamic YaRN: theta (1 - ramp + ramp / s) with s = max(1, L / L_orig) of each sequence.
       s = jnp.maximum(self._length(positions) / self.original_max_position, 1.0)
-      ramp = rope_scaling.yarn_ramp(d, self.base, self.original_max_position, self.beta_fast,
-                                    self.beta_slow, self.truncate)
+      ramp = rope_scaling.yarn_ramp(
+          d, self.base, self.original_max_position, self.beta_fast, self.beta_slow, self.truncate
+      )
       turns = (theta / (2 * np.pi)).astype(np.float32) * (1.0 - ramp + ramp / s[..., None]).astype(jnp.float32)
       return self._traced_angles(d, positions, turns, (s == 1.0)[..., None], theta)
     if self.scaling != 'dynamic':
       return rotary_angles(positions, self.inverse_frequencies(head_dim))
     # Dynamic NTK: theta'_k = theta_k g^(-2k / (D - 2)) with g from the traced length of each sequence
     # (max position + 1 along the last axis; Hugging Face takes one length for the whole batch).
-    g = rope_scaling.dynamic_ntk_ratio(self._length(positions), self.factor, self.original_max_position,
-                                       jnp.maximum)
+    g = rope_scaling.dynamic_ntk_ratio(self._length(positions), self.factor, self.original_max_position, jnp.maximum)
     exponent = -np.arange(0, d, 2, dtype=np.float64) / (d - 2)
     turns = (theta / (2 * np.pi)).astype(np.float32) * jnp.exp(jnp.log(g)[..., None] * exponent)
     # Below the original length RoPE is unchanged: use the float64-exact plain frequencies bit for bit.
@@ -460,8 +546,7 @@ class Rope(contract.RotaryEncoder):
   def _scale(self, positions: jax.Array):
     if self.scaling == 'yarn' and self.dynamic:
       s = jnp.maximum(self._length(positions) / self.original_max_position, 1.0)
-      factor = rope_scaling.yarn_attention_factor(s, self.mscale, self.mscale_all_dim, self.attn_factor,
-                                                  log=jnp.log)
+      factor = rope_scaling.yarn_attention_factor(s, self.mscale, self.mscale_all_dim, self.attn_factor, log=jnp.log)
       return factor.astype(jnp.float32)[..., None, None]  # (..., 1, 1, 1) against (..., L, 1, D/2)
     return None if self.vector_scale == 1.0 else jnp.float32(self.vector_scale)
 
@@ -486,8 +571,12 @@ class Rope(contract.RotaryEncoder):
     if divisor == 1:
       return self.rotate(params, x, positions)
     if self.scaling in _LENGTH_DEPENDENT or self.dynamic:
-      raise validation.invalid(self.name, 'scaling', self.scaling, 'a fixed-frequency rule to rotate at '
-                               'fractional positions (leaky ReRoPE)')
+      raise validation.invalid(
+          self.name,
+          'scaling',
+          self.scaling,
+          'a fixed-frequency rule to rotate at ' 'fractional positions (leaky ReRoPE)',
+      )
     angles = rotary_angles(positions, self.inverse_frequencies(head_dim) / divisor)
     return self._apply(x, angles, self._scale(positions))
 
@@ -504,6 +593,6 @@ class Rope(contract.RotaryEncoder):
 def inverse_frequencies(head_dim: int, length: int | None = None, **rope_hparams) -> np.ndarray:
   """The inverse frequencies of `rope(**rope_hparams)` at head_dim (validated), e.g. for plotting:
 
-      inverse_frequencies(64, scaling='yarn', factor=8.0, original_max_position=512)
+  inverse_frequencies(64, scaling='yarn', factor=8.0, original_max_position=512)
   """
   return Rope(**rope_hparams).inverse_frequencies(head_dim, length)

@@ -83,8 +83,7 @@ def dynamic_ntk_ratio(length, factor: float, original_max_position: int, maximum
   return maximum(factor * length / original_max_position - (factor - 1), 1.0)
 
 
-def dynamic(head_dim: int, base: float, factor: float, original_max_position: int,
-            length: int) -> np.ndarray:
+def dynamic(head_dim: int, base: float, factor: float, original_max_position: int, length: int) -> np.ndarray:
   """Dynamic NTK at a known current length L (= max position + 1)."""
   g = float(dynamic_ntk_ratio(length, factor, original_max_position))
   return default_inverse_frequencies(head_dim, base * g ** (head_dim / (head_dim - 2)))
@@ -92,12 +91,12 @@ def dynamic(head_dim: int, base: float, factor: float, original_max_position: in
 
 def yarn_correction_dim(num_rotations: float, head_dim: int, base: float, original_max_position: int) -> float:
   """The (fractional) pair index whose wavelength fits `num_rotations` times into L_orig."""
-  return (head_dim * math.log(original_max_position / (num_rotations * 2 * math.pi))
-          / (2 * math.log(base)))
+  return head_dim * math.log(original_max_position / (num_rotations * 2 * math.pi)) / (2 * math.log(base))
 
 
-def yarn_correction_range(head_dim: int, base: float, original_max_position: int, beta_fast: float,
-                          beta_slow: float, truncate: bool = True) -> tuple[float, float]:
+def yarn_correction_range(
+    head_dim: int, base: float, original_max_position: int, beta_fast: float, beta_slow: float, truncate: bool = True
+) -> tuple[float, float]:
   """(low, high): the pairs below `low` extrapolate, those above `high` interpolate.
 
   truncate=True rounds low down and high up (the reference code); False keeps them fractional (HF's
@@ -110,8 +109,9 @@ def yarn_correction_range(head_dim: int, base: float, original_max_position: int
   return max(low, 0), min(high, head_dim - 1)
 
 
-def yarn_ramp(head_dim: int, base: float, original_max_position: int, beta_fast: float,
-              beta_slow: float, truncate: bool = True) -> np.ndarray:
+def yarn_ramp(
+    head_dim: int, base: float, original_max_position: int, beta_fast: float, beta_slow: float, truncate: bool = True
+) -> np.ndarray:
   """Per pair: 0 keeps theta (extrapolation), 1 takes theta / s (interpolation), linear in between."""
   low, high = yarn_correction_range(head_dim, base, original_max_position, beta_fast, beta_slow, truncate)
   if low == high:
@@ -119,8 +119,15 @@ def yarn_ramp(head_dim: int, base: float, original_max_position: int, beta_fast:
   return np.clip((np.arange(head_dim // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
 
 
-def yarn(head_dim: int, base: float, factor: float, original_max_position: int, beta_fast: float = 32.0,
-         beta_slow: float = 1.0, truncate: bool = True) -> np.ndarray:
+def yarn(
+    head_dim: int,
+    base: float,
+    factor: float,
+    original_max_position: int,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+    truncate: bool = True,
+) -> np.ndarray:
   theta = default_inverse_frequencies(head_dim, base)
   ramp = yarn_ramp(head_dim, base, original_max_position, beta_fast, beta_slow, truncate)
   return (theta / factor) * ramp + theta * (1.0 - ramp)
@@ -131,8 +138,9 @@ def yarn_get_mscale(factor, mscale: float = 1.0, log=math.log):
   return 0.1 * mscale * log(factor) + 1.0
 
 
-def yarn_attention_factor(factor, mscale: float | None = None, mscale_all_dim: float | None = None,
-                          attn_factor: float = 1.0, log=math.log):
+def yarn_attention_factor(
+    factor, mscale: float | None = None, mscale_all_dim: float | None = None, attn_factor: float = 1.0, log=math.log
+):
   """sqrt(1/t) = 0.1 ln s + 1 (YaRN eq. 22), applied to q and to k; the logits gain its square.
 
   With mscale and mscale_all_dim (DeepSeek-V2): get_mscale(s, mscale) / get_mscale(s, mscale_all_dim).
@@ -178,17 +186,24 @@ def kept_frequencies(num_pairs: int, frequency_fraction: float) -> int:
 def p_rope(inv_freq: np.ndarray, frequency_fraction: float) -> np.ndarray:
   """p-RoPE: zero every frequency but the floor(p D/2) highest (the first pairs)."""
   inv_freq = np.array(inv_freq, np.float64)
-  inv_freq[kept_frequencies(inv_freq.shape[0], frequency_fraction):] = 0.0
+  inv_freq[kept_frequencies(inv_freq.shape[0], frequency_fraction) :] = 0.0
   return inv_freq
 
 
-def llama3(head_dim: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float,
-           original_max_position: int) -> np.ndarray:
+def llama3(
+    head_dim: int,
+    base: float,
+    factor: float,
+    low_freq_factor: float,
+    high_freq_factor: float,
+    original_max_position: int,
+) -> np.ndarray:
   theta = default_inverse_frequencies(head_dim, base)
   wavelength = 2 * np.pi / theta
   smooth = (original_max_position / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)
   blended = (1.0 - smooth) * theta / factor + smooth * theta
   low_freq_wavelength = original_max_position / low_freq_factor
   high_freq_wavelength = original_max_position / high_freq_factor
-  return np.where(wavelength < high_freq_wavelength, theta,
-                  np.where(wavelength > low_freq_wavelength, theta / factor, blended))
+  return np.where(
+      wavelength < high_freq_wavelength, theta, np.where(wavelength > low_freq_wavelength, theta / factor, blended)
+  )

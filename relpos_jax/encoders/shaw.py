@@ -68,7 +68,7 @@ class ShawVector(contract.VectorRelativeEncoder):
     return self.max_distance
 
   def init_params(self, rng, dims_):
-    init = jax.nn.initializers.normal(dims_.head_dim ** -0.5)
+    init = jax.nn.initializers.normal(dims_.head_dim**-0.5)
     key_rng, value_rng = jax.random.split(rng)
     heads = (dims_.num_heads,) if self.per_head else ()
     shape = (2 * self.max_distance + 1,) + heads + (dims_.head_dim,)
@@ -81,8 +81,7 @@ class ShawVector(contract.VectorRelativeEncoder):
     rows = jnp.take(params[table], clipped_index(rel, self.max_distance), axis=0)
     if self.per_head:
       return rows
-    return jnp.broadcast_to(rows[..., None, :],
-                            rows.shape[:-1] + (contract.dims(params).num_heads, rows.shape[-1]))
+    return jnp.broadcast_to(rows[..., None, :], rows.shape[:-1] + (contract.dims(params).num_heads, rows.shape[-1]))
 
   def key_embeddings(self, params, rel):
     return self._lookup(params, 'key_table', rel)

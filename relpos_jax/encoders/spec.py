@@ -27,9 +27,11 @@ from relpos_jax.encoders import contract
 from relpos_jax.encoders import registry
 from relpos_jax.encoders.combine import MAX_PARTS, Combined, combine
 
-ALLOWED = ('an encoder name (t5), a call with literal keyword hyperparameters (t5(num_buckets=64)), '
-           'a wrapper with nested specs as positional arguments (randomized(rope, max_position=2048)), '
-           'or a sum of specs (sinusoidal + t5)')
+ALLOWED = (
+    'an encoder name (t5), a call with literal keyword hyperparameters (t5(num_buckets=64)), '
+    'a wrapper with nested specs as positional arguments (randomized(rope, max_position=2048)), '
+    'or a sum of specs (sinusoidal + t5)'
+)
 
 _LITERAL_TYPES = (bool, int, float, str, type(None))
 
@@ -43,8 +45,10 @@ def from_spec(spec: str | contract.Encoder) -> contract.Encoder:
   text = spec.strip()
   # Bounded before parsing: a sum of thousands of terms would nest thousands deep (a RecursionError).
   if text.count('+') >= MAX_PARTS:
-    raise ValueError(f'encoder spec {text[:60]!r}... has {text.count("+")} "+" signs; allowed: a sum of at most '
-                     f'{MAX_PARTS} encoders.')
+    raise ValueError(
+        f'encoder spec {text[:60]!r}... has {text.count("+")} "+" signs; allowed: a sum of at most '
+        f'{MAX_PARTS} encoders.'
+    )
   try:
     tree = ast.parse(text, mode='eval')
   except SyntaxError as e:
@@ -64,8 +68,10 @@ def layer_specs(spec: str) -> tuple[str, ...] | None:
   if not isinstance(tree.body, ast.Tuple):
     return None
   if not tree.body.elts:
-    raise ValueError(f'encoder spec {spec!r} is an empty tuple; allowed: one spec per layer, or a pattern '
-                     'repeated over the layers, e.g. (rope, rope, rope, nope).')
+    raise ValueError(
+        f'encoder spec {spec!r} is an empty tuple; allowed: one spec per layer, or a pattern '
+        'repeated over the layers, e.g. (rope, rope, rope, nope).'
+    )
   return tuple(_piece(node, text) for node in tree.body.elts)
 
 
@@ -96,17 +102,18 @@ def _build_call(node: ast.Call, text: str) -> contract.Encoder:
   cls = registry.encoder_class(name)  # ValueError listing the names for an unknown one.
   fields = [f for f in dataclasses.fields(cls) if f.init]
   if len(node.args) > len(fields):
-    raise _error(node, text, f'passes {len(node.args)} positional arguments; {name} has '
-                             f'{len(fields)} fields')
+    raise _error(node, text, f'passes {len(node.args)} positional arguments; {name} has ' f'{len(fields)} fields')
   hparams = {}
   for field, arg in zip(fields, node.args):
-    takes_encoder = (field.default is dataclasses.MISSING
-                     or isinstance(field.default, contract.Encoder))
-    if isinstance(arg, ast.Starred) or not takes_encoder or not isinstance(
-        arg, (ast.Name, ast.Call, ast.BinOp)):
-      raise _error(arg, text, f'cannot be a positional argument of {name}: positional arguments are '
-                              f'nested encoder specs for a wrapper\'s encoder fields; give '
-                              f'hyperparameters as keywords (name=value)')
+    takes_encoder = field.default is dataclasses.MISSING or isinstance(field.default, contract.Encoder)
+    if isinstance(arg, ast.Starred) or not takes_encoder or not isinstance(arg, (ast.Name, ast.Call, ast.BinOp)):
+      raise _error(
+          arg,
+          text,
+          f'cannot be a positional argument of {name}: positional arguments are '
+          f"nested encoder specs for a wrapper's encoder fields; give "
+          f'hyperparameters as keywords (name=value)',
+      )
     hparams[field.name] = _build(arg, text)
   for keyword in node.keywords:
     if keyword.arg is None:
@@ -121,8 +128,11 @@ def _literal(node: ast.AST, field: str, text: str):
   try:
     value = ast.literal_eval(node)
   except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-    raise _error(node, text, f'is not a literal value for {field} (quote strings: {field}=\'...\'; '
-                             f'nested encoders go positionally)') from None
+    raise _error(
+        node,
+        text,
+        f"is not a literal value for {field} (quote strings: {field}='...'; " f'nested encoders go positionally)',
+    ) from None
   # Lists read as tuples: encoders are hashable (static arguments of jax.jit).
   value = _tuples(value)
   if not _is_plain(value):
@@ -155,8 +165,10 @@ def to_spec(encoder: contract.Encoder) -> str:
   cls = type(encoder)
   name = cls.name
   if not name or registry.encoder_class(name) is not cls:
-    raise ValueError(f'{cls.__name__} is not a registered encoder; a spec can only name registered '
-                     f'ones ({", ".join(registry.names())}).')
+    raise ValueError(
+        f'{cls.__name__} is not a registered encoder; a spec can only name registered '
+        f'ones ({", ".join(registry.names())}).'
+    )
   fields = [f for f in dataclasses.fields(cls) if f.init]
   leading = 0  # Nested encoders must be a prefix of the fields: they print positionally.
   while leading < len(fields) and isinstance(getattr(encoder, fields[leading].name), contract.Encoder):
@@ -193,8 +205,10 @@ def _write_literal(encoder, field: str, value) -> str:
   if isinstance(value, float) and math.isinf(value):
     return '1e999' if value > 0 else '-1e999'  # literal_eval reads 1e999 as inf; 'inf' is a name.
   if isinstance(value, contract.Encoder):
-    raise ValueError(f'{type(encoder).__name__}.{field} holds an encoder after a hyperparameter field; '
-                     f'a spec can only pass nested encoders as the leading positional arguments.')
+    raise ValueError(
+        f'{type(encoder).__name__}.{field} holds an encoder after a hyperparameter field; '
+        f'a spec can only pass nested encoders as the leading positional arguments.'
+    )
   if not isinstance(value, _LITERAL_TYPES) or (isinstance(value, float) and math.isnan(value)):
     raise ValueError(f'{type(encoder).__name__}.{field}={value!r} cannot be written as a spec literal.')
   return repr(value)

@@ -41,8 +41,10 @@ def t5_bucket(rel, *, bidirectional: bool, num_buckets: int, max_distance: int):
   # Clamp before the log so n = 0 (masked by is_small anyway) gives no -inf under jit.
   n_large = jnp.maximum(n, max_exact).astype(jnp.float32)
   val_if_large = max_exact + (
-      jnp.log(n_large / max_exact + np.finfo(np.float32).eps) / np.log(max_distance / max_exact)
-      * (num_buckets - max_exact)).astype(jnp.int32)
+      jnp.log(n_large / max_exact + np.finfo(np.float32).eps)
+      / np.log(max_distance / max_exact)
+      * (num_buckets - max_exact)
+  ).astype(jnp.int32)
   val_if_large = jnp.minimum(val_if_large, num_buckets - 1)
   return ret + jnp.where(is_small, n, val_if_large)
 
@@ -55,19 +57,39 @@ class T5(contract.TableBiasEncoder):
   bidirectional: bool = True
 
   def __post_init__(self):
-    validation.positive_int(self.name, 'num_buckets', self.num_buckets, minimum=4 if self.bidirectional else 2,
-                            maximum=validation.MAX_TABLE_ROWS)
-    validation.require(not self.bidirectional or self.num_buckets % 2 == 0, self.name, 'num_buckets',
-                 self.num_buckets, 'an even number in bidirectional mode (half the buckets per direction)')
+    validation.positive_int(
+        self.name,
+        'num_buckets',
+        self.num_buckets,
+        minimum=4 if self.bidirectional else 2,
+        maximum=validation.MAX_TABLE_ROWS,
+    )
+    validation.require(
+        not self.bidirectional or self.num_buckets % 2 == 0,
+        self.name,
+        'num_buckets',
+        self.num_buckets,
+        'an even number in bidirectional mode (half the buckets per direction)',
+    )
     validation.positive_int(self.name, 'max_distance', self.max_distance, minimum=1, maximum=validation.MAX_TABLE_ROWS)
     max_exact = (self.num_buckets // 2 if self.bidirectional else self.num_buckets) // 2
-    validation.require(self.max_distance > max_exact, self.name, 'max_distance', self.max_distance,
-                 f'> {max_exact} (the exact range of num_buckets={self.num_buckets}) so the logarithmic '
-                 'buckets have a range to cover')
+    validation.require(
+        self.max_distance > max_exact,
+        self.name,
+        'max_distance',
+        self.max_distance,
+        f'> {max_exact} (the exact range of num_buckets={self.num_buckets}) so the logarithmic '
+        'buckets have a range to cover',
+    )
     missing = self.unreachable_buckets()
-    validation.require(not missing, self.name, 'num_buckets', self.num_buckets,
-                 f'no more buckets than distances up to max_distance={self.max_distance} can fill; buckets '
-                 f'{missing} would never be reached (lower num_buckets or raise max_distance)')
+    validation.require(
+        not missing,
+        self.name,
+        'num_buckets',
+        self.num_buckets,
+        f'no more buckets than distances up to max_distance={self.max_distance} can fill; buckets '
+        f'{missing} would never be reached (lower num_buckets or raise max_distance)',
+    )
 
   def unreachable_buckets(self) -> list[int]:
     """Buckets no relative position reaches, besides bucket num_buckets // 2 in bidirectional mode.
@@ -81,5 +103,6 @@ class T5(contract.TableBiasEncoder):
     return sorted(expected - reached)
 
   def bucket(self, rel):
-    return t5_bucket(rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
-                     max_distance=self.max_distance)
+    return t5_bucket(
+        rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets, max_distance=self.max_distance
+    )

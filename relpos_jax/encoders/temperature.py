@@ -37,8 +37,7 @@ from relpos_jax.encoders.registry import register
 
 
 def _finite_positive(value) -> bool:
-  return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-          and value > 0)
+  return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def log_count(num_visible) -> jnp.ndarray:
@@ -77,5 +76,4 @@ class LogN(contract.TemperatureEncoder):
   def temperature(self, params, num_visible, q_index):
     del q_index
     factor = jnp.maximum(log_count(num_visible) / math.log(self.train_length), 1.0)  # (B, Lq)
-    return jnp.broadcast_to(factor[:, None, :], (factor.shape[0], contract.dims(params).num_heads,
-                                                 factor.shape[1]))
+    return jnp.broadcast_to(factor[:, None, :], (factor.shape[0], contract.dims(params).num_heads, factor.shape[1]))

@@ -56,14 +56,21 @@ class TransformerXL(contract.VectorRelativeEncoder):
 
   def __post_init__(self):
     if self.embedding_dim is not None:
-      validation.positive_int(self.name, 'embedding_dim', self.embedding_dim, minimum=2,
-                              maximum=validation.MAX_TABLE_ROWS)
-      validation.require(self.embedding_dim % 2 == 0, self.name, 'embedding_dim', self.embedding_dim,
-                       'an even int (sines and cosines in equal numbers) or None')
+      validation.positive_int(
+          self.name, 'embedding_dim', self.embedding_dim, minimum=2, maximum=validation.MAX_TABLE_ROWS
+      )
+      validation.require(
+          self.embedding_dim % 2 == 0,
+          self.name,
+          'embedding_dim',
+          self.embedding_dim,
+          'an even int (sines and cosines in equal numbers) or None',
+      )
     validation.number(self.name, 'base', self.base, above=1)
     if self.max_distance is not None:
-      validation.positive_int(self.name, 'max_distance', self.max_distance, minimum=0,
-                              maximum=(validation.MAX_TABLE_ROWS - 1) // 2)
+      validation.positive_int(
+          self.name, 'max_distance', self.max_distance, minimum=0, maximum=(validation.MAX_TABLE_ROWS - 1) // 2
+      )
     validation.number(self.name, 'init_stddev', self.init_stddev, above=0)
 
   @property
@@ -81,14 +88,20 @@ class TransformerXL(contract.VectorRelativeEncoder):
   def init_params(self, rng, dims_):
     d_r = self.relative_embedding_dim(dims_)
     if d_r % 2:
-      raise validation.invalid(self.name, 'relative embedding dim d_R', d_r,
-                             'an even int: set embedding_dim, or an even model_dim / num_heads * head_dim')
+      raise validation.invalid(
+          self.name,
+          'relative embedding dim d_R',
+          d_r,
+          'an even int: set embedding_dim, or an even model_dim / num_heads * head_dim',
+      )
     init = jax.nn.initializers.normal(self.init_stddev)
     w_rng, u_rng, v_rng = jax.random.split(rng, 3)
     heads = (dims_.num_heads, dims_.head_dim)
-    return {'w_r': init(w_rng, (d_r,) + heads, jnp.float32),
-            'u': init(u_rng, heads, jnp.float32),
-            'v': init(v_rng, heads, jnp.float32)}
+    return {
+        'w_r': init(w_rng, (d_r,) + heads, jnp.float32),
+        'u': init(u_rng, heads, jnp.float32),
+        'v': init(v_rng, heads, jnp.float32),
+    }
 
   def relative_embeddings(self, params, rel) -> jax.Array:
     """R_{i-j} for rel = j - i (clipped to max_distance): rel.shape + (d_R,)."""

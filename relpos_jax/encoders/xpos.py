@@ -42,7 +42,6 @@ from relpos_jax.encoders import contract
 from relpos_jax.encoders import rope
 from relpos_jax.encoders.registry import register
 
-
 # exp(x) overflows float32 at x ~ 88.7; 85 leaves room for the |q|, |k| the decay multiplies.
 _MAX_EXPONENT = 85.0
 
@@ -73,8 +72,10 @@ class XPos(contract.RotaryEncoder):
       rope.check_head_dim(self.name, dims_.head_dim)
 
   def rotate(self, params, x, positions):
-    raise ValueError('xpos: rotate() is ambiguous because queries are scaled by zeta^(n/B) and keys by '
-                     'zeta^(-m/B); call rotate_queries or rotate_keys.')
+    raise ValueError(
+        'xpos: rotate() is ambiguous because queries are scaled by zeta^(n/B) and keys by '
+        'zeta^(-m/B); call rotate_queries or rotate_keys.'
+    )
 
   @staticmethod
   def center(positions: jax.Array) -> jax.Array:
@@ -101,10 +102,12 @@ class XPos(contract.RotaryEncoder):
     limit = int(_MAX_EXPONENT / steepest)
     farthest = int(np.max(np.abs(values.astype(np.int64) - centre.astype(np.int64))))
     if farthest > limit:
-      raise ValueError(f'{self.name}: a position lies {farthest} from the centre c = ceil(N / 2); the decay '
-                       f'zeta^((n - c) / B) overflows float32 beyond |n - c| = {limit} (sequences of about '
-                       f'{2 * limit} positions with scale_base={self.scale_base}); use shorter sequences or a '
-                       f'larger scale_base.')
+      raise ValueError(
+          f'{self.name}: a position lies {farthest} from the centre c = ceil(N / 2); the decay '
+          f'zeta^((n - c) / B) overflows float32 beyond |n - c| = {limit} (sequences of about '
+          f'{2 * limit} positions with scale_base={self.scale_base}); use shorter sequences or a '
+          f'larger scale_base.'
+      )
 
   def rotate_queries(self, params, q, positions, *, center=None):
     """R_n q zeta^((n - c) / B); `center` (int or (..., 1) ints) overrides the per-sequence centre."""

@@ -1,13 +1,13 @@
 """Flax layers and models that take any relpos_jax encoder.
 
-  RelativeMultiHeadAttention   NNX attention dispatching on encoder kind (attention.py)
-  jit_decode                   compiled cached decoding of a layer or DecoderLM, the cache room checked first
-  DecoderLM, BidirectionalModel      NNX transformers configured by ModelConfig (models.py)
-  attend, attention_mask       the pure attention core shared with the Linen twin (functional.py)
-  position_terms               pure per-kind position terms (scalar bias, vector relative, rotary, absolute)
-  skew                         the vector-relative table kernels (rows to evaluate, skew gather, custom VJPs)
-  linen                        the Linen twin of the layer, for t5x / big_vision style models (import
-                               relpos_jax.nn.linen)
+RelativeMultiHeadAttention   NNX attention dispatching on encoder kind (attention.py)
+jit_decode                   compiled cached decoding of a layer or DecoderLM, the cache room checked first
+DecoderLM, BidirectionalModel      NNX transformers configured by ModelConfig (models.py)
+attend, attention_mask       the pure attention core shared with the Linen twin (functional.py)
+position_terms               pure per-kind position terms (scalar bias, vector relative, rotary, absolute)
+skew                         the vector-relative table kernels (rows to evaluate, skew gather, custom VJPs)
+linen                        the Linen twin of the layer, for t5x / big_vision style models (import
+                             relpos_jax.nn.linen)
 """
 
 from __future__ import annotations

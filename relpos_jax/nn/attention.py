@@ -70,6 +70,7 @@ class KVCache:
   features: per attention part, the contextual part's token features (B, max_length, F) (FoX's gate
     logits, PaTH's directions), or None.
   """
+
   key: jax.Array
   value: jax.Array
   positions: jax.Array
@@ -83,10 +84,12 @@ class KVCache:
 
 
 def _overflow_error(chunk: int, max_length: int, index=None) -> ValueError:
-  where = (f'at positions {index}..{index + chunk - 1}' if index is not None else 'in one call')
+  where = f'at positions {index}..{index + chunk - 1}' if index is not None else 'in one call'
   needed = (index or 0) + chunk
-  return ValueError(f'decode: {chunk} new token(s) {where} exceed the cache of max_length={max_length} '
-                    f'(positions 0..{max_length - 1}); init_cache with max_length >= {needed}.')
+  return ValueError(
+      f'decode: {chunk} new token(s) {where} exceed the cache of max_length={max_length} '
+      f'(positions 0..{max_length - 1}); init_cache with max_length >= {needed}.'
+  )
 
 
 def check_cache_room(index, chunk: int, max_length: int) -> None:
@@ -160,24 +163,43 @@ class RelativeMultiHeadAttention(nnx.Module):
     rngs: nnx.Rngs with a 'params' stream.
   """
 
-  def __init__(self, num_heads: int, model_dim: int, encoder: contract.Encoder, *, head_dim: int | None = None,
-               causal: bool = False, dtype='float32', implementation: str | None = None, block_size=None,
-               own_position_params: bool = True, debug_checks: bool = False, model_adds_absolute: bool = False,
-               window: int | None = None, rngs: nnx.Rngs):
+  def __init__(
+      self,
+      num_heads: int,
+      model_dim: int,
+      encoder: contract.Encoder,
+      *,
+      head_dim: int | None = None,
+      causal: bool = False,
+      dtype='float32',
+      implementation: str | None = None,
+      block_size=None,
+      own_position_params: bool = True,
+      debug_checks: bool = False,
+      model_adds_absolute: bool = False,
+      window: int | None = None,
+      rngs: nnx.Rngs,
+  ):
     who = 'RelativeMultiHeadAttention'
     num_heads = validation.positive_int(who, 'num_heads', num_heads)
     model_dim = validation.positive_int(who, 'model_dim', model_dim)
     head_dim = validation.head_dim(who, model_dim, num_heads, head_dim)
-    validation.require(isinstance(encoder, contract.Encoder), who, 'encoder', encoder,
-                       'an Encoder (relpos_jax.encoders.make(...))')
+    validation.require(
+        isinstance(encoder, contract.Encoder), who, 'encoder', encoder, 'an Encoder (relpos_jax.encoders.make(...))'
+    )
     functional.check_implementation(implementation)
     functional.check_block_size(implementation, block_size)
     if window is not None:
       window = validation.positive_int(who, 'window', window)
-    flags = dict(causal=causal, own_position_params=own_position_params, debug_checks=debug_checks,
-                 model_adds_absolute=model_adds_absolute)
+    flags = dict(
+        causal=causal,
+        own_position_params=own_position_params,
+        debug_checks=debug_checks,
+        model_adds_absolute=model_adds_absolute,
+    )
     causal, own_position_params, debug_checks, model_adds_absolute = (
-        validation.boolean(who, field, value) for field, value in flags.items())
+        validation.boolean(who, field, value) for field, value in flags.items()
+    )
     position_terms.check_causal(who, encoder, causal)
     absolute = [p.name for p in position_terms.input_parts(encoder)]
     if absolute and not model_adds_absolute:
@@ -186,7 +208,9 @@ class RelativeMultiHeadAttention(nnx.Module):
           'model input (x + p_i), not in attention, so this layer ignores them. Add '
           'relpos_jax.nn.position_terms.input_embedding(...) to the layer input as DecoderLM / BidirectionalModel '
           'do (and pass model_adds_absolute=True), or use the absolute_score encoder for a score-level term.',
-          UserWarning, stacklevel=2)
+          UserWarning,
+          stacklevel=2,
+      )
     self.num_heads = num_heads
     self.model_dim = model_dim
     self.head_dim = head_dim
@@ -206,8 +230,9 @@ class RelativeMultiHeadAttention(nnx.Module):
     self.out = nnx.Linear(inner, model_dim, **linear)
     self.own_position_params = own_position_params
     if self.own_position_params:
-      params = position_terms.init_params(self.parts, rngs.params(), num_heads=num_heads, head_dim=head_dim,
-                                          model_dim=model_dim)
+      params = position_terms.init_params(
+          self.parts, rngs.params(), num_heads=num_heads, head_dim=head_dim, model_dim=model_dim
+      )
       self.position_params = nnx.List([as_variables(p) for p in params])
     else:
       self.position_params = None
@@ -216,15 +241,20 @@ class RelativeMultiHeadAttention(nnx.Module):
 
   def init_position_params(self, rng: jax.Array) -> list:
     """Fresh params for this layer's attention parts (what a sharing model owns on its layers' behalf)."""
-    return position_terms.init_params(self.parts, rng, num_heads=self.num_heads, head_dim=self.head_dim,
-                                      model_dim=self.model_dim)
+    return position_terms.init_params(
+        self.parts, rng, num_heads=self.num_heads, head_dim=self.head_dim, model_dim=self.model_dim
+    )
 
   def _params(self, position_params):
     if position_params is None and self.position_params is not None:
       return [variable_values(p) for p in self.position_params]
-    validation.require(position_params is not None, 'RelativeMultiHeadAttention', 'position_params', None,
-                       'the model-owned encoder params, passed to every call of a layer built with '
-                       'own_position_params=False')
+    validation.require(
+        position_params is not None,
+        'RelativeMultiHeadAttention',
+        'position_params',
+        None,
+        'the model-owned encoder params, passed to every call of a layer built with ' 'own_position_params=False',
+    )
     params = list(position_params)
     position_terms.check_params(self.parts, params, self.num_heads)
     return params
@@ -242,9 +272,15 @@ class RelativeMultiHeadAttention(nnx.Module):
       padding_mask = validation.mask('RelativeMultiHeadAttention', padding_mask, shape)
     return positions, padding_mask
 
-  def __call__(self, x: jax.Array, *, positions: jax.Array | None = None,
-               padding_mask: jax.Array | None = None, position_bias: jax.Array | None = None,
-               position_params=None) -> jax.Array:
+  def __call__(
+      self,
+      x: jax.Array,
+      *,
+      positions: jax.Array | None = None,
+      padding_mask: jax.Array | None = None,
+      position_bias: jax.Array | None = None,
+      position_params=None,
+  ) -> jax.Array:
     """x (B, L, model_dim) -> (B, L, model_dim).
 
     positions: explicit int positions (B, L), None for 0 .. L-1. padding_mask: (B, L) bool, True = real
@@ -258,12 +294,23 @@ class RelativeMultiHeadAttention(nnx.Module):
     if position_terms.has_kind(self.parts, contract.Kind.ROTARY):
       rot = positions if positions is not None else position_terms.contiguous_positions(b, length)
       q, k = position_terms.rotate(self.parts, params, q, k, rot, rot)
-    out = functional.attend(q, k, v, parts=self.parts, params=params, causal=self.causal,
-                            key_mask=padding_mask, q_positions=positions,
-                            k_positions=positions, position_bias=position_bias,
-                            implementation=self.implementation, block_size=self.block_size,
-                            debug_checks=self.debug_checks, window=self.window,
-                            features=content_terms.token_features(self.parts, params, x))
+    out = functional.attend(
+        q,
+        k,
+        v,
+        parts=self.parts,
+        params=params,
+        causal=self.causal,
+        key_mask=padding_mask,
+        q_positions=positions,
+        k_positions=positions,
+        position_bias=position_bias,
+        implementation=self.implementation,
+        block_size=self.block_size,
+        debug_checks=self.debug_checks,
+        window=self.window,
+        features=content_terms.token_features(self.parts, params, x),
+    )
     return self.out(merge_heads(out).astype(self.dtype))
 
   # --------------------------------------------------------------------------------------------------------
@@ -271,11 +318,12 @@ class RelativeMultiHeadAttention(nnx.Module):
 
   def _cached_features(self, cache: KVCache) -> tuple:
     features = tuple(cache.features) if cache.features else (None,) * len(self.parts)
-    sizes = content_terms.feature_sizes(self.parts, contract.Dims(self.num_heads, self.head_dim,
-                                                                  self.model_dim))
+    sizes = content_terms.feature_sizes(self.parts, contract.Dims(self.num_heads, self.head_dim, self.model_dim))
     if len(features) != len(self.parts) or any((f is None) != (n == 0) for f, n in zip(features, sizes)):
-      raise ValueError('decode: the cache holds no token features for this layer\'s contextual parts; build it '
-                       'with this layer\'s init_cache.')
+      raise ValueError(
+          "decode: the cache holds no token features for this layer's contextual parts; build it "
+          "with this layer's init_cache."
+      )
     return features
 
   def init_cache(self, batch: int, max_length: int) -> KVCache:
@@ -283,17 +331,27 @@ class RelativeMultiHeadAttention(nnx.Module):
     batch = validation.positive_int('init_cache', 'batch', batch)
     max_length = validation.positive_int('init_cache', 'max_length', max_length)
     shape = (batch, max_length, self.num_heads, self.head_dim)
-    sizes = content_terms.feature_sizes(self.parts, contract.Dims(self.num_heads, self.head_dim,
-                                                                  self.model_dim))
+    sizes = content_terms.feature_sizes(self.parts, contract.Dims(self.num_heads, self.head_dim, self.model_dim))
     features = tuple(jnp.zeros((batch, max_length, n), jnp.float32) if n else None for n in sizes)
-    return KVCache(key=jnp.zeros(shape, self.dtype), value=jnp.zeros(shape, self.dtype),
-                   positions=jnp.zeros((batch, max_length), jnp.int32),
-                   mask=jnp.zeros((batch, max_length), bool), index=jnp.zeros((), jnp.int32),
-                   features=features)
+    return KVCache(
+        key=jnp.zeros(shape, self.dtype),
+        value=jnp.zeros(shape, self.dtype),
+        positions=jnp.zeros((batch, max_length), jnp.int32),
+        mask=jnp.zeros((batch, max_length), bool),
+        index=jnp.zeros((), jnp.int32),
+        features=features,
+    )
 
-  def decode(self, x: jax.Array, cache: KVCache, *, positions: jax.Array | None = None,
-             padding_mask: jax.Array | None = None, position_bias: jax.Array | None = None,
-             position_params=None) -> tuple[jax.Array, KVCache]:
+  def decode(
+      self,
+      x: jax.Array,
+      cache: KVCache,
+      *,
+      positions: jax.Array | None = None,
+      padding_mask: jax.Array | None = None,
+      position_bias: jax.Array | None = None,
+      position_params=None,
+  ) -> tuple[jax.Array, KVCache]:
     """Attends C new tokens x (B, C, model_dim) to the cache and themselves; returns (y, updated cache).
 
     The new queries sit at q_offset = cache.index; with positions None their positions are index .. index +
@@ -301,13 +359,17 @@ class RelativeMultiHeadAttention(nnx.Module):
     Explicit `positions` (B, C) are stored in the cache, and the position terms then read positions from
     the cache. position_bias, if given, must be (H or B, H, C, max_length) for these queries.
     """
-    validation.require(self.causal, 'decode', 'causal', self.causal,
-                       'True: decode needs a causal layer (a bidirectional one would let cached tokens attend '
-                       'to tokens that do not exist yet)')
+    validation.require(
+        self.causal,
+        'decode',
+        'causal',
+        self.causal,
+        'True: decode needs a causal layer (a bidirectional one would let cached tokens attend '
+        'to tokens that do not exist yet)',
+    )
     explicit, padding_mask = self._check_input(x, positions, padding_mask)
     b, chunk, _ = x.shape
-    validation.require(cache.key.shape[0] == b, 'decode', 'x', f'<batch {b}>',
-                       f'the cache batch {cache.key.shape[0]}')
+    validation.require(cache.key.shape[0] == b, 'decode', 'x', f'<batch {b}>', f'the cache batch {cache.key.shape[0]}')
     max_length = cache.max_length
     check_cache_room(cache.index, chunk, max_length)
     params = self._params(position_params)
@@ -319,13 +381,16 @@ class RelativeMultiHeadAttention(nnx.Module):
     new_features = content_terms.token_features(self.parts, params, x)
     features = tuple(
         None if cached is None else jax.lax.dynamic_update_slice(cached, new, start + (0,))
-        for cached, new in zip(self._cached_features(cache), new_features))
+        for cached, new in zip(self._cached_features(cache), new_features)
+    )
     cache = KVCache(
         key=jax.lax.dynamic_update_slice(cache.key, k.astype(cache.key.dtype), start + (0, 0)),
         value=jax.lax.dynamic_update_slice(cache.value, v.astype(cache.value.dtype), start + (0, 0)),
         positions=jax.lax.dynamic_update_slice(cache.positions, new_positions, start),
         mask=jax.lax.dynamic_update_slice(cache.mask, new_mask, start),
-        index=index + chunk, features=features)
+        index=index + chunk,
+        features=features,
+    )
     keys = cache.key
     if position_terms.has_kind(self.parts, contract.Kind.ROTARY):
       # Keys are cached unrotated and rotated here with the cached positions: an encoder whose rotation
@@ -334,11 +399,23 @@ class RelativeMultiHeadAttention(nnx.Module):
       q, keys = position_terms.rotate(self.parts, params, q, keys, new_positions, cache.positions)
     # q_offset places the queries among the cached keys (the causal mask); explicit positions, when given,
     # are what the position terms read.
-    out = functional.attend(q, keys, cache.value, parts=self.parts, params=params, causal=True,
-                            key_mask=cache.mask, q_offset=index,
-                            q_positions=explicit, k_positions=None if explicit is None else cache.positions,
-                            position_bias=position_bias, implementation=self.implementation,
-                            block_size=self.block_size, debug_checks=self.debug_checks, window=self.window,
-                            features=list(cache.features))
+    out = functional.attend(
+        q,
+        keys,
+        cache.value,
+        parts=self.parts,
+        params=params,
+        causal=True,
+        key_mask=cache.mask,
+        q_offset=index,
+        q_positions=explicit,
+        k_positions=None if explicit is None else cache.positions,
+        position_bias=position_bias,
+        implementation=self.implementation,
+        block_size=self.block_size,
+        debug_checks=self.debug_checks,
+        window=self.window,
+        features=list(cache.features),
+    )
     y = self.out(merge_heads(out).astype(self.dtype))
     return poison_overflow(y, index, chunk, max_length), cache

@@ -41,18 +41,42 @@ class MLP(nnx.Module):
 class TransformerBlock(nnx.Module):
   """One pre-norm block around a `RelativeMultiHeadAttention`."""
 
-  def __init__(self, model_dim: int, num_heads: int, encoder, *, mlp_hidden_dim: int, causal: bool,
-               dropout_rate: float = 0.0, norm: str = 'rmsnorm', dtype='float32',
-               implementation: str | None = None, block_size=None, own_position_params: bool = True,
-               debug_checks: bool = False, model_adds_absolute: bool = False, window: int | None = None,
-               rngs: nnx.Rngs):
+  def __init__(
+      self,
+      model_dim: int,
+      num_heads: int,
+      encoder,
+      *,
+      mlp_hidden_dim: int,
+      causal: bool,
+      dropout_rate: float = 0.0,
+      norm: str = 'rmsnorm',
+      dtype='float32',
+      implementation: str | None = None,
+      block_size=None,
+      own_position_params: bool = True,
+      debug_checks: bool = False,
+      model_adds_absolute: bool = False,
+      window: int | None = None,
+      rngs: nnx.Rngs,
+  ):
     dtype = attention_lib.canonical_dtype(dtype)
     self.dtype = dtype
     self.attention_norm = make_norm(norm, model_dim, rngs)
     self.attention = attention_lib.RelativeMultiHeadAttention(
-        num_heads, model_dim, encoder, causal=causal, dtype=dtype, implementation=implementation,
-        block_size=block_size, own_position_params=own_position_params, debug_checks=debug_checks,
-        model_adds_absolute=model_adds_absolute, window=window, rngs=rngs)
+        num_heads,
+        model_dim,
+        encoder,
+        causal=causal,
+        dtype=dtype,
+        implementation=implementation,
+        block_size=block_size,
+        own_position_params=own_position_params,
+        debug_checks=debug_checks,
+        model_adds_absolute=model_adds_absolute,
+        window=window,
+        rngs=rngs,
+    )
     self.mlp_norm = make_norm(norm, model_dim, rngs)
     self.mlp = MLP(model_dim, mlp_hidden_dim, dtype=dtype, rngs=rngs)
     self.dropout = nnx.Dropout(dropout_rate, rngs=rngs)
@@ -61,18 +85,34 @@ class TransformerBlock(nnx.Module):
     h = self.mlp(self.mlp_norm(x).astype(self.dtype))
     return x + self.dropout(h, deterministic=deterministic).astype(jnp.float32)
 
-  def __call__(self, x, *, positions=None, padding_mask=None, position_bias=None, position_params=None,
-               deterministic: bool = True):
-    h = self.attention(self.attention_norm(x).astype(self.dtype), positions=positions,
-                       padding_mask=padding_mask, position_bias=position_bias,
-                       position_params=position_params)
+  def __call__(
+      self,
+      x,
+      *,
+      positions=None,
+      padding_mask=None,
+      position_bias=None,
+      position_params=None,
+      deterministic: bool = True,
+  ):
+    h = self.attention(
+        self.attention_norm(x).astype(self.dtype),
+        positions=positions,
+        padding_mask=padding_mask,
+        position_bias=position_bias,
+        position_params=position_params,
+    )
     x = x + self.dropout(h, deterministic=deterministic).astype(jnp.float32)
     return self._mlp_branch(x, deterministic)
 
-  def decode(self, x, cache, *, positions=None, padding_mask=None, position_bias=None,
-             position_params=None):
-    h, cache = self.attention.decode(self.attention_norm(x).astype(self.dtype), cache, positions=positions,
-                                     padding_mask=padding_mask, position_bias=position_bias,
-                                     position_params=position_params)
+  def decode(self, x, cache, *, positions=None, padding_mask=None, position_bias=None, position_params=None):
+    h, cache = self.attention.decode(
+        self.attention_norm(x).astype(self.dtype),
+        cache,
+        positions=positions,
+        padding_mask=padding_mask,
+        position_bias=position_bias,
+        position_params=position_params,
+    )
     x = x + h.astype(jnp.float32)
     return self._mlp_branch(x, True), cache

@@ -76,11 +76,12 @@ def block_sizes(block_size) -> tuple[int, int]:
     pair = tuple(pair)
   except TypeError:
     pair = ()
-  ok = len(pair) == 2 and all(isinstance(b, numbers.Integral) and not isinstance(b, bool) and b >= 1
-                              for b in pair)
+  ok = len(pair) == 2 and all(isinstance(b, numbers.Integral) and not isinstance(b, bool) and b >= 1 for b in pair)
   if not ok:
-    raise ValueError(f'block_size={block_size!r} is invalid; allowed: None (default {DEFAULT_BLOCK_SIZE}), '
-                     'an int >= 1 (square tiles) or a pair (block_q, block_k) of ints >= 1.')
+    raise ValueError(
+        f'block_size={block_size!r} is invalid; allowed: None (default {DEFAULT_BLOCK_SIZE}), '
+        'an int >= 1 (square tiles) or a pair (block_q, block_k) of ints >= 1.'
+    )
   return int(pair[0]), int(pair[1])
 
 
@@ -91,13 +92,14 @@ def block_sizes(block_size) -> tuple[int, int]:
 @dataclasses.dataclass(frozen=True)
 class Tile:
   """One (bq, bk) tile: queries qs .. qs + bq - 1 (at key index q_offset + qs + i), keys ks .. ks + bk - 1."""
-  qs: jax.Array        # int32 scalar
-  ks: jax.Array        # int32 scalar
+
+  qs: jax.Array  # int32 scalar
+  ks: jax.Array  # int32 scalar
   bq: int
   bk: int
   q_offset: jax.Array  # int32 scalar
-  q_pos: jax.Array     # (B or 1, bq) int32 positions the position terms read
-  k_pos: jax.Array     # (B or 1, bk) int32
+  q_pos: jax.Array  # (B or 1, bq) int32 positions the position terms read
+  k_pos: jax.Array  # (B or 1, bk) int32
   padded_q_len: int
   padded_k_len: int
 
@@ -121,7 +123,8 @@ def _add_diagonals(acc, update, tile: Tile, axis: int):
   start = tile.diagonal_start
   size = tile.bq + tile.bk - 1
   return jax.lax.dynamic_update_slice_in_dim(
-      acc, jax.lax.dynamic_slice_in_dim(acc, start, size, axis=axis) + update, start, axis=axis)
+      acc, jax.lax.dynamic_slice_in_dim(acc, start, size, axis=axis) + update, start, axis=axis
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,20 +205,25 @@ class _VectorRows(_Tiler):
     rel = positions_lib.distinct_relative_positions(ctx.padded_q_len, ctx.padded_k_len, ctx.q_offset)
     _, v = part.query_biases(params)
     value_rows = part.value_embeddings(params, rel)
-    return {'key': jnp.asarray(part.key_embeddings(params, rel), jnp.float32),
-            'value': None if value_rows is None else jnp.asarray(value_rows, jnp.float32),
-            'v': None if v is None else jnp.asarray(v, jnp.float32)}
+    return {
+        'key': jnp.asarray(part.key_embeddings(params, rel), jnp.float32),
+        'value': None if value_rows is None else jnp.asarray(value_rows, jnp.float32),
+        'v': None if v is None else jnp.asarray(v, jnp.float32),
+    }
 
   def local(self, theta, tile):
-    return {'key': _slice_diagonals(theta['key'], tile, axis=0),
-            'value': None if theta['value'] is None else _slice_diagonals(theta['value'], tile, axis=0),
-            'v': theta['v']}
+    return {
+        'key': _slice_diagonals(theta['key'], tile, axis=0),
+        'value': None if theta['value'] is None else _slice_diagonals(theta['value'], tile, axis=0),
+        'v': theta['v'],
+    }
 
   def accumulate(self, acc, d_local, tile):
-    return {'key': _add_diagonals(acc['key'], d_local['key'], tile, axis=0),
-            'value': None if acc['value'] is None else _add_diagonals(acc['value'], d_local['value'], tile,
-                                                                      axis=0),
-            'v': None if acc['v'] is None else acc['v'] + d_local['v']}
+    return {
+        'key': _add_diagonals(acc['key'], d_local['key'], tile, axis=0),
+        'value': None if acc['value'] is None else _add_diagonals(acc['value'], d_local['value'], tile, axis=0),
+        'v': None if acc['v'] is None else acc['v'] + d_local['v'],
+    }
 
   def scores(self, part, local, q_t, tile):
     q = q_t.astype(jnp.float32)
@@ -240,8 +248,7 @@ class _VectorTable(_Tiler):
   def _table(self, part, tile):
     if self.contiguous:
       return skew.relative_table(part, tile.bq, tile.bk, q_offset=tile.tile_q_offset)
-    return skew.relative_table(part, tile.bq, tile.bk, q_positions=tile.q_pos,
-                                         k_positions=tile.k_pos)
+    return skew.relative_table(part, tile.bq, tile.bk, q_positions=tile.q_pos, k_positions=tile.k_pos)
 
   def scores(self, part, local, q_t, tile):
     return position_terms.vector_scores(part, local, q_t, self._table(part, tile))
@@ -257,8 +264,10 @@ def _tiler(part, contiguous: bool) -> _Tiler:
     if contiguous and part.clip_distance is None:
       return _VectorRows()
     return _VectorTable(contiguous)
-  raise ValueError(f'attention implementation "blockwise": encoder {part.name or type(part).__name__!r} is of '
-                   f'kind {part.kind.value!r}, which has no per-tile form; use implementation "einsum".')
+  raise ValueError(
+      f'attention implementation "blockwise": encoder {part.name or type(part).__name__!r} is of '
+      f'kind {part.kind.value!r}, which has no per-tile form; use implementation "einsum".'
+  )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -268,16 +277,17 @@ def _tiler(part, contiguous: bool) -> _Tiler:
 @dataclasses.dataclass(frozen=True)
 class _Config:
   """Everything static about one call (hashable: the custom VJP's nondiff argument)."""
-  parts: tuple        # the parts with a term inside attention (not rotary)
+
+  parts: tuple  # the parts with a term inside attention (not rotary)
   tilers: tuple
-  given_bias: bool    # theta ends with a precomputed bias
+  given_bias: bool  # theta ends with a precomputed bias
   causal: bool
   scale: float
   bq: int
   bk: int
   num_q_tiles: int
   num_k_tiles: int
-  k_len: int          # real keys (later ones are padding)
+  k_len: int  # real keys (later ones are padding)
   has_key_mask: bool
   has_mask: bool
 
@@ -292,8 +302,7 @@ class _Context:
 def _tile(cfg: _Config, aux, qs, ks) -> Tile:
   q_pos = jax.lax.dynamic_slice_in_dim(aux['q_pos'], qs, cfg.bq, axis=1)
   k_pos = jax.lax.dynamic_slice_in_dim(aux['k_pos'], ks, cfg.bk, axis=1)
-  return Tile(qs, ks, cfg.bq, cfg.bk, aux['q_offset'], q_pos, k_pos, cfg.num_q_tiles * cfg.bq,
-              cfg.num_k_tiles * cfg.bk)
+  return Tile(qs, ks, cfg.bq, cfg.bk, aux['q_offset'], q_pos, k_pos, cfg.num_q_tiles * cfg.bq, cfg.num_k_tiles * cfg.bk)
 
 
 def _locals(cfg: _Config, theta, tile: Tile):
@@ -392,8 +401,11 @@ def _forward(cfg: _Config, q, k, v, theta, aux):
       acc = acc * jnp.moveaxis(correction, 1, 2)[..., None] + _values(cfg, tile, p, v_t, local)
       return m_new, l, acc
 
-    init = (jnp.full((b, h, cfg.bq), -jnp.inf, jnp.float32), jnp.zeros((b, h, cfg.bq), jnp.float32),
-            jnp.zeros((b, cfg.bq, h, d), jnp.float32))
+    init = (
+        jnp.full((b, h, cfg.bq), -jnp.inf, jnp.float32),
+        jnp.zeros((b, h, cfg.bq), jnp.float32),
+        jnp.zeros((b, cfg.bq, h, d), jnp.float32),
+    )
     lo, hi = _key_tile_range(cfg, aux, qs)
     m, l, acc = jax.lax.fori_loop(lo, hi, key_tile, init)
     seen = l > 0
@@ -447,9 +459,11 @@ def _attention_bwd(cfg, residuals, d_out):
       dq_part, dk_t, d_local_s = logits_vjp(ds)
       d_local = jax.tree.map(jnp.add, d_local_s, d_local_v)
       dk = jax.lax.dynamic_update_slice_in_dim(
-          dk, jax.lax.dynamic_slice_in_dim(dk, ks, cfg.bk, axis=1) + dk_t.astype(dk.dtype), ks, axis=1)
+          dk, jax.lax.dynamic_slice_in_dim(dk, ks, cfg.bk, axis=1) + dk_t.astype(dk.dtype), ks, axis=1
+      )
       dv = jax.lax.dynamic_update_slice_in_dim(
-          dv, jax.lax.dynamic_slice_in_dim(dv, ks, cfg.bk, axis=1) + dv_t.astype(dv.dtype), ks, axis=1)
+          dv, jax.lax.dynamic_slice_in_dim(dv, ks, cfg.bk, axis=1) + dv_t.astype(dv.dtype), ks, axis=1
+      )
       return dq_t + dq_part.astype(jnp.float32), dk, dv, _accumulate(cfg, d_theta, d_local, tile)
 
     lo, hi = _key_tile_range(cfg, aux, qs)
@@ -478,6 +492,7 @@ def _pad_axis(x, axis: int, size: int):
 @dataclasses.dataclass(frozen=True)
 class Prepared:
   """One call, ready for the tile loops: the static config, padded q, k, v, the position data and masks."""
+
   cfg: _Config
   q: jax.Array
   k: jax.Array
@@ -487,8 +502,23 @@ class Prepared:
   q_len: int
 
 
-def prepare(query, key, value, *, parts, params, causal: bool, scale: float, key_mask=None, mask=None,
-            q_offset=0, q_positions=None, k_positions=None, position_bias=None, block_size=None) -> Prepared:
+def prepare(
+    query,
+    key,
+    value,
+    *,
+    parts,
+    params,
+    causal: bool,
+    scale: float,
+    key_mask=None,
+    mask=None,
+    q_offset=0,
+    q_positions=None,
+    k_positions=None,
+    position_bias=None,
+    block_size=None,
+) -> Prepared:
   """Tiles, padding, and each part's prepared data (`_Tiler.prepare`, differentiable by plain autodiff)."""
   bq, bk = block_sizes(block_size)
   b, q_len, num_heads, _ = query.shape
@@ -504,8 +534,11 @@ def prepare(query, key, value, *, parts, params, causal: bool, scale: float, key
     terms = [(part, p) for part, p in terms if part.kind is not Kind.SCALAR_BIAS]
   tilers = tuple(_tiler(part, contiguous) for part, _ in terms)
   ctx = _Context(padded_q, padded_k, q_offset)
-  theta = {'parts': [t.prepare(part, p, ctx) for t, (part, p) in zip(tilers, terms)], 'given': None,
-           'u': position_terms.query_biases([part for part, _ in terms], [p for _, p in terms])}
+  theta = {
+      'parts': [t.prepare(part, p, ctx) for t, (part, p) in zip(tilers, terms)],
+      'given': None,
+      'u': position_terms.query_biases([part for part, _ in terms], [p for _, p in terms]),
+  }
   if position_bias is not None:
     bias = jnp.asarray(position_bias, jnp.float32)
     bias = bias[None] if bias.ndim == 3 else bias
@@ -526,12 +559,23 @@ def prepare(query, key, value, *, parts, params, causal: bool, scale: float, key
     m = jnp.broadcast_to(m, m.shape[:2] + (q_len, k_len))
     aux['mask'] = _pad_axis(_pad_axis(m, 2, padded_q), 3, padded_k)
 
-  cfg = _Config(parts=tuple(part for part, _ in terms), tilers=tilers, given_bias=position_bias is not None,
-                causal=bool(causal), scale=float(scale), bq=bq, bk=bk, num_q_tiles=num_q_tiles,
-                num_k_tiles=num_k_tiles, k_len=k_len, has_key_mask=key_mask is not None,
-                has_mask=mask is not None)
-  return Prepared(cfg, _pad_axis(query, 1, padded_q), _pad_axis(key, 1, padded_k),
-                  _pad_axis(value, 1, padded_k), theta, aux, q_len)
+  cfg = _Config(
+      parts=tuple(part for part, _ in terms),
+      tilers=tilers,
+      given_bias=position_bias is not None,
+      causal=bool(causal),
+      scale=float(scale),
+      bq=bq,
+      bk=bk,
+      num_q_tiles=num_q_tiles,
+      num_k_tiles=num_k_tiles,
+      k_len=k_len,
+      has_key_mask=key_mask is not None,
+      has_mask=mask is not None,
+  )
+  return Prepared(
+      cfg, _pad_axis(query, 1, padded_q), _pad_axis(key, 1, padded_k), _pad_axis(value, 1, padded_k), theta, aux, q_len
+  )
 
 
 def attend(query, key, value, **kwargs) -> jax.Array:
@@ -540,4 +584,4 @@ def attend(query, key, value, **kwargs) -> jax.Array:
   The caller (functional.attend) has checked the shapes and zeroes the queries that see no key.
   """
   p = prepare(query, key, value, **kwargs)
-  return _attention(p.cfg, p.q, p.k, p.v, p.theta, p.aux)[:, :p.q_len]
+  return _attention(p.cfg, p.q, p.k, p.v, p.theta, p.aux)[:, : p.q_len]

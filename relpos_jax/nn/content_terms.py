@@ -49,18 +49,22 @@ def check_features(parts, features, batch: int, k_len: int) -> list:
   if features is None:
     features = [None] * len(parts)
   if len(features) != len(parts):
-    raise ValueError(f'attend: features must have one entry per attention part ({len(parts)}), got '
-                     f'{len(features)}.')
+    raise ValueError(
+        f'attend: features must have one entry per attention part ({len(parts)}), got ' f'{len(features)}.'
+    )
   for part, f in zip(parts, features):
     if f is not None and (f.ndim != 3 or f.shape[:2] != (batch, k_len)):
-      raise ValueError(f'attend: the token features of {part.name} must be (batch, k_len, F) = '
-                       f'({batch}, {k_len}, F), got {f.shape}.')
+      raise ValueError(
+          f'attend: the token features of {part.name} must be (batch, k_len, F) = '
+          f'({batch}, {k_len}, F), got {f.shape}.'
+      )
   return list(features)
 
 
 def context(query, key, feature, valid, key_mask, q_index, scale) -> contract.AttentionContext:
-  return contract.AttentionContext(query=query, key=key, features=feature, valid=valid, key_mask=key_mask,
-                                   q_index=q_index, scale=float(scale))
+  return contract.AttentionContext(
+      query=query, key=key, features=feature, valid=valid, key_mask=key_mask, q_index=q_index, scale=float(scale)
+  )
 
 
 def content_logits(parts, params, features, ctx) -> jax.Array | None:
@@ -73,8 +77,15 @@ def content_logits(parts, params, features, ctx) -> jax.Array | None:
 
 
 def _with_features(ctx, feature):
-  return contract.AttentionContext(query=ctx.query, key=ctx.key, features=feature, valid=ctx.valid,
-                                   key_mask=ctx.key_mask, q_index=ctx.q_index, scale=ctx.scale)
+  return contract.AttentionContext(
+      query=ctx.query,
+      key=ctx.key,
+      features=feature,
+      valid=ctx.valid,
+      key_mask=ctx.key_mask,
+      q_index=ctx.q_index,
+      scale=ctx.scale,
+  )
 
 
 def add_contextual(parts, params, features, ctx, logits: jax.Array) -> jax.Array:
@@ -88,8 +99,7 @@ def add_contextual(parts, params, features, ctx, logits: jax.Array) -> jax.Array
 def transform_scores(parts, params, logits, valid, q_len, k_len, *, q_offset, q_positions, k_positions):
   for part, p in zip(parts, params):
     if part.kind is Kind.SCORE_TRANSFORM:
-      bias = part.base_bias(p, q_len, k_len, q_offset=q_offset, q_positions=q_positions,
-                            k_positions=k_positions)
+      bias = part.base_bias(p, q_len, k_len, q_offset=q_offset, q_positions=q_positions, k_positions=k_positions)
       logits = part.transform(p, logits, bias, valid)
   return logits
 
@@ -100,8 +110,11 @@ def apply_temperature(parts, params, logits, valid, q_index) -> jax.Array:
     return logits
   k_len = logits.shape[-1]
   full = jnp.broadcast_to(valid, valid.shape[:2] + logits.shape[2:]) if valid is not None else None
-  num_visible = (jnp.sum(full[:, 0], axis=-1).astype(jnp.float32) if full is not None
-                 else jnp.full((1, logits.shape[2]), float(k_len), jnp.float32))  # (B|1, Lq)
+  num_visible = (
+      jnp.sum(full[:, 0], axis=-1).astype(jnp.float32)
+      if full is not None
+      else jnp.full((1, logits.shape[2]), float(k_len), jnp.float32)
+  )  # (B|1, Lq)
   for part, p in parts_params:
     logits = logits * part.temperature(p, num_visible, q_index)[..., None]
   return logits

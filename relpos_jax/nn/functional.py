@@ -62,13 +62,16 @@ def check_block_size(implementation, block_size) -> None:
   if block_size is None:
     return
   if implementation not in TILED_IMPLEMENTATIONS:
-    raise ValueError(f'block_size={block_size!r} is only used by the tiled attention implementations '
-                     f'{TILED_IMPLEMENTATIONS}; implementation={implementation!r} has no tiles (drop block_size).')
+    raise ValueError(
+        f'block_size={block_size!r} is only used by the tiled attention implementations '
+        f'{TILED_IMPLEMENTATIONS}; implementation={implementation!r} has no tiles (drop block_size).'
+    )
   blockwise.block_sizes(block_size)
 
 
-def attention_mask(q_len: int, k_len: int, *, causal: bool, q_offset=0,
-                   key_mask: jax.Array | None = None) -> jax.Array | None:
+def attention_mask(
+    q_len: int, k_len: int, *, causal: bool, q_offset=0, key_mask: jax.Array | None = None
+) -> jax.Array | None:
   """Bool (B or 1, 1, q_len, k_len), True = may attend; None when nothing is masked.
 
   Causality is by index: query i (at index q_offset + i among the keys) sees keys j <= q_offset + i.
@@ -78,8 +81,9 @@ def attention_mask(q_len: int, k_len: int, *, causal: bool, q_offset=0,
   k_len = validation.positive_int('attention_mask', 'k_len', k_len)
   if key_mask is not None:
     key_mask = validation.mask('attention_mask', key_mask, (np.shape(key_mask)[0], k_len), 'key_mask')
-  return _attention_mask(q_len, k_len, causal=causal, q_offset=validation.offset('attention_mask', q_offset),
-                         key_mask=key_mask)
+  return _attention_mask(
+      q_len, k_len, causal=causal, q_offset=validation.offset('attention_mask', q_offset), key_mask=key_mask
+  )
 
 
 def _attention_mask(q_len, k_len, *, causal, q_offset, key_mask):
@@ -93,8 +97,9 @@ def _attention_mask(q_len, k_len, *, causal, q_offset, key_mask):
   return mask
 
 
-def sliding_window_mask(q_len: int, k_len: int, window: int, *, q_offset=0, q_positions=None,
-                        k_positions=None) -> jax.Array:
+def sliding_window_mask(
+    q_len: int, k_len: int, window: int, *, q_offset=0, q_positions=None, k_positions=None
+) -> jax.Array:
   """Bool (B or 1, 1, Lq, Lk): True where the key is less than `window` positions before the query
   (keys ahead are left to the causal mask)."""
   if q_positions is None:
@@ -110,8 +115,7 @@ def _positions_or_contiguous(b, q_len, k_len, q_offset, q_positions, k_positions
   if q_positions is not None:
     return jnp.asarray(q_positions, jnp.int32), jnp.asarray(k_positions, jnp.int32)
   q_pos = jnp.arange(q_len, dtype=jnp.int32) + jnp.asarray(q_offset, jnp.int32)
-  return (jnp.broadcast_to(q_pos, (b, q_len)),
-          jnp.broadcast_to(jnp.arange(k_len, dtype=jnp.int32), (b, k_len)))
+  return (jnp.broadcast_to(q_pos, (b, q_len)), jnp.broadcast_to(jnp.arange(k_len, dtype=jnp.int32), (b, k_len)))
 
 
 def _check_toeplitz_callback(bias):
@@ -180,10 +184,26 @@ def _without_nonfinite_keys(key, value, q_len, *, causal, q_offset, key_mask, ma
   return key, value, jnp.broadcast_to(jnp.any(bad, axis=1)[:, None, :], (bad.shape[0], q_len, bad.shape[2]))
 
 
-def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params, causal: bool = False,
-           key_mask: jax.Array | None = None, mask: jax.Array | None = None, q_offset=0, q_positions=None,
-           k_positions=None, position_bias=None, implementation=None, block_size=None,
-           debug_checks: bool = False, window: int | None = None, features=None) -> jax.Array:
+def attend(
+    query: jax.Array,
+    key: jax.Array,
+    value: jax.Array,
+    *,
+    parts,
+    params,
+    causal: bool = False,
+    key_mask: jax.Array | None = None,
+    mask: jax.Array | None = None,
+    q_offset=0,
+    q_positions=None,
+    k_positions=None,
+    position_bias=None,
+    implementation=None,
+    block_size=None,
+    debug_checks: bool = False,
+    window: int | None = None,
+    features=None,
+) -> jax.Array:
   """Multi-head attention with the position terms of `parts`.
 
   Args:
@@ -220,9 +240,13 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
   checks.assert_qkv_shapes(query, key, value)
   b, q_len, num_heads, head_dim = query.shape
   k_len = key.shape[1]
-  validation.require((q_positions is None) == (k_positions is None), 'attend', 'k_positions',
-                     '<given>' if q_positions is None else None,
-                     'both q_positions and k_positions, or neither (contiguous positions)')
+  validation.require(
+      (q_positions is None) == (k_positions is None),
+      'attend',
+      'k_positions',
+      '<given>' if q_positions is None else None,
+      'both q_positions and k_positions, or neither (contiguous positions)',
+  )
   q_offset = validation.offset('attend', q_offset)
   if q_positions is not None:
     q_positions = validation.positions('attend', q_positions, (b, q_len), 'q_positions')
@@ -234,42 +258,67 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
   if window is not None:
     window = validation.positive_int('attend', 'window', window)
     # Folded into the mask before the non-finite keys are sanitized: a key beyond the window is masked.
-    window_mask = sliding_window_mask(q_len, k_len, window, q_offset=q_offset, q_positions=q_positions,
-                                      k_positions=k_positions)
+    window_mask = sliding_window_mask(
+        q_len, k_len, window, q_offset=q_offset, q_positions=q_positions, k_positions=k_positions
+    )
     mask = window_mask if mask is None else mask & window_mask
   remaps = [(part, p) for part, p in zip(parts, params) if part.kind is Kind.POSITION_REMAP]
   sees_nonfinite = None
   if causal or key_mask is not None or mask is not None:
-    key, value, sees_nonfinite = _without_nonfinite_keys(key, value, q_len, causal=causal, q_offset=q_offset,
-                                                         key_mask=key_mask, mask=mask)
+    key, value, sees_nonfinite = _without_nonfinite_keys(
+        key, value, q_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask
+    )
 
   if implementation in TILED_IMPLEMENTATIONS:
     for part, _ in remaps:
-      raise validation.invalid('attend', 'implementation', implementation,
-                               f'"einsum" or None with encoder {part.name or type(part).__name__!r} of kind '
-                               f'{part.kind.value!r} (a remap merges whole score matrices per region; it has '
-                               f'no per-tile form)')
-    validation.require(query.shape[-1] == value.shape[-1], 'attend', 'implementation', implementation,
-                       f'"einsum" or None when queries and keys (head size {query.shape[-1]}) and values '
-                       f'(head size {value.shape[-1]}) differ in size (pope\'s polar q and k): the tiled paths '
-                       f'accumulate in the query\'s size')
+      raise validation.invalid(
+          'attend',
+          'implementation',
+          implementation,
+          f'"einsum" or None with encoder {part.name or type(part).__name__!r} of kind '
+          f'{part.kind.value!r} (a remap merges whole score matrices per region; it has '
+          f'no per-tile form)',
+      )
+    validation.require(
+        query.shape[-1] == value.shape[-1],
+        'attend',
+        'implementation',
+        implementation,
+        f'"einsum" or None when queries and keys (head size {query.shape[-1]}) and values '
+        f"(head size {value.shape[-1]}) differ in size (pope's polar q and k): the tiled paths "
+        f"accumulate in the query's size",
+    )
     if position_bias is not None:
       checks.assert_bias_shape(position_bias, q_len=q_len, k_len=k_len, num_heads=num_heads)
     if implementation == 'pallas':
       from relpos_jax.nn import pallas_attention  # Local: jax.experimental.pallas only when asked for.
+
       tiled = pallas_attention.attend
     else:
       tiled = blockwise.attend
-    out = tiled(query, key, value, parts=parts, params=params, causal=causal, scale=scale,
-                key_mask=key_mask, mask=mask, q_offset=q_offset, q_positions=q_positions,
-                k_positions=k_positions, position_bias=position_bias, block_size=block_size)
-    return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask,
-                   mask=mask)
+    out = tiled(
+        query,
+        key,
+        value,
+        parts=parts,
+        params=params,
+        causal=causal,
+        scale=scale,
+        key_mask=key_mask,
+        mask=mask,
+        q_offset=q_offset,
+        q_positions=q_positions,
+        k_positions=k_positions,
+        position_bias=position_bias,
+        block_size=block_size,
+    )
+    return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
 
   bias = position_bias
   if bias is None:
-    bias = position_terms.scalar_bias(parts, params, q_len, k_len, q_offset=q_offset,
-                                      q_positions=q_positions, k_positions=k_positions)
+    bias = position_terms.scalar_bias(
+        parts, params, q_len, k_len, q_offset=q_offset, q_positions=q_positions, k_positions=k_positions
+    )
   if bias is not None:
     checks.assert_bias_shape(bias, q_len=q_len, k_len=k_len, num_heads=num_heads)
     bias = jnp.asarray(bias, jnp.float32)
@@ -282,20 +331,28 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
   content_kind = content_terms.has_content_kind(parts)
 
   use_dot_product_attention = implementation in ('xla', 'cudnn') or (
-      implementation is None and jax.default_backend() != 'cpu')
+      implementation is None and jax.default_backend() != 'cpu'
+  )
   # dot_product_attention needs one head size for q, k and v (PoPE's polar q and k are twice v's).
   same_size = query.shape[-1] == value.shape[-1]
   if not vector_parts and not remaps and not content_kind and same_size and use_dot_product_attention:
     # A plain causal square lets the kernel skip the masked half (cuDNN) instead of reading a mask.
     native_causal = causal and q_len == k_len and _is_static_zero(q_offset)
-    dpa_mask = _attention_mask(q_len, k_len, causal=causal and not native_causal, q_offset=q_offset,
-                              key_mask=key_mask)
+    dpa_mask = _attention_mask(q_len, k_len, causal=causal and not native_causal, q_offset=q_offset, key_mask=key_mask)
     if mask is not None:
       dpa_mask = mask if dpa_mask is None else dpa_mask & mask
     # cuDNN takes the bias in the inputs' dtype; XLA adds it to float32 logits as it is.
     dpa_bias = bias.astype(query.dtype) if (bias is not None and implementation == 'cudnn') else bias
-    out = jax.nn.dot_product_attention(query, key, value, bias=dpa_bias, mask=dpa_mask, scale=scale,
-                                       is_causal=native_causal, implementation=implementation)
+    out = jax.nn.dot_product_attention(
+        query,
+        key,
+        value,
+        bias=dpa_bias,
+        mask=dpa_mask,
+        scale=scale,
+        is_causal=native_causal,
+        implementation=implementation,
+    )
   else:
     full_mask = _attention_mask(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask)
     if mask is not None:
@@ -304,9 +361,14 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
     if content_kind:
       q_index = jnp.arange(q_len, dtype=jnp.int32) + jnp.asarray(q_offset, jnp.int32)
       ctx = content_terms.context(
-          query.astype(jnp.float32), key.astype(jnp.float32), None,
+          query.astype(jnp.float32),
+          key.astype(jnp.float32),
+          None,
           full_mask if full_mask is not None else jnp.ones((1, 1, q_len, k_len), bool),
-          key_mask if key_mask is not None else jnp.ones((b, k_len), bool), q_index, scale)
+          key_mask if key_mask is not None else jnp.ones((b, k_len), bool),
+          q_index,
+          scale,
+      )
       features = content_terms.check_features(parts, features, b, k_len)
       replaced = content_terms.content_logits(parts, params, features, ctx)
     content_query = query
@@ -325,8 +387,9 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
       scores = jnp.einsum('bihd,bjhd->bhij', content_query, key, preferred_element_type=jnp.float32)
     tables = []
     for part, p in vector_parts:
-      table = skew.relative_table(part, q_len, k_len, q_offset=q_offset, causal=causal,
-                                  q_positions=q_positions, k_positions=k_positions)
+      table = skew.relative_table(
+          part, q_len, k_len, q_offset=q_offset, causal=causal, q_positions=q_positions, k_positions=k_positions
+      )
       tables.append(table)
       scores = scores + position_terms.vector_scores(part, p, query, table)
     scores = scores * np.float32(scale)
@@ -335,8 +398,17 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
     remainder = None
     if content_kind:
       scores = content_terms.add_contextual(parts, params, features, ctx, scores)
-      scores = content_terms.transform_scores(parts, params, scores, full_mask, q_len, k_len, q_offset=q_offset,
-                                              q_positions=q_positions, k_positions=k_positions)
+      scores = content_terms.transform_scores(
+          parts,
+          params,
+          scores,
+          full_mask,
+          q_len,
+          k_len,
+          q_offset=q_offset,
+          q_positions=q_positions,
+          k_positions=k_positions,
+      )
       scores = content_terms.apply_temperature(parts, params, scores, full_mask, ctx.q_index)
     if full_mask is not None:
       scores = jnp.where(full_mask, scores, _LARGE_NEGATIVE)
@@ -345,8 +417,7 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
       weights, remainder = normalizer[0].weights(normalizer[1], scores, ctx)
     else:
       weights = jax.nn.softmax(scores, axis=-1)
-    out = jnp.einsum('bhij,bjhd->bihd', weights.astype(value.dtype), value,
-                     preferred_element_type=jnp.float32)
+    out = jnp.einsum('bhij,bjhd->bihd', weights.astype(value.dtype), value, preferred_element_type=jnp.float32)
     if remainder is not None:  # stick-breaking: what the keys leave goes to the query's own value
       own = jnp.take(value, ctx.q_index, axis=1).astype(jnp.float32)  # (B, Lq, H, D)
       out = out + jnp.moveaxis(remainder, 1, 2)[..., None] * own
@@ -355,8 +426,7 @@ def attend(query: jax.Array, key: jax.Array, value: jax.Array, *, parts, params,
       if extra is not None:
         out = out + extra
     out = out.astype(value.dtype)
-  return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask,
-                 mask=mask)
+  return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
 
 
 def _finish(out, sees_nonfinite, q_len, k_len, *, causal, q_offset, key_mask, mask):

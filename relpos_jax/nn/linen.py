@@ -85,8 +85,14 @@ class RelativeMultiHeadAttention(nn.Module):
     return unflatten_params(like, flat)
 
   @nn.compact
-  def __call__(self, x: jax.Array, *, positions: jax.Array | None = None,
-               padding_mask: jax.Array | None = None, position_bias: jax.Array | None = None) -> jax.Array:
+  def __call__(
+      self,
+      x: jax.Array,
+      *,
+      positions: jax.Array | None = None,
+      padding_mask: jax.Array | None = None,
+      position_bias: jax.Array | None = None,
+  ) -> jax.Array:
     """x (B, L, model_dim) -> (B, L, model_dim); positions (B, L) int or None; padding_mask (B, L) bool."""
     who = 'linen.RelativeMultiHeadAttention'
     functional.check_implementation(self.implementation)
@@ -101,19 +107,31 @@ class RelativeMultiHeadAttention(nn.Module):
     params = [self._part_params(i, part, model_dim, head_dim) for i, part in enumerate(parts)]
     dense = functools.partial(nn.Dense, use_bias=False, dtype=dtype, param_dtype=jnp.float32)
     inner = self.num_heads * head_dim
-    q, k, v = (attention_lib.split_heads(dense(inner, name=name)(x), self.num_heads)
-               for name in ('query', 'key', 'value'))
+    q, k, v = (
+        attention_lib.split_heads(dense(inner, name=name)(x), self.num_heads) for name in ('query', 'key', 'value')
+    )
     if positions is not None:
       positions = validation.positions(who, positions, (b, length))
     if position_terms.has_kind(parts, contract.Kind.ROTARY):
       rot = positions if positions is not None else position_terms.contiguous_positions(b, length)
       q, k = position_terms.rotate(parts, params, q, k, rot, rot)
-    out = functional.attend(q, k, v, parts=parts, params=params, causal=self.causal,
-                            key_mask=padding_mask, q_positions=positions,
-                            k_positions=positions, position_bias=position_bias,
-                            implementation=self.implementation, block_size=self.block_size,
-                            debug_checks=self.debug_checks, window=self.window,
-                            features=content_terms.token_features(parts, params, x))
+    out = functional.attend(
+        q,
+        k,
+        v,
+        parts=parts,
+        params=params,
+        causal=self.causal,
+        key_mask=padding_mask,
+        q_positions=positions,
+        k_positions=positions,
+        position_bias=position_bias,
+        implementation=self.implementation,
+        block_size=self.block_size,
+        debug_checks=self.debug_checks,
+        window=self.window,
+        features=content_terms.token_features(parts, params, x),
+    )
     return dense(model_dim, name='out')(attention_lib.merge_heads(out).astype(dtype))
 
 
@@ -121,8 +139,10 @@ def params_from_nnx(layer: attention_lib.RelativeMultiHeadAttention) -> dict:
   """The Linen twin's params holding the weights of an NNX `RelativeMultiHeadAttention` (which must own
   its position params). Use as `twin.apply({'params': params_from_nnx(layer)}, x)`."""
   if layer.position_params is None:
-    raise ValueError('params_from_nnx: the layer does not own its position params (own_position_params=False); '
-                     'its model holds them.')
+    raise ValueError(
+        'params_from_nnx: the layer does not own its position params (own_position_params=False); '
+        'its model holds them.'
+    )
   params = {name: {'kernel': getattr(layer, name).kernel[...]} for name in ('query', 'key', 'value', 'out')}
   for i, part_params in enumerate(layer.position_params):
     flat = flatten_params(attention_lib.variable_values(part_params))

@@ -42,8 +42,13 @@ ModelConfigError = validation.InvalidValue
 
 def resolve_encoder(encoder) -> contract.Encoder:
   """An Encoder as it is, or a spec string ('t5', 'sinusoidal + shaw(max_distance=8)') parsed by from_spec."""
-  validation.require(isinstance(encoder, (contract.Encoder, str)), 'ModelConfig', 'encoder', encoder,
-                     'an Encoder (relpos_jax.encoders.make(...)) or a spec string')
+  validation.require(
+      isinstance(encoder, (contract.Encoder, str)),
+      'ModelConfig',
+      'encoder',
+      encoder,
+      'an Encoder (relpos_jax.encoders.make(...)) or a spec string',
+  )
   return spec.from_spec(encoder) if isinstance(encoder, str) else encoder
 
 
@@ -68,8 +73,9 @@ def resolve_encoders(encoder):
       try:
         out.append(resolve_encoder(item))
       except ValueError as e:
-        raise _fail(f'encoder[{i}]', item, f'a valid encoder or spec for the layers i with i % '
-                                           f'{len(encoder)} == {i} ({e})') from e
+        raise _fail(
+            f'encoder[{i}]', item, f'a valid encoder or spec for the layers i with i % ' f'{len(encoder)} == {i} ({e})'
+        ) from e
     return tuple(out)
   return resolve_encoder(encoder)
 
@@ -79,8 +85,12 @@ def per_layer(value, num_layers: int, field: str) -> tuple:
   if not isinstance(value, tuple):
     return (value,) * num_layers
   if len(value) > num_layers:
-    raise _fail(field, value, f'one entry per layer, or a shorter pattern repeated over them: at most '
-                              f'num_layers={num_layers} entries, got {len(value)}')
+    raise _fail(
+        field,
+        value,
+        f'one entry per layer, or a shorter pattern repeated over them: at most '
+        f'num_layers={num_layers} entries, got {len(value)}',
+    )
   return tuple(value[i % len(value)] for i in range(num_layers))
 
 
@@ -149,17 +159,34 @@ class ModelConfig:
     who = 'ModelConfig'
     for field in ('vocab_size', 'num_layers', 'model_dim', 'num_heads'):
       validation.positive_int(who, field, getattr(self, field))
-    validation.require(self.output_vocab_size is None or validation.is_int(self.output_vocab_size)
-                       and self.output_vocab_size >= 1, who, 'output_vocab_size', self.output_vocab_size,
-                       'None (= vocab_size) or an int >= 1')
+    validation.require(
+        self.output_vocab_size is None or validation.is_int(self.output_vocab_size) and self.output_vocab_size >= 1,
+        who,
+        'output_vocab_size',
+        self.output_vocab_size,
+        'None (= vocab_size) or an int >= 1',
+    )
     validation.head_dim(who, self.model_dim, self.num_heads)
     ratio = self.mlp_ratio
-    validation.require(isinstance(ratio, numbers.Real) and not isinstance(ratio, bool) and ratio > 0
-                       and int(round(self.model_dim * ratio)) >= 1, who, 'mlp_ratio', ratio,
-                       'a number > 0 with model_dim * mlp_ratio >= 1', ('model_dim',))
+    validation.require(
+        isinstance(ratio, numbers.Real)
+        and not isinstance(ratio, bool)
+        and ratio > 0
+        and int(round(self.model_dim * ratio)) >= 1,
+        who,
+        'mlp_ratio',
+        ratio,
+        'a number > 0 with model_dim * mlp_ratio >= 1',
+        ('model_dim',),
+    )
     rate = self.dropout_rate
-    validation.require(isinstance(rate, numbers.Real) and not isinstance(rate, bool) and 0.0 <= rate < 1.0,
-                       who, 'dropout_rate', rate, 'a number in [0, 1)')
+    validation.require(
+        isinstance(rate, numbers.Real) and not isinstance(rate, bool) and 0.0 <= rate < 1.0,
+        who,
+        'dropout_rate',
+        rate,
+        'a number in [0, 1)',
+    )
     validation.choice(who, 'dtype', self.dtype, attention_lib.DTYPES)
     validation.choice(who, 'attention_implementation', self.attention_implementation, functional.IMPLEMENTATIONS)
     validation.choice(who, 'norm', self.norm, blocks.NORMS)
@@ -180,6 +207,7 @@ class ModelConfig:
     window = self.attention_window
     if isinstance(window, str):
       import ast
+
       try:
         window = ast.literal_eval(window)
       except (ValueError, SyntaxError):
@@ -206,11 +234,19 @@ class ModelConfig:
     first_input = position_terms.input_parts(layers[0])
     for i, e in enumerate(layers[1:], 1):
       if position_terms.input_parts(e) != first_input:
-        raise _fail('encoder', shown, f'every layer with the same absolute part (added once, at the input): '
-                                      f'layer {i} ({_readable(e)}) differs from layer 0 ({_readable(layers[0])})')
+        raise _fail(
+            'encoder',
+            shown,
+            f'every layer with the same absolute part (added once, at the input): '
+            f'layer {i} ({_readable(e)}) differs from layer 0 ({_readable(layers[0])})',
+        )
       if self.share_position_bias and e != layers[0]:
-        raise _fail('encoder', shown, f'one encoder for every layer with share_position_bias=True: layer {i} '
-                                      f'({_readable(e)}) differs from layer 0 ({_readable(layers[0])})')
+        raise _fail(
+            'encoder',
+            shown,
+            f'one encoder for every layer with share_position_bias=True: layer {i} '
+            f'({_readable(e)}) differs from layer 0 ({_readable(layers[0])})',
+        )
 
   @property
   def layer_encoders(self) -> tuple:
@@ -252,30 +288,51 @@ class _Transformer(nnx.Module):
     self.input_parts = position_terms.input_parts(encoder)
     self.attention_parts = position_terms.attention_parts(encoder)
     sizes = dict(num_heads=config.num_heads, head_dim=config.head_dim, model_dim=config.model_dim)
-    self.embed = nnx.Embed(config.vocab_size, config.model_dim, param_dtype=jnp.float32,
-                           embedding_init=jax.nn.initializers.normal(1.0), rngs=rngs)
-    self.input_position_params = nnx.List([
-        attention_lib.as_variables(p)
-        for p in position_terms.init_params(self.input_parts, rngs.params(), **sizes)])
+    self.embed = nnx.Embed(
+        config.vocab_size,
+        config.model_dim,
+        param_dtype=jnp.float32,
+        embedding_init=jax.nn.initializers.normal(1.0),
+        rngs=rngs,
+    )
+    self.input_position_params = nnx.List(
+        [attention_lib.as_variables(p) for p in position_terms.init_params(self.input_parts, rngs.params(), **sizes)]
+    )
     if config.share_position_bias:
-      self.position_params = nnx.List([
-          attention_lib.as_variables(p)
-          for p in position_terms.init_params(self.attention_parts, rngs.params(), **sizes)])
+      self.position_params = nnx.List(
+          [
+              attention_lib.as_variables(p)
+              for p in position_terms.init_params(self.attention_parts, rngs.params(), **sizes)
+          ]
+      )
     else:
       self.position_params = None
     self.embed_dropout = nnx.Dropout(config.dropout_rate, rngs=rngs)
-    self.blocks = nnx.List([
-        blocks.TransformerBlock(
-            config.model_dim, config.num_heads, layer_encoder, mlp_hidden_dim=config.mlp_hidden_dim,
-            causal=self.causal, dropout_rate=config.dropout_rate, norm=config.norm, dtype=config.dtype,
-            implementation=config.attention_implementation, block_size=config.attention_block_size,
-            own_position_params=not config.share_position_bias, debug_checks=config.debug_checks,
-            model_adds_absolute=True, window=window, rngs=rngs)
-        for layer_encoder, window in zip(layers, config.layer_windows)])
+    self.blocks = nnx.List(
+        [
+            blocks.TransformerBlock(
+                config.model_dim,
+                config.num_heads,
+                layer_encoder,
+                mlp_hidden_dim=config.mlp_hidden_dim,
+                causal=self.causal,
+                dropout_rate=config.dropout_rate,
+                norm=config.norm,
+                dtype=config.dtype,
+                implementation=config.attention_implementation,
+                block_size=config.attention_block_size,
+                own_position_params=not config.share_position_bias,
+                debug_checks=config.debug_checks,
+                model_adds_absolute=True,
+                window=window,
+                rngs=rngs,
+            )
+            for layer_encoder, window in zip(layers, config.layer_windows)
+        ]
+    )
     self.final_norm = blocks.make_norm(config.norm, config.model_dim, rngs)
     # The head computes in float32: logits feed a softmax cross-entropy.
-    self.head = nnx.Linear(config.model_dim, config.output_vocab, dtype=jnp.float32,
-                           param_dtype=jnp.float32, rngs=rngs)
+    self.head = nnx.Linear(config.model_dim, config.output_vocab, dtype=jnp.float32, param_dtype=jnp.float32, rngs=rngs)
 
   # --------------------------------------------------------------------------------------------------------
 
@@ -315,8 +372,14 @@ class _Transformer(nnx.Module):
   def _logits(self, x):
     return self.head(self.final_norm(x)).astype(jnp.float32)
 
-  def __call__(self, tokens: jax.Array, *, positions: jax.Array | None = None,
-               padding_mask: jax.Array | None = None, deterministic: bool = True) -> jax.Array:
+  def __call__(
+      self,
+      tokens: jax.Array,
+      *,
+      positions: jax.Array | None = None,
+      padding_mask: jax.Array | None = None,
+      deterministic: bool = True,
+  ) -> jax.Array:
     """tokens (B, L) int -> logits (B, L, config.output_vocab) float32.
 
     positions: (B, L) int32, None for 0 .. L-1. padding_mask: (B, L) bool, True = real token.
@@ -331,19 +394,26 @@ class _Transformer(nnx.Module):
     bias = None
     if shared is not None and not self._tiled:
       # T5: one bias for every layer, computed once (blockwise builds it per tile from the shared params).
-      bias = position_terms.scalar_bias(self.attention_parts, shared, length, length, q_positions=positions,
-                                        k_positions=positions)
+      bias = position_terms.scalar_bias(
+          self.attention_parts, shared, length, length, q_positions=positions, k_positions=positions
+      )
     for block in self.blocks:
-      x = block(x, positions=positions, padding_mask=padding_mask, position_bias=bias,
-                position_params=shared, deterministic=deterministic)
+      x = block(
+          x,
+          positions=positions,
+          padding_mask=padding_mask,
+          position_bias=bias,
+          position_params=shared,
+          deterministic=deterministic,
+      )
     return self._logits(x)
 
 
 class DecoderLM(_Transformer):
   """A causal decoder-only language model; also decodes with a key/value cache.
 
-      cache = model.init_cache(batch, max_length)
-      logits, cache = model.decode(tokens_chunk, cache)     # (B, C) -> (B, C, V), at positions index..
+  cache = model.init_cache(batch, max_length)
+  logits, cache = model.decode(tokens_chunk, cache)     # (B, C) -> (B, C, V), at positions index..
   """
 
   causal = True
@@ -353,8 +423,14 @@ class DecoderLM(_Transformer):
     self.check_length(max_length)
     return tuple(block.attention.init_cache(batch, max_length) for block in self.blocks)
 
-  def decode(self, tokens: jax.Array, cache: tuple[KVCache, ...], *, positions: jax.Array | None = None,
-             padding_mask: jax.Array | None = None) -> tuple[jax.Array, tuple[KVCache, ...]]:
+  def decode(
+      self,
+      tokens: jax.Array,
+      cache: tuple[KVCache, ...],
+      *,
+      positions: jax.Array | None = None,
+      padding_mask: jax.Array | None = None,
+  ) -> tuple[jax.Array, tuple[KVCache, ...]]:
     """Feeds C new tokens (B, C) after the cached ones; returns their logits (B, C, V) and the new cache.
 
     Equals the full forward over all tokens so far, at the new positions. positions: (B, C) int32 for
@@ -362,13 +438,17 @@ class DecoderLM(_Transformer):
     """
     tokens, explicit, padding_mask = self._check_inputs(tokens, positions, padding_mask)
     b, chunk = tokens.shape
-    validation.require(len(cache) == len(self.blocks), 'decode', 'len(cache)', len(cache),
-                       f'one KVCache per layer ({len(self.blocks)})')
+    validation.require(
+        len(cache) == len(self.blocks),
+        'decode',
+        'len(cache)',
+        len(cache),
+        f'one KVCache per layer ({len(self.blocks)})',
+    )
     first = cache[0]
     index, max_length = first.index, first.max_length
     attention_lib.check_cache_room(index, chunk, max_length)
-    new_positions = (explicit if explicit is not None
-                     else position_terms.contiguous_positions(b, chunk, index))
+    new_positions = explicit if explicit is not None else position_terms.contiguous_positions(b, chunk, index)
     x = self._embed(tokens, new_positions, True)
     shared = self._shared_params()
     bias = None
@@ -377,12 +457,14 @@ class DecoderLM(_Transformer):
         bias = position_terms.scalar_bias(self.attention_parts, shared, chunk, max_length, q_offset=index)
       else:
         key_positions = jax.lax.dynamic_update_slice(first.positions, explicit, (0, index))
-        bias = position_terms.scalar_bias(self.attention_parts, shared, chunk, max_length,
-                                          q_positions=explicit, k_positions=key_positions)
+        bias = position_terms.scalar_bias(
+            self.attention_parts, shared, chunk, max_length, q_positions=explicit, k_positions=key_positions
+        )
     new_cache = []
     for block, layer_cache in zip(self.blocks, cache):
-      x, layer_cache = block.decode(x, layer_cache, positions=explicit, padding_mask=padding_mask,
-                                    position_bias=bias, position_params=shared)
+      x, layer_cache = block.decode(
+          x, layer_cache, positions=explicit, padding_mask=padding_mask, position_bias=bias, position_params=shared
+      )
       new_cache.append(layer_cache)
     return self._logits(x), tuple(new_cache)
 
@@ -398,11 +480,13 @@ class BidirectionalModel(_Transformer):
 
   def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
     encoder = config.encoder if isinstance(config, ModelConfig) else None
-    if encoder is not None and not any(p.carries_position for e in all_encoders(encoder)
-                                       for p in contract.leaves(e)):
+    if encoder is not None and not any(p.carries_position for e in all_encoders(encoder) for p in contract.leaves(e)):
       warnings.warn(
           f'BidirectionalModel with encoder {encoder.name or type(encoder).__name__!r}: it carries no position '
           f'information (carries_position is False), and without a causal mask a bidirectional model sees '
           f'its input as a bag of tokens (attention is permutation-equivariant), so it cannot tell token '
-          f'order. Use a causal DecoderLM or an encoder that carries position.', UserWarning, stacklevel=2)
+          f'order. Use a causal DecoderLM or an encoder that carries position.',
+          UserWarning,
+          stacklevel=2,
+      )
     super().__init__(config, rngs=rngs)

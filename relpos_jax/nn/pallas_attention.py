@@ -33,13 +33,17 @@ def _check_supported(prepared: blockwise.Prepared) -> None:
   cfg = prepared.cfg
   for part, tiler in zip(cfg.parts, cfg.tilers):
     if not isinstance(tiler, blockwise._ToeplitzBias):
-      raise ValueError(f'attention implementation "pallas": encoder {part.name or type(part).__name__!r} of '
-                       f'kind {part.kind.value!r} needs {type(tiler).__name__[1:]} per tile (query-dependent '
-                       'bias, explicit positions or vector terms); the Pallas kernel builds Toeplitz scalar '
-                       'biases only. Use implementation "blockwise".')
+      raise ValueError(
+          f'attention implementation "pallas": encoder {part.name or type(part).__name__!r} of '
+          f'kind {part.kind.value!r} needs {type(tiler).__name__[1:]} per tile (query-dependent '
+          'bias, explicit positions or vector terms); the Pallas kernel builds Toeplitz scalar '
+          'biases only. Use implementation "blockwise".'
+      )
   if cfg.given_bias or cfg.has_mask:
-    raise ValueError('attention implementation "pallas": a precomputed position_bias or an arbitrary mask is '
-                     'not supported (only causal and padding masks); use implementation "blockwise".')
+    raise ValueError(
+        'attention implementation "pallas": a precomputed position_bias or an arbitrary mask is '
+        'not supported (only causal and padding masks); use implementation "blockwise".'
+    )
 
 
 def _kernel(offset_ref, q_ref, k_ref, v_ref, values_ref, valid_ref, out_ref, lse_ref, *, cfg, has_bias):
@@ -71,15 +75,13 @@ def _kernel(offset_ref, q_ref, k_ref, v_ref, values_ref, valid_ref, out_ref, lse
     p = jnp.exp(s - m_new[:, None])
     correction = jnp.exp(m - m_new)
     l = correction * l + jnp.sum(p, axis=-1)
-    pv = jax.lax.dot_general(p.astype(v.dtype), v, (((1,), (0,)), ((), ())),
-                             preferred_element_type=jnp.float32)
+    pv = jax.lax.dot_general(p.astype(v.dtype), v, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
     return m_new, l, acc * correction[:, None] + pv
 
   hi = cfg.num_k_tiles
   if cfg.causal:
     hi = jnp.clip((qs + bq - 1 + q_offset) // bk + 1, 0, cfg.num_k_tiles)
-  init = (jnp.full((bq,), -jnp.inf, jnp.float32), jnp.zeros((bq,), jnp.float32),
-          jnp.zeros(q.shape, jnp.float32))
+  init = (jnp.full((bq,), -jnp.inf, jnp.float32), jnp.zeros((bq,), jnp.float32), jnp.zeros(q.shape, jnp.float32))
   m, l, acc = jax.lax.fori_loop(0, hi, key_tile, init)
   seen = l > 0
   safe_l = jnp.where(seen, l, 1.0)
@@ -91,7 +93,7 @@ def _forward(cfg, q, k, v, theta, aux, interpret):
   b, padded_q, h, d = q.shape
   padded_k = k.shape[1]
   has_bias = bool(theta['parts'])
-  values = (sum(theta['parts']) if has_bias else jnp.zeros((h, padded_q + padded_k - 1), jnp.float32))
+  values = sum(theta['parts']) if has_bias else jnp.zeros((h, padded_q + padded_k - 1), jnp.float32)
   valid = jnp.arange(padded_k, dtype=jnp.int32)[None] < cfg.k_len
   if cfg.has_key_mask:
     valid = valid & aux['key_mask']
@@ -109,10 +111,14 @@ def _forward(cfg, q, k, v, theta, aux, interpret):
           pl.BlockSpec((None, padded_q + padded_k - 1), lambda bi, hi, ti: (hi, 0)),
           pl.BlockSpec((None, padded_k), lambda bi, hi, ti: (bi, 0)),
       ],
-      out_specs=[pl.BlockSpec((None, None, cfg.bq, d), lambda bi, hi, ti: (bi, hi, ti, 0)),
-                 pl.BlockSpec((None, None, cfg.bq), lambda bi, hi, ti: (bi, hi, ti))],
-      out_shape=[jax.ShapeDtypeStruct((b, h, padded_q, d), v.dtype),
-                 jax.ShapeDtypeStruct((b, h, padded_q), jnp.float32)],
+      out_specs=[
+          pl.BlockSpec((None, None, cfg.bq, d), lambda bi, hi, ti: (bi, hi, ti, 0)),
+          pl.BlockSpec((None, None, cfg.bq), lambda bi, hi, ti: (bi, hi, ti)),
+      ],
+      out_shape=[
+          jax.ShapeDtypeStruct((b, h, padded_q, d), v.dtype),
+          jax.ShapeDtypeStruct((b, h, padded_q), jnp.float32),
+      ],
       interpret=interpret,
   )(offset, heads_first(q), heads_first(k), heads_first(v), values, valid)
   return jnp.moveaxis(out, 1, 2), lse
@@ -143,4 +149,4 @@ def attend(query, key, value, *, interpret=None, **kwargs) -> jax.Array:
   if interpret is None:
     interpret = jax.default_backend() == 'cpu'
   p = prepared
-  return _attention(p.cfg, p.q, p.k, p.v, p.theta, p.aux, bool(interpret))[:, :p.q_len]
+  return _attention(p.cfg, p.q, p.k, p.v, p.theta, p.aux, bool(interpret))[:, : p.q_len]

@@ -61,8 +61,13 @@ def init_params(parts, rng: jax.Array, *, num_heads: int, head_dim: int, model_d
 
 def check_params(parts, params, num_heads: int | None = None) -> None:
   """One params pytree per part, each what that part's `init` returns (for `num_heads` heads, if given)."""
-  validation.require(len(params) == len(parts), 'position_params', 'len(position_params)', len(params),
-                     f'one params pytree per attention part ({[p.name or type(p).__name__ for p in parts]})')
+  validation.require(
+      len(params) == len(parts),
+      'position_params',
+      'len(position_params)',
+      len(params),
+      f'one params pytree per attention part ({[p.name or type(p).__name__ for p in parts]})',
+  )
   for part, p in zip(parts, params):
     contract.check_params(part, p, num_heads)
 
@@ -70,10 +75,15 @@ def check_params(parts, params, num_heads: int | None = None) -> None:
 def check_causal(who: str, encoder: contract.Encoder, causal: bool) -> None:
   """Refuses a causal-only part (xPos) in a bidirectional layer or model."""
   causal_only = [p.name or type(p).__name__ for p in contract.leaves(encoder) if p.requires_causal]
-  validation.require(causal or not causal_only, who, 'encoder', encoder,
-                     f'an encoder without a causal-only part when causal=False; {causal_only} is causal-only '
-                     f'(requires_causal: keys ahead of the query would be scaled without bound): use '
-                     f'causal=True (a DecoderLM) or another encoder')
+  validation.require(
+      causal or not causal_only,
+      who,
+      'encoder',
+      encoder,
+      f'an encoder without a causal-only part when causal=False; {causal_only} is causal-only '
+      f'(requires_causal: keys ahead of the query would be scaled without bound): use '
+      f'causal=True (a DecoderLM) or another encoder',
+  )
 
 
 def contiguous_positions(batch: int, length: int, offset=0) -> jax.Array:
@@ -100,8 +110,9 @@ def input_embedding(parts, params, positions: jax.Array) -> jax.Array | None:
 # SCALAR_BIAS
 
 
-def scalar_bias(parts, params, q_len: int, k_len: int, *, q_offset=0, q_positions=None,
-                k_positions=None) -> jax.Array | None:
+def scalar_bias(
+    parts, params, q_len: int, k_len: int, *, q_offset=0, q_positions=None, k_positions=None
+) -> jax.Array | None:
   """The summed scalar bias of `parts`, float32; None when no part is a scalar bias.
 
   Contiguous positions: (H, q_len, k_len) via `relpos_jax.bias_matrix` (Toeplitz from q_len + k_len - 1
@@ -130,8 +141,9 @@ def toeplitz_parts(parts) -> bool:
 # ROTARY
 
 
-def rotate(parts, params, query: jax.Array, key: jax.Array, q_positions: jax.Array,
-           k_positions: jax.Array) -> tuple[jax.Array, jax.Array]:
+def rotate(
+    parts, params, query: jax.Array, key: jax.Array, q_positions: jax.Array, k_positions: jax.Array
+) -> tuple[jax.Array, jax.Array]:
   """q (B, Lq, H, D) and k (B, Lk, H, D) rotated at int positions (B, Lq), (B, Lk) by the rotary parts.
 
   The rotation is computed in float32 (the encoders' contract) and cast back to the inputs' dtype, so a
@@ -152,8 +164,15 @@ def remap_parts(parts) -> list:
   return [i for i, p in enumerate(parts) if p.kind is Kind.POSITION_REMAP]
 
 
-def remap_scores(part, params, query: jax.Array, key: jax.Array, q_positions: jax.Array,
-                 k_positions: jax.Array, scores: jax.Array | None = None):
+def remap_scores(
+    part,
+    params,
+    query: jax.Array,
+    key: jax.Array,
+    q_positions: jax.Array,
+    k_positions: jax.Array,
+    scores: jax.Array | None = None,
+):
   """A remap's contribution: (content scores (B, H, Lq, Lk) float32, bias (B, H, Lq, Lk) float32 or None).
 
   Rotary base: the content scores are <R(q_s) q, R(k_s) k> of the set s whose region holds the pair, so
@@ -176,10 +195,11 @@ def remap_scores(part, params, query: jax.Array, key: jax.Array, q_positions: ja
   bias = None
   for s in sets:
     if s.divisor != 1:
-      raise ValueError(f'{part.name}: a scalar-bias base cannot read fractional positions (divisor '
-                       f'{s.divisor}).')
-    b = jnp.asarray(jnp.moveaxis(base.pair_bias(params, s.q_positions[..., :, None],
-                                                s.k_positions[..., None, :]), -1, -3), jnp.float32)
+      raise ValueError(f'{part.name}: a scalar-bias base cannot read fractional positions (divisor ' f'{s.divisor}).')
+    b = jnp.asarray(
+        jnp.moveaxis(base.pair_bias(params, s.q_positions[..., :, None], s.k_positions[..., None, :]), -1, -3),
+        jnp.float32,
+    )
     bias = b if bias is None else jnp.where(s.region[:, None], b, bias)
   return scores, bias
 

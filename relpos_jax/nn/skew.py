@@ -36,15 +36,16 @@ class RelativeTable:
                 statically, so each pair is evaluated at its own rel (B, Lq, Lk). The one layout that builds
                 (B, Lq, Lk, H, D); only reached with explicit positions and an unbounded table.
   """
+
   mode: str
   q_len: int
   k_len: int
   rows: jax.Array | None  # (R,) int32 relative positions, or None for 'pairwise'
-  rel: jax.Array          # (Lq, Lk) or (B, Lq, Lk) int32: rel_ij = k_pos_j - q_pos_i
+  rel: jax.Array  # (Lq, Lk) or (B, Lq, Lk) int32: rel_ij = k_pos_j - q_pos_i
   q_offset: jax.Array | int = 0
   contiguous: bool = True
   clip: int | None = None
-  causal: bool = False    # 'distinct' rows stop at rel = 0; pairs with rel > 0 read zero
+  causal: bool = False  # 'distinct' rows stop at rel = 0; pairs with rel > 0 read zero
 
   @property
   def num_rows(self) -> int:
@@ -59,8 +60,16 @@ class RelativeTable:
     return jnp.clip(self.rel, -self.clip, self.clip) + self.clip
 
 
-def relative_table(encoder: contract.VectorRelativeEncoder, q_len: int, k_len: int, *, q_offset=0,
-                   q_positions=None, k_positions=None, causal: bool = False) -> RelativeTable:
+def relative_table(
+    encoder: contract.VectorRelativeEncoder,
+    q_len: int,
+    k_len: int,
+    *,
+    q_offset=0,
+    q_positions=None,
+    k_positions=None,
+    causal: bool = False,
+) -> RelativeTable:
   """Chooses the rows to evaluate `encoder`'s table at (see `RelativeTable`).
 
   `causal=True` promises that the caller masks keys ahead of the query (j > q_offset + i): an unclipped
@@ -78,11 +87,9 @@ def relative_table(encoder: contract.VectorRelativeEncoder, q_len: int, k_len: i
     static_offset = isinstance(q_offset, int) and not isinstance(q_offset, bool)
     if causal and static_offset and q_len + q_offset < rows.shape[0]:
       # Row n holds rel n - (Lq - 1) - q_offset, so rel <= 0 is rows 0 .. Lq + q_offset - 1.
-      return RelativeTable('distinct', q_len, k_len, rows[:q_len + q_offset], rel, q_offset, True, clip,
-                           causal=True)
+      return RelativeTable('distinct', q_len, k_len, rows[: q_len + q_offset], rel, q_offset, True, clip, causal=True)
     return RelativeTable('distinct', q_len, k_len, rows, rel, q_offset, True, clip)
-  rel = (jnp.asarray(k_positions, jnp.int32)[..., None, :]
-         - jnp.asarray(q_positions, jnp.int32)[..., :, None])
+  rel = jnp.asarray(k_positions, jnp.int32)[..., None, :] - jnp.asarray(q_positions, jnp.int32)[..., :, None]
   if clip is not None:
     rows = jnp.arange(-clip, clip + 1, dtype=jnp.int32)
     return RelativeTable('clipped', q_len, k_len, rows, rel, 0, False, clip)
@@ -125,7 +132,7 @@ def _skew(projected: jax.Array, k_len: int) -> jax.Array:
   b, h, q_len, num_rows = projected.shape
   width = max(num_rows, k_len + 1)
   flat = jnp.pad(projected, [(0, 0)] * 3 + [(0, width - num_rows)]).reshape(b, h, q_len * width)
-  flat = flat[..., q_len - 1:q_len - 1 + q_len * (width - 1)]
+  flat = flat[..., q_len - 1 : q_len - 1 + q_len * (width - 1)]
   return flat.reshape(b, h, q_len, width - 1)[..., :k_len]
 
 

@@ -44,32 +44,45 @@ def eval_config(trained: ml_collections.ConfigDict, config) -> ml_collections.Co
 def _trained_config(run_dir: str) -> ml_collections.ConfigDict:
   path = os.path.join(run_dir, 'config.json')
   if not os.path.exists(path):
-    raise config_lib.ConfigError(f'config.study.trained_workdir: {run_dir} holds no trained run ({path} is '
-                                 'missing); run the trained study first (python -m '
-                                 'experiments.length_generalization --workdir=...).')
+    raise config_lib.ConfigError(
+        f'config.study.trained_workdir: {run_dir} holds no trained run ({path} is '
+        'missing); run the trained study first (python -m '
+        'experiments.length_generalization --workdir=...).'
+    )
   with open(path) as f:
     return ml_collections.ConfigDict(json.load(f))
 
 
-def _reevaluate_seed(entry, seed: int, trained_workdir: str, base, workdir: str, metric: str, lengths,
-                     results: dict) -> dict:
+def _reevaluate_seed(
+    entry, seed: int, trained_workdir: str, base, workdir: str, metric: str, lengths, results: dict
+) -> dict:
   """One (encoder, seed) of the trained study evaluated at `lengths` (or read back from its result.json)."""
   from relpos_jax.train import loop
 
   run_dir = os.path.join(trained_workdir, 'runs', entry.label, f'seed{seed}')
   trained = _trained_config(run_dir)
   if trained.model.encoder != entry.spec:
-    raise config_lib.ConfigError(f'config.study.encoders entry {entry.label!r} is {entry.spec!r}, but '
-                                 f'{run_dir} trained {trained.model.encoder!r}.')
+    raise config_lib.ConfigError(
+        f'config.study.encoders entry {entry.label!r} is {entry.spec!r}, but '
+        f'{run_dir} trained {trained.model.encoder!r}.'
+    )
   config_e = eval_config(trained, base)
   result_path = os.path.join(workdir, 'runs', entry.label, f'seed{seed}', runner.RESULT_FILE)
   as_json = json.loads(config_e.to_json_best_effort())
   if os.path.exists(result_path) and report.load_json(result_path).get('config') == as_json:
     logging.info('reevaluate: %s seed %d already done', entry.label, seed)
     return report.load_json(result_path)
-  run = {'name': entry.label, 'spec': entry.spec, 'seed': seed, 'trained_in': run_dir,
-         'steps': int(trained.train.steps), 'train_metric': None, 'train_loss': None, 'train_seconds': 0.0,
-         'config': as_json}
+  run = {
+      'name': entry.label,
+      'spec': entry.spec,
+      'seed': seed,
+      'trained_in': run_dir,
+      'steps': int(trained.train.steps),
+      'train_metric': None,
+      'train_loss': None,
+      'train_seconds': 0.0,
+      'config': as_json,
+  }
   trained_result = os.path.join(run_dir, runner.RESULT_FILE)
   diverged = os.path.exists(trained_result) and report.load_json(trained_result).get('diverged')
   if diverged:  # No finite weights to evaluate.
@@ -83,11 +96,22 @@ def _reevaluate_seed(entry, seed: int, trained_workdir: str, base, workdir: str,
     for n in lengths:
       length_started = time.perf_counter()
       by_length[str(n)] = loop.evaluate_lengths(model, data, [n])[n][metric]
-      logging.info('reevaluate: %s seed %d at %d: %.4f (%.0f s)', entry.label, seed, n, by_length[str(n)],
-                   time.perf_counter() - length_started)
-    run.update({'by_length': by_length, 'eval_seconds': round(time.perf_counter() - entry_started, 1),
-                'num_params': int(sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))),
-                'data': loop.data_identity(data.describe())})
+      logging.info(
+          'reevaluate: %s seed %d at %d: %.4f (%.0f s)',
+          entry.label,
+          seed,
+          n,
+          by_length[str(n)],
+          time.perf_counter() - length_started,
+      )
+    run.update(
+        {
+            'by_length': by_length,
+            'eval_seconds': round(time.perf_counter() - entry_started, 1),
+            'num_params': int(sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))),
+            'data': loop.data_identity(data.describe()),
+        }
+    )
     results['meta']['data'] = data.describe()
     results['meta']['corpus_fingerprint'] = data.describe().get('fingerprint')
   os.makedirs(os.path.dirname(result_path), exist_ok=True)
@@ -106,17 +130,27 @@ def reevaluate_study(config, workdir: str | os.PathLike) -> dict:
   os.makedirs(workdir, exist_ok=True)
   metric, lower_is_better = runner.metric_name(base)
   lengths = [int(n) for n in base.eval.lengths]
-  results = {'metric': metric, 'lower_is_better': lower_is_better, 'train_length': runner.train_length(base),
-             'eval_lengths': lengths, 'runs': [],
-             'meta': {'title': study.title, 'description': study.description,
-                      'trained_workdir': str(trained_workdir),
-                      'config': json.loads(base.to_json_best_effort()), **runner._environment()}}
+  results = {
+      'metric': metric,
+      'lower_is_better': lower_is_better,
+      'train_length': runner.train_length(base),
+      'eval_lengths': lengths,
+      'runs': [],
+      'meta': {
+          'title': study.title,
+          'description': study.description,
+          'trained_workdir': str(trained_workdir),
+          'config': json.loads(base.to_json_best_effort()),
+          **runner._environment(),
+      },
+  }
   seeds = runner.parse_seeds(study, base)
   results['seeds'] = list(seeds)
   started = time.perf_counter()
   for entry in entries:
-    per_seed = [_reevaluate_seed(entry, seed, trained_workdir, base, workdir, metric, lengths, results)
-                for seed in seeds]
+    per_seed = [
+        _reevaluate_seed(entry, seed, trained_workdir, base, workdir, metric, lengths, results) for seed in seeds
+    ]
     run = runner.merge_seeds(entry, per_seed)
     run['trained_in'] = [r['trained_in'] for r in per_seed]
     run['eval_seconds'] = round(sum(r.get('eval_seconds', 0.0) for r in per_seed), 1)

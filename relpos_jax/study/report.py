@@ -113,9 +113,13 @@ def markdown_table(results: Results) -> str:
   in_dist = [length for length in lengths if length <= train_length]
   out_dist = [length for length in lengths if length > train_length]
   shown = display_lengths(lengths)
-  header = (['encoder'] + [f'{length} ({length / train_length:g}×)' for length in shown]
-            + ['in-dist mean', 'out-of-dist mean', f'{lengths[-1]} / train'])
+  header = (
+      ['encoder']
+      + [f'{length} ({length / train_length:g}×)' for length in shown]
+      + ['in-dist mean', 'out-of-dist mean', f'{lengths[-1]} / train']
+  )
   lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+
   def summary(values):  # (in-dist mean, out-of-dist mean, ratio) of one set of values by length
     reference = values.get(train_length, _mean([values[n] for n in in_dist]))
     last = values[lengths[-1]]
@@ -144,9 +148,15 @@ def markdown_table(results: Results) -> str:
       continue
     for seed, marker in run.get('diverged_seeds', {}).items():
       name += f' [seed {seed} diverged at step {marker["step"]}]'  # Left out of the means.
-    cells = ([name] + [_fmt_spread(values[n], per_seed[n]) for n in shown]
-             + [_fmt_spread(in_mean, spreads[0]), _fmt_spread(out_mean, spreads[1]),
-                _fmt_spread(ratio, spreads[2], 2, spread_digits=3)])
+    cells = (
+        [name]
+        + [_fmt_spread(values[n], per_seed[n]) for n in shown]
+        + [
+            _fmt_spread(in_mean, spreads[0]),
+            _fmt_spread(out_mean, spreads[1]),
+            _fmt_spread(ratio, spreads[2], 2, spread_digits=3),
+        ]
+    )
     lines.append('| ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines) + '\n'
 
@@ -154,23 +164,31 @@ def markdown_table(results: Results) -> str:
 def write_markdown(results: Results, path: str) -> str:
   meta = results.get('meta', {})
   better = 'lower is better' if results.get('lower_is_better', True) else 'higher is better'
-  text = [f'# {meta.get("title", "Length generalization")}\n',
-          f'{results["metric"]} ({better}) on evaluation sequences of each length; trained at length '
-          f'{results["train_length"]}.\n']
+  text = [
+      f'# {meta.get("title", "Length generalization")}\n',
+      f'{results["metric"]} ({better}) on evaluation sequences of each length; trained at length '
+      f'{results["train_length"]}.\n',
+  ]
   if 'description' in meta:
     text.append(meta['description'] + '\n')
   text.append(markdown_table(results))
-  facts = {k: meta[k] for k in ('corpus_fingerprint', 'device', 'jax_version', 'wall_seconds', 'date')
-           if k in meta}
+  facts = {k: meta[k] for k in ('corpus_fingerprint', 'device', 'jax_version', 'wall_seconds', 'date') if k in meta}
   if results.get('seeds'):
-    facts = {'seeds': ', '.join(str(s) for s in results['seeds'])
-                      + ' (cells: mean ± standard deviation over seeds)' * (len(results['seeds']) > 1),
-             **facts}
+    facts = {
+        'seeds': ', '.join(str(s) for s in results['seeds'])
+        + ' (cells: mean ± standard deviation over seeds)' * (len(results['seeds']) > 1),
+        **facts,
+    }
   data = meta.get('data')
   if isinstance(data, dict):  # One readable line; results.json keeps the whole description.
-    facts = {'data': ', '.join(f'{k}={data[k]}' for k in ('source', 'task', 'num_train_tokens',
-                                                         'num_val_tokens', 'train_lengths') if k in data),
-             **facts}
+    facts = {
+        'data': ', '.join(
+            f'{k}={data[k]}'
+            for k in ('source', 'task', 'num_train_tokens', 'num_val_tokens', 'train_lengths')
+            if k in data
+        ),
+        **facts,
+    }
   if facts:
     text.append('\n' + '\n'.join(f'- {k}: {v}' for k, v in facts.items()) + '\n')
   with open(path, 'w') as f:
@@ -201,11 +219,19 @@ def plot(results: Results, path: str) -> str:
       band = [(length, v, s) for length, v, s in band if s is not None]
       if band:  # Several seeds: mean ± one standard deviation.
         bx, bv, bs = zip(*band)
-        ax.fill_between(bx, [v - s for v, s in zip(bv, bs)], [v + s for v, s in zip(bv, bs)],
-                        color=color, alpha=0.2, lw=0)
+        ax.fill_between(
+            bx, [v - s for v, s in zip(bv, bs)], [v + s for v, s in zip(bv, bs)], color=color, alpha=0.2, lw=0
+        )
   ax.axvline(results['train_length'], color='grey', ls='--', lw=1)
-  ax.text(results['train_length'], 0.98, ' train length', transform=ax.get_xaxis_transform(),
-          va='top', fontsize=8, color='grey')
+  ax.text(
+      results['train_length'],
+      0.98,
+      ' train length',
+      transform=ax.get_xaxis_transform(),
+      va='top',
+      fontsize=8,
+      color='grey',
+  )
   ax.set_xscale('log', base=2)
   ax.set_xticks(lengths, [str(length) for length in lengths])
   ax.set_xlabel('evaluation sequence length')

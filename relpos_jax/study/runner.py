@@ -61,7 +61,8 @@ _LABEL = re.compile(r'^[A-Za-z0-9_.+-]+$')
 @dataclasses.dataclass(frozen=True)
 class Study:
   """The `study` section of a study config (a training config plus this section)."""
-  encoders: tuple[str, ...] = config_lib.key()   # 'label: spec' entries, or bare specs (see parse_entries)
+
+  encoders: tuple[str, ...] = config_lib.key()  # 'label: spec' entries, or bare specs (see parse_entries)
   title: str = config_lib.key('Length generalization')
   description: str = config_lib.key('')
   seeds: tuple[int, ...] | None = config_lib.key(None, ge=0)  # every encoder trained once per seed
@@ -73,6 +74,7 @@ class Study:
 class Entry:
   """One encoder of the study: a label (a directory name and a legend entry), the spec it trains with and,
   for 'label: X -> Y', the spec it is evaluated with (None: the training one)."""
+
   label: str
   spec: str
   eval_spec: str | None = None
@@ -87,7 +89,8 @@ def parse_entries(encoders: Sequence[str]) -> list[Entry]:
   if isinstance(encoders, str) or not encoders:
     raise config_lib.ConfigError(
         f'config.study.encoders={encoders!r} is invalid: allowed: a non-empty tuple of encoder specs, each '
-        "'label: spec' or a bare spec such as 'alibi'.")
+        "'label: spec' or a bare spec such as 'alibi'."
+    )
   entries = []
   for item in encoders:
     label, sep, spec = str(item).partition(':')
@@ -96,13 +99,15 @@ def parse_entries(encoders: Sequence[str]) -> list[Entry]:
       raise config_lib.ConfigError(
           f'config.study.encoders entry {item!r} has label {label!r}; allowed: letters, digits, _ . + - '
           "and not only dots (the label names the run's directory under runs/; write 'label: spec' for "
-          'specs with other characters).')
+          'specs with other characters).'
+      )
     train_spec, arrow, eval_spec = spec.partition('->')
     if arrow:
       if not train_spec.strip() or not eval_spec.strip() or '->' in eval_spec:
         raise config_lib.ConfigError(
-            f'config.study.encoders entry {item!r}: allowed: \'label: train_spec -> eval_spec\' with one '
-            'arrow and a spec on each side.')
+            f"config.study.encoders entry {item!r}: allowed: 'label: train_spec -> eval_spec' with one "
+            'arrow and a spec on each side.'
+        )
       entries.append(Entry(label, train_spec.strip(), eval_spec.strip()))
       continue
     entries.append(Entry(label, spec))
@@ -116,8 +121,10 @@ def parse_entries(encoders: Sequence[str]) -> list[Entry]:
 def split_config(config) -> tuple[ml_collections.ConfigDict, Study]:
   """(the training config shared by every encoder, the `study` section)."""
   if 'study' not in config:
-    raise config_lib.ConfigError('missing key config.study: a study config is a training config plus a '
-                                 "study section (see the 'study' variant of configs/lm.py).")
+    raise config_lib.ConfigError(
+        'missing key config.study: a study config is a training config plus a '
+        "study section (see the 'study' variant of configs/lm.py)."
+    )
   as_dict = config.to_dict()
   study = as_dict.pop('study')
   if isinstance(study, dict) and 'encoders' in study:
@@ -133,7 +140,8 @@ def parse_seeds(study: Study, base) -> tuple[int, ...]:
   if not seeds or len(set(seeds)) != len(seeds):
     raise config_lib.ConfigError(
         f'config.study.seeds={seeds!r} is invalid: allowed: a non-empty tuple of distinct ints >= 0, '
-        "e.g. (0,) or (0, 1, 2) (on the command line: --config.study.seeds='(0,1,2)').")
+        "e.g. (0,) or (0, 1, 2) (on the command line: --config.study.seeds='(0,1,2)')."
+    )
   return tuple(int(s) for s in seeds)
 
 
@@ -152,8 +160,10 @@ def validate_study(config) -> tuple[ml_collections.ConfigDict, list[Entry]]:
   entries = parse_entries(study.encoders)
   parse_seeds(study, base)
   if not base.eval.lengths:
-    raise config_lib.ConfigError('config.eval.lengths=() is invalid for a study: allowed: the lengths '
-                                 'to evaluate every encoder at, e.g. (64, 128, 256, 512, 1024).')
+    raise config_lib.ConfigError(
+        'config.eval.lengths=() is invalid for a study: allowed: the lengths '
+        'to evaluate every encoder at, e.g. (64, 128, 256, 512, 1024).'
+    )
   for entry in entries:
     try:
       with warnings.catch_warnings():
@@ -175,9 +185,12 @@ def check_transfers(base, entries: Sequence[Entry]) -> None:
     try:
       with warnings.catch_warnings():
         warnings.simplefilter('ignore')
-        transfer.check_compatible(transfer.param_shapes(config),
-                                  transfer.param_shapes(transfer.eval_config(config, entry.eval_spec)),
-                                  train_spec=entry.spec, eval_spec=entry.eval_spec)
+        transfer.check_compatible(
+            transfer.param_shapes(config),
+            transfer.param_shapes(transfer.eval_config(config, entry.eval_spec)),
+            train_spec=entry.spec,
+            eval_spec=entry.eval_spec,
+        )
     except ValueError as e:
       raise config_lib.ConfigError(f'config.study.encoders entry {entry.label!r}: {e}') from None
 
@@ -215,13 +228,25 @@ def train_length(base) -> int:
 
 def _environment() -> dict:
   device = jax.devices()[0]
-  return {'jax_version': jax.__version__, 'device': f'{jax.device_count()} x {device.device_kind}',
-          'platform': platform.platform(), 'python': platform.python_version(),
-          'date': datetime.date.today().isoformat()}
+  return {
+      'jax_version': jax.__version__,
+      'device': f'{jax.device_count()} x {device.device_kind}',
+      'platform': platform.platform(),
+      'python': platform.python_version(),
+      'date': datetime.date.today().isoformat(),
+  }
 
 
-def _run_seed(base, entry: Entry, seed: int, workdir: str, train_fn: Callable | None, metric: str,
-              data, train_dir: str | None = None) -> dict | None:
+def _run_seed(
+    base,
+    entry: Entry,
+    seed: int,
+    workdir: str,
+    train_fn: Callable | None,
+    metric: str,
+    data,
+    train_dir: str | None = None,
+) -> dict | None:
   """One (encoder, seed): trained and evaluated, or read back from its result.json (train_fn None: only
   read back; None if it has not finished). An 'X -> Y' entry trains X in `train_dir` (or finds it trained
   there) and evaluates its parameters with encoder Y."""
@@ -250,9 +275,16 @@ def _run_seed(base, entry: Entry, seed: int, workdir: str, train_fn: Callable | 
     result = train_fn(config, train_dir if transferred else run_dir, data=data)
   except loop.DivergedError as e:
     logging.warning('study: %s (trained with %s) seed %d diverged: %s', entry.label, entry.spec, seed, e)
-    run.update({'by_length': {str(n): None for n in base.eval.lengths}, 'train_metric': None,
-                'train_loss': None, 'steps': e.step, 'diverged': {'step': e.step, 'message': str(e)},
-                'train_seconds': round(time.perf_counter() - started, 1)})
+    run.update(
+        {
+            'by_length': {str(n): None for n in base.eval.lengths},
+            'train_metric': None,
+            'train_loss': None,
+            'steps': e.step,
+            'diverged': {'step': e.step, 'message': str(e)},
+            'train_seconds': round(time.perf_counter() - started, 1),
+        }
+    )
     report.write_json(run, result_path)
     return run
   metrics = result.final_metrics
@@ -264,13 +296,19 @@ def _run_seed(base, entry: Entry, seed: int, workdir: str, train_fn: Callable | 
     by_length = {str(n): metrics.get(f'eval/{n}/{metric}') for n in base.eval.lengths}
   missing = [n for n, v in by_length.items() if v is None]
   if missing:
-    raise RuntimeError(f'study: the run of {entry.label} (seed {seed}) reported no {metric} at lengths '
-                       f'{missing}.')
+    raise RuntimeError(f'study: the run of {entry.label} (seed {seed}) reported no {metric} at lengths ' f'{missing}.')
   # train_seconds: this run's own time (for 'X -> Y', its evaluation, plus X's training if it was not
   # trained before).
-  run.update({'by_length': by_length, 'train_metric': metrics.get(metric), 'train_loss': metrics.get('loss'),
-              'steps': result.step, 'train_seconds': round(time.perf_counter() - started, 1),
-              'num_params': int(sum(x.size for x in jax.tree.leaves(result.params)))})
+  run.update(
+      {
+          'by_length': by_length,
+          'train_metric': metrics.get(metric),
+          'train_loss': metrics.get('loss'),
+          'steps': result.step,
+          'train_seconds': round(time.perf_counter() - started, 1),
+          'num_params': int(sum(x.size for x in jax.tree.leaves(result.params))),
+      }
+  )
   report.write_json(run, result_path)
   return run
 
@@ -279,12 +317,14 @@ def _check_saved(saved: dict, run_dir: str, config_json, data_id: dict, train_sp
   """A finished result is reused only for the same config (and, for 'X -> Y', the same X) and data."""
   if saved.get('config') != config_json or saved.get('train_spec') != train_spec:
     raise config_lib.ConfigError(
-        f'{run_dir} holds a finished run of another config; use a new workdir or remove that directory.')
+        f'{run_dir} holds a finished run of another config; use a new workdir or remove that directory.'
+    )
   if saved.get('data') != data_id:
     raise config_lib.ConfigError(
         f'{run_dir} holds a finished run on other data ({saved.get("data")} there, {data_id} now: the '
         'corpus or the task changed), so its result does not belong in this study. Use a new workdir, or '
-        'remove that directory to train it again on this data.')
+        'remove that directory to train it again on this data.'
+    )
 
 
 def _mean(values):
@@ -301,13 +341,20 @@ def merge_seeds(entry: Entry, per_seed: Sequence[dict]) -> dict:
   first = finite[0] if finite else per_seed[0]
   config = dict(first['config'])
   config.pop('seed', None)  # The seed is per run: `seeds` lists them.
-  merged = {'name': entry.label, 'spec': entry.reported_spec, 'seeds': [r['seed'] for r in per_seed],
-            'by_length': {n: _mean([r['by_length'][n] for r in finite]) for n in lengths},
-            'by_length_per_seed': {n: [r['by_length'][n] for r in per_seed] for n in lengths},
-            'train_metric': _mean([r['train_metric'] for r in finite]),
-            'train_loss': _mean([r['train_loss'] for r in finite]), 'steps': first['steps'],
-            'train_seconds': round(sum(r['train_seconds'] for r in per_seed), 1),
-            'num_params': first.get('num_params'), 'config': config, 'data': first.get('data')}
+  merged = {
+      'name': entry.label,
+      'spec': entry.reported_spec,
+      'seeds': [r['seed'] for r in per_seed],
+      'by_length': {n: _mean([r['by_length'][n] for r in finite]) for n in lengths},
+      'by_length_per_seed': {n: [r['by_length'][n] for r in per_seed] for n in lengths},
+      'train_metric': _mean([r['train_metric'] for r in finite]),
+      'train_loss': _mean([r['train_loss'] for r in finite]),
+      'steps': first['steps'],
+      'train_seconds': round(sum(r['train_seconds'] for r in per_seed), 1),
+      'num_params': first.get('num_params'),
+      'config': config,
+      'data': first.get('data'),
+  }
   if entry.eval_spec is not None:
     merged['train_spec'] = entry.spec
     merged['trained_in'] = [r.get('trained_in') for r in per_seed]
@@ -319,16 +366,41 @@ def merge_seeds(entry: Entry, per_seed: Sequence[dict]) -> dict:
   return merged
 
 
-def _run_entry(base, entry: Entry, seeds: Sequence[int], workdir: str, train_fn: Callable | None,
-               metric: str, data, train_dir: str | None = None) -> dict | None:
-  per_seed = [_run_seed(base, entry, seed, workdir, train_fn, metric, data,
-                        None if train_dir is None else os.path.join(train_dir, f'seed{seed}')) for seed in seeds]
+def _run_entry(
+    base,
+    entry: Entry,
+    seeds: Sequence[int],
+    workdir: str,
+    train_fn: Callable | None,
+    metric: str,
+    data,
+    train_dir: str | None = None,
+) -> dict | None:
+  per_seed = [
+      _run_seed(
+          base,
+          entry,
+          seed,
+          workdir,
+          train_fn,
+          metric,
+          data,
+          None if train_dir is None else os.path.join(train_dir, f'seed{seed}'),
+      )
+      for seed in seeds
+  ]
   per_seed = [r for r in per_seed if r is not None]
   return merge_seeds(entry, per_seed) if per_seed else None
 
 
-def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None = None,
-              on_result: Callable[[dict], None] | None = None, finished_only: bool = False) -> dict:
+def run_study(
+    config,
+    workdir: str | os.PathLike,
+    *,
+    train_fn: Callable | None = None,
+    on_result: Callable[[dict], None] | None = None,
+    finished_only: bool = False,
+) -> dict:
   """Runs (or resumes) the study of `config` in `workdir`; returns the results dict (see `report`).
 
   Args:
@@ -352,11 +424,20 @@ def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None =
   check_transfers(base, entries)
   train_dirs = training_dirs(workdir, entries)
   results = {
-      'metric': metric, 'lower_is_better': lower_is_better, 'train_length': train_length(base),
-      'eval_lengths': [int(n) for n in base.eval.lengths], 'seeds': list(seeds), 'runs': [],
-      'meta': {'title': study.title, 'description': study.description,
-               'data': data.describe(), 'corpus_fingerprint': data.describe().get('fingerprint'),
-               'config': json.loads(base.to_json_best_effort()), **_environment()},
+      'metric': metric,
+      'lower_is_better': lower_is_better,
+      'train_length': train_length(base),
+      'eval_lengths': [int(n) for n in base.eval.lengths],
+      'seeds': list(seeds),
+      'runs': [],
+      'meta': {
+          'title': study.title,
+          'description': study.description,
+          'data': data.describe(),
+          'corpus_fingerprint': data.describe().get('fingerprint'),
+          'config': json.loads(base.to_json_best_effort()),
+          **_environment(),
+      },
   }
   if finished_only:
     results['meta']['finished_only'] = True
@@ -380,6 +461,8 @@ def run_study(config, workdir: str | os.PathLike, *, train_fn: Callable | None =
 
 def write_outputs(results: dict, workdir: str) -> dict[str, str]:
   """results.json, results.md and results.png in `workdir`; returns their paths."""
-  return {'json': report.write_json(results, os.path.join(workdir, 'results.json')),
-          'markdown': report.write_markdown(results, os.path.join(workdir, 'results.md')),
-          'plot': report.plot(results, os.path.join(workdir, 'results.png'))}
+  return {
+      'json': report.write_json(results, os.path.join(workdir, 'results.json')),
+      'markdown': report.write_markdown(results, os.path.join(workdir, 'results.md')),
+      'plot': report.plot(results, os.path.join(workdir, 'results.png')),
+  }

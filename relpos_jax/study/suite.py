@@ -52,6 +52,7 @@ NOTES_MARKER = '<!-- notes: kept when the summary is rewritten -->'
 @dataclasses.dataclass(frozen=True)
 class Protocol:
   """How one task is trained and evaluated in the suite."""
+
   min_length: int = config_lib.key(ge=1)
   max_length: int = config_lib.key(ge=1)
   eval_lengths: tuple[int, ...] = config_lib.key(ge=1)
@@ -64,6 +65,7 @@ class Protocol:
 @dataclasses.dataclass(frozen=True)
 class Suite:
   """The `suite` section of a suite config."""
+
   encoders: tuple[str, ...] = config_lib.key()
   seeds: tuple[int, ...] = config_lib.key(ge=0)
   tasks: tuple[str, ...] = config_lib.key()
@@ -74,24 +76,30 @@ class Suite:
 def split_config(config) -> tuple[ml_collections.ConfigDict, Suite, dict[str, Protocol]]:
   """(the base training config, the suite section, each task's protocol), checked."""
   if 'suite' not in config:
-    raise config_lib.ConfigError('missing key config.suite: a suite config is a task training config plus a '
-                                 "suite section (see configs/algorithmic.py's `suite` variant).")
+    raise config_lib.ConfigError(
+        'missing key config.suite: a suite config is a task training config plus a '
+        "suite section (see configs/algorithmic.py's `suite` variant)."
+    )
   as_dict = config.to_dict()
   suite = config_lib.parse_section(Suite, 'suite', as_dict.pop('suite'))
   if not suite.tasks or not suite.encoders or not suite.seeds:
-    raise config_lib.ConfigError(f'config.suite needs at least one task, encoder and seed; got tasks='
-                                 f'{suite.tasks!r}, encoders={suite.encoders!r}, seeds={suite.seeds!r}.')
+    raise config_lib.ConfigError(
+        f'config.suite needs at least one task, encoder and seed; got tasks='
+        f'{suite.tasks!r}, encoders={suite.encoders!r}, seeds={suite.seeds!r}.'
+    )
   missing = [t for t in suite.tasks if t not in suite.protocols]
   if missing:
-    raise config_lib.ConfigError(f'config.suite.tasks names {missing} without a protocol; add '
-                                 f'config.suite.protocols.<task> (have: {sorted(suite.protocols)}).')
-  protocols = {t: config_lib.parse_section(Protocol, f'suite.protocols.{t}', suite.protocols[t])
-               for t in suite.tasks}
+    raise config_lib.ConfigError(
+        f'config.suite.tasks names {missing} without a protocol; add '
+        f'config.suite.protocols.<task> (have: {sorted(suite.protocols)}).'
+    )
+  protocols = {t: config_lib.parse_section(Protocol, f'suite.protocols.{t}', suite.protocols[t]) for t in suite.tasks}
   return ml_collections.ConfigDict(as_dict), suite, protocols
 
 
-def study_config(base: ml_collections.ConfigDict, suite: Suite, task: str,
-                 protocol: Protocol) -> ml_collections.ConfigDict:
+def study_config(
+    base: ml_collections.ConfigDict, suite: Suite, task: str, protocol: Protocol
+) -> ml_collections.ConfigDict:
   """The study config of one task: the base run with the task's protocol and the suite's encoders."""
   config = copy.deepcopy(base)
   config.data.task = task
@@ -104,10 +112,14 @@ def study_config(base: ml_collections.ConfigDict, suite: Suite, task: str,
   if protocol.steps is not None:
     config.train.steps = protocol.steps
   config.eval.lengths = tuple(protocol.eval_lengths)
-  config.study = ml_collections.ConfigDict({
-      'encoders': tuple(suite.encoders), 'seeds': tuple(suite.seeds),
-      'title': f'{task}: trained on lengths {protocol.min_length}..{protocol.max_length}',
-      'description': f'Per-output-token accuracy on {task}; lengths <= {protocol.max_length} are in distribution.'})
+  config.study = ml_collections.ConfigDict(
+      {
+          'encoders': tuple(suite.encoders),
+          'seeds': tuple(suite.seeds),
+          'title': f'{task}: trained on lengths {protocol.min_length}..{protocol.max_length}',
+          'description': f'Per-output-token accuracy on {task}; lengths <= {protocol.max_length} are in distribution.',
+      }
+  )
   return config
 
 
@@ -125,8 +137,9 @@ def validate_suite(config) -> list[tuple[str, ml_collections.ConfigDict]]:
   return studies
 
 
-def run_suite(config, workdir: str | os.PathLike, *, tasks: Sequence[str] | None = None,
-              train_fn: Callable | None = None) -> dict:
+def run_suite(
+    config, workdir: str | os.PathLike, *, tasks: Sequence[str] | None = None, train_fn: Callable | None = None
+) -> dict:
   """Runs (or resumes) every task's study in `<workdir>/<task>`, then writes the summary; returns it.
 
   `tasks`: a subset of `config.suite.tasks` to run now (e.g. one per process); the summary covers every
@@ -170,13 +183,14 @@ def _seed_values(run: dict, length) -> list[float]:
 
 def _split_means(run: dict, train_length: int, lengths) -> tuple[list[float], list[float]]:
   """Per seed: (mean accuracy over in-distribution lengths, mean over longer lengths)."""
+
   def per_seed(selected):
     columns = [_seed_values(run, n) for n in selected]
     if not columns or not all(columns):
       return []
     return [sum(c[k] for c in columns) / len(columns) for k in range(min(map(len, columns)))]
-  return (per_seed([n for n in lengths if n <= train_length]),
-          per_seed([n for n in lengths if n > train_length]))
+
+  return (per_seed([n for n in lengths if n <= train_length]), per_seed([n for n in lengths if n > train_length]))
 
 
 def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
@@ -196,13 +210,24 @@ def summarize(results_by_task: dict[str, dict], title: str | None = None) -> dic
       ind, ood = _split_means(run, results['train_length'], results['eval_lengths'])
       (ind_mean, ind_std), (ood_mean, ood_std) = _mean_std(ind), _mean_std(ood)
       cells[f'{task}/{run["name"]}'] = {
-          'in_distribution': ind_mean, 'in_distribution_std': ind_std, 'out_of_distribution': ood_mean,
-          'out_of_distribution_std': ood_std, 'seeds': len(ood), 'diverged': bool(run.get('diverged', False)),
-          'learned': ind_mean is not None and ind_mean >= ID_LEARNED}
+          'in_distribution': ind_mean,
+          'in_distribution_std': ind_std,
+          'out_of_distribution': ood_mean,
+          'out_of_distribution_std': ood_std,
+          'seeds': len(ood),
+          'diverged': bool(run.get('diverged', False)),
+          'learned': ind_mean is not None and ind_mean >= ID_LEARNED,
+      }
   learned = {t: any(_learned(cells, t, e) for e in encoders) for t in tasks}
-  return {'title': title, 'tasks': tasks, 'encoders': encoders, 'cells': cells, 'learned_in_distribution': learned,
-          'id_learned_threshold': ID_LEARNED,
-          'protocols': {t: protocol_of(results) for t, results in results_by_task.items()}}
+  return {
+      'title': title,
+      'tasks': tasks,
+      'encoders': encoders,
+      'cells': cells,
+      'learned_in_distribution': learned,
+      'id_learned_threshold': ID_LEARNED,
+      'protocols': {t: protocol_of(results) for t, results in results_by_task.items()},
+  }
 
 
 def _learned(cells: dict, task: str, encoder: str) -> bool:
@@ -214,11 +239,16 @@ def protocol_of(results: dict) -> dict:
   """How a task was trained and evaluated, read back from its results (what ran, not what was asked)."""
   config = (results.get('meta') or {}).get('config') or {}
   data, train, optim = config.get('data', {}), config.get('train', {}), config.get('optim', {})
-  return {'train_lengths': [data.get('min_length'), data.get('max_length')],
-          'eval_lengths': list(results['eval_lengths']), 'steps': train.get('steps'),
-          'batch_size': train.get('batch_size'), 'learning_rate': optim.get('learning_rate'),
-          'task_kwargs': data.get('task_kwargs') or {}, 'model': config.get('model', {}),
-          'reference': ((results.get('meta') or {}).get('data') or {}).get('reference')}
+  return {
+      'train_lengths': [data.get('min_length'), data.get('max_length')],
+      'eval_lengths': list(results['eval_lengths']),
+      'steps': train.get('steps'),
+      'batch_size': train.get('batch_size'),
+      'learning_rate': optim.get('learning_rate'),
+      'task_kwargs': data.get('task_kwargs') or {},
+      'model': config.get('model', {}),
+      'reference': ((results.get('meta') or {}).get('data') or {}).get('reference'),
+  }
 
 
 def _cell_text(cell: dict | None) -> str:
@@ -243,8 +273,9 @@ def markdown(summary: dict) -> str:
     cells = [_cell_text(summary['cells'].get(f'{task}/{e}')) for e in encoders]
     lines.append(f'| {task}{mark} | ' + ' | '.join(cells) + ' |')
   counts = [sum(_learned(summary['cells'], t, e) for t in summary['tasks']) for e in encoders]
-  lines.append(f'| *learned in distribution (of {len(summary["tasks"])})* | '
-               + ' | '.join(str(c) for c in counts) + ' |')
+  lines.append(
+      f'| *learned in distribution (of {len(summary["tasks"])})* | ' + ' | '.join(str(c) for c in counts) + ' |'
+  )
   return '\n'.join(lines) + '\n'
 
 
@@ -259,18 +290,21 @@ def protocol_markdown(summary: dict) -> str:
   lines = []
   if len(models) == 1:
     model = json.loads(models.pop())
-    lines.append(f'Model: {model.get("num_layers")} layers, model_dim {model.get("model_dim")}, '
-                 f'{model.get("num_heads")} heads, MLP ratio {model.get("mlp_ratio")}, dropout '
-                 f'{model.get("dropout_rate")}. Adam, learning rate {_values(protocols, "learning_rate")}, '
-                 f'batch {_values(protocols, "batch_size")}.\n')
+    lines.append(
+        f'Model: {model.get("num_layers")} layers, model_dim {model.get("model_dim")}, '
+        f'{model.get("num_heads")} heads, MLP ratio {model.get("mlp_ratio")}, dropout '
+        f'{model.get("dropout_rate")}. Adam, learning rate {_values(protocols, "learning_rate")}, '
+        f'batch {_values(protocols, "batch_size")}.\n'
+    )
   lines += ['| task | trained on | evaluated at | steps | task arguments |', '|---|---|---|---|---|']
   for task in summary['tasks']:
     p = protocols.get(task)
     if p:
       low, high = p['train_lengths']
       kwargs = ', '.join(f'{k}={v}' for k, v in sorted(p['task_kwargs'].items())) or '—'
-      lines.append(f'| {task} | {low}..{high} | {", ".join(map(str, p["eval_lengths"]))} | {p["steps"]:,} | '
-                   f'{kwargs} |')
+      lines.append(
+          f'| {task} | {low}..{high} | {", ".join(map(str, p["eval_lengths"]))} | {p["steps"]:,} | ' f'{kwargs} |'
+      )
   return '\n'.join(lines) + '\n'
 
 
@@ -284,15 +318,21 @@ def write_summary(summary: dict, workdir: str) -> dict[str, str]:
     with open(path) as f:
       previous = f.read()
     if NOTES_MARKER in previous:
-      notes = previous[previous.index(NOTES_MARKER) + len(NOTES_MARKER):]
+      notes = previous[previous.index(NOTES_MARKER) + len(NOTES_MARKER) :]
   with open(path + '.tmp', 'w') as f:
-    f.write(f'# {summary.get("title") or "Length-generalization suite"}\n\n'
-            'Mean accuracy beyond the training lengths (± std over seeds; in brackets: within them). ✗: this '
-            f'encoder\'s mean accuracy within the training lengths is below {ID_LEARNED}, so it did not learn '
-            'the task and its number beyond them says nothing about length generalization. Tasks marked "not '
-            'learned" are not learned by any encoder.\n\n' + markdown(summary)
-            + '\n![mean accuracy beyond the training lengths](heatmap.png)\n\n## Protocol\n\n'
-            + protocol_markdown(summary) + '\n' + NOTES_MARKER + (notes or '\n'))
+    f.write(
+        f'# {summary.get("title") or "Length-generalization suite"}\n\n'
+        'Mean accuracy beyond the training lengths (± std over seeds; in brackets: within them). ✗: this '
+        f"encoder's mean accuracy within the training lengths is below {ID_LEARNED}, so it did not learn "
+        'the task and its number beyond them says nothing about length generalization. Tasks marked "not '
+        'learned" are not learned by any encoder.\n\n'
+        + markdown(summary)
+        + '\n![mean accuracy beyond the training lengths](heatmap.png)\n\n## Protocol\n\n'
+        + protocol_markdown(summary)
+        + '\n'
+        + NOTES_MARKER
+        + (notes or '\n')
+    )
   os.replace(path + '.tmp', path)
   paths['markdown'] = path
   paths['heatmap'] = heatmap(summary, os.path.join(workdir, 'heatmap.png'))
@@ -305,6 +345,7 @@ def heatmap(summary: dict, path: str) -> str:
   import numpy as np
   from matplotlib.figure import Figure
   from matplotlib.patches import Rectangle
+
   tasks, encoders = summary['tasks'], summary['encoders']
   grid = np.full((len(tasks), len(encoders)), np.nan)
   learned = np.zeros(grid.shape, bool)
@@ -318,15 +359,23 @@ def heatmap(summary: dict, path: str) -> str:
   ax = fig.subplots()
   image = ax.imshow(grid, vmin=0.0, vmax=1.0, cmap='viridis', aspect='auto')
   ax.set_xticks(range(len(encoders)), encoders, rotation=45, ha='right')
-  ax.set_yticks(range(len(tasks)), [t if summary['learned_in_distribution'][t] else f'{t} (not learned)'
-                                    for t in tasks])
+  ax.set_yticks(
+      range(len(tasks)), [t if summary['learned_in_distribution'][t] else f'{t} (not learned)' for t in tasks]
+  )
   for i in range(len(tasks)):
     for j in range(len(encoders)):
       if np.isnan(grid[i, j]):
         continue
       if learned[i, j]:
-        ax.text(j, i, f'{grid[i, j]:.2f}', ha='center', va='center', fontsize=7,
-                color='white' if grid[i, j] < 0.6 else 'black')
+        ax.text(
+            j,
+            i,
+            f'{grid[i, j]:.2f}',
+            ha='center',
+            va='center',
+            fontsize=7,
+            color='white' if grid[i, j] < 0.6 else 'black',
+        )
       else:
         ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor='lightgrey', edgecolor='white', alpha=0.85))
         ax.text(j, i, f'{grid[i, j]:.2f} ✗', ha='center', va='center', fontsize=7, color='dimgrey')

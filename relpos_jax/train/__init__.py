@@ -1,17 +1,17 @@
 """Training: config validation, a jitted data-parallel train step, orbax checkpoints, metrics, the loop.
 
-  config       the keys of a run config and `validate(config)` (errors name the key); `load_config`
-  inputs       `build_data(config)`: training batch per step, evaluation set per length
-  objectives   loss and metrics per family (language model: nats, bits/char; tasks: accuracy, exact match)
-  optim        AdamW + global-norm clipping on a warmup + cosine / constant schedule
-  state        TrainState (step, params, opt_state) and the static model parts
-  step         the jitted train and eval steps (randomness from (seed, step) only)
-  sharding     the 'data' mesh: batches split (each process feeds its rows), parameters replicated;
-               initialize_distributed for runs over several processes
-  checkpoint   orbax CheckpointManager: periodic, keep-last-N, atomic, resumable
-  metrics      metrics.jsonl, progress line, throughput
-  tensorboard  the same records as TensorBoard scalars (optional: tensorboardX); a study's per-length charts
-  loop         `train(config, workdir)` -> TrainResult; `build_model`, `evaluate`, `evaluate_lengths`
+config       the keys of a run config and `validate(config)` (errors name the key); `load_config`
+inputs       `build_data(config)`: training batch per step, evaluation set per length
+objectives   loss and metrics per family (language model: nats, bits/char; tasks: accuracy, exact match)
+optim        AdamW + global-norm clipping on a warmup + cosine / constant schedule
+state        TrainState (step, params, opt_state) and the static model parts
+step         the jitted train and eval steps (randomness from (seed, step) only)
+sharding     the 'data' mesh: batches split (each process feeds its rows), parameters replicated;
+             initialize_distributed for runs over several processes
+checkpoint   orbax CheckpointManager: periodic, keep-last-N, atomic, resumable
+metrics      metrics.jsonl, progress line, throughput
+tensorboard  the same records as TensorBoard scalars (optional: tensorboardX); a study's per-length charts
+loop         `train(config, workdir)` -> TrainResult; `build_model`, `evaluate`, `evaluate_lengths`
 """
 
 from relpos_jax.train.checkpoint import Checkpoints
@@ -22,6 +22,23 @@ from relpos_jax.train.metrics import read_metrics
 from relpos_jax.train.objectives import Objective
 from relpos_jax.train.state import ModelParts, TrainState, model_from, split_model
 
-__all__ = ['Checkpoints', 'ConfigError', 'ModelParts', 'Objective', 'TrainResult', 'TrainState', 'build_data',
-           'build_model', 'evaluate', 'evaluate_lengths', 'load_config', 'load_model', 'model_config',
-           'model_from', 'read_metrics', 'split_model', 'train', 'validate']
+__all__ = [
+    'Checkpoints',
+    'ConfigError',
+    'ModelParts',
+    'Objective',
+    'TrainResult',
+    'TrainState',
+    'build_data',
+    'build_model',
+    'evaluate',
+    'evaluate_lengths',
+    'load_config',
+    'load_model',
+    'model_config',
+    'model_from',
+    'read_metrics',
+    'split_model',
+    'train',
+    'validate',
+]

@@ -71,11 +71,11 @@ class Checkpoints:
         preservation_policy=ocp.checkpoint_managers.LatestN(n=int(keep)),
         enable_async_checkpointing=async_save,
         cleanup_tmp_directories=True,  # leftovers of a save interrupted by a kill
-        create=True)
+        create=True,
+    )
     # One item (the TrainState) declared up front: otherwise orbax infers the layout from the newest step
     # directory, and a stray empty one makes every step unreadable.
-    self.manager = ocp.CheckpointManager(self.directory, options=options,
-                                         item_handlers=ocp.StandardCheckpointHandler())
+    self.manager = ocp.CheckpointManager(self.directory, options=options, item_handlers=ocp.StandardCheckpointHandler())
 
   def save(self, state: TrainState) -> bool:
     """Saves `state` under its step (asynchronously); False if that step is already saved.
@@ -100,11 +100,15 @@ class Checkpoints:
   def _write_error(self, error: BaseException, step: int | None = None) -> CheckpointWriteError:
     what = f'step {step}' if step is not None else 'a checkpoint'
     latest = [s for s in self.all_steps() if s != step]
-    resume = (f'rerun the same command to resume from step {latest[-1]}, the latest complete checkpoint'
-              if latest else 'rerun the same command to start again')
+    resume = (
+        f'rerun the same command to resume from step {latest[-1]}, the latest complete checkpoint'
+        if latest
+        else 'rerun the same command to start again'
+    )
     return CheckpointWriteError(
         f'could not save {what} to {self.directory} ({_cause(error)}); training stopped. Free disk space '
-        f'(or fix the storage), then {resume}.')
+        f'(or fix the storage), then {resume}.'
+    )
 
   def latest_step(self) -> int | None:
     return self.manager.latest_step()
@@ -123,9 +127,11 @@ class Checkpoints:
       return self.manager.restore(step, args=ocp.args.StandardRestore(abstract_like(like)))
     except Exception as e:
       cause = _cause(e)
-      raise CheckpointError(f'checkpoint step {step} in {self.directory} cannot be read ({cause}); '
-                            f'delete {self.directory / str(step)} to resume from an earlier step.',
-                            cause) from None
+      raise CheckpointError(
+          f'checkpoint step {step} in {self.directory} cannot be read ({cause}); '
+          f'delete {self.directory / str(step)} to resume from an earlier step.',
+          cause,
+      ) from None
 
   def restore_latest_intact(self, like: TrainState, *, set_aside: bool = False) -> TrainState | None:
     """The newest state that restores (None if there are no checkpoints).
@@ -148,7 +154,8 @@ class Checkpoints:
       raise CheckpointError(
           f'no checkpoint in {self.directory} can be read ({listed}). Delete the broken step '
           f'directories ({", ".join(str(self.directory / str(s)) for s, _ in broken)}), or the whole '
-          'run directory to start fresh.')
+          'run directory to start fresh.'
+      )
     return None
 
   def _report_broken(self, broken, step: int, set_aside: bool) -> None:
@@ -168,7 +175,10 @@ class Checkpoints:
     warnings.warn(
         f'checkpoint(s) in {self.directory} cannot be read: '
         + '; '.join(f'step {s} ({why})' for s, why in broken)
-        + f'. Using step {step}, the newest intact one.{moved}', UserWarning, stacklevel=3)
+        + f'. Using step {step}, the newest intact one.{moved}',
+        UserWarning,
+        stacklevel=3,
+    )
 
   def wait(self) -> None:
     self.manager.wait_until_finished()
@@ -183,6 +193,7 @@ class Checkpoints:
       if not quiet:
         raise error from None
       from absl import logging
+
       logging.error('%s', error)
 
   def __enter__(self):

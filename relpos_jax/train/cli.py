@@ -35,7 +35,7 @@ def check_command_line(argv: Sequence[str], *, name: str = 'config', default: st
   path, overrides = default, []
   args = list(argv[1:])
   if '--' in args:
-    args = args[:args.index('--')]
+    args = args[: args.index('--')]
   for i, arg in enumerate(args):
     token = _flag_token(arg)
     if token is None:
@@ -49,7 +49,8 @@ def check_command_line(argv: Sequence[str], *, name: str = 'config', default: st
   if repeated:
     raise config_lib.ConfigError(
         f'--{name}.{repeated[0]} is given {overrides.count(repeated[0])} times; give each override once '
-        f"(a tuple as one value: --{name}.eval.lengths='(64, 128)').")
+        f"(a tuple as one value: --{name}.eval.lengths='(64, 128)')."
+    )
   if path is None or not overrides and path == default:
     return
   config = config_lib.config_from_file(path)  # Names a file that does not exist.

@@ -78,7 +78,7 @@ class Optim:
   learning_rate: float = key(gt=0)
   schedule: str = key(choices=SCHEDULES)
   warmup_steps: int = key(ge=0)
-  end_lr_fraction: float = key(ge=0, le=1)      # cosine decays to learning_rate * end_lr_fraction
+  end_lr_fraction: float = key(ge=0, le=1)  # cosine decays to learning_rate * end_lr_fraction
   weight_decay: float = key(ge=0)
   b1: float = key(ge=0, lt=1)
   b2: float = key(ge=0, lt=1)
@@ -89,7 +89,7 @@ class Optim:
 @dataclasses.dataclass(frozen=True)
 class Train:
   steps: int = key(ge=1)
-  batch_size: int = key(ge=1)                  # global: split over every device of the mesh
+  batch_size: int = key(ge=1)  # global: split over every device of the mesh
   log_every: int = key(ge=1)
   checkpoint_every: int = key(ge=1)
   keep_checkpoints: int = key(ge=1)
@@ -102,14 +102,14 @@ class Train:
 
 @dataclasses.dataclass(frozen=True)
 class Eval:
-  every: int = key(ge=0)                       # 0: evaluate only at the end of training
-  lengths: tuple[int, ...] = key(ge=1)         # corpus: window lengths; task: input lengths n (may be empty)
+  every: int = key(ge=0)  # 0: evaluate only at the end of training
+  lengths: tuple[int, ...] = key(ge=1)  # corpus: window lengths; task: input lengths n (may be empty)
   batch_size: int = key(ge=1)
-  num_examples: int = key(ge=1)                # per length (corpus: at most this many windows)
+  num_examples: int = key(ge=1)  # per length (corpus: at most this many windows)
   # Tasks: pad each evaluation set to a multiple of this many tokens (keys masked), so many lengths share
   # few compiled shapes. 1: no padding (the only value for the corpus, whose windows are exact).
   pad_multiple: int = key(ge=1)
-  seed: int = key(ge=0)                        # the eval sets do not depend on the training seed
+  seed: int = key(ge=0)  # the eval sets do not depend on the training seed
   # Corpus: evaluate every length on about this many scored tokens (windows = num_tokens // length,
   # overriding num_examples), so every length reads the same amount of validation text.
   num_tokens: int | None = key(None, ge=1)
@@ -121,6 +121,7 @@ class Eval:
 @dataclasses.dataclass(frozen=True)
 class CorpusSource:
   """data.source='corpus': byte-level language modelling on the built-in corpus or your own text."""
+
   source: str = key(choices=('corpus',))
   corpus: str = key()  # 'stdlib' (built in) or a path: a directory of text files, one file, or a glob
   max_train_bytes: int | None = key(ge=1)
@@ -130,6 +131,7 @@ class CorpusSource:
 @dataclasses.dataclass(frozen=True)
 class TaskSource:
   """data.source='task': an algorithmic task, training lengths n ~ U{min_length..max_length}."""
+
   source: str = key(choices=('task',))
   task: str = key()
   task_kwargs: dict = key()
@@ -143,8 +145,7 @@ class TaskSource:
 
 SOURCES = {'corpus': CorpusSource, 'task': TaskSource}
 # The model section's keys: ModelConfig's fields but the vocabulary sizes (ModelConfig checks the values).
-MODEL_KEYS = {f.name: f for f in dataclasses.fields(ModelConfig)
-              if f.init and f.name not in DATA_DERIVED_MODEL_FIELDS}
+MODEL_KEYS = {f.name: f for f in dataclasses.fields(ModelConfig) if f.init and f.name not in DATA_DERIVED_MODEL_FIELDS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +153,7 @@ class Config:
   """A checked run config: `parse(config_dict)`. Its sections read like the ConfigDict's
   (`config.train.steps`); `model` is the ModelConfig of the run (vocab_size a placeholder until the data
   is known, see `model_config`), `encoder_spec` the spec string it was parsed from."""
+
   seed: int = key(ge=0)
   model: ModelConfig
   data: CorpusSource | TaskSource
@@ -194,14 +196,21 @@ def _is_number(v) -> bool:
 
 
 def _bounds_text(meta) -> str:
-  parts = [f'{op} {meta[name]:g}' for name, op in (('ge', '>='), ('gt', '>'), ('le', '<='), ('lt', '<'))
-           if meta[name] is not None]
+  parts = [
+      f'{op} {meta[name]:g}'
+      for name, op in (('ge', '>='), ('gt', '>'), ('le', '<='), ('lt', '<'))
+      if meta[name] is not None
+  ]
   return ' ' + ' and '.join(parts) if parts else ''
 
 
 def _in_bounds(v, meta) -> bool:
-  return ((meta['ge'] is None or v >= meta['ge']) and (meta['gt'] is None or v > meta['gt'])
-          and (meta['le'] is None or v <= meta['le']) and (meta['lt'] is None or v < meta['lt']))
+  return (
+      (meta['ge'] is None or v >= meta['ge'])
+      and (meta['gt'] is None or v > meta['gt'])
+      and (meta['le'] is None or v <= meta['le'])
+      and (meta['lt'] is None or v < meta['lt'])
+  )
 
 
 def _conform(value, hint, meta) -> tuple[bool, Any, str]:
@@ -236,8 +245,10 @@ def check_keys(where: str, node, allowed, required) -> None:
   present = set(_keys(node))
   unknown = sorted(present - set(allowed))
   if unknown:
-    raise ConfigError(f'unknown key(s) {", ".join(f"{where}.{k}" for k in unknown)}; '
-                      f'allowed in {where}: {", ".join(sorted(allowed))}.')
+    raise ConfigError(
+        f'unknown key(s) {", ".join(f"{where}.{k}" for k in unknown)}; '
+        f'allowed in {where}: {", ".join(sorted(allowed))}.'
+    )
   missing = sorted(k for k in required if k not in present)
   if missing:
     raise ConfigError(f'missing key(s) {", ".join(f"{where}.{k}" for k in missing)}.')
@@ -269,8 +280,9 @@ def _value(field: dataclasses.Field, hint, value, name: str):
 
 def _parse_model(node) -> ModelConfig:
   """ModelConfig checks the model section's values; its errors name their config key."""
-  required = [n for n, f in MODEL_KEYS.items()
-              if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+  required = [
+      n for n, f in MODEL_KEYS.items() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+  ]
   check_keys('config.model', node, MODEL_KEYS, required)
   fields = {k: node[k] for k in _keys(node)}
   if not isinstance(fields['encoder'], str) or not fields['encoder'].strip():
@@ -293,10 +305,12 @@ def parse(config) -> Config:
     raise ConfigError(f'missing key config.data.source; allowed: {tuple(SOURCES)}.')
   if data['source'] not in SOURCES:
     raise _fail('data.source', data['source'], f'allowed: one of {tuple(SOURCES)}')
-  sections = {'data': parse_section(SOURCES[data['source']], 'data', data),
-              'optim': parse_section(Optim, 'optim', config.optim),
-              'train': parse_section(Train, 'train', config.train),
-              'eval': parse_section(Eval, 'eval', config.eval)}
+  sections = {
+      'data': parse_section(SOURCES[data['source']], 'data', data),
+      'optim': parse_section(Optim, 'optim', config.optim),
+      'train': parse_section(Train, 'train', config.train),
+      'eval': parse_section(Eval, 'eval', config.eval),
+  }
   seed = _value(_SEED, int, config.seed, 'seed')
   run = Config(seed=seed, model=_parse_model(config.model), encoder_spec=config.model.encoder, **sections)
   _check_sections(run)
@@ -317,15 +331,25 @@ def _check_sections(run: Config) -> None:
       raise _fail('data.corpus', data.corpus, str(e)) from None
   if train.tensorboard:
     from relpos_jax.train import tensorboard
+
     if not tensorboard.available():
-      raise _fail('train.tensorboard', True,
-                  f'TensorBoard event files need tensorboardX: {tensorboard.INSTALL_HINT}; or set it to False')
+      raise _fail(
+          'train.tensorboard',
+          True,
+          f'TensorBoard event files need tensorboardX: {tensorboard.INSTALL_HINT}; or set it to False',
+      )
   if data.source == 'corpus' and eval_.pad_multiple != 1:
-    raise _fail('eval.pad_multiple', eval_.pad_multiple,
-                "corpus windows have exact lengths and are never padded; allowed: 1 with data.source='corpus'")
+    raise _fail(
+        'eval.pad_multiple',
+        eval_.pad_multiple,
+        "corpus windows have exact lengths and are never padded; allowed: 1 with data.source='corpus'",
+    )
   if optim.warmup_steps > train.steps:
-    raise _fail('optim.warmup_steps', optim.warmup_steps,
-                f'warmup must not be longer than training (config.train.steps={train.steps})')
+    raise _fail(
+        'optim.warmup_steps',
+        optim.warmup_steps,
+        f'warmup must not be longer than training (config.train.steps={train.steps})',
+    )
 
 
 # -------------------------------------------------------------------------------------------- validate
@@ -343,22 +367,30 @@ def validate(config, *, num_devices: int | None = None) -> list[str]:
   num_devices = jax.device_count() if num_devices is None else num_devices
   for name, value in (('train.batch_size', run.train.batch_size), ('eval.batch_size', run.eval.batch_size)):
     if value % num_devices:
-      raise _fail(name, value, f'a global batch must split evenly over the {num_devices} devices '
-                               f'(data parallel); use a multiple of {num_devices}')
+      raise _fail(
+          name,
+          value,
+          f'a global batch must split evenly over the {num_devices} devices '
+          f'(data parallel); use a multiple of {num_devices}',
+      )
   limit = train_position_limit(run.encoder)
   longest_train = longest_training_sequence(run)
   if limit is not None and longest_train > limit:
-    raise ConfigError(f'config.model.encoder={run.encoder_spec!r} is invalid for this run: training batches '
-                      f'hold up to {longest_train} tokens but randomized positions are drawn from only '
-                      f'max_position={limit} positions; raise max_position.')
+    raise ConfigError(
+        f'config.model.encoder={run.encoder_spec!r} is invalid for this run: training batches '
+        f'hold up to {longest_train} tokens but randomized positions are drawn from only '
+        f'max_position={limit} positions; raise max_position.'
+    )
   longest = longest_sequence(run)
   for part in layer_leaves(run.encoder):
     try:
       part.check_positions(longest)
     except ValueError as e:
-      raise ConfigError(f'config.model.encoder={run.encoder_spec!r} is invalid for this run: it trains or '
-                        f'evaluates sequences of up to {longest} tokens (config.data / config.eval.lengths)'
-                        f' but {e}') from None
+      raise ConfigError(
+          f'config.model.encoder={run.encoder_spec!r} is invalid for this run: it trains or '
+          f'evaluates sequences of up to {longest} tokens (config.data / config.eval.lengths)'
+          f' but {e}'
+      ) from None
   return _warnings(run, limit, longest)
 
 
@@ -369,12 +401,14 @@ def _warnings(run: Config, limit: int | None, longest: int) -> list[str]:
         f'config.model.encoder={run.encoder_spec!r} carries no position information, and '
         f'config.data.task={run.data.task!r} trains a bidirectional model: such a model is '
         'invariant to permuting its input, so it can only learn order-free tasks (parity_check); on '
-        'others expect chance accuracy.')
+        'others expect chance accuracy.'
+    )
   if limit is not None and longest > limit:
     found.append(
         f'config.model.encoder={run.encoder_spec!r}: evaluation reaches {longest} tokens, beyond '
         f'max_position={limit}, the positions randomized training covers (Ruoss et al. choose it '
-        'at least as large as the longest test length).')
+        'at least as large as the longest test length).'
+    )
   for message in found:
     warnings.warn(message, UserWarning, stacklevel=3)
   return found
@@ -439,8 +473,12 @@ def layer_leaves(encoder) -> tuple[contract.Encoder, ...]:
 
 def train_position_limit(encoder) -> int | None:
   """The fewest positions any part of the encoder draws its training positions from (None: 0..L-1)."""
-  limits = [p.train_position_limit for e in (encoder if isinstance(encoder, tuple) else (encoder,))
-            for p in contract.walk(e) if p.train_position_limit is not None]
+  limits = [
+      p.train_position_limit
+      for e in (encoder if isinstance(encoder, tuple) else (encoder,))
+      for p in contract.walk(e)
+      if p.train_position_limit is not None
+  ]
   return min(limits) if limits else None
 
 
@@ -458,8 +496,10 @@ def parse_variants(arg: str | None, allowed) -> set[str]:
   names = {a.strip() for a in (arg or '').split(',') if a.strip()}
   unknown = sorted(names - set(allowed))
   if unknown:
-    raise ConfigError(f'unknown config variant(s) {unknown}; allowed: {sorted(allowed)} (comma-separated, '
-                      "after the path: 'configs/x.py:variant').")
+    raise ConfigError(
+        f'unknown config variant(s) {unknown}; allowed: {sorted(allowed)} (comma-separated, '
+        "after the path: 'configs/x.py:variant')."
+    )
   return names
 
 
@@ -486,16 +526,18 @@ def override(config: ml_collections.ConfigDict, key: str, value) -> None:
     if part not in _keys(node) or (i < len(parents) and not isinstance(node[part], ml_collections.ConfigDict)):
       where = '.'.join(['config'] + parents[:i])
       unknown = '' if i == len(parents) else f' {where}.{part}'
-      raise ConfigError(f'override config.{key}: unknown key{unknown}; allowed in {where}: '
-                        f'{", ".join(sorted(_keys(node)))}.')
+      raise ConfigError(
+          f'override config.{key}: unknown key{unknown}; allowed in {where}: ' f'{", ".join(sorted(_keys(node)))}.'
+      )
     if i < len(parents):
       node = node[part]
   if value is not dataclasses.MISSING:
     node[leaf] = value
 
 
-def load_config(path: str | os.PathLike, overrides: Mapping[str, Any] | None = None,
-                *, validate_config: bool = True) -> ml_collections.ConfigDict:
+def load_config(
+    path: str | os.PathLike, overrides: Mapping[str, Any] | None = None, *, validate_config: bool = True
+) -> ml_collections.ConfigDict:
   """`get_config()` of a config file, with dotted-key overrides: what `--config=... --config.a.b=v` does.
 
   For notebooks and tests: `load_config('configs/lm.py', {'model.num_layers': 4})`, and variants:

@@ -42,15 +42,19 @@ class Data(Protocol):
   """What the training loop needs from a data source."""
 
   objective: Objective
-  architecture: str            # 'causal' or 'bidirectional'
-  uses_padding: bool           # whether batches can hold padding (then the model gets padding_mask)
-  vocab_size: int              # input embedding rows
-  num_classes: int             # output logits
+  architecture: str  # 'causal' or 'bidirectional'
+  uses_padding: bool  # whether batches can hold padding (then the model gets padding_mask)
+  vocab_size: int  # input embedding rows
+  num_classes: int  # output logits
 
   def train_batch(self, step: int, rows: slice | None = None) -> Batch:
     """Training batch `step` (a pure function of (seed, step)); `rows`: only those rows of it."""
-  def eval_set(self, length: int) -> list[Batch]: ...
-  def describe(self) -> dict: ...
+
+  def eval_set(self, length: int) -> list[Batch]:
+    ...
+
+  def describe(self) -> dict:
+    ...
 
 
 def train_rng(seed: int, step: int) -> np.random.Generator:
@@ -72,7 +76,7 @@ def batches_of(arrays: Batch, batch_size: int) -> list[Batch]:
     filler['loss_mask'] = np.zeros_like(filler['loss_mask'])
     filler['accuracy_mask'] = np.zeros_like(filler['accuracy_mask'])
     arrays = {k: np.concatenate([v, filler[k]]) for k, v in arrays.items()}
-  return [{k: v[i:i + batch_size] for k, v in arrays.items()} for i in range(0, n + fill, batch_size)]
+  return [{k: v[i : i + batch_size] for k, v in arrays.items()} for i in range(0, n + fill, batch_size)]
 
 
 def eval_batch_size(eval_config, length: int, num_devices: int | None = None) -> int:
@@ -92,8 +96,13 @@ def lm_batch(tokens: np.ndarray) -> Batch:
   """(B, L + 1) corpus windows -> next-token inputs and targets of length L, every position scored."""
   tokens = np.asarray(tokens, np.int32)
   ones = np.ones(tokens[:, 1:].shape, np.float32)
-  return {'inputs': tokens[:, :-1], 'targets': tokens[:, 1:], 'loss_mask': ones,
-          'accuracy_mask': ones.copy(), 'padding_mask': np.ones(ones.shape, bool)}
+  return {
+      'inputs': tokens[:, :-1],
+      'targets': tokens[:, 1:],
+      'loss_mask': ones,
+      'accuracy_mask': ones.copy(),
+      'padding_mask': np.ones(ones.shape, bool),
+  }
 
 
 def task_batch(batch: Batch) -> Batch:
@@ -132,7 +141,8 @@ class CorpusData:
           f'config.eval.lengths={tuple(config.eval.lengths)!r} is invalid: a window of {longest} scored '
           f'bytes needs {longest + 1} validation bytes, but the corpus of config.data.max_train_bytes='
           f'{config.data.max_train_bytes} has {self.corpus.num_val_tokens}; shorten the lengths or load '
-          'more of the corpus.')
+          'more of the corpus.'
+      )
     self._warn_if_eval_is_short([int(n) for n in config.eval.lengths], config.data.max_train_bytes)
 
   def _windows_asked(self, length: int) -> int:
@@ -152,17 +162,22 @@ class CorpusData:
         short.append(f'{fits * n} tokens instead of {asked * n} at length {n}')
     if short:
       num_tokens = getattr(self.eval_config, 'num_tokens', None)
-      what = (f'config.eval.num_tokens={num_tokens}' if num_tokens is not None
-              else f'config.eval.num_examples={self.eval_config.num_examples}')
+      what = (
+          f'config.eval.num_tokens={num_tokens}'
+          if num_tokens is not None
+          else f'config.eval.num_examples={self.eval_config.num_examples}'
+      )
       warnings.warn(
           f'{what} asks for more validation text than the corpus has: its validation split '
           f'(config.data.max_train_bytes={max_train_bytes}) is {available} bytes in '
           f'{self.corpus.num_val_files} file(s), so evaluation scores {"; ".join(short)}. Load more '
-          'of the corpus (a larger max_train_bytes) for a meaningful evaluation.', UserWarning, stacklevel=3)
+          'of the corpus (a larger max_train_bytes) for a meaningful evaluation.',
+          UserWarning,
+          stacklevel=3,
+      )
 
   def train_batch(self, step: int, rows: slice | None = None) -> Batch:
-    return lm_batch(self.corpus.sample_batch(train_rng(self.seed, step), self.batch_size, self.train_length,
-                                             rows=rows))
+    return lm_batch(self.corpus.sample_batch(train_rng(self.seed, step), self.batch_size, self.train_length, rows=rows))
 
   @functools.lru_cache(maxsize=EVAL_SETS_CACHED)
   def eval_set(self, length: int) -> list[Batch]:
@@ -184,10 +199,12 @@ class TaskData:
     self.seed = int(config.seed)
     self.eval_config = config.eval
     self.task = config_lib.resolve_task(config)
-    self.spec = data_lib.BatchSpec(batch_size=int(config.train.batch_size),
-                                   max_length=int(config.data.max_length),
-                                   num_buckets=int(config.data.num_buckets),
-                                   min_length=int(config.data.min_length))
+    self.spec = data_lib.BatchSpec(
+        batch_size=int(config.train.batch_size),
+        max_length=int(config.data.max_length),
+        num_buckets=int(config.data.num_buckets),
+        min_length=int(config.data.min_length),
+    )
     self.architecture = self.task.kind
     self.objective = Objective('task', reduction=config.data.loss_reduction)
     self.vocab_size = self.task.vocab_size
@@ -215,8 +232,12 @@ class TaskData:
     return batches_of(task_batch(batch), eval_batch_size(self.eval_config, batch['inputs'].shape[1]))
 
   def describe(self) -> dict:
-    return {'source': 'task', **self.task.metadata, 'train_lengths': [self.spec.min_length, self.spec.max_length],
-            'buckets': list(self.buckets)}
+    return {
+        'source': 'task',
+        **self.task.metadata,
+        'train_lengths': [self.spec.min_length, self.spec.max_length],
+        'buckets': list(self.buckets),
+    }
 
 
 def build_data(config) -> CorpusData | TaskData:
@@ -225,5 +246,6 @@ def build_data(config) -> CorpusData | TaskData:
     return CorpusData(config)
   if config.data.source == 'task':
     return TaskData(config)
-  raise config_lib.ConfigError(f'config.data.source={config.data.source!r} is invalid; allowed: '
-                               f'{tuple(config_lib.SOURCES)}.')
+  raise config_lib.ConfigError(
+      f'config.data.source={config.data.source!r} is invalid; allowed: ' f'{tuple(config_lib.SOURCES)}.'
+  )

@@ -123,21 +123,29 @@ def build_model(config, *, seed: int | None = None) -> nnx.Module:
   with warnings.catch_warnings():
     # config.validate already warned about a position-free bidirectional model, naming the config key.
     warnings.filterwarnings('ignore', message='BidirectionalModel with encoder', category=UserWarning)
-    model = cls(config_lib.model_config(config),
-                rngs=nnx.Rngs(params=jax.random.fold_in(base, PARAMS_STREAM), dropout=base))
+    model = cls(
+        config_lib.model_config(config), rngs=nnx.Rngs(params=jax.random.fold_in(base, PARAMS_STREAM), dropout=base)
+    )
   longest = config_lib.longest_sequence(config)
   try:
     model.check_length(longest)
   except ValueError as e:
     raise config_lib.ConfigError(
         f'config.model.encoder={config.model.encoder!r} cannot run this config, whose longest sequence '
-        f'(training or config.eval.lengths) has {longest} tokens: {e}') from None
+        f'(training or config.eval.lengths) has {longest} tokens: {e}'
+    ) from None
   return model
 
 
 # ----------------------------------------------------------------------------------------- evaluation
-def evaluate(model: nnx.Module, batches: Iterable[Mapping[str, np.ndarray]], objective: Objective, *,
-             mesh=None, use_padding_mask: bool = True) -> dict[str, float]:
+def evaluate(
+    model: nnx.Module,
+    batches: Iterable[Mapping[str, np.ndarray]],
+    objective: Objective,
+    *,
+    mesh=None,
+    use_padding_mask: bool = True,
+) -> dict[str, float]:
   """Metrics of `model` over `batches` (deterministic; positions 0..T-1): loss in nats per scored token,
   and bits_per_char (language model) or accuracy and exact_match (tasks). Sums over all batches first,
   so the result is that of the whole set, however it was cut into batches."""
@@ -150,8 +158,12 @@ def evaluate_lengths(model: nnx.Module, data, lengths: Sequence[int], *, mesh=No
   """`{length: metrics}` on the data's evaluation set of each length (`data.eval_set(length)`)."""
   mesh = sharding.make_mesh() if mesh is None else mesh
   parts, params = split_model(model)
-  return {int(n): _evaluate(parts, params, data.eval_set(int(n)), data.objective, mesh=mesh,
-                            use_padding_mask=data.uses_padding) for n in lengths}
+  return {
+      int(n): _evaluate(
+          parts, params, data.eval_set(int(n)), data.objective, mesh=mesh, use_padding_mask=data.uses_padding
+      )
+      for n in lengths
+  }
 
 
 def _evaluate(parts: ModelParts, params, batches, objective: Objective, *, mesh, use_padding_mask) -> dict:
@@ -168,8 +180,15 @@ def _evaluate(parts: ModelParts, params, batches, objective: Objective, *, mesh,
 
 
 # ------------------------------------------------------------------------------------------- training
-def train(config, workdir: str | os.PathLike | None = None, *, devices: Sequence[jax.Device] | None = None,
-          stop_after: int | None = None, hooks: Sequence[Hook] = (), data=None) -> TrainResult:
+def train(
+    config,
+    workdir: str | os.PathLike | None = None,
+    *,
+    devices: Sequence[jax.Device] | None = None,
+    stop_after: int | None = None,
+    hooks: Sequence[Hook] = (),
+    data=None,
+) -> TrainResult:
   """Trains the run described by `config` (validated first); resumes from `workdir` if it has checkpoints.
 
   Args:
@@ -196,8 +215,7 @@ def train(config, workdir: str | os.PathLike | None = None, *, devices: Sequence
   state = sharding.replicate(init_train_state(params, optimizer.build()), mesh)
   is_chief = jax.process_index() == 0
 
-  writer = metrics_lib.MetricsWriter(workdir, enabled=is_chief,
-                                     tensorboard=tensorboard_lib.enabled(config.train))
+  writer = metrics_lib.MetricsWriter(workdir, enabled=is_chief, tensorboard=tensorboard_lib.enabled(config.train))
   checkpoints = None
   start = 0
   if workdir is not None:
@@ -218,12 +236,19 @@ def train(config, workdir: str | os.PathLike | None = None, *, devices: Sequence
       _write_records(workdir, records)
     writer.truncate_after(start)
 
-  logging.info('training %s: %d parameters, %d devices, data %s', config.model.encoder,
-               count_params(state.params), len(devices), json.dumps(metrics_lib.to_python(data.describe())))
+  logging.info(
+      'training %s: %d parameters, %d devices, data %s',
+      config.model.encoder,
+      count_params(state.params),
+      len(devices),
+      json.dumps(metrics_lib.to_python(data.describe())),
+  )
   from relpos_jax.nn.models import positions_encoder  # Per-layer encoders share one position draw.
+
   encoder = positions_encoder(config_lib.resolve_encoder(config))
-  train_step = make_train_step(parts.graphdef, data.objective, optimizer, encoder, mesh=mesh,
-                               use_padding_mask=data.uses_padding)
+  train_step = make_train_step(
+      parts.graphdef, data.objective, optimizer, encoder, mesh=mesh, use_padding_mask=data.uses_padding
+  )
   rest = sharding.replicate(parts.rest, mesh)
   key = sharding.replicate(run_key(config.seed), mesh)
   eval_lengths = [int(n) for n in config.eval.lengths]
@@ -239,16 +264,19 @@ def train(config, workdir: str | os.PathLike | None = None, *, devices: Sequence
   try:
     for step in range(start, end):
       host_batch = data.train_batch(step, rows)
-      state, step_metrics = train_step(state, rest, sharding.shard_local_batch(host_batch, mesh, batch_size),
-                                       key)
+      state, step_metrics = train_step(state, rest, sharding.shard_local_batch(host_batch, mesh, batch_size), key)
       done = step + 1
       guard.update(step_metrics['finite'], step)
       # Every row of a batch holds as many real tokens (one length per batch): scale this process's count.
       throughput.add(int(np.sum(host_batch['padding_mask'])) * batch_size // (rows.stop - rows.start))
       if done % config.train.log_every == 0 or done == total:
         values = jax.device_get({k: v for k, v in step_metrics.items() if k != 'finite'})
-        record = {'step': done, **{k: float(v) for k, v in values.items()},
-                  'lr': float(schedule(step)), 'tokens_per_sec': throughput.rate()}
+        record = {
+            'step': done,
+            **{k: float(v) for k, v in values.items()},
+            'lr': float(schedule(step)),
+            'tokens_per_sec': throughput.rate(),
+        }
         last_record = writer.write(record)
         logging.info('%s', metrics_lib.progress_line(done, total, record, extra_keys))
       side_start = time.perf_counter()
@@ -279,19 +307,30 @@ def train(config, workdir: str | os.PathLike | None = None, *, devices: Sequence
   final_metrics = dict(last_record or _last_training_record(writer.history))
   if done == total and eval_lengths:
     previous = [r for r in writer.history if r.get('step') == total and any(k.startswith('eval/') for k in r)]
-    eval_record = previous[-1] if previous else _eval_and_record(parts, state.params, data, eval_lengths,
-                                                                mesh, writer, total)
+    eval_record = (
+        previous[-1] if previous else _eval_and_record(parts, state.params, data, eval_lengths, mesh, writer, total)
+    )
     final_metrics.update({k: v for k, v in eval_record.items() if k != 'step'})
   writer.close()
   final_metrics['step'] = done
-  return TrainResult(model=model_from(parts, state.params), state=state, parts=parts,
-                     final_metrics=final_metrics, history=list(writer.history), config=config, data=data,
-                     workdir=workdir, mesh=mesh)
+  return TrainResult(
+      model=model_from(parts, state.params),
+      state=state,
+      parts=parts,
+      final_metrics=final_metrics,
+      history=list(writer.history),
+      config=config,
+      data=data,
+      workdir=workdir,
+      mesh=mesh,
+  )
 
 
 def _eval_and_record(parts, params, data, lengths, mesh, writer, step) -> dict:
-  results = {n: _evaluate(parts, params, data.eval_set(n), data.objective, mesh=mesh,
-                          use_padding_mask=data.uses_padding) for n in lengths}
+  results = {
+      n: _evaluate(parts, params, data.eval_set(n), data.objective, mesh=mesh, use_padding_mask=data.uses_padding)
+      for n in lengths
+  }
   record = writer.write({'step': step, **metrics_lib.eval_record(results)})
   logging.info('eval at step %d: %s', step, metrics_lib.eval_summary(results))
   return record
@@ -323,7 +362,10 @@ class NonFiniteGuard:
         f'update(s) in a row from update {began + 1} (step {began} -> {began + 1}; '
         f'config.train.max_nonfinite_steps={self.limit}). Those updates were skipped and the run stopped: '
         f'its parameters and every checkpoint are finite. Lower config.optim.learning_rate (now '
-        f'{config.optim.learning_rate}) or check the data.', step=began + 1, count=self.limit)
+        f'{config.optim.learning_rate}) or check the data.',
+        step=began + 1,
+        count=self.limit,
+    )
 
 
 @functools.partial(jax.jit, static_argnums=3)
@@ -360,7 +402,8 @@ def _read_json(path: epath.Path, what: str):
   except (json.JSONDecodeError, UnicodeDecodeError) as e:
     raise config_lib.ConfigError(
         f'{path} is not valid JSON ({e}); it is the record of {what} (truncated by a kill or a full disk?). '
-        'Restore it, or use a new --workdir to start fresh.') from None
+        'Restore it, or use a new --workdir to start fresh.'
+    ) from None
 
 
 def data_identity(description: Mapping) -> dict:
@@ -377,19 +420,25 @@ def _check_run_directory(config, data, workdir: str) -> dict[str, dict]:
   ConfigError, writes nothing). Returns the records {file name: content} to write once the resume is
   known to work."""
   directory = epath.Path(workdir)
-  current = {CONFIG_FILE: json.loads(config.to_json_best_effort()),
-             DATA_FILE: metrics_lib.to_python(dict(data.describe()))}
+  current = {
+      CONFIG_FILE: json.loads(config.to_json_best_effort()),
+      DATA_FILE: metrics_lib.to_python(dict(data.describe())),
+  }
   checkpoint_dir = directory / CHECKPOINT_DIR
-  steps = sorted((p.name for p in checkpoint_dir.iterdir() if p.name.isdigit()), key=int) if (
-      checkpoint_dir.exists()) else []
-  fresh = ('To start fresh, use a new --workdir or delete '
-           f'{checkpoint_dir} (and {directory / metrics_lib.METRICS_FILE}).')
+  steps = (
+      sorted((p.name for p in checkpoint_dir.iterdir() if p.name.isdigit()), key=int)
+      if (checkpoint_dir.exists())
+      else []
+  )
+  fresh = (
+      'To start fresh, use a new --workdir or delete ' f'{checkpoint_dir} (and {directory / metrics_lib.METRICS_FILE}).'
+  )
   for name in (CONFIG_FILE, DATA_FILE):
     if steps and not (directory / name).exists():
       raise config_lib.ConfigError(
           f'{workdir} holds checkpoints ({", ".join(steps[:5])}{", ..." if len(steps) > 5 else ""}) but no '
-          f'{name}: the run that wrote them cannot be verified against this one, so it is not resumed. '
-          + fresh)
+          f'{name}: the run that wrote them cannot be verified against this one, so it is not resumed. ' + fresh
+      )
   path = directory / CONFIG_FILE
   if path.exists():
     saved = _read_json(path, f'the run in {workdir}')
@@ -399,16 +448,18 @@ def _check_run_directory(config, data, workdir: str) -> dict[str, dict]:
     if differences:
       raise config_lib.ConfigError(
           f'{workdir} holds a run with a different config; it cannot be resumed with this one. '
-          'Differences: ' + '; '.join(f'config.{k}: {old.get(k)!r} there, {new.get(k)!r} here'
-                                      for k in differences) + '. Use a new --workdir.')
+          'Differences: '
+          + '; '.join(f'config.{k}: {old.get(k)!r} there, {new.get(k)!r} here' for k in differences)
+          + '. Use a new --workdir.'
+      )
   path = directory / DATA_FILE
   if path.exists():
-    old, new = data_identity(_read_json(path, f'the data of the run in {workdir}')), data_identity(
-        current[DATA_FILE])
+    old, new = data_identity(_read_json(path, f'the data of the run in {workdir}')), data_identity(current[DATA_FILE])
     if old != new:
       raise config_lib.ConfigError(
           f'{workdir} holds a run trained on other data: {old} there, {new} here (the corpus or the task '
-          'changed); it cannot be resumed on this data. ' + fresh)
+          'changed); it cannot be resumed on this data. ' + fresh
+      )
   return {name: content for name, content in current.items() if not (directory / name).exists()}
 
 
@@ -418,8 +469,9 @@ def _write_records(workdir: str, records: Mapping[str, dict]) -> None:
     metrics_lib.write_text_atomic(epath.Path(workdir) / name, json.dumps(content, indent=2, sort_keys=True))
 
 
-def load_model(workdir: str | os.PathLike, config=None, *, step: int | None = None,
-               devices: Sequence[jax.Device] | None = None) -> tuple[nnx.Module, Any]:
+def load_model(
+    workdir: str | os.PathLike, config=None, *, step: int | None = None, devices: Sequence[jax.Device] | None = None
+) -> tuple[nnx.Module, Any]:
   """(model, data) of a run directory at its latest (or given) checkpoint; config defaults to the
   directory's config.json."""
   workdir = os.fspath(workdir)

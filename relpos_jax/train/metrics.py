@@ -64,6 +64,7 @@ class MetricsWriter:
       write_text_atomic(self.path, ''.join(json.dumps(record) + '\n' for record in self.history))
     if self.tensorboard and self._events is None:  # A resumed run hides the lost steps' events too.
       from relpos_jax.train import tensorboard
+
       self._events = tensorboard.open_writer(self.path.parent, purge_step=step + 1 if step else None)
 
   def write(self, record: dict) -> dict:
@@ -74,6 +75,7 @@ class MetricsWriter:
         f.write(json.dumps(record) + '\n')
     if self._events is not None:
       from relpos_jax.train import tensorboard
+
       tensorboard.write_record(self._events, record)
     return record
 
@@ -110,14 +112,15 @@ def read_metrics(path: str | os.PathLike) -> list[dict]:
       record = json.loads(line)
     except json.JSONDecodeError as e:
       if n == last:
-        warnings.warn(f'{path}: line {n + 1} (the last) is torn ({e.msg}); skipped it: {line[:80]!r}',
-                      UserWarning, stacklevel=2)
+        warnings.warn(
+            f'{path}: line {n + 1} (the last) is torn ({e.msg}); skipped it: {line[:80]!r}', UserWarning, stacklevel=2
+        )
         continue
-      raise ValueError(f'{path}: line {n + 1} is not a JSON record ({e.msg}): {line[:80]!r}; repair or '
-                       'delete that line.') from None
+      raise ValueError(
+          f'{path}: line {n + 1} is not a JSON record ({e.msg}): {line[:80]!r}; repair or ' 'delete that line.'
+      ) from None
     if not isinstance(record, dict):
-      raise ValueError(f'{path}: line {n + 1} is not a JSON object: {line[:80]!r}; repair or delete that '
-                       'line.')
+      raise ValueError(f'{path}: line {n + 1} is not a JSON object: {line[:80]!r}; repair or delete that ' 'line.')
     records.append(record)
   return records
 
@@ -147,8 +150,7 @@ class Throughput:
 
 def eval_record(results: dict[int, dict]) -> dict:
   """`{length: {metric: v}}` -> `{'eval/<length>/<metric>': v}`."""
-  return {f'eval/{length}/{name}': value for length, metrics in results.items()
-          for name, value in metrics.items()}
+  return {f'eval/{length}/{name}': value for length, metrics in results.items() for name, value in metrics.items()}
 
 
 def eval_summary(results: dict[int, dict], max_listed: int = 6) -> str:
@@ -157,8 +159,9 @@ def eval_summary(results: dict[int, dict], max_listed: int = 6) -> str:
     return ', '.join(f'{n}: ' + ' '.join(f'{k} {v:.4f}' for k, v in m.items()) for n, m in results.items())
   names = list(next(iter(results.values())))
   means = {k: float(np.mean([m[k] for m in results.values()])) for k in names}
-  return (f'mean over {len(results)} lengths ({min(results)}..{max(results)}): '
-          + ' '.join(f'{k} {v:.4f}' for k, v in means.items()))
+  return f'mean over {len(results)} lengths ({min(results)}..{max(results)}): ' + ' '.join(
+      f'{k} {v:.4f}' for k, v in means.items()
+  )
 
 
 def progress_line(step: int, total: int, record: dict, keys: Iterable[str] = ()) -> str:
@@ -177,6 +180,7 @@ def progress_line(step: int, total: int, record: dict, keys: Iterable[str] = ())
 
 
 class _BelowWarningFrom(python_logging.Filter):
+
   def __init__(self, fragment: str):
     super().__init__()
     self.fragment = fragment

@@ -81,9 +81,12 @@ class Objective:
       scored = acc_mask > 0
       row_scored = jnp.any(scored, axis=-1)
       row_ok = jnp.all((correct > 0) | ~scored, axis=-1) & row_scored
-      sums.update(correct=jnp.sum(correct * acc_mask), scored=jnp.sum(acc_mask),
-                  sequences_correct=jnp.sum(row_ok.astype(jnp.float32)),
-                  sequences=jnp.sum(row_scored.astype(jnp.float32)))
+      sums.update(
+          correct=jnp.sum(correct * acc_mask),
+          scored=jnp.sum(acc_mask),
+          sequences_correct=jnp.sum(row_ok.astype(jnp.float32)),
+          sequences=jnp.sum(row_scored.astype(jnp.float32)),
+      )
     return sums
 
   def finalize(self, sums) -> dict:

@@ -39,11 +39,18 @@ class OptimizerSpec:
   def from_config(cls, config) -> 'OptimizerSpec':
     """From a run config (its `optim` section and `train.steps`)."""
     o = config.optim
-    return cls(learning_rate=float(o.learning_rate), schedule=str(o.schedule), warmup_steps=int(o.warmup_steps),
-               end_lr_fraction=float(o.end_lr_fraction), weight_decay=float(o.weight_decay), b1=float(o.b1),
-               b2=float(o.b2), eps=float(o.eps),
-               grad_clip_norm=None if o.grad_clip_norm is None else float(o.grad_clip_norm),
-               total_steps=int(config.train.steps))
+    return cls(
+        learning_rate=float(o.learning_rate),
+        schedule=str(o.schedule),
+        warmup_steps=int(o.warmup_steps),
+        end_lr_fraction=float(o.end_lr_fraction),
+        weight_decay=float(o.weight_decay),
+        b1=float(o.b1),
+        b2=float(o.b2),
+        eps=float(o.eps),
+        grad_clip_norm=None if o.grad_clip_norm is None else float(o.grad_clip_norm),
+        total_steps=int(config.train.steps),
+    )
 
   def schedule_fn(self) -> optax.Schedule:
     """The learning rate as a function of the update count (0 for the first update)."""
@@ -51,23 +58,32 @@ class OptimizerSpec:
     if self.schedule == 'warmup_cosine':
       # optax counts decay_steps from 0 including the warmup: the rate reaches its end value at total_steps.
       return optax.warmup_cosine_decay_schedule(
-          init_value=0.0, peak_value=peak, warmup_steps=warmup,
-          decay_steps=max(self.total_steps, warmup + 1), end_value=peak * self.end_lr_fraction)
+          init_value=0.0,
+          peak_value=peak,
+          warmup_steps=warmup,
+          decay_steps=max(self.total_steps, warmup + 1),
+          end_value=peak * self.end_lr_fraction,
+      )
     if self.schedule == 'warmup_constant':
       if warmup == 0:
         return optax.constant_schedule(peak)
       return optax.join_schedules(
-          [optax.linear_schedule(0.0, peak, warmup), optax.constant_schedule(peak)], boundaries=[warmup])
-    raise ValueError(f'config.optim.schedule={self.schedule!r} is invalid; allowed: '
-                     "'warmup_cosine', 'warmup_constant'.")
+          [optax.linear_schedule(0.0, peak, warmup), optax.constant_schedule(peak)], boundaries=[warmup]
+      )
+    raise ValueError(
+        f'config.optim.schedule={self.schedule!r} is invalid; allowed: ' "'warmup_cosine', 'warmup_constant'."
+    )
 
   def build(self) -> optax.GradientTransformation:
     """clip_by_global_norm -> adamw (see the module docstring)."""
     parts = []
     if self.grad_clip_norm is not None:
       parts.append(optax.clip_by_global_norm(self.grad_clip_norm))
-    parts.append(optax.adamw(self.schedule_fn(), b1=self.b1, b2=self.b2, eps=self.eps,
-                             weight_decay=self.weight_decay, mask=decay_mask))
+    parts.append(
+        optax.adamw(
+            self.schedule_fn(), b1=self.b1, b2=self.b2, eps=self.eps, weight_decay=self.weight_decay, mask=decay_mask
+        )
+    )
     return optax.chain(*parts)
 
 

@@ -56,8 +56,7 @@ def replicate(tree, mesh: Mesh):
 
   def put(x):
     if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-      return jax.random.wrap_key_data(jax.device_put(jax.random.key_data(x), sharding),
-                                      impl=jax.random.key_impl(x))
+      return jax.random.wrap_key_data(jax.device_put(jax.random.key_data(x), sharding), impl=jax.random.key_impl(x))
     return jax.device_put(x, sharding)
 
   return jax.tree.map(put, tree)
@@ -71,14 +70,17 @@ def local_rows(mesh: Mesh, num_rows: int) -> slice:
   """
   shards = num_data_shards(mesh)
   if num_rows % shards:
-    raise ValueError(f'a batch of {num_rows} rows cannot be split evenly over the {shards} devices of the '
-                     f"'data' axis; use a batch size that is a multiple of {shards}.")
+    raise ValueError(
+        f'a batch of {num_rows} rows cannot be split evenly over the {shards} devices of the '
+        f"'data' axis; use a batch size that is a multiple of {shards}."
+    )
   indices = batch_sharded(mesh).addressable_devices_indices_map((num_rows,)).values()
-  blocks = sorted({(index[0].start or 0, num_rows if index[0].stop is None else index[0].stop)
-                   for index in indices})
+  blocks = sorted({(index[0].start or 0, num_rows if index[0].stop is None else index[0].stop) for index in indices})
   if any(a[1] != b[0] for a, b in zip(blocks, blocks[1:])):
-    raise ValueError(f'the devices of process {jax.process_index()} hold rows {blocks} of the batch, not one '
-                     'contiguous block; build the mesh with each process\'s devices next to each other.')
+    raise ValueError(
+        f'the devices of process {jax.process_index()} hold rows {blocks} of the batch, not one '
+        "contiguous block; build the mesh with each process's devices next to each other."
+    )
   return slice(blocks[0][0], blocks[-1][1])
 
 
@@ -91,8 +93,10 @@ def shard_local_batch(batch: dict[str, np.ndarray], mesh: Mesh, num_rows: int) -
   for key, value in batch.items():
     value = np.asarray(value)
     if value.shape[0] != rows.stop - rows.start:
-      raise ValueError(f'batch[{key!r}] has {value.shape[0]} rows, but this process feeds rows '
-                       f'{rows.start}..{rows.stop - 1} of a batch of {num_rows}.')
+      raise ValueError(
+          f'batch[{key!r}] has {value.shape[0]} rows, but this process feeds rows '
+          f'{rows.start}..{rows.stop - 1} of a batch of {num_rows}.'
+      )
     out[key] = jax.make_array_from_process_local_data(sharding, value, (num_rows,) + value.shape[1:])
   return out
 
@@ -108,8 +112,9 @@ def shard_batch(batch: dict[str, np.ndarray], mesh: Mesh) -> dict[str, jax.Array
   return shard_local_batch({k: np.asarray(v)[rows] for k, v in batch.items()}, mesh, num_rows)
 
 
-def initialize_distributed(coordinator_address: str | None = None, num_processes: int | None = None,
-                           process_id: int | None = None, **kwargs) -> None:
+def initialize_distributed(
+    coordinator_address: str | None = None, num_processes: int | None = None, process_id: int | None = None, **kwargs
+) -> None:
   """`jax.distributed.initialize`, with cross-process collectives on CPU (gloo); call before any other JAX call.
 
   With no arguments JAX finds the cluster itself on Cloud TPU, Slurm, Open MPI and Kubernetes (and reads
@@ -120,17 +125,23 @@ def initialize_distributed(coordinator_address: str | None = None, num_processes
   `kwargs` go to `jax.distributed.initialize` (e.g. `initialization_timeout`, `local_device_ids`).
   """
   address = coordinator_address or os.environ.get('JAX_COORDINATOR_ADDRESS')  # as JAX reads it
-  if num_processes is not None and (isinstance(num_processes, bool) or not isinstance(num_processes, int)
-                                    or num_processes < 1):
+  if num_processes is not None and (
+      isinstance(num_processes, bool) or not isinstance(num_processes, int) or num_processes < 1
+  ):
     raise ValueError(f'num_processes must be an int >= 1, got {num_processes!r}')
-  if process_id is not None and (isinstance(process_id, bool) or not isinstance(process_id, int)
-                                 or not 0 <= process_id < (num_processes or process_id + 1)):
+  if process_id is not None and (
+      isinstance(process_id, bool)
+      or not isinstance(process_id, int)
+      or not 0 <= process_id < (num_processes or process_id + 1)
+  ):
     raise ValueError(f'process_id must be an int in [0, num_processes={num_processes}), got {process_id!r}')
   given = {'coordinator_address': address, 'num_processes': num_processes, 'process_id': process_id}
   if (num_processes is not None or process_id is not None) and None in given.values():
     missing = ', '.join(k for k, v in given.items() if v is None)
-    raise ValueError(f'give coordinator_address, num_processes and process_id together (or none of them, '
-                     f'for a cluster JAX detects by itself); missing: {missing}.')
+    raise ValueError(
+        f'give coordinator_address, num_processes and process_id together (or none of them, '
+        f'for a cluster JAX detects by itself); missing: {missing}.'
+    )
   # CPU processes exchange gradients through gloo (JAX's default now; set for versions that had none).
   if jax.config.jax_cpu_collectives_implementation in (None, 'none'):
     jax.config.update('jax_cpu_collectives_implementation', 'gloo')

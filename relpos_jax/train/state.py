@@ -26,8 +26,8 @@ from flax import nnx
 class TrainState:
   """`step` updates have been applied to `params`; `opt_state` is the optimizer's state after them."""
 
-  step: jax.Array          # int32 scalar
-  params: Any              # nnx.State of the model's nnx.Param variables
+  step: jax.Array  # int32 scalar
+  params: Any  # nnx.State of the model's nnx.Param variables
   opt_state: optax.OptState
 
 

@@ -46,18 +46,29 @@ def run_key(seed: int) -> jax.Array:
 
 def step_keys(key: jax.Array, step) -> tuple[jax.Array, jax.Array]:
   """(dropout key, positions key) of update `step`: functions of (run key, step) only."""
-  return (jax.random.fold_in(jax.random.fold_in(key, DROPOUT_STREAM), step),
-          jax.random.fold_in(jax.random.fold_in(key, POSITIONS_STREAM), step))
+  return (
+      jax.random.fold_in(jax.random.fold_in(key, DROPOUT_STREAM), step),
+      jax.random.fold_in(jax.random.fold_in(key, POSITIONS_STREAM), step),
+  )
 
 
-def forward(graphdef, params, rest, batch, *, positions=None, deterministic: bool,
-            use_padding_mask: bool, dropout_key: jax.Array | None = None) -> jax.Array:
+def forward(
+    graphdef,
+    params,
+    rest,
+    batch,
+    *,
+    positions=None,
+    deterministic: bool,
+    use_padding_mask: bool,
+    dropout_key: jax.Array | None = None,
+) -> jax.Array:
   """Logits (B, T, V) of the model (graphdef, params, rest) on `batch['inputs']`."""
   model = model_from(ModelParts(graphdef=graphdef, rest=rest), params)
   if dropout_key is not None:
     nnx.reseed(model, dropout=dropout_key)
   padding_mask = batch['padding_mask'] if use_padding_mask else None
-  if 'positions' in batch:           # a task's own positions (position coupling, Abacus) replace any other
+  if 'positions' in batch:  # a task's own positions (position coupling, Abacus) replace any other
     positions = batch['positions']
   return model(batch['inputs'], positions=positions, padding_mask=padding_mask, deterministic=deterministic)
 
@@ -69,8 +80,9 @@ def all_finite(tree) -> jax.Array:
 
 
 @functools.lru_cache(maxsize=32)
-def make_train_step(graphdef, objective: Objective, optimizer: OptimizerSpec, encoder, *, mesh: Mesh,
-                    use_padding_mask: bool) -> Callable:
+def make_train_step(
+    graphdef, objective: Objective, optimizer: OptimizerSpec, encoder, *, mesh: Mesh, use_padding_mask: bool
+) -> Callable:
   """`train_step(state, rest, batch, key) -> (state, metrics)`, jitted for data parallelism over `mesh`.
 
   `rest` is the non-parameter model state (ModelParts.rest), `key` the run's key (`run_key(seed)`). The
@@ -86,8 +98,16 @@ def make_train_step(graphdef, objective: Objective, optimizer: OptimizerSpec, en
     positions = contract.train_positions(encoder, positions_key, batch_size, length)
 
     def loss_fn(params):
-      logits = forward(graphdef, params, rest, batch, positions=positions, deterministic=False,
-                       use_padding_mask=use_padding_mask, dropout_key=dropout_key)
+      logits = forward(
+          graphdef,
+          params,
+          rest,
+          batch,
+          positions=positions,
+          deterministic=False,
+          use_padding_mask=use_padding_mask,
+          dropout_key=dropout_key,
+      )
       return objective.loss(logits, batch)
 
     (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
@@ -96,14 +116,19 @@ def make_train_step(graphdef, objective: Objective, optimizer: OptimizerSpec, en
     grad_norm = optax.tree.norm(grads)
     finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & all_finite((params, opt_state))
     # Select, never multiply: a skipped update leaves the old state exactly, whatever the new one holds.
-    params, opt_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), (params, opt_state),
-                                     (state.params, state.opt_state))
+    params, opt_state = jax.tree.map(
+        lambda new, old: jnp.where(finite, new, old), (params, opt_state), (state.params, state.opt_state)
+    )
     metrics = {**metrics, 'loss': loss, 'grad_norm': grad_norm, 'finite': finite}
     return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
 
   replicated = sharding.replicated(mesh)
-  return jax.jit(train_step, in_shardings=(replicated, replicated, sharding.batch_sharded(mesh), replicated),
-                 out_shardings=(replicated, replicated), donate_argnums=(0,))
+  return jax.jit(
+      train_step,
+      in_shardings=(replicated, replicated, sharding.batch_sharded(mesh), replicated),
+      out_shardings=(replicated, replicated),
+      donate_argnums=(0,),
+  )
 
 
 @functools.lru_cache(maxsize=64)
@@ -116,5 +141,6 @@ def make_eval_step(graphdef, objective: Objective, *, mesh: Mesh, use_padding_ma
     return objective.eval_sums(logits, batch)
 
   replicated = sharding.replicated(mesh)
-  return jax.jit(eval_step, in_shardings=(replicated, replicated, sharding.batch_sharded(mesh)),
-                 out_shardings=replicated)
+  return jax.jit(
+      eval_step, in_shardings=(replicated, replicated, sharding.batch_sharded(mesh)), out_shardings=replicated
+  )

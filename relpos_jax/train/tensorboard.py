@@ -55,8 +55,9 @@ def open_writer(logdir: str | os.PathLike, *, purge_step: int | None = None):
   from tensorboardX import SummaryWriter
   # tensorboardX names files by the second and the host; the nanoseconds keep a quick restart's file apart
   # (and after the first, in name order).
-  return SummaryWriter(logdir=os.fspath(logdir), purge_step=purge_step, flush_secs=30,
-                       filename_suffix=f'.{time.time_ns()}')
+  return SummaryWriter(
+      logdir=os.fspath(logdir), purge_step=purge_step, flush_secs=30, filename_suffix=f'.{time.time_ns()}'
+  )
 
 
 def _number(value) -> float | None:
@@ -99,8 +100,7 @@ def write_study(results: Mapping[str, Any], workdir: str | os.PathLike) -> str:
     for run in results['runs']:
       for length, value in sorted(run['by_length'].items(), key=lambda item: int(item[0])):
         number = _number(value)
-        writer.add_scalar(f'{STUDY_TAG}/{run["name"]}', math.nan if number is None else number,
-                          global_step=int(length))
+        writer.add_scalar(f'{STUDY_TAG}/{run["name"]}', math.nan if number is None else number, global_step=int(length))
   finally:
     writer.close()
   return workdir
@@ -111,14 +111,15 @@ def read_scalars(logdir: str | os.PathLike) -> dict[str, list[tuple[int, float]]
   name (time) order, and a restart's purge marker (a session START at step s) drops the earlier events of
   steps >= s. For tests and notebooks; reads the TFRecord framing itself (tensorboardX has no reader)."""
   from tensorboardX.proto import event_pb2
+
   out: dict[str, list[tuple[int, float]]] = {}
   for path in sorted(glob.glob(os.path.join(os.fspath(logdir), EVENTS_PATTERN))):
     with open(path, 'rb') as f:
       data = f.read()
     offset = 0
     while offset + 12 <= len(data):  # record: uint64 length, uint32 crc, payload, uint32 crc
-      (length,) = struct.unpack('<Q', data[offset:offset + 8])
-      event = event_pb2.Event.FromString(data[offset + 12:offset + 12 + length])
+      (length,) = struct.unpack('<Q', data[offset : offset + 8])
+      event = event_pb2.Event.FromString(data[offset + 12 : offset + 12 + length])
       offset += 12 + length + 4
       if event.HasField('session_log') and event.session_log.status == event_pb2.SessionLog.START:
         out = {tag: [(s, v) for s, v in points if s < event.step] for tag, points in out.items()}

@@ -23,12 +23,15 @@ def _shapes(model_or_state) -> dict[str, tuple]:
   flat = {}
   for path, leaf in jax.tree_util.tree_leaves_with_path(state):
     flat['/'.join(str(getattr(k, 'key', getattr(k, 'idx', getattr(k, 'name', k)))) for k in path)] = (
-        tuple(leaf.shape), str(leaf.dtype))
+        tuple(leaf.shape),
+        str(leaf.dtype),
+    )
   return flat
 
 
-def check_compatible(trained, evaluated, *, train_spec: str = 'the training encoder',
-                     eval_spec: str = 'the evaluation encoder') -> None:
+def check_compatible(
+    trained, evaluated, *, train_spec: str = 'the training encoder', eval_spec: str = 'the evaluation encoder'
+) -> None:
   """ValueError unless the two models (or their `param_shapes`) have the same params."""
   a, b = _shapes(trained), _shapes(evaluated)
   if a == b:
@@ -43,9 +46,12 @@ def check_compatible(trained, evaluated, *, train_spec: str = 'the training enco
     details.append(f'params it needs that training did not make: {extra[:6]}')
   if shape:
     details.append('different shapes: ' + ', '.join(f'{k} {a[k][0]} -> {b[k][0]}' for k in shape[:6]))
-  raise ValueError(f'evaluation encoder {eval_spec!r} cannot take the parameters trained with {train_spec!r}: '
-                   + '; '.join(details) + '. Evaluate with an encoder of the same parameters (a scaling or '
-                   'remap of the trained one), or train with it.')
+  raise ValueError(
+      f'evaluation encoder {eval_spec!r} cannot take the parameters trained with {train_spec!r}: '
+      + '; '.join(details)
+      + '. Evaluate with an encoder of the same parameters (a scaling or '
+      'remap of the trained one), or train with it.'
+  )
 
 
 def eval_config(config, eval_spec: str):
@@ -59,12 +65,14 @@ def param_shapes(config) -> dict[str, tuple]:
   """{path: (shape, dtype)} of the params of the model `config` builds (built once, then dropped: encoders
   check their inputs concretely, so an abstract trace cannot stand in)."""
   from relpos_jax.train import loop
+
   return _shapes(loop.build_model(config))
 
 
 def with_encoder(model: nnx.Module, config, eval_spec: str) -> nnx.Module:
   """A model of `config` with encoder `eval_spec`, holding `model`'s (trained) parameters."""
   from relpos_jax.train import loop
+
   target = loop.build_model(eval_config(config, eval_spec))
   check_compatible(model, target, train_spec=str(config.model.encoder), eval_spec=eval_spec)
   nnx.update(target, nnx.state(model, nnx.Param))

@@ -21,8 +21,9 @@ TINY = 64
 def test_bias_strategies_agree(name):
   encoder = encoders.make(name)
   params = encoder.init(jax.random.PRNGKey(0), 3)
-  built = {s: np.asarray(jax.jit(bias_construction.bias_fn(s, encoder, 40))(params))
-           for s in bias_construction.STRATEGIES}
+  built = {
+      s: np.asarray(jax.jit(bias_construction.bias_fn(s, encoder, 40))(params)) for s in bias_construction.STRATEGIES
+  }
   for strategy, bias in built.items():
     assert bias.shape == (3, 40, 40), strategy
     np.testing.assert_allclose(bias, built['toeplitz'], atol=1e-6, err_msg=strategy)
@@ -49,7 +50,7 @@ def test_time_interleaved_runs_each_contender_once_per_round():
   names = 'abcd'
   timings = measure.time_interleaved({n: (lambda n=n: calls.append(n)) for n in names}, repeats=5, warmup=1)
   assert calls[:4] == list(names)  # The warm-up round.
-  rounds = [calls[i:i + 4] for i in range(4, len(calls), 4)]
+  rounds = [calls[i : i + 4] for i in range(4, len(calls), 4)]
   assert len(rounds) == 5 and all(sorted(r) == list(names) for r in rounds)
   assert len({tuple(r) for r in rounds}) > 1  # Shuffled: neighbours change between rounds.
   assert all(len(t.samples) == len(t.cpu_samples) == 5 for t in timings.values())
@@ -88,8 +89,9 @@ def test_train_step_runs():
 def test_run_writes_the_page_of_bias_construction(tmp_path):
   # The command line end to end, on the cheapest measurement.
   out = tmp_path / 'docs' / 'benchmarks.md'
-  page = run.main(['--only', 'bias_construction', '--length', str(TINY), '--repeats', '1', '--warmup', '0',
-                   '--out', str(out)])
+  page = run.main(
+      ['--only', 'bias_construction', '--length', str(TINY), '--repeats', '1', '--warmup', '0', '--out', str(out)]
+  )
   assert out.read_text() == page
   assert '## Machine' in page and 'backend: cpu' in page and '## 1. Building the bias' in page
   for name, _ in bias_construction.ENCODERS:
@@ -106,6 +108,7 @@ def test_verdicts():
 
 def test_blockwise_runs():
   from benchmarks import blockwise
+
   rows = blockwise.ENCODERS[:1] + blockwise.ENCODERS[-1:]
   memory, timing = blockwise.run(length=TINY, memory_length=TINY, repeats=1, warmup=0, rows=rows)
   assert [row[1] for row in memory.rows] == [row[1] for row in timing.rows] == ['alibi', 'transformer_xl']

@@ -28,7 +28,7 @@ def text_dir(tmp_path):
   for i in range(40):
     words = ' '.join('w%d' % v for v in rng.integers(0, 50, size=200))
     _write(str(tmp_path), f'd{i % 3}/file_{i:02d}.txt', f'document {i}\n{words}\n')
-  with open(tmp_path / 'blob.bin', 'wb') as f:   # not a text suffix, and binary anyway
+  with open(tmp_path / 'blob.bin', 'wb') as f:  # not a text suffix, and binary anyway
     f.write(b'\x00\x01\x02')
   return tmp_path
 
@@ -79,7 +79,7 @@ def test_from_paths_split_by_file(text_dir):
   c = Corpus.from_paths([text_dir], val_fraction=0.2)
   c2 = Corpus.from_paths([str(text_dir)], val_fraction=0.2)
   assert c.fingerprint == c2.fingerprint and c.files == c2.files
-  assert c.num_files == 40                              # blob.bin skipped
+  assert c.num_files == 40  # blob.bin skipped
   train, val = set(c.split_files('train')), set(c.split_files('validation'))
   assert train and val and not train & val
   assert [r for _, r in c.files] == sorted(r for _, r in c.files)
@@ -105,7 +105,7 @@ def test_from_paths_two_files_get_a_validation_file(tmp_path):
 
 def test_from_paths_cap(text_dir):
   c = Corpus.from_paths(text_dir, max_train_bytes=3000)
-  assert 0 < c.num_train_tokens <= 3000                 # separators included
+  assert 0 < c.num_train_tokens <= 3000  # separators included
   assert c.num_files < 40
 
 
@@ -161,12 +161,12 @@ def test_eval_windows(stdlib_corpus):
   val = c.val_tokens.astype(np.int32)
   starts = [(i * k) // 50 * length for i in range(50)]
   for row, s in zip(w, starts):
-    assert np.array_equal(row, val[s:s + length + 1])
+    assert np.array_equal(row, val[s : s + length + 1])
   assert np.all(np.diff(starts) >= length)
-  assert starts[-1] > c.num_val_tokens // 2            # spread, not bunched at the start
+  assert starts[-1] > c.num_val_tokens // 2  # spread, not bunched at the start
   everything = c.eval_windows(length, 10**9)
   assert everything.shape[0] == k
-  assert np.array_equal(everything[:, 1:].ravel(), val[1:k * length + 1])
+  assert np.array_equal(everything[:, 1:].ravel(), val[1 : k * length + 1])
   assert c.eval_windows(length, 5, split='train').shape == (5, length + 1)
 
 
@@ -189,7 +189,7 @@ def test_bits_per_byte():
 # ------------------------------------------------------------------ config.data.corpus: Corpus.load
 def test_load_a_directory_a_file_and_a_glob(text_dir, monkeypatch):
   by_dir = Corpus.load(str(text_dir), val_fraction=0.2)
-  assert by_dir.files == Corpus.from_paths(text_dir, val_fraction=0.2).files          # same walk, same split
+  assert by_dir.files == Corpus.from_paths(text_dir, val_fraction=0.2).files  # same walk, same split
   assert by_dir.fingerprint == Corpus.from_paths(text_dir, val_fraction=0.2).fingerprint
   assert by_dir.num_files == 40 and by_dir.num_val_files > 0
 
@@ -200,7 +200,7 @@ def test_load_a_directory_a_file_and_a_glob(text_dir, monkeypatch):
   # A glob: the matched files, named relative to the pattern's fixed directory, so the split and the
   # fingerprint are those of the same files found by a directory walk.
   only_d1 = Corpus.load(str(text_dir / 'd1' / '*.txt'), val_fraction=0.2)
-  in_d1 = [rel[len('d1/'):] for _, rel in by_dir.files if rel.startswith('d1/')]
+  in_d1 = [rel[len('d1/') :] for _, rel in by_dir.files if rel.startswith('d1/')]
   assert [rel for _, rel in only_d1.files] == in_d1
   everything = Corpus.load(str(text_dir / '**' / '*.txt'), val_fraction=0.2)
   assert everything.files == by_dir.files and everything.fingerprint == by_dir.fingerprint
@@ -225,7 +225,7 @@ def test_load_errors_name_the_path(tmp_path):
   (tmp_path / 'bin').mkdir()
   (tmp_path / 'bin' / 'x.txt').write_bytes(b'\x00\xff\x00')
   with pytest.raises(ValueError, match="no readable text files found in '.*bin/\\*'"):
-    Corpus.load(str(tmp_path / 'bin' / '*'))       # matched, but no text file among them
+    Corpus.load(str(tmp_path / 'bin' / '*'))  # matched, but no text file among them
   with pytest.raises(ValueError, match='no text files .* under directory'):
     Corpus.load(str(tmp_path / 'bin'))
   with pytest.raises(ValueError, match="a directory, a text file or a glob, got ' '"):

@@ -14,10 +14,25 @@ from relpos_jax.data.tasks.regular import evaluate_modular_expressions
 
 
 def test_the_chomsky_suite_has_its_fifteen_tasks():
-  assert sorted(CHOMSKY_TASKS) == sorted([
-      'even_pairs', 'modular_arithmetic', 'parity_check', 'cycle_navigation', 'stack_manipulation',
-      'reverse_string', 'modular_arithmetic_brackets', 'solve_equation', 'duplicate_string', 'missing_duplicate',
-      'odds_first', 'binary_addition', 'binary_multiplication', 'compute_sqrt', 'bucket_sort'])
+  assert sorted(CHOMSKY_TASKS) == sorted(
+      [
+          'even_pairs',
+          'modular_arithmetic',
+          'parity_check',
+          'cycle_navigation',
+          'stack_manipulation',
+          'reverse_string',
+          'modular_arithmetic_brackets',
+          'solve_equation',
+          'duplicate_string',
+          'missing_duplicate',
+          'odds_first',
+          'binary_addition',
+          'binary_multiplication',
+          'compute_sqrt',
+          'bucket_sort',
+      ]
+  )
 
 
 def _outputs(task, n, seed=0, batch=64):
@@ -32,8 +47,9 @@ def _mod_expr(text, m=5):
   return np.array([[ids[c] if c in ids else int(c) for c in text.replace(' ', '')]])
 
 
-@pytest.mark.parametrize('text, value', [('1+2*3', 2), ('1-1-1', 4), ('0*1+4*3-2', 0), ('3', 3), ('2-3*4', 0),
-                                         ('4*4*4-1', 3)])
+@pytest.mark.parametrize(
+    'text, value', [('1+2*3', 2), ('1-1-1', 4), ('0*1+4*3-2', 0), ('3', 3), ('2-3*4', 0), ('4*4*4-1', 3)]
+)
 def test_modular_arithmetic_reference_examples(text, value):
   assert evaluate_modular_expressions(_mod_expr(text), 5)[0] == value
 
@@ -45,7 +61,7 @@ def test_modular_arithmetic_labels_equal_python_evaluation_and_lengths_are_odd()
   symbols = {5: '+', 6: '-', 7: '*'}
   for row, label in zip(x, y[:, 0]):
     text = ''.join(symbols.get(int(t), str(int(t))) for t in row)
-    assert eval(text) % 5 == label                     # Python's precedence: * before + and -
+    assert eval(text) % 5 == label  # Python's precedence: * before + and -
   assert set(x[:, 1::2].ravel()) == {5, 6, 7} and x[:, ::2].max() < 5
 
 
@@ -124,7 +140,7 @@ def test_binary_multiplication_is_the_little_endian_product(n):
   x, y, acc = _outputs(task, n, batch=40)
   for row, out, mask in zip(x, y, acc):
     k = row.tolist().index(2)
-    product = _little_endian(row[:k].tolist()) * _little_endian(row[k + 1:].tolist())
+    product = _little_endian(row[:k].tolist()) * _little_endian(row[k + 1 :].tolist())
     bits = [int(c) for c in reversed(bin(product)[2:])]
     assert out.tolist() == bits + [2] + [0] * (n - 1 - len(bits))
     assert mask.sum() == len(bits) + 1
@@ -134,7 +150,7 @@ def test_binary_multiplication_reference_example_and_short_lengths():
   task = make_task('binary_multiplication')
   x, y, _ = _outputs(task, 9, batch=20000, seed=3)
   hits = np.flatnonzero((x == [0, 0, 1, 2, 0, 1, 1, 0, 1]).all(1))
-  assert hits.size and y[hits[0]].tolist() == [0, 0, 0, 1, 1, 0, 1, 2, 0]      # 4 * 22 = 88
+  assert hits.size and y[hits[0]].tolist() == [0, 0, 0, 1, 1, 0, 1, 2, 0]  # 4 * 22 = 88
   for n in (1, 2):
     _, y, acc = _outputs(task, n)
     assert (y == [0] * (n - 1) + [2]).all() and acc.all()
@@ -191,7 +207,7 @@ def test_mqar_values_after_queries_are_the_bound_ones():
     assert sorted(row[12::2].tolist()) == sorted(pairs)
     for k, v in zip(row[12::2].tolist(), row[13::2].tolist()):
       assert pairs[k] == v
-    assert np.flatnonzero(mask).tolist() == list(range(12, 24, 2))     # targets[t] = seq[t + 1]
+    assert np.flatnonzero(mask).tolist() == list(range(12, 24, 2))  # targets[t] = seq[t + 1]
   with pytest.raises(ValueError, match='num_keys=16'):
     task.sample(np.random.default_rng(0), 2, 17)
 
@@ -205,9 +221,11 @@ def test_passkey_text_and_scored_digits():
     key = text[-5:]
     assert key.isdigit() and text.count(f'The pass key is {key}.') == 1 and text.endswith(PASSKEY_QUESTION + key)
     assert np.flatnonzero(mask).tolist() == list(range(len(text) - 6, len(text) - 1))
-  depths = {bytes(r.astype(np.uint8)).decode().index('pass key') for r in
-            task.sample(np.random.default_rng(1), 64, 6)['inputs']}
-  assert len(depths) >= 5                                                  # the needle moves
+  depths = {
+      bytes(r.astype(np.uint8)).decode().index('pass key')
+      for r in task.sample(np.random.default_rng(1), 64, 6)['inputs']
+  }
+  assert len(depths) >= 5  # the needle moves
 
 
 # ---------------------------------------------------------------- addition with task-structured positions
@@ -224,9 +242,9 @@ def test_addition_answers_the_reversed_sum(n):
   assert 'positions' not in b and seq.shape[1] == 3 * n + 3
   for row, mask in zip(seq, b['accuracy_mask']):
     a = int(''.join(map(str, row[:n])))
-    c = int(''.join(map(str, row[n + 1:2 * n + 1])))
+    c = int(''.join(map(str, row[n + 1 : 2 * n + 1])))
     assert row[n] == 10 and row[2 * n + 1] == 11
-    assert ''.join(map(str, row[2 * n + 2:][::-1])) == f'{a + c:0{n + 1}d}'
+    assert ''.join(map(str, row[2 * n + 2 :][::-1])) == f'{a + c:0{n + 1}d}'
     assert np.flatnonzero(mask).tolist() == list(range(2 * n + 1, 3 * n + 2))
 
 
@@ -236,7 +254,7 @@ def test_addition_coupled_positions_match_the_reference_layout():
   _, b, _ = _addition_rows('addition_coupled', n, batch=200, max_position=10)
   pos = b['positions']
   s = pos[:, n]
-  want = s[:, None] + np.array([3, 2, 1, 0, 3, 2, 1, 0, 1, 2, 3])   # a2 a1 a0 + b2 b1 b0 = c0 c1 c2 (c3 is last)
+  want = s[:, None] + np.array([3, 2, 1, 0, 3, 2, 1, 0, 1, 2, 3])  # a2 a1 a0 + b2 b1 b0 = c0 c1 c2 (c3 is last)
   assert np.array_equal(pos, want) and s.min() == 1 and s.max() == 10 - n - 1
   with pytest.raises(ValueError, match='max_position >= 14'):
     make_task('addition_coupled', max_position=13).sample(np.random.default_rng(0), 2, 12)

@@ -4,14 +4,37 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from relpos_jax.data import (BatchSpec, bucket_for, length_buckets, make_task, pad_batch,
-                             per_token_accuracy, sample_bucketed, sequence_exact_match, task_buckets,
-                             task_names)
+from relpos_jax.data import (
+    BatchSpec,
+    bucket_for,
+    length_buckets,
+    make_task,
+    pad_batch,
+    per_token_accuracy,
+    sample_bucketed,
+    sequence_exact_match,
+    task_buckets,
+    task_names,
+)
 
-ENCODER_TASKS = ('even_pairs', 'parity_check', 'reverse_string', 'duplicate_string', 'binary_addition',
-                 'bucket_sort', 'shift', 'missing_duplicate', 'modular_arithmetic', 'cycle_navigation',
-                 'stack_manipulation', 'modular_arithmetic_brackets', 'solve_equation', 'odds_first',
-                 'binary_multiplication', 'compute_sqrt')
+ENCODER_TASKS = (
+    'even_pairs',
+    'parity_check',
+    'reverse_string',
+    'duplicate_string',
+    'binary_addition',
+    'bucket_sort',
+    'shift',
+    'missing_duplicate',
+    'modular_arithmetic',
+    'cycle_navigation',
+    'stack_manipulation',
+    'modular_arithmetic_brackets',
+    'solve_equation',
+    'odds_first',
+    'binary_multiplication',
+    'compute_sqrt',
+)
 CAUSAL_TASKS = ('count_copy', 'flip_flop', 'mqar', 'passkey', 'addition', 'addition_coupled', 'addition_abacus')
 ALL_TASKS = ENCODER_TASKS + CAUSAL_TASKS
 # Tasks whose scored positions are not the last output_length(n) ones: flip_flop scores its read bits (a varying
@@ -52,8 +75,8 @@ def test_registry():
 # ------------------------------------------------------------------ hand-checked examples
 def test_even_pairs_examples():
   t = make_task('even_pairs')
-  assert _output(t, 6, _bits('001110')) == [0]     # one '01', one '10'
-  assert _output(t, 7, _bits('0101001')) == [1]    # 3 x '01', 2 x '10'
+  assert _output(t, 6, _bits('001110')) == [0]  # one '01', one '10'
+  assert _output(t, 7, _bits('0101001')) == [1]  # 3 x '01', 2 x '10'
   assert _output(t, 1, [1]) == [0]
   b = t.sample(np.random.default_rng(1), 256, 9)
   assert np.array_equal(b['targets'][:, 9], (b['inputs'][:, 0] != b['inputs'][:, 8]).astype(np.int32))
@@ -93,12 +116,12 @@ def test_bucket_sort():
 
 
 def test_shift():
-  t = make_task('shift')                              # offset 1: rotate left by one
+  t = make_task('shift')  # offset 1: rotate left by one
   assert _output(t, 4, _bits('0011')) == _bits('0110')
   b = t.sample(np.random.default_rng(4), 32, 9)
   assert np.array_equal(b['targets'][:, 9:], np.roll(b['inputs'][:, :9], -1, axis=1))
   t3 = make_task('shift', offset=3, alphabet_size=4)
-  b = t3.sample(np.random.default_rng(4), 32, 2)      # offset wraps: 3 mod 2 = 1
+  b = t3.sample(np.random.default_rng(4), 32, 2)  # offset wraps: 3 mod 2 = 1
   assert np.array_equal(b['targets'][:, 2:], b['inputs'][:, [1, 0]])
   b = make_task('shift', offset=0).sample(np.random.default_rng(4), 8, 5)
   assert np.array_equal(b['targets'][:, 5:], b['inputs'][:, :5])
@@ -118,13 +141,13 @@ def test_binary_addition_is_little_endian_sum(n):
     expr, out = x[:n].tolist(), y[n:].tolist()
     assert expr.count(2) == 1
     p = expr.index(2)
-    a, c = expr[:p], expr[p + 1:]
+    a, c = expr[:p], expr[p + 1 :]
     assert 1 <= len(a) <= n - 2 and len(a) + len(c) == n - 1
     assert _le_int(a) >= 1 and _le_int(c) >= 1
     term = out.index(2)
-    assert out[term - 1] == 1                         # no high-order zeros
+    assert out[term - 1] == 1  # no high-order zeros
     assert _le_int(out[:term]) == _le_int(a) + _le_int(c)
-    assert out[term + 1:] == [0] * (n - term) and len(out) == n + 1
+    assert out[term + 1 :] == [0] * (n - term) and len(out) == n + 1
     assert acc[n:].tolist() == [1.0] * (term + 1) + [0.0] * (n - term)
   assert np.array_equal(b['loss_mask'][:, n:], np.ones((b['inputs'].shape[0], n + 1)))
 
@@ -154,11 +177,11 @@ def test_missing_duplicate_and_its_shortcut():
     assert np.all(np.sum(x == 2, axis=1) == 1)
     if n % 2:
       assert np.all(x[:, -1] == 3)
-    filled = np.where(x[:, :2 * h] == 2, y[:, None], x[:, :2 * h])
-    assert np.array_equal(filled[:, :h], filled[:, h:])          # the answer completes w w
+    filled = np.where(x[:, : 2 * h] == 2, y[:, None], x[:, : 2 * h])
+    assert np.array_equal(filled[:, :h], filled[:, h:])  # the answer completes w w
     visible = np.where(x < 2, x, 0)
-    assert np.array_equal(y, np.sum(visible, axis=1) % 2)        # ...and is the parity of the rest
-  assert _output(t, 8, [0, 1, 1, 0, 0, 2, 1, 0]) == [1]          # reference example 01100210 -> 1
+    assert np.array_equal(y, np.sum(visible, axis=1) % 2)  # ...and is the parity of the rest
+  assert _output(t, 8, [0, 1, 1, 0, 0, 2, 1, 0]) == [1]  # reference example 01100210 -> 1
   b = t.sample(np.random.default_rng(0), 4, 1)
   assert np.all(b['inputs'][:, 0] == 1) and np.all(b['targets'][:, 1] == 1)
   assert not make_task('parity_check').has_shortcut
@@ -177,9 +200,9 @@ def test_count_copy_format():
   # exact match: the whole answer (n copies + EOS) must be right
   preds = b['targets'].copy()
   assert sequence_exact_match(preds, b['targets'], b['loss_mask']) == 1.0
-  preds[1, -1] = bb                                    # forgot to stop
+  preds[1, -1] = bb  # forgot to stop
   assert sequence_exact_match(preds, b['targets'], b['loss_mask']) == 0.5
-  preds[0, 0] = 5                                      # prompt positions are not scored
+  preds[0, 0] = 5  # prompt positions are not scored
   assert sequence_exact_match(preds, b['targets'], b['loss_mask']) == 0.5
   t2 = make_task('count_copy', num_symbols=3)
   s = t2.sequences(np.random.default_rng(1), 64, 4)
@@ -200,7 +223,7 @@ def _check_batch(task, b, n, bsz):
     assert np.all(scored >= 1) and np.all(scored <= m) and set(np.unique(b['loss_mask'])) <= {0.0, 1.0}
   else:
     expect = np.zeros(t, np.float32)
-    expect[t - m:] = 1
+    expect[t - m :] = 1
     assert np.array_equal(b['loss_mask'], np.broadcast_to(expect, (bsz, t)))
   assert np.all(b['accuracy_mask'] <= b['loss_mask']) and np.all(b['accuracy_mask'].sum(1) >= 1)
   assert b['inputs'].min() >= 0 and b['inputs'].max() < task.vocab_size
@@ -266,11 +289,11 @@ def test_metrics_numpy_and_logits():
 def test_metrics_jax_under_jit():
   import jax
   import jax.numpy as jnp
+
   targets = jnp.array([[0, 1, 1], [1, 1, 0]])
   mask = jnp.array([[0, 1, 1], [0, 1, 1]], jnp.float32)
   logits = jax.nn.one_hot(jnp.array([[1, 1, 0], [1, 1, 0]]), 2)
-  acc, em = jax.jit(lambda l, t, m: (per_token_accuracy(l, t, m), sequence_exact_match(l, t, m)))(
-      logits, targets, mask)
+  acc, em = jax.jit(lambda l, t, m: (per_token_accuracy(l, t, m), sequence_exact_match(l, t, m)))(logits, targets, mask)
   assert float(acc) == pytest.approx(0.75) and float(em) == pytest.approx(0.5)
 
 
@@ -285,7 +308,7 @@ def test_length_buckets():
     length_buckets(10, 0)
   with pytest.raises(ValueError, match='max_total_len=0'):
     length_buckets(0, 3)
-  task = make_task('duplicate_string')                 # totals are 3n
+  task = make_task('duplicate_string')  # totals are 3n
   assert task_buckets(task, 40, 4) == (30, 60, 90, 120)
   assert bucket_for(61, (30, 60, 90)) == 90 and bucket_for(60, (30, 60, 90)) == 60
   with pytest.raises(ValueError, match='total length 91'):
@@ -311,13 +334,13 @@ def test_bucketed_batches_compile_at_most_num_buckets_shapes(name):
     assert b['padding_mask'].dtype == bool and np.all(b['padding_mask'].sum(1) == t)
     assert np.all(b['inputs'][:, t:] == task.pad_id)
     assert np.all(b['loss_mask'][:, t:] == 0) and np.all(b['accuracy_mask'][:, t:] == 0)
-    if name == 'flip_flop':                               # a varying number of read bits, at most n each
+    if name == 'flip_flop':  # a varying number of read bits, at most n each
       assert 4 <= b['loss_mask'][:, :t].sum() <= 4 * n
     else:
       unpadded = task.sample(np.random.default_rng(1), 4, n)
       assert b['loss_mask'][:, :t].sum() == unpadded['loss_mask'].sum()
   assert len(shapes) <= 5
-  assert min(lengths) <= 3 and max(lengths) >= 38        # uniform over 1..40
+  assert min(lengths) <= 3 and max(lengths) >= 38  # uniform over 1..40
   # reproducible stream
   r1, r2 = np.random.default_rng(9), np.random.default_rng(9)
   for _ in range(5):

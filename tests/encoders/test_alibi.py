@@ -16,21 +16,48 @@ from relpos_jax.encoders import alibi, make
 #   any other H takes the P = 2^floor(log2 H) slopes of P, then slopes(2P)[0::2][:H - P], i.e.
 #   2^(-8k/2P) = 2^(-4k/P) for k = 1, 3, 5, ...
 EXPECTED_SLOPES = {
-    1: [1 / 256],                                            # 2^-8
-    2: [1 / 16, 1 / 256],                                    # 2^-4, 2^-8
+    1: [1 / 256],  # 2^-8
+    2: [1 / 16, 1 / 256],  # 2^-4, 2^-8
     # P = 2: [2^-4, 2^-8]; slopes(4) = [2^-2, 2^-4, 2^-6, 2^-8], [0::2] = [2^-2, 2^-6], first 1: 2^-2.
     3: [1 / 16, 1 / 256, 1 / 4],
-    4: [1 / 4, 1 / 16, 1 / 64, 1 / 256],                     # 2^-2k
+    4: [1 / 4, 1 / 16, 1 / 64, 1 / 256],  # 2^-2k
     # P = 4: [2^-2, 2^-4, 2^-6, 2^-8]; slopes(8) = 2^-1..2^-8, [0::2] = [2^-1, 2^-3, 2^-5, 2^-7], first 2.
     6: [1 / 4, 1 / 16, 1 / 64, 1 / 256, 1 / 2, 1 / 8],
     8: [1 / 2, 1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64, 1 / 128, 1 / 256],
     # P = 8: 2^-1..2^-8; slopes(16) = 2^(-k/2), k = 1..16, [0::2] = 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5, ...
-    12: [1 / 2, 1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64, 1 / 128, 1 / 256,
-         0.7071067811865476, 0.3535533905932738, 0.1767766952966369, 0.08838834764831845],
+    12: [
+        1 / 2,
+        1 / 4,
+        1 / 8,
+        1 / 16,
+        1 / 32,
+        1 / 64,
+        1 / 128,
+        1 / 256,
+        0.7071067811865476,
+        0.3535533905932738,
+        0.1767766952966369,
+        0.08838834764831845,
+    ],
     # 2^(-k/2), k = 1..16.
-    16: [0.7071067811865476, 0.5, 0.3535533905932738, 0.25, 0.1767766952966369, 0.125,
-         0.08838834764831845, 0.0625, 0.04419417382415922, 0.03125, 0.02209708691207961, 0.015625,
-         0.011048543456039806, 0.0078125, 0.005524271728019903, 0.00390625],
+    16: [
+        0.7071067811865476,
+        0.5,
+        0.3535533905932738,
+        0.25,
+        0.1767766952966369,
+        0.125,
+        0.08838834764831845,
+        0.0625,
+        0.04419417382415922,
+        0.03125,
+        0.02209708691207961,
+        0.015625,
+        0.011048543456039806,
+        0.0078125,
+        0.005524271728019903,
+        0.00390625,
+    ],
 }
 
 
@@ -56,8 +83,9 @@ def test_causal_bias_values():
   enc = make('alibi')
   params = enc.init(jax.random.key(0), 2)  # slopes 1/16, 1/256
   rel = jnp.array([-3, -1, 0, 1, 5])
-  expected = np.array([[-3 / 16, -3 / 256], [-1 / 16, -1 / 256], [0, 0],
-                       [0, 0], [0, 0]])  # future keys (masked) get the distance-0 value
+  expected = np.array(
+      [[-3 / 16, -3 / 256], [-1 / 16, -1 / 256], [0, 0], [0, 0], [0, 0]]
+  )  # future keys (masked) get the distance-0 value
   np.testing.assert_allclose(enc.bias(params, rel), expected, rtol=1e-6)
 
 
@@ -111,13 +139,21 @@ def test_asymmetric_alibi_has_separate_learned_past_and_future_slopes():
   np.testing.assert_allclose(encoder.bias(params, rel), -np.abs(np.asarray(rel))[:, None] * paper, rtol=1e-6)
   params = dict(params, log_future_slopes=params['log_future_slopes'] + jnp.log(3.0))
   got = np.asarray(encoder.bias(params, rel))
-  want = np.where(np.asarray(rel)[:, None] <= 0, np.asarray(rel)[:, None] * paper,
-                  -3.0 * np.asarray(rel)[:, None] * paper)
+  want = np.where(
+      np.asarray(rel)[:, None] <= 0, np.asarray(rel)[:, None] * paper, -3.0 * np.asarray(rel)[:, None] * paper
+  )
   np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
-@pytest.mark.parametrize('kw', [dict(asymmetric=True), dict(asymmetric=True, bidirectional=True),
-                                dict(asymmetric=True, learnable_slopes=True), dict(asymmetric=1)])
+@pytest.mark.parametrize(
+    'kw',
+    [
+        dict(asymmetric=True),
+        dict(asymmetric=True, bidirectional=True),
+        dict(asymmetric=True, learnable_slopes=True),
+        dict(asymmetric=1),
+    ],
+)
 def test_asymmetric_needs_bidirectional_learned_slopes(kw):
   with pytest.raises(ValueError, match='asymmetric'):
     make('alibi', **kw)

@@ -43,8 +43,9 @@ def _inputs(seed=0, length=L):
 def _attend_jit(enc, params, q, k, v, x, key_mask, causal):
   parts, params = (enc,), [params]
   features = content_terms.token_features(parts, params, x)
-  return attend(q, k, v, parts=parts, params=params, causal=causal, key_mask=key_mask, implementation='einsum',
-                features=features)
+  return attend(
+      q, k, v, parts=parts, params=params, causal=causal, key_mask=key_mask, implementation='einsum', features=features
+  )
 
 
 def _attend(enc, params, q, k, v, x, *, causal=True, key_mask=None):
@@ -95,8 +96,7 @@ def _weights(shape, seed=5):
 def _check_values_and_grad(jax_fn, np_fn, arg, atol=2e-5, grad_atol=2e-4):
   """jax_fn(arg) vs np_fn(arg) (float64), and the gradient of a random projection of both."""
   r = _weights(np.shape(np_fn(arg)))
-  np.testing.assert_allclose(np.asarray(jax_fn(jnp.asarray(arg, jnp.float32))), np_fn(arg), atol=atol,
-                             rtol=1e-4)
+  np.testing.assert_allclose(np.asarray(jax_fn(jnp.asarray(arg, jnp.float32))), np_fn(arg), atol=atol, rtol=1e-4)
   got = jax.grad(lambda a: jnp.sum(jax_fn(a) * r))(jnp.asarray(arg, jnp.float32))
   want = _numeric_grad(lambda a: float(np.sum(np_fn(a) * r)), np.asarray(arg, np.float64))
   np.testing.assert_allclose(np.asarray(got), want, atol=grad_atol, rtol=1e-3)
@@ -121,8 +121,9 @@ def _np_cope(q, k, v, table, npos):
   pos_logits_fixed = q @ table
   ceil, floor = np.ceil(positions).astype(int), np.floor(positions).astype(int)
   pos_ceil_weight = positions - floor
-  pos_logits = (np.take_along_axis(pos_logits_fixed, ceil, -1) * pos_ceil_weight
-                + np.take_along_axis(pos_logits_fixed, floor, -1) * (1 - pos_ceil_weight))
+  pos_logits = np.take_along_axis(pos_logits_fixed, ceil, -1) * pos_ceil_weight + np.take_along_axis(
+      pos_logits_fixed, floor, -1
+  ) * (1 - pos_ceil_weight)
   attn_logits = (gate_logits + pos_logits) / math.sqrt(d)
   return _np_softmax_attend(attn_logits, mask > 0, v)
 
@@ -171,12 +172,12 @@ def test_fox_matches_the_reference_values_and_gradients():
   q, k, v, x = _inputs()
   kernel, bias = _weights((MODEL, H), 2), _weights((H,), 3)
   ref = lambda w: np.stack([_np_fox(q[b], k[b], v[b], x[b], w, bias) for b in range(B)])
-  run = lambda w: _attend(enc, {**params, 'gate_kernel': w, 'gate_bias': jnp.asarray(bias, jnp.float32)},
-                          q, k, v, x)
+  run = lambda w: _attend(enc, {**params, 'gate_kernel': w, 'gate_bias': jnp.asarray(bias, jnp.float32)}, q, k, v, x)
   _check_values_and_grad(run, ref, kernel)
   ref_b = lambda bb: np.stack([_np_fox(q[b], k[b], v[b], x[b], kernel, bb) for b in range(B)])
-  run_b = lambda bb: _attend(enc, {**params, 'gate_kernel': jnp.asarray(kernel, jnp.float32),
-                                   'gate_bias': bb}, q, k, v, x)
+  run_b = lambda bb: _attend(
+      enc, {**params, 'gate_kernel': jnp.asarray(kernel, jnp.float32), 'gate_bias': bb}, q, k, v, x
+  )
   _check_values_and_grad(run_b, ref_b, bias)
 
 
@@ -184,8 +185,11 @@ def test_fox_with_left_padding_matches_the_reference_seq_start():
   enc = encoders.make('fox')
   q, k, v, x = _inputs()
   kernel, bias = _weights((MODEL, H), 2), _weights((H,), 3)
-  params = {**enc.init(jax.random.key(0), H, head_dim=D, model_dim=MODEL),
-            'gate_kernel': jnp.asarray(kernel, jnp.float32), 'gate_bias': jnp.asarray(bias, jnp.float32)}
+  params = {
+      **enc.init(jax.random.key(0), H, head_dim=D, model_dim=MODEL),
+      'gate_kernel': jnp.asarray(kernel, jnp.float32),
+      'gate_bias': jnp.asarray(bias, jnp.float32),
+  }
   key_mask = np.array([[True] * L, [False] * 3 + [True] * (L - 3)])
   got = _attend(enc, params, q, k, v, x, key_mask=jnp.asarray(key_mask))
   want = np.stack([_np_fox(q[b], k[b], v[b], x[b], kernel, bias, key_mask[b]) for b in range(B)])
@@ -200,16 +204,24 @@ def test_fox_bias_only_is_the_alibi_form_bias_it_reduces_to():
   slopes = -_log_sigmoid(np.asarray([-1.0, 0.0, 0.5, 3.0]))  # m_h = -log sigmoid(b_h)
   alibi = encoders.make('alibi', learnable_slopes=True)
   alibi_params = {**alibi.init(jax.random.key(0), 4), 'log_slopes': jnp.asarray(np.log(slopes), jnp.float32)}
-  np.testing.assert_allclose(relpos_jax.bias_matrix(bias_only, params, 9, 9),
-                             relpos_jax.bias_matrix(alibi, alibi_params, 9, 9), atol=1e-5, rtol=1e-5)
+  np.testing.assert_allclose(
+      relpos_jax.bias_matrix(bias_only, params, 9, 9),
+      relpos_jax.bias_matrix(alibi, alibi_params, 9, 9),
+      atol=1e-5,
+      rtol=1e-5,
+  )
   # The data-dependent FoX with a zero gate kernel has the constant gate sigmoid(b_h): the same attention.
   full = encoders.make('fox')
   q, k, v, x = _inputs()
-  full_params = {**full.init(jax.random.key(0), 4, head_dim=D, model_dim=MODEL),
-                 'gate_kernel': jnp.zeros((MODEL, 4)), 'gate_bias': params['gate_bias']}
+  full_params = {
+      **full.init(jax.random.key(0), 4, head_dim=D, model_dim=MODEL),
+      'gate_kernel': jnp.zeros((MODEL, 4)),
+      'gate_bias': params['gate_bias'],
+  }
   q4, k4, v4 = (np.concatenate([a, a], axis=2) for a in (q, k, v))
-  np.testing.assert_allclose(_attend(full, full_params, q4, k4, v4, x),
-                             _attend(bias_only, params, q4, k4, v4, x), atol=1e-5, rtol=1e-5)
+  np.testing.assert_allclose(
+      _attend(full, full_params, q4, k4, v4, x), _attend(bias_only, params, q4, k4, v4, x), atol=1e-5, rtol=1e-5
+  )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -254,12 +266,12 @@ def _np_conv_1xk(x, kernel, bias):
   pad = size // 2
   c_in, q_len, k_len = x.shape
   padded = np.zeros((c_in, q_len, k_len + 2 * pad))
-  padded[:, :, pad:pad + k_len] = x
+  padded[:, :, pad : pad + k_len] = x
   out = np.zeros((kernel.shape[2], q_len, k_len))
   for o in range(kernel.shape[2]):
     for i in range(q_len):
       for j in range(k_len):
-        out[o, i, j] = bias[o] + np.sum(kernel[:, :, o].T * padded[:, i, j:j + size])
+        out[o, i, j] = bias[o] + np.sum(kernel[:, :, o].T * padded[:, i, j : j + size])
   return out
 
 
@@ -270,8 +282,7 @@ def _np_dape(scores, bias, layers, version, zero_masked_hidden=True):
   the diagonal (relpos_jax's one documented change, so that decoding equals the full forward).
   """
   x_a_bias = np.concatenate([scores, bias], axis=0)  # (2H, L, L)
-  (k1, b1), (k2, b2) = [(np.asarray(l['kernel'], np.float64), np.asarray(l['bias'], np.float64))
-                        for l in layers]
+  (k1, b1), (k2, b2) = [(np.asarray(l['kernel'], np.float64), np.asarray(l['bias'], np.float64)) for l in layers]
   if version == 1:
     hidden = _leaky(np.einsum('cij,cd->dij', x_a_bias, k1[0]) + b1[:, None, None])
     out = np.einsum('cij,cd->dij', hidden, k2[0]) + b2[:, None, None]
@@ -309,8 +320,14 @@ def test_dape_matches_the_reference_values_and_gradients(version):
 
 
 def test_dape_rejects_what_it_cannot_wrap():
-  for bad in ('dape(rope)', 'dape(shaw_vector)', 'dape(alibi, version=3)', 'dape(alibi, mlp_width=0)',
-              'dape(alibi, version=2, kernel_size=2)', 'dape(alibi, kernel_size=5)'):
+  for bad in (
+      'dape(rope)',
+      'dape(shaw_vector)',
+      'dape(alibi, version=3)',
+      'dape(alibi, mlp_width=0)',
+      'dape(alibi, version=2, kernel_size=2)',
+      'dape(alibi, kernel_size=5)',
+  ):
     with pytest.raises(ValueError, match='dape'):
       encoders.from_spec(bad)
 
@@ -343,12 +360,12 @@ def _np_naive_path_logits(q, k, w, beta, chunk_size):
   a = np.zeros((seq_len, seq_len))
   q, k = q.reshape(seq_len, -1), k.reshape(seq_len, -1)
   for i in range(0, seq_len, bt):
-    q_i = q[i:i + bt].copy()
+    q_i = q[i : i + bt].copy()
     for j in range(i - bt, -bt, -bt):
-      a[i:i + bt, j:j + bt] = q_i @ k[j:j + bt].T
+      a[i : i + bt, j : j + bt] = q_i @ k[j : j + bt].T
       q_i = q_i - q_i @ h_mat[j // bt]
   for i in range(n):
-    a[i * bt:(i + 1) * bt, i * bt:(i + 1) * bt] = a_local[i]
+    a[i * bt : (i + 1) * bt, i * bt : (i + 1) * bt] = a_local[i]
   return np.where(np.tril(np.ones((seq_len, seq_len), bool)), a, 0.0)[:length, :length]
 
 
@@ -377,9 +394,14 @@ def test_path_logits_match_fla_naive_and_the_definition(block_size):
   beta = 2 * _sigmoid(rng.normal(size=length))
   naive = _np_naive_path_logits(q, k, w, beta, chunk_size=4)
   np.testing.assert_allclose(naive, _np_path_by_definition(q, k, w, beta), atol=1e-10)
-  got = path_lib.householder_logits(jnp.asarray(q)[None, :, None], jnp.asarray(k)[None, :, None],
-                                    jnp.asarray(w)[None, :, None], jnp.asarray(beta)[None, :, None],
-                                    jnp.arange(length), block_size=block_size)[0, 0]
+  got = path_lib.householder_logits(
+      jnp.asarray(q)[None, :, None],
+      jnp.asarray(k)[None, :, None],
+      jnp.asarray(w)[None, :, None],
+      jnp.asarray(beta)[None, :, None],
+      jnp.arange(length),
+      block_size=block_size,
+  )[0, 0]
   np.testing.assert_allclose(got, naive, atol=1e-4, rtol=1e-4)
 
 
@@ -389,15 +411,23 @@ def test_path_logits_gradients_match_the_definition():
   q, k = rng.normal(size=(2, length, D))
   w = _unit_rows(rng.normal(size=(length, D)))
   beta = 2 * _sigmoid(rng.normal(size=length))
-  run = lambda a: path_lib.householder_logits(jnp.asarray(q, jnp.float32)[None, :, None],
-                                              jnp.asarray(k, jnp.float32)[None, :, None], a[None, :, None],
-                                              jnp.asarray(beta, jnp.float32)[None, :, None],
-                                              jnp.arange(length), block_size=4)[0, 0]
+  run = lambda a: path_lib.householder_logits(
+      jnp.asarray(q, jnp.float32)[None, :, None],
+      jnp.asarray(k, jnp.float32)[None, :, None],
+      a[None, :, None],
+      jnp.asarray(beta, jnp.float32)[None, :, None],
+      jnp.arange(length),
+      block_size=4,
+  )[0, 0]
   _check_values_and_grad(run, lambda a: _np_path_by_definition(q, k, a, beta), w)
-  run_beta = lambda bb: path_lib.householder_logits(jnp.asarray(q, jnp.float32)[None, :, None],
-                                                    jnp.asarray(k, jnp.float32)[None, :, None],
-                                                    jnp.asarray(w, jnp.float32)[None, :, None],
-                                                    bb[None, :, None], jnp.arange(length), block_size=4)[0, 0]
+  run_beta = lambda bb: path_lib.householder_logits(
+      jnp.asarray(q, jnp.float32)[None, :, None],
+      jnp.asarray(k, jnp.float32)[None, :, None],
+      jnp.asarray(w, jnp.float32)[None, :, None],
+      bb[None, :, None],
+      jnp.arange(length),
+      block_size=4,
+  )[0, 0]
   _check_values_and_grad(run_beta, lambda bb: _np_path_by_definition(q, k, w, bb), beta)
 
 
@@ -425,8 +455,12 @@ def _np_path_layer(q, k, v, x, params, rank):
 def test_path_layer_matches_the_reference_values_and_gradients():
   enc = encoders.make('path', rank=5)
   params = enc.init(jax.random.key(0), H, head_dim=D, model_dim=MODEL)
-  params = {**params, 'w_down': params['w_down'] * 20, 'w_up': params['w_up'] * 20,  # O(1) directions
-            'beta_bias': jnp.asarray([0.3, -0.2])}
+  params = {
+      **params,
+      'w_down': params['w_down'] * 20,
+      'w_up': params['w_up'] * 20,  # O(1) directions
+      'beta_bias': jnp.asarray([0.3, -0.2]),
+  }
   q, k, v, x = _inputs()
   run = lambda xx: _attend(enc, params, q, k, v, xx)
   ref = lambda xx: np.stack([_np_path_layer(q[b], k[b], v[b], xx[b], params, 5) for b in range(B)])
@@ -459,14 +493,19 @@ def test_ssmax_and_logn_match_their_formulas():
   params = {**ssmax.init(jax.random.key(0), H), 's': jnp.asarray([0.43, 0.9])}
   logn = encoders.make('logn', train_length=4)
   logn_list = [math.log(i, 4) if i > 4 else 1 for i in range(1, 13)]  # Qwen's logn_list
-  for enc, p, factor in ((ssmax, params, lambda i, h: [0.43, 0.9][h] * math.log(i + 1)),
-                         (logn, logn.init(jax.random.key(0), H), lambda i, h: logn_list[i])):
+  for enc, p, factor in (
+      (ssmax, params, lambda i, h: [0.43, 0.9][h] * math.log(i + 1)),
+      (logn, logn.init(jax.random.key(0), H), lambda i, h: logn_list[i]),
+  ):
+
     def ref(qq, enc=enc, factor=factor):
       def head(qh, kh, vh, b, h):
         logits = qh @ kh.T / math.sqrt(D)
         logits = logits * np.asarray([factor(i, h) for i in range(12)])[:, None]
         return _np_softmax_attend(logits, _causal(12), vh)
+
       return _per_head(head, qq, k, v)
+
     _check_values_and_grad(lambda qq, enc=enc, p=p: _attend(enc, p, qq, k, v, x), ref, q)
 
 
@@ -485,9 +524,20 @@ def test_temperature_counts_only_real_keys():
 # Shared properties: validation, causal-only, padding transparency, long lengths.
 
 
-@pytest.mark.parametrize('spec', ['cope(npos=1)', 'cope(npos=2.5)', 'fox(bias_only=1)', 'path(rank=0)',
-                                  'path(block_size=0)', 'stick_breaking(attend_current=None)',
-                                  'ssmax(init_s=0.0)', 'ssmax(init_s=1e999)', 'logn(train_length=1)'])
+@pytest.mark.parametrize(
+    'spec',
+    [
+        'cope(npos=1)',
+        'cope(npos=2.5)',
+        'fox(bias_only=1)',
+        'path(rank=0)',
+        'path(block_size=0)',
+        'stick_breaking(attend_current=None)',
+        'ssmax(init_s=0.0)',
+        'ssmax(init_s=1e999)',
+        'logn(train_length=1)',
+    ],
+)
 def test_bad_hyperparameters_name_value_and_what_is_allowed(spec):
   with pytest.raises(ValueError, match='is invalid; allowed'):
     encoders.from_spec(spec)
@@ -517,6 +567,7 @@ def test_left_padding_is_transparent(spec):
 def test_causal_only_encoders_refuse_a_bidirectional_layer(spec):
   from flax import nnx
   from relpos_jax.nn import RelativeMultiHeadAttention
+
   enc = encoders.from_spec(spec)
   if not enc.requires_causal:
     RelativeMultiHeadAttention(H, MODEL, enc, causal=False, rngs=nnx.Rngs(0))  # dape(kerple_log): both
@@ -525,14 +576,17 @@ def test_causal_only_encoders_refuse_a_bidirectional_layer(spec):
     RelativeMultiHeadAttention(H, MODEL, enc, causal=False, rngs=nnx.Rngs(0))
 
 
-@pytest.mark.parametrize('spec', ['cope', 'fox', 'stick_breaking', 'path', 'dape(kerple_log, version=2)',
-                                  'rope + ssmax', 'logn(train_length=64)'])
+@pytest.mark.parametrize(
+    'spec',
+    ['cope', 'fox', 'stick_breaking', 'path', 'dape(kerple_log, version=2)', 'rope + ssmax', 'logn(train_length=64)'],
+)
 def test_finite_values_and_gradients_at_long_lengths(spec):
   length, heads, head_dim = 1024, 1, 4  # one small head: the length is what is tested
   enc = encoders.from_spec(spec)
   parts = relpos_jax.nn.position_terms.attention_parts(enc)
-  params = relpos_jax.nn.position_terms.init_params(parts, jax.random.key(0), num_heads=heads,
-                                                    head_dim=head_dim, model_dim=MODEL)
+  params = relpos_jax.nn.position_terms.init_params(
+      parts, jax.random.key(0), num_heads=heads, head_dim=head_dim, model_dim=MODEL
+  )
   rng = np.random.default_rng(0)
   q, k, v = (jnp.asarray(3 * rng.normal(size=(1, length, heads, head_dim)), jnp.float32) for _ in range(3))
   x = jnp.asarray(rng.normal(size=(1, length, MODEL)), jnp.float32)
@@ -540,9 +594,8 @@ def test_finite_values_and_gradients_at_long_lengths(spec):
   @jax.jit
   def loss(params, q):
     features = content_terms.token_features(parts, params, x)
-    out = attend(q, k, v, parts=parts, params=params, causal=True, implementation='einsum',
-                 features=features)
-    return jnp.mean(out ** 2)
+    out = attend(q, k, v, parts=parts, params=params, causal=True, implementation='einsum', features=features)
+    return jnp.mean(out**2)
 
   value, grads = jax.value_and_grad(loss, argnums=(0, 1))(params, q)
   assert bool(jnp.isfinite(value))

@@ -19,11 +19,7 @@ from relpos_jax.encoders import distance, make
 
 def test_relative_positions_is_key_minus_query():
   # The lecture's R[i, j] = j - i for L = 5 (its printout shows the transpose, i - j; we keep j - i).
-  expected = np.array([[0, 1, 2, 3, 4],
-                       [-1, 0, 1, 2, 3],
-                       [-2, -1, 0, 1, 2],
-                       [-3, -2, -1, 0, 1],
-                       [-4, -3, -2, -1, 0]])
+  expected = np.array([[0, 1, 2, 3, 4], [-1, 0, 1, 2, 3], [-2, -1, 0, 1, 2], [-3, -2, -1, 0, 1], [-4, -3, -2, -1, 0]])
   rel = relpos_jax.relative_positions(5, 5)
   assert rel.dtype == jnp.int32
   np.testing.assert_array_equal(rel, expected)
@@ -42,8 +38,9 @@ def test_relative_positions_matches_a_loop(q_len, k_len, q_offset):
 
 def test_relative_positions_q_offset_is_the_cached_decoding_layout():
   # Queries at positions 4, 5 against keys 0..5: the last two rows of the 6 x 6 matrix.
-  np.testing.assert_array_equal(relpos_jax.relative_positions(2, 6, q_offset=4),
-                                relpos_jax.relative_positions(6, 6)[4:])
+  np.testing.assert_array_equal(
+      relpos_jax.relative_positions(2, 6, q_offset=4), relpos_jax.relative_positions(6, 6)[4:]
+  )
 
 
 def test_relative_positions_traced_offset_under_jit():
@@ -59,8 +56,7 @@ def test_relative_positions_rejects_bad_lengths(bad):
 
 def test_distinct_relative_positions_ascend_through_every_diagonal():
   np.testing.assert_array_equal(relpos_jax.distinct_relative_positions(3, 4), [-2, -1, 0, 1, 2, 3])
-  np.testing.assert_array_equal(relpos_jax.distinct_relative_positions(3, 4, q_offset=2),
-                                [-4, -3, -2, -1, 0, 1])
+  np.testing.assert_array_equal(relpos_jax.distinct_relative_positions(3, 4, q_offset=2), [-4, -3, -2, -1, 0, 1])
 
 
 # --- toeplitz expansion -----------------------------------------------------------------------------
@@ -92,8 +88,7 @@ class _SpyDistance(distance.Distance):
   """Distance that records the relative positions it is evaluated on (unregistered)."""
 
   def bias(self, params, rel):
-    _SPY_CALLS.append((tuple(rel.shape),
-                       None if isinstance(rel, jax.core.Tracer) else np.asarray(rel).copy()))
+    _SPY_CALLS.append((tuple(rel.shape), None if isinstance(rel, jax.core.Tracer) else np.asarray(rel).copy()))
     return super().bias(params, rel)
 
 
@@ -157,8 +152,7 @@ def test_assert_toeplitz_accepts_toeplitz_matrices():
 def test_assert_toeplitz_names_the_broken_diagonal():
   x = _toeplitz_example()
   x[2, 3] += 1.0  # diagonal j - i = 1
-  with pytest.raises(AssertionError,
-                     match=re.escape('diagonal j - i = 1 is not constant: entry (i=2, j=3)')):
+  with pytest.raises(AssertionError, match=re.escape('diagonal j - i = 1 is not constant: entry (i=2, j=3)')):
     checks.assert_toeplitz(x)
 
 
@@ -167,8 +161,7 @@ def test_assert_toeplitz_names_the_diagonal_in_a_batch():
   x[1, 3, 1] = -7.0  # head 1, diagonal j - i = -2, whose first entry is (2, 0)
   with pytest.raises(AssertionError, match=re.escape('diagonal j - i = -2 is not constant in slice (')):
     checks.assert_toeplitz(x)
-  with pytest.raises(AssertionError, match=re.escape(
-      ': entry (i=3, j=1) = -7 differs from entry (i=2, j=0) = 1.5.')):
+  with pytest.raises(AssertionError, match=re.escape(': entry (i=3, j=1) = -7 differs from entry (i=2, j=0) = 1.5.')):
     checks.assert_toeplitz(x)
 
 
@@ -191,23 +184,26 @@ def test_assert_toeplitz_tolerates_float_noise_only():
 # --- invalid hyperparameters and names -------------------------------------------------------------
 
 
-@pytest.mark.parametrize('name,hparams,named', [
-    ('shaw', {'max_distance': -1}, 'max_distance=-1'),
-    ('t5', {'max_distance': -5}, 'max_distance=-5'),
-    ('piecewise', {'max_distance': -3}, 'max_distance=-3'),
-    ('t5', {'num_buckets': 0}, 'num_buckets=0'),
-    ('multiscale', {'buckets_per_side': 0}, 'buckets_per_side=0'),
-    ('piecewise', {'compression': 0}, 'compression=0'),
-    # More buckets than distances can fill.
-    ('t5', {'num_buckets': 64, 'max_distance': 16}, 'max_distance=16'),
-    ('piecewise', {'exact_distance': 200}, 'exact_distance=200'),
-    ('piecewise', {'compression': 7}, 'compression=7'),  # 7 does not divide 128 - 8: a short last bucket
-    ('multiscale', {'scales': (1, 0)}, 'scales=0'),
-    ('multiscale', {'scales': (4, 4)}, 'scales=(4, 4)'),
-    ('multiscale', {'reduction': 'max'}, "reduction='max'"),
-    ('sinusoidal', {'max_wavelength': -1.0}, 'max_wavelength=-1.0'),
-    ('learned', {'max_length': 0}, 'max_length=0'),
-])
+@pytest.mark.parametrize(
+    'name,hparams,named',
+    [
+        ('shaw', {'max_distance': -1}, 'max_distance=-1'),
+        ('t5', {'max_distance': -5}, 'max_distance=-5'),
+        ('piecewise', {'max_distance': -3}, 'max_distance=-3'),
+        ('t5', {'num_buckets': 0}, 'num_buckets=0'),
+        ('multiscale', {'buckets_per_side': 0}, 'buckets_per_side=0'),
+        ('piecewise', {'compression': 0}, 'compression=0'),
+        # More buckets than distances can fill.
+        ('t5', {'num_buckets': 64, 'max_distance': 16}, 'max_distance=16'),
+        ('piecewise', {'exact_distance': 200}, 'exact_distance=200'),
+        ('piecewise', {'compression': 7}, 'compression=7'),  # 7 does not divide 128 - 8: a short last bucket
+        ('multiscale', {'scales': (1, 0)}, 'scales=0'),
+        ('multiscale', {'scales': (4, 4)}, 'scales=(4, 4)'),
+        ('multiscale', {'reduction': 'max'}, "reduction='max'"),
+        ('sinusoidal', {'max_wavelength': -1.0}, 'max_wavelength=-1.0'),
+        ('learned', {'max_length': 0}, 'max_length=0'),
+    ],
+)
 def test_invalid_hyperparameters_raise_naming_the_value(name, hparams, named):
   with pytest.raises(ValueError, match=re.escape(named)):
     make(name, **hparams)

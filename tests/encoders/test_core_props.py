@@ -32,8 +32,9 @@ def default_instance(name: str) -> encoders.Encoder:
   return encoders.registry.make_default(name)
 
 
-TOEPLITZ_BIASES = [n for n in encoders.names()
-                   if default_instance(n).kind is Kind.SCALAR_BIAS and default_instance(n).is_toeplitz]
+TOEPLITZ_BIASES = [
+    n for n in encoders.names() if default_instance(n).kind is Kind.SCALAR_BIAS and default_instance(n).is_toeplitz
+]
 
 
 @functools.lru_cache(maxsize=None)
@@ -46,8 +47,10 @@ def jitted_matrices(encoder):
   """(bias_matrix at q_offset, bias_matrix of all q_offset + q_len queries), shapes static."""
 
   def matrices(params, q_len, k_len, q_offset):
-    return (relpos_jax.bias_matrix(encoder, params, q_len, k_len, q_offset),
-            relpos_jax.bias_matrix(encoder, params, q_offset + q_len, k_len))
+    return (
+        relpos_jax.bias_matrix(encoder, params, q_len, k_len, q_offset),
+        relpos_jax.bias_matrix(encoder, params, q_offset + q_len, k_len),
+    )
 
   return jax.jit(matrices, static_argnums=(1, 2, 3))
 
@@ -75,10 +78,13 @@ def test_the_core_encoders_are_covered():
 
 @pytest.mark.parametrize('name', TOEPLITZ_BIASES)
 @SHAPE_EXAMPLES
-@hypothesis.given(num_heads=st.integers(1, 8), q_len=st.integers(1, MAX_LEN),
-                  k_len=st.integers(1, MAX_LEN), q_offset=st.integers(0, MAX_LEN))
-def test_bias_matrix_is_toeplitz_and_offset_rows_are_the_full_matrix_rows(name, num_heads, q_len, k_len,
-                                                                          q_offset):
+@hypothesis.given(
+    num_heads=st.integers(1, 8),
+    q_len=st.integers(1, MAX_LEN),
+    k_len=st.integers(1, MAX_LEN),
+    q_offset=st.integers(0, MAX_LEN),
+)
+def test_bias_matrix_is_toeplitz_and_offset_rows_are_the_full_matrix_rows(name, num_heads, q_len, k_len, q_offset):
   enc = default_instance(name)
   params = init_params(enc, num_heads)
   out, full = map(np.asarray, jitted_matrices(enc)(params, q_len, k_len, q_offset))
@@ -100,13 +106,12 @@ def test_is_toeplitz_is_honest_pair_bias_agrees_with_bias_matrix(name):
   enc = default_instance(name)
   params = init_params(enc, 3)
   gathered = jax.jit(relpos_jax.bias_matrix, static_argnums=(0, 2, 3))(enc, params, 9, 13, 5)
-  grid = jax.jit(relpos_jax.bias_at_positions, static_argnums=0)(enc, params, jnp.arange(9) + 5,
-                                                                 jnp.arange(13))
+  grid = jax.jit(relpos_jax.bias_at_positions, static_argnums=0)(enc, params, jnp.arange(9) + 5, jnp.arange(13))
   checks.assert_toeplitz(grid)
   np.testing.assert_allclose(gathered, grid, rtol=1e-5, atol=1e-6)
 
 
-FAR = np.array([-10**6, -999_999, -65_537, -4097, -1000, 1000, 4097, 65_537, 999_999, 10**6], np.int32)
+FAR = np.array([-(10**6), -999_999, -65_537, -4097, -1000, 1000, 4097, 65_537, 999_999, 10**6], np.int32)
 
 
 @pytest.mark.parametrize('name', TOEPLITZ_BIASES)
@@ -122,9 +127,12 @@ def test_far_distances_give_finite_values(name):
 @SHAPE_EXAMPLES
 @hypothesis.given(
     num_heads=st.integers(1, 8),
-    rel=hnp.arrays(np.int32, hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=4),
-                   elements=st.one_of(st.integers(int(REFERENCE_REL[0]), int(REFERENCE_REL[-1])),
-                                      st.integers(-10**6, 10**6))))
+    rel=hnp.arrays(
+        np.int32,
+        hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=4),
+        elements=st.one_of(st.integers(int(REFERENCE_REL[0]), int(REFERENCE_REL[-1])), st.integers(-(10**6), 10**6)),
+    ),
+)
 def test_bias_of_any_rank_is_elementwise_and_finite(name, num_heads, rel):
   enc = default_instance(name)
   values = np.asarray(jitted_bias(enc)(init_params(enc, num_heads), jnp.asarray(rel)))

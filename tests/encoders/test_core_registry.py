@@ -35,8 +35,17 @@ ALL = encoders.names()
 
 
 def test_the_registry_holds_the_core_encoders():
-  for name in ('distance', 'shaw', 'shaw_vector', 't5', 'piecewise', 'multiscale', 'sinusoidal',
-               'learned', 'absolute_score'):
+  for name in (
+      'distance',
+      'shaw',
+      'shaw_vector',
+      't5',
+      'piecewise',
+      'multiscale',
+      'sinusoidal',
+      'learned',
+      'absolute_score',
+  ):
     assert name in ALL
 
 
@@ -61,8 +70,9 @@ def _content_outputs(enc, params, length: int = 6):
     bias = relpos_jax.bias_matrix(enc.base, params['base'], length, length)
     return [enc.transform(params, scores, bias, valid)]
   features = enc.token_features(params, x) if enc.kind is Kind.CONTEXTUAL else None
-  ctx = encoders.AttentionContext(query=q, key=k, features=features, valid=valid, key_mask=key_mask,
-                                  q_index=q_index, scale=HEAD_DIM ** -0.5)
+  ctx = encoders.AttentionContext(
+      query=q, key=k, features=features, valid=valid, key_mask=key_mask, q_index=q_index, scale=HEAD_DIM**-0.5
+  )
   if enc.kind is Kind.NORMALIZER:
     return [o for o in enc.weights(params, scores, ctx) if o is not None]
   return [jnp.where(valid, enc.score_term(params, ctx), 0.0)]
@@ -70,9 +80,12 @@ def _content_outputs(enc, params, length: int = 6):
 
 CASES = [(n, default_instance(n)) for n in ALL] + [
     ('sinusoidal + t5', combine(encoders.make('sinusoidal'), encoders.make('t5'))),
-    ('absolute_score(learned) + multiscale',
-     combine(encoders.make('absolute_score', base=encoders.make('learned', max_length=64)),
-             encoders.make('multiscale'))),
+    (
+        'absolute_score(learned) + multiscale',
+        combine(
+            encoders.make('absolute_score', base=encoders.make('learned', max_length=64)), encoders.make('multiscale')
+        ),
+    ),
 ]
 IDS = [label for label, _ in CASES]
 
@@ -104,8 +117,9 @@ def _check_jit(enc, params, label):
     for method in ('rotate_queries', 'rotate_keys'):
       jitted = jax.jit(lambda e, p, x, q, m=method: getattr(e, m)(p, x, q), static_argnums=0)
       eager = getattr(enc, method)(params, x, positions)
-      np.testing.assert_allclose(jitted(enc, params, x, positions), eager, rtol=1e-5, atol=1e-5,
-                                 err_msg=f'{label}.{method}')
+      np.testing.assert_allclose(
+          jitted(enc, params, x, positions), eager, rtol=1e-5, atol=1e-5, err_msg=f'{label}.{method}'
+      )
     return
   if enc.kind is Kind.ABSOLUTE:
     positions = jnp.arange(6)
@@ -159,6 +173,7 @@ def _outputs(enc, params):
     return [o for part, p in enc.terms(params) for o in _outputs(part, p)]
   if enc.kind is Kind.POSITION_REMAP:
     from relpos_jax.nn import position_terms
+
     q = jax.random.normal(jax.random.key(1), (1, LENGTH, 2, HEAD_DIM))
     positions = jnp.arange(LENGTH)[None]
     scores, bias = position_terms.remap_scores(enc, params, q, q, positions, positions)

@@ -30,9 +30,11 @@ def test_sinusoidal_position_one_by_hand():
   # PE(1) = [sin 1, cos 1, sin 0.01, cos 0.01].
   enc = make('sinusoidal')
   params = enc.init(jax.random.key(0), 1, model_dim=4)
-  np.testing.assert_allclose(enc.embed(params, jnp.array([1]))[0],
-                             [0.8414709848078965, 0.5403023058681398, 0.009999833334166664,
-                              0.9999500004166653], rtol=1e-6)
+  np.testing.assert_allclose(
+      enc.embed(params, jnp.array([1]))[0],
+      [0.8414709848078965, 0.5403023058681398, 0.009999833334166664, 0.9999500004166653],
+      rtol=1e-6,
+  )
 
 
 def test_sinusoidal_odd_model_dim_keeps_the_formula_for_every_index():
@@ -41,8 +43,8 @@ def test_sinusoidal_odd_model_dim_keeps_the_formula_for_every_index():
   params = enc.init(jax.random.key(0), 1, model_dim=5)
   out = np.asarray(enc.embed(params, jnp.array([1])))[0]
   assert out.shape == (5,)
-  np.testing.assert_allclose(out[4], math.sin(1 / 10000 ** 0.8), rtol=1e-5)  # 10000^0.8 = 1584.89
-  np.testing.assert_allclose(out[2:4], [math.sin(1 / 10000 ** 0.4), math.cos(1 / 10000 ** 0.4)], rtol=1e-6)
+  np.testing.assert_allclose(out[4], math.sin(1 / 10000**0.8), rtol=1e-5)  # 10000^0.8 = 1584.89
+  np.testing.assert_allclose(out[2:4], [math.sin(1 / 10000**0.4), math.cos(1 / 10000**0.4)], rtol=1e-6)
 
 
 def test_sinusoidal_matches_the_paper_formula_in_a_loop():
@@ -104,11 +106,13 @@ def test_absolute_score_shape_formula_and_not_toeplitz():
   assert params['query_proj'].shape == params['key_proj'].shape == (8, 3, 4)
   out = relpos_jax.bias_matrix(enc, params, 5, 6)
   assert out.shape == (3, 5, 6)
+
   # The formula in numpy, sinusoids from the paper's definition.
   def pe(pos):
     i = np.arange(4)
     angle = pos / 10000.0 ** (2 * i / 8)
     return np.stack([np.sin(angle), np.cos(angle)], -1).reshape(8)
+
   p_q = np.stack([pe(i) for i in range(5)])
   p_k = np.stack([pe(j) for j in range(6)])
   q = np.einsum('im,mhd->ihd', p_q, np.asarray(params['query_proj'], np.float64))
@@ -118,8 +122,7 @@ def test_absolute_score_shape_formula_and_not_toeplitz():
   with pytest.raises(AssertionError, match='not Toeplitz'):
     checks.assert_toeplitz(out)
   # q_offset moves the queries: the offset matrix is the last rows of the full one.
-  np.testing.assert_allclose(relpos_jax.bias_matrix(enc, params, 2, 6, q_offset=3), out[:, 3:5],
-                             rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(relpos_jax.bias_matrix(enc, params, 2, 6, q_offset=3), out[:, 3:5], rtol=1e-5, atol=1e-6)
 
 
 def test_absolute_score_has_no_relative_bias():
@@ -204,12 +207,15 @@ def test_train_positions_come_from_the_part_that_samples():
   np.testing.assert_array_equal(positions, [[0, 3, 6, 9]] * 2)
 
 
-@pytest.mark.parametrize('parts,match', [
-    ((), 'at least two encoders'),
-    (('t5',), 'at least two encoders'),
-    (('sinusoidal', 'learned'), 'at most one absolute part'),
-    (('t5', 'not an encoder'), "parts='not an encoder'"),
-])
+@pytest.mark.parametrize(
+    'parts,match',
+    [
+        ((), 'at least two encoders'),
+        (('t5',), 'at least two encoders'),
+        (('sinusoidal', 'learned'), 'at most one absolute part'),
+        (('t5', 'not an encoder'), "parts='not an encoder'"),
+    ],
+)
 def test_combine_validates_its_parts(parts, match):
   encoders_ = tuple(make(p) if p in ('t5', 'sinusoidal', 'learned') else p for p in parts)
   with pytest.raises(ValueError, match=match):
@@ -218,13 +224,16 @@ def test_combine_validates_its_parts(parts, match):
 
 def _is_wrapper(name):
   """Whether the encoder `name` wraps another (randomized, monotone, ...): it has no all-default form."""
-  return any(f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-             for f in dataclasses.fields(relpos_jax.encoders.encoder_class(name)))
+  return any(
+      f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+      for f in dataclasses.fields(relpos_jax.encoders.encoder_class(name))
+  )
 
 
 def test_combine_rejects_two_rotary_parts():
-  rotary = [n for n in relpos_jax.encoders.names()
-            if not _is_wrapper(n) and relpos_jax.encoders.make(n).kind is Kind.ROTARY]
+  rotary = [
+      n for n in relpos_jax.encoders.names() if not _is_wrapper(n) and relpos_jax.encoders.make(n).kind is Kind.ROTARY
+  ]
   if not rotary:
     pytest.skip('no rotary encoder registered yet')
   with pytest.raises(ValueError, match='at most one rotary part'):

@@ -29,19 +29,18 @@ def _with_table(enc, table):
 def test_distance_signed_is_slope_times_j_minus_i():
   enc = make('distance', mode='signed')
   params = {**enc.init(jax.random.key(0), 2), 'slopes': jnp.array([1.0, 0.5])}
-  np.testing.assert_array_equal(enc.bias(params, jnp.array([-3, 0, 2])),
-                                [[-3.0, -1.5], [0.0, 0.0], [2.0, 1.0]])
+  np.testing.assert_array_equal(enc.bias(params, jnp.array([-3, 0, 2])), [[-3.0, -1.5], [0.0, 0.0], [2.0, 1.0]])
   # The lecture's L = 5 example with slope 1: the bias matrix is R itself.
   out = relpos_jax.bias_matrix(enc, enc.init(jax.random.key(0), 1), 5, 5)
-  np.testing.assert_array_equal(out[0], [[0, 1, 2, 3, 4], [-1, 0, 1, 2, 3], [-2, -1, 0, 1, 2],
-                                         [-3, -2, -1, 0, 1], [-4, -3, -2, -1, 0]])
+  np.testing.assert_array_equal(
+      out[0], [[0, 1, 2, 3, 4], [-1, 0, 1, 2, 3], [-2, -1, 0, 1, 2], [-3, -2, -1, 0, 1], [-4, -3, -2, -1, 0]]
+  )
 
 
 def test_distance_absolute_is_minus_slope_times_abs_distance():
   enc = make('distance')
   params = {**enc.init(jax.random.key(0), 2), 'slopes': jnp.array([1.0, 0.25])}
-  np.testing.assert_array_equal(enc.bias(params, jnp.array([-4, 0, 3])),
-                                [[-4.0, -1.0], [0.0, 0.0], [-3.0, -0.75]])
+  np.testing.assert_array_equal(enc.bias(params, jnp.array([-4, 0, 3])), [[-4.0, -1.0], [0.0, 0.0], [-3.0, -0.75]])
 
 
 def test_distance_fixed_slope_has_no_parameters():
@@ -122,8 +121,9 @@ PIECEWISE_BIDIRECTIONAL = [16, 15, 17, 9, 23, 8, 24, 8, 24, 7, 25, 1, 31, 0, 32,
 PIECEWISE_CAUSAL = [0, 1, 0, 7, 0, 8, 0, 8, 0, 9, 0, 15, 0, 16, 0, 16, 0]
 
 
-@pytest.mark.parametrize('bidirectional,expected,num_buckets',
-                         [(True, PIECEWISE_BIDIRECTIONAL, 33), (False, PIECEWISE_CAUSAL, 17)])
+@pytest.mark.parametrize(
+    'bidirectional,expected,num_buckets', [(True, PIECEWISE_BIDIRECTIONAL, 33), (False, PIECEWISE_CAUSAL, 17)]
+)
 def test_piecewise_buckets_by_hand(bidirectional, expected, num_buckets):
   enc = make('piecewise', bidirectional=bidirectional)
   assert enc.num_buckets == num_buckets
@@ -142,9 +142,15 @@ def test_piecewise_small_config_by_hand():
   np.testing.assert_array_equal(enc.bias(_with_table(enc, table), rel), table[expected])
 
 
-@pytest.mark.parametrize('hparams', [{}, {'bidirectional': False},
-                                     {'exact_distance': 4, 'compression': 4, 'max_distance': 64},
-                                     {'exact_distance': 16, 'compression': 1, 'max_distance': 16}])
+@pytest.mark.parametrize(
+    'hparams',
+    [
+        {},
+        {'bidirectional': False},
+        {'exact_distance': 4, 'compression': 4, 'max_distance': 64},
+        {'exact_distance': 16, 'compression': 1, 'max_distance': 16},
+    ],
+)
 def test_piecewise_reaches_every_bucket_monotonically(hparams):
   enc = make('piecewise', **hparams)
   rel = np.arange(-3 * enc.max_distance, 3 * enc.max_distance + 1)
@@ -171,10 +177,8 @@ def test_piecewise_with_unit_compression_is_shaw():
 #   d = -33:   clip(-33) = -8, clip(trunc(-8.25) = -8), trunc(-2.06) = -2 -> (0, 0, 6)
 #   d = 200:   8, clip(50) = 8, clip(trunc(12.5) = 12) = 8      -> (16, 16, 16)
 #   d = -10^6: -8 at every scale                                -> (0, 0, 0)
-MULTISCALE_REL = [0, -1, 5, -5, 9, -33, 200, -10**6]
-MULTISCALE_BUCKETS = [[8, 7, 13, 3, 16, 0, 16, 0],
-                      [8, 8, 9, 7, 10, 0, 16, 0],
-                      [8, 8, 8, 8, 8, 6, 16, 0]]
+MULTISCALE_REL = [0, -1, 5, -5, 9, -33, 200, -(10**6)]
+MULTISCALE_BUCKETS = [[8, 7, 13, 3, 16, 0, 16, 0], [8, 8, 9, 7, 10, 0, 16, 0], [8, 8, 8, 8, 8, 6, 16, 0]]
 
 
 def test_multiscale_bucket_maps_by_hand():
@@ -192,12 +196,15 @@ def test_multiscale_maps_are_symmetric_and_scale_one_is_exact():
   np.testing.assert_array_equal(scale_bucket(jnp.arange(-8, 9), 1, 8), np.arange(17))
 
 
-@pytest.mark.parametrize('reduction,expected', [
-    # tables[s, b, 0] = 100 s + b and tables[s, b, 1] = -b: at d = -5 the buckets are (3, 7, 8), so
-    # head 0 reads 3, 107, 208 and head 1 reads -3, -7, -8.
-    ('sum', [318.0, -18.0]),
-    ('mean', [106.0, -6.0]),
-])
+@pytest.mark.parametrize(
+    'reduction,expected',
+    [
+        # tables[s, b, 0] = 100 s + b and tables[s, b, 1] = -b: at d = -5 the buckets are (3, 7, 8), so
+        # head 0 reads 3, 107, 208 and head 1 reads -3, -7, -8.
+        ('sum', [318.0, -18.0]),
+        ('mean', [106.0, -6.0]),
+    ],
+)
 def test_multiscale_combines_the_scales(reduction, expected):
   enc = make('multiscale', reduction=reduction)
   params = enc.init(jax.random.key(0), 2)

@@ -17,15 +17,28 @@ from relpos_jax.encoders import make
 
 # (name, hyperparameters): every learnable configuration, and the parameter-free ones.
 CONFIGS = [
-    ('alibi', {}), ('alibi', {'bidirectional': True}), ('alibi', {'learnable_slopes': True}),
-    ('kerple_power', {}), ('kerple_log', {}),
-    ('fire', {}), ('sandwich', {}), ('sandwich', {'bidirectional': True, 'dim': 16}),
-    ('mlp', {'hidden_dim': 16, 'depth': 2}), ('mlp', {'hidden_dim': 16, 'input_transform': 'linear'}),
+    ('alibi', {}),
+    ('alibi', {'bidirectional': True}),
+    ('alibi', {'learnable_slopes': True}),
+    ('kerple_power', {}),
+    ('kerple_log', {}),
+    ('fire', {}),
+    ('sandwich', {}),
+    ('sandwich', {'bidirectional': True, 'dim': 16}),
+    ('mlp', {'hidden_dim': 16, 'depth': 2}),
+    ('mlp', {'hidden_dim': 16, 'input_transform': 'linear'}),
     ('nope', {}),
 ]
 IDS = [name + ''.join(f',{k}={v}' for k, v in hp.items()) for name, hp in CONFIGS]
-LEARNABLE = {'alibi': False, 'kerple_power': True, 'kerple_log': True, 'fire': True, 'sandwich': False,
-             'mlp': True, 'nope': False}
+LEARNABLE = {
+    'alibi': False,
+    'kerple_power': True,
+    'kerple_log': True,
+    'fire': True,
+    'sandwich': False,
+    'mlp': True,
+    'nope': False,
+}
 
 
 @functools.partial(jax.jit, static_argnums=(0, 2, 3))
@@ -76,7 +89,7 @@ def test_structure_flags(name, hparams):
 def test_far_distances_stay_finite(name, hparams):
   enc = make(name, **hparams)
   params = enc.init(jax.random.key(0), 8)
-  rel = jnp.array([-10**6, -12345, -1, 0, 1, 10**6])
+  rel = jnp.array([-(10**6), -12345, -1, 0, 1, 10**6])
   if enc.is_toeplitz:
     out = enc.bias(params, rel)
   else:
@@ -85,13 +98,22 @@ def test_far_distances_stay_finite(name, hparams):
 
 
 INVALID = [
-    ('alibi', 'bidirectional', 'yes'), ('alibi', 'learnable_slopes', 1),
-    ('fire', 'mlp_width', 0), ('fire', 'mlp_width', 32.0), ('fire', 'init_c', -0.1),
-    ('fire', 'init_c', 0.0), ('fire', 'init_threshold', float('inf')), ('fire', 'init_threshold', True),
+    ('alibi', 'bidirectional', 'yes'),
+    ('alibi', 'learnable_slopes', 1),
+    ('fire', 'mlp_width', 0),
+    ('fire', 'mlp_width', 32.0),
+    ('fire', 'init_c', -0.1),
+    ('fire', 'init_c', 0.0),
+    ('fire', 'init_threshold', float('inf')),
+    ('fire', 'init_threshold', True),
     ('fire', 'eps', float('nan')),
-    ('sandwich', 'dim', 3), ('sandwich', 'dim', 0), ('sandwich', 'dim', 128.0),
+    ('sandwich', 'dim', 3),
+    ('sandwich', 'dim', 0),
+    ('sandwich', 'dim', 128.0),
     ('sandwich', 'bidirectional', None),
-    ('mlp', 'hidden_dim', 0), ('mlp', 'depth', -1), ('mlp', 'depth', True),
+    ('mlp', 'hidden_dim', 0),
+    ('mlp', 'depth', -1),
+    ('mlp', 'depth', True),
     ('mlp', 'input_transform', 'sqrt'),
 ]
 

@@ -64,8 +64,9 @@ def test_normalisation_follows_psi_ratio_beyond_the_threshold(fire):
     d = np.array([0, 1, 7, 100, i // 2, i])
     expected = np.log1p(c * d) / (np.log1p(c * i) + eps)
     np.testing.assert_allclose(enc.normalized_distance(params, i, i - d), expected, rtol=1e-5)
-    np.testing.assert_allclose(enc.pair_bias(params, i, jnp.asarray(i - d)),
-                               _mlp_numpy(params['mlp'], expected), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(
+        enc.pair_bias(params, i, jnp.asarray(i - d)), _mlp_numpy(params['mlp'], expected), rtol=1e-4, atol=1e-6
+    )
 
 
 def test_farthest_key_gets_the_same_bias_at_every_length(fire):
@@ -84,8 +85,11 @@ def test_finite_at_the_first_position_and_degenerate_parameters(fire):
   q = jnp.array([0, 0, 0, 3])[:, None]
   k = jnp.array([0, 1, 1000, 0])[None, :]
   assert np.all(np.isfinite(enc.pair_bias(params, q, k)))
-  degenerate = [{**params, 'c': jnp.float32(0.0)}, {**params, 'threshold_multiplier': jnp.float32(0.0)},
-                {**params, 'c': jnp.float32(-5.0), 'threshold_multiplier': jnp.float32(0.0)}]
+  degenerate = [
+      {**params, 'c': jnp.float32(0.0)},
+      {**params, 'threshold_multiplier': jnp.float32(0.0)},
+      {**params, 'c': jnp.float32(-5.0), 'threshold_multiplier': jnp.float32(0.0)},
+  ]
   for p in degenerate:
     assert np.all(np.isfinite(enc.pair_bias(p, q, k)))
 

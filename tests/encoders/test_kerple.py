@@ -28,8 +28,11 @@ def _raw_params(enc, num_heads, r1_raw, r2_raw):
 @st.composite
 def _heads_and_raws(draw):
   num_heads = draw(st.integers(1, 8))
-  return num_heads, draw(st.lists(_raw, min_size=num_heads, max_size=num_heads)), draw(
-      st.lists(_raw, min_size=num_heads, max_size=num_heads))
+  return (
+      num_heads,
+      draw(st.lists(_raw, min_size=num_heads, max_size=num_heads)),
+      draw(st.lists(_raw, min_size=num_heads, max_size=num_heads)),
+  )
 
 
 @hypothesis.given(_heads_and_raws(), _rel)
@@ -87,13 +90,19 @@ def test_power_with_unit_exponent_is_a_learned_alibi():
   slopes = np.array([1 / 2, 1 / 4, 1 / 16])
   params = enc.params_for(enc.init(jax.random.key(0), 3), r1=slopes, r2=1.0)
   rel = jnp.arange(-20, 21)
-  np.testing.assert_allclose(enc.bias(params, rel), -np.abs(np.arange(-20, 21))[:, None] * slopes,
-                             rtol=1e-5)
+  np.testing.assert_allclose(enc.bias(params, rel), -np.abs(np.arange(-20, 21))[:, None] * slopes, rtol=1e-5)
 
 
-@pytest.mark.parametrize('name, r1, r2, field', [
-    ('kerple_power', 0.005, 1.0, 'r1'), ('kerple_power', 1.0, 2.0, 'r2'), ('kerple_power', 1.0, 0.0, 'r2'),
-    ('kerple_log', float('inf'), 1.0, 'r1'), ('kerple_log', 1.0, -1.0, 'r2')])
+@pytest.mark.parametrize(
+    'name, r1, r2, field',
+    [
+        ('kerple_power', 0.005, 1.0, 'r1'),
+        ('kerple_power', 1.0, 2.0, 'r2'),
+        ('kerple_power', 1.0, 0.0, 'r2'),
+        ('kerple_log', float('inf'), 1.0, 'r1'),
+        ('kerple_log', 1.0, -1.0, 'r2'),
+    ],
+)
 def test_params_for_rejects_values_outside_the_parametrisation(name, r1, r2, field):
   enc = make(name)
   with pytest.raises(ValueError, match=f'{field}='):
@@ -117,7 +126,7 @@ def test_bias_at_init_is_the_kernel_of_the_effective_parameters(name):
   params = enc.init(jax.random.key(2), 4)
   r1, r2 = map(np.asarray, enc.effective_params(params))
   d = np.abs(np.arange(-6, 7, dtype=np.float64))[:, None]
-  expected = -r1 * d ** r2 if name == 'kerple_power' else -r1 * np.log1p(r2 * d)
+  expected = -r1 * d**r2 if name == 'kerple_power' else -r1 * np.log1p(r2 * d)
   np.testing.assert_allclose(enc.bias(params, jnp.arange(-6, 7)), expected, rtol=2e-5, atol=1e-7)
 
 

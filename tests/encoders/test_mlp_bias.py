@@ -35,12 +35,13 @@ def test_shapes(depth):
 
 def test_transforms():
   rel = jnp.array([-1000, -3, -1, 0, 1, 3])
-  np.testing.assert_array_equal(make('mlp', input_transform='linear').features(rel)[:, 0],
-                                [-1000, -3, -1, 0, 1, 3])
+  np.testing.assert_array_equal(make('mlp', input_transform='linear').features(rel)[:, 0], [-1000, -3, -1, 0, 1, 3])
   # sign(d) log(1 + |d|): log 1001 = 6.90875477931522, log 4 = 1.3862943611198906, log 2 = 0.6931471805599453.
-  np.testing.assert_allclose(make('mlp', input_transform='log').features(rel)[:, 0],
-                             [-6.90875477931522, -1.3862943611198906, -0.6931471805599453, 0,
-                              0.6931471805599453, 1.3862943611198906], rtol=1e-6)
+  np.testing.assert_allclose(
+      make('mlp', input_transform='log').features(rel)[:, 0],
+      [-6.90875477931522, -1.3862943611198906, -0.6931471805599453, 0, 0.6931471805599453, 1.3862943611198906],
+      rtol=1e-6,
+  )
 
 
 @pytest.mark.parametrize('transform', ['linear', 'log'])
@@ -49,8 +50,7 @@ def test_bias_is_the_mlp_of_the_transformed_distance(transform):
   params = enc.init(jax.random.key(3), 3)
   d = np.arange(-50, 51)
   x = d if transform == 'linear' else np.sign(d) * np.log1p(np.abs(d))
-  np.testing.assert_allclose(enc.bias(params, jnp.asarray(d)), _mlp_numpy(params['mlp'], x), rtol=1e-4,
-                             atol=1e-5)
+  np.testing.assert_allclose(enc.bias(params, jnp.asarray(d)), _mlp_numpy(params['mlp'], x), rtol=1e-4, atol=1e-5)
 
 
 def test_defaults_are_swin_v2s_meta_network():

@@ -24,8 +24,11 @@ def _params(enc, near, increments, num_heads=1):
   """Params whose knot values are `near` followed by near[-1] - cumsum(increments) (one side, one head)."""
   params = enc.init(jax.random.key(0), num_heads)
   inc = np.asarray(increments, np.float64)
-  return {**params, 'near': jnp.asarray(np.asarray(near, np.float32).reshape(1, -1, 1)),
-          'decrements_raw': jnp.asarray(np.log(np.expm1(inc)), jnp.float32).reshape(1, -1, 1)}
+  return {
+      **params,
+      'near': jnp.asarray(np.asarray(near, np.float32).reshape(1, -1, 1)),
+      'decrements_raw': jnp.asarray(np.log(np.expm1(inc)), jnp.float32).reshape(1, -1, 1),
+  }
 
 
 def test_knots_are_the_first_distance_of_each_bucket():
@@ -49,26 +52,34 @@ def test_formula_by_hand_causal():
   np.testing.assert_allclose(np.asarray(enc.knot_values(params))[0, :, 0], [0.5, -0.5, -2.5, -3.0], atol=1e-6)
   rel = jnp.array([0, -1, -2, -3, -4, -10, 5])
   log = math.log
-  expected = [0.5, -0.5, -2.5,
-              -2.5 + (log(4) - log(3)) / (log(5) - log(3)) * -0.5,   # between knots 2 and 4, linear in log(1+n)
-              -3.0,
-              -2.5 + (log(11) - log(3)) / (log(5) - log(3)) * -0.5,  # the tail continues the last segment
-              0.5]                                                   # keys ahead of a causal base: distance 0
+  expected = [
+      0.5,
+      -0.5,
+      -2.5,
+      -2.5 + (log(4) - log(3)) / (log(5) - log(3)) * -0.5,  # between knots 2 and 4, linear in log(1+n)
+      -3.0,
+      -2.5 + (log(11) - log(3)) / (log(5) - log(3)) * -0.5,  # the tail continues the last segment
+      0.5,
+  ]  # keys ahead of a causal base: distance 0
   np.testing.assert_allclose(np.asarray(enc.bias(params, rel))[:, 0], expected, rtol=1e-5, atol=1e-6)
 
 
 def test_window_keeps_near_values_free():
   enc = Monotone(SMALL_CAUSAL, window=2)
   params = _params(enc, [-1.0, 2.0], [0.25, 0.5])  # v = -1, 2 (free, rising), 1.75, 1.25
-  np.testing.assert_allclose(np.asarray(enc.bias(params, jnp.array([0, -1, -2, -4])))[:, 0],
-                             [-1.0, 2.0, 1.75, 1.25], atol=1e-6)
+  np.testing.assert_allclose(
+      np.asarray(enc.bias(params, jnp.array([0, -1, -2, -4])))[:, 0], [-1.0, 2.0, 1.75, 1.25], atol=1e-6
+  )
 
 
 def test_bidirectional_sides_have_their_own_values():
   enc = Monotone(make('shaw', max_distance=2))
   params = enc.init(jax.random.key(0), 1)
-  params = {**params, 'near': jnp.array([[[0.0]], [[1.0]]]),
-            'decrements_raw': jnp.log(jnp.expm1(jnp.array([[[1.0], [1.0]], [[2.0], [2.0]]])))}
+  params = {
+      **params,
+      'near': jnp.array([[[0.0]], [[1.0]]]),
+      'decrements_raw': jnp.log(jnp.expm1(jnp.array([[[1.0], [1.0]], [[2.0], [2.0]]]))),
+  }
   got = np.asarray(enc.bias(params, jnp.array([-2, -1, 0, 1, 2])))[:, 0]
   np.testing.assert_allclose(got, [-2.0, -1.0, 0.0, -1.0, -3.0], atol=1e-6)  # rel = 0 reads the side behind
 
@@ -88,8 +99,7 @@ def test_init_is_a_log_decay_with_spread_rates():
 
 
 def test_linear_init_is_the_distance_bias_at_the_knots_with_a_log_tail():
-  enc = Monotone(make('t5', bidirectional=False, num_buckets=16, max_distance=32), window=8,
-                 init_decay='linear')
+  enc = Monotone(make('t5', bidirectional=False, num_buckets=16, max_distance=32), window=8, init_decay='linear')
   params = enc.init(jax.random.key(0), 4)
   rates = np.array([1.0, 0.5, 0.25, 0.125])
   knots = enc.knots()[0]
@@ -104,21 +114,22 @@ def test_linear_init_is_the_distance_bias_at_the_knots_with_a_log_tail():
   np.testing.assert_allclose(got[1000], -(27 + 4 * np.log(1001 / 28) / np.log(28 / 24)) * rates, rtol=1e-4)
 
 
-@pytest.mark.parametrize('base', ['t5(bidirectional=False, num_buckets=16, max_distance=32)', 't5', 'shaw',
-                                  'piecewise', 'multiscale'])
+@pytest.mark.parametrize(
+    'base', ['t5(bidirectional=False, num_buckets=16, max_distance=32)', 't5', 'shaw', 'piecewise', 'multiscale']
+)
 def test_toeplitz_and_finite_at_a_million(base):
   enc = from_spec(f'monotone({base})')
   params = enc.init(jax.random.key(0), 3)
   bias = relpos_jax.bias_matrix(enc, params, q_len=40, k_len=40)
   checks.assert_toeplitz(bias)
-  far = np.asarray(enc.bias(params, jnp.array([-10 ** 6, 10 ** 6, -2 ** 31 + 1, 2 ** 31 - 1])))
+  far = np.asarray(enc.bias(params, jnp.array([-(10**6), 10**6, -(2**31) + 1, 2**31 - 1])))
   assert np.all(np.isfinite(far))
   assert np.all(far[0] < np.asarray(enc.bias(params, jnp.array([-1000])))[0])  # still falling at 10^6
 
 
 _MONOTONE = {w: Monotone(make('t5', num_buckets=32, max_distance=64), window=w) for w in (1, 8)}
 # Distances from 1 to 10^6: every integer to 300, then log-spaced.
-_N = np.unique(np.concatenate([np.arange(1, 300), np.geomspace(300, 10 ** 6, 50).astype(int)]))
+_N = np.unique(np.concatenate([np.arange(1, 300), np.geomspace(300, 10**6, 50).astype(int)]))
 
 
 @jax.jit
@@ -128,14 +139,15 @@ def _both_sides(params_w1, params_w8):
 
 
 @hypothesis.settings(deadline=None, max_examples=10)
-@hypothesis.given(st.integers(0, 2 ** 16 - 1))
+@hypothesis.given(st.integers(0, 2**16 - 1))
 def test_monotone_beyond_the_window_for_any_parameters(seed):
   rng = np.random.default_rng(seed)
   params = []
   for enc in _MONOTONE.values():
     p = enc.init(jax.random.key(0), 2)
-    params.append({**p, **{k: jnp.asarray(rng.normal(0, 3, p[k].shape), jnp.float32)
-                           for k in ('near', 'decrements_raw')}})
+    params.append(
+        {**p, **{k: jnp.asarray(rng.normal(0, 3, p[k].shape), jnp.float32) for k in ('near', 'decrements_raw')}}
+    )
   for (window, enc), bias in zip(_MONOTONE.items(), _both_sides(*params)):
     start = int(enc.knots()[0][window - 1])
     for side, b in zip(('behind', 'ahead'), np.split(np.asarray(bias), 2)):
@@ -152,24 +164,29 @@ def test_every_parameter_is_trained_within_the_base_range():
 
 
 def test_spec_round_trip_and_registry():
-  spec = ('monotone(t5(num_buckets=16, max_distance=32, bidirectional=False), window=4, init_slope=2.0, '
-          "init_decay='linear')")
+  spec = (
+      'monotone(t5(num_buckets=16, max_distance=32, bidirectional=False), window=4, init_slope=2.0, '
+      "init_decay='linear')"
+  )
   enc = from_spec(spec)
   assert to_spec(enc) == spec and from_spec(to_spec(enc)) == enc
   assert 'monotone' in encoders.names() and enc.kind is encoders.Kind.SCALAR_BIAS
   assert to_spec(from_spec('monotone(shaw)')) == 'monotone(shaw)'
 
 
-@pytest.mark.parametrize('hparams, match', [
-    (dict(base=make('alibi')), 'base='),
-    (dict(base='t5'), 'base='),
-    (dict(base=make('shaw', max_distance=3), window=4), 'window=4'),
-    (dict(base=make('shaw'), window=0), 'window=0'),
-    (dict(base=make('shaw'), init_slope=0.0), 'init_slope=0.0'),
-    (dict(base=make('shaw'), init_slope=float('nan')), 'init_slope=nan'),
-    (dict(base=make('shaw'), init_slope=True), 'init_slope=True'),
-    (dict(base=make('shaw'), init_decay='cubic'), "init_decay='cubic'.*'log', 'linear'"),
-])
+@pytest.mark.parametrize(
+    'hparams, match',
+    [
+        (dict(base=make('alibi')), 'base='),
+        (dict(base='t5'), 'base='),
+        (dict(base=make('shaw', max_distance=3), window=4), 'window=4'),
+        (dict(base=make('shaw'), window=0), 'window=0'),
+        (dict(base=make('shaw'), init_slope=0.0), 'init_slope=0.0'),
+        (dict(base=make('shaw'), init_slope=float('nan')), 'init_slope=nan'),
+        (dict(base=make('shaw'), init_slope=True), 'init_slope=True'),
+        (dict(base=make('shaw'), init_decay='cubic'), "init_decay='cubic'.*'log', 'linear'"),
+    ],
+)
 def test_bad_hyperparameters_are_named(hparams, match):
   with pytest.raises(ValueError, match=match):
     make('monotone', **hparams)

@@ -44,6 +44,8 @@ BASES = {
     'transformer_xl': lambda: encoders.make('transformer_xl', max_distance=7),
     'absolute': lambda: _Table(),
 }
+
+
 @functools.partial(jax.jit, static_argnums=(0, 2, 3))
 def _train_positions(encoder, rng, batch, length):
   return encoder.train_positions(rng, batch, length)
@@ -80,8 +82,9 @@ def test_each_position_is_drawn_uniformly():
 
 def test_full_length_draws_every_position():
   wrapper = encoders.make('randomized', base=encoders.make('rope'), max_position=12)
-  np.testing.assert_array_equal(_train_positions(wrapper, jax.random.PRNGKey(0), 3, 12),
-                                np.broadcast_to(np.arange(12), (3, 12)))
+  np.testing.assert_array_equal(
+      _train_positions(wrapper, jax.random.PRNGKey(0), 3, 12), np.broadcast_to(np.arange(12), (3, 12))
+  )
 
 
 def test_too_long_a_sequence_raises_naming_both_numbers():
@@ -124,7 +127,8 @@ def test_attention_with_the_wrapper_equals_attention_with_the_base(name):
   if base.kind is encoders.Kind.ABSOLUTE:
     np.testing.assert_array_equal(
         position_terms.input_embedding(position_terms.input_parts(wrapper), [params], positions),
-        position_terms.input_embedding(position_terms.input_parts(base), [params], positions))
+        position_terms.input_embedding(position_terms.input_parts(base), [params], positions),
+    )
     wrapper.check_positions(4096)
     with pytest.raises(ValueError, match='max_length=4096'):
       wrapper.check_positions(4097)
@@ -151,8 +155,7 @@ def test_wrapper_is_hashable_a_static_argument_and_copyable():
   assert copy.deepcopy(wrapper) == wrapper and pickle.loads(pickle.dumps(wrapper)) == wrapper
   params = _init(wrapper)
   x = jnp.ones((1, 3, 2, 8))
-  rotate = lambda enc, p, x_, pos: position_terms.rotate(position_terms.attention_parts(enc), [p], x_, x_, pos,
-                                                         pos)[0]
+  rotate = lambda enc, p, x_, pos: position_terms.rotate(position_terms.attention_parts(enc), [p], x_, x_, pos, pos)[0]
   out = jax.jit(rotate, static_argnums=0)(wrapper, params, x, jnp.asarray([[0, 5, 60]]))
   assert out.shape == x.shape
 
@@ -164,17 +167,22 @@ def test_registered_with_base_first():
   assert Randomized(encoders.make('rope')).name == 'randomized'
 
 
-@pytest.mark.parametrize('hparams,named', [
-    (dict(base='rope'), "base='rope'"),
-    (dict(base=encoders.encoder_class('rope')), 'base=<class'),
-    (dict(base=Randomized(encoders.make('rope'))), 'not itself randomized'),
-    (dict(base=encoders.combine(Randomized(encoders.make('t5')), encoders.make('rope'))),
-     'holds no randomized part'),
-    (dict(base=encoders.make('rope'), max_position=0), 'max_position=0'),
-    (dict(base=encoders.make('rope'), max_position=True), 'max_position=True'),
-    (dict(base=encoders.make('rope'), max_position=20.5), 'max_position=20.5'),
-    (dict(base=_Table(size=100)), r'max_position=2048.*<= 100'),
-])
+@pytest.mark.parametrize(
+    'hparams,named',
+    [
+        (dict(base='rope'), "base='rope'"),
+        (dict(base=encoders.encoder_class('rope')), 'base=<class'),
+        (dict(base=Randomized(encoders.make('rope'))), 'not itself randomized'),
+        (
+            dict(base=encoders.combine(Randomized(encoders.make('t5')), encoders.make('rope'))),
+            'holds no randomized part',
+        ),
+        (dict(base=encoders.make('rope'), max_position=0), 'max_position=0'),
+        (dict(base=encoders.make('rope'), max_position=True), 'max_position=True'),
+        (dict(base=encoders.make('rope'), max_position=20.5), 'max_position=20.5'),
+        (dict(base=_Table(size=100)), r'max_position=2048.*<= 100'),
+    ],
+)
 def test_invalid_hyperparameters_name_the_value(hparams, named):
   with pytest.raises(ValueError, match=named):
     encoders.make('randomized', **hparams)

@@ -78,8 +78,9 @@ def test_naive_float32_angles_would_fail_that_tolerance():
   def naive_scores(pi, pj):
     def rot(x, p):
       angle = (p.astype(np.float32)[:, None] * theta).astype(np.float64)  # The float32 product.
-      a, b = x[:, :d // 2], x[:, d // 2:]
+      a, b = x[:, : d // 2], x[:, d // 2 :]
       return np.concatenate([a * np.cos(angle) - b * np.sin(angle), a * np.sin(angle) + b * np.cos(angle)], -1)
+
     return np.sum(rot(q, pi) * rot(k, pj), axis=-1)
 
   error = np.abs(naive_scores(i + shifts, j + shifts) - naive_scores(i, j))
@@ -103,7 +104,7 @@ def _angle_gap(a, b):
   return abs((a - b + math.pi) % (2 * math.pi) - math.pi)
 
 
-@hypothesis.given(position=st.integers(-2**31, 2**31 - 1), pair=st.integers(0, 31))
+@hypothesis.given(position=st.integers(-(2**31), 2**31 - 1), pair=st.integers(0, 31))
 def test_rotary_angles_are_exact_over_the_int32_range(position, pair):
   theta = rope_lib.inverse_frequencies(64)
   angle = float(rope_lib.rotary_angles(jnp.asarray([position], jnp.int32), theta)[0, pair])
@@ -115,8 +116,7 @@ def test_rotary_angles_are_exact_over_the_int32_range(position, pair):
   assert -math.pi <= angle <= math.pi
 
 
-@hypothesis.given(p=st.integers(-2**30, 2**30), shift=st.integers(-2**30, 2**30 - 1),
-                  freq=st.floats(1e-6, 6.0))
+@hypothesis.given(p=st.integers(-(2**30), 2**30), shift=st.integers(-(2**30), 2**30 - 1), freq=st.floats(1e-6, 6.0))
 def test_traced_frequencies_give_phases_linear_in_the_position(p, shift, freq):
   """Dynamic NTK's traced frequencies: angle(p + s) = angle(p) + angle(s) mod 2 pi, to one rounding."""
   positions = jnp.asarray([p, shift, p + shift, 1], jnp.int32)
@@ -135,8 +135,11 @@ HAND_COMPUTED = [
     (dict(scaling='ntk', factor=4.0), None, [1.0, 0.06299605249474366, 0.003968502629920499, 0.00025]),
     # Dynamic, s = 4, L_orig = 16, L = 32: g = 4 * 32 / 16 - 3 = 5, theta'_k = 10^(-k) 5^(-k/3);
     # 5^(-1/3) = 0.5848035476425733, 5^(-2/3) = 0.3419951893353394, 5^(-1) = 0.2.
-    (dict(scaling='dynamic', factor=4.0, original_max_position=16), 32,
-     [1.0, 0.05848035476425733, 0.003419951893353394, 0.0002]),
+    (
+        dict(scaling='dynamic', factor=4.0, original_max_position=16),
+        32,
+        [1.0, 0.05848035476425733, 0.003419951893353394, 0.0002],
+    ),
     # Dynamic at L = L_orig and below: g = max(4 L / 16 - 3, 1) = 1, plain RoPE.
     (dict(scaling='dynamic', factor=4.0, original_max_position=16), 16, [1.0, 0.1, 0.01, 0.001]),
     (dict(scaling='dynamic', factor=4.0, original_max_position=16), 8, [1.0, 0.1, 0.01, 0.001]),
@@ -149,16 +152,21 @@ HAND_COMPUTED = [
     # band edges L / high = 250 and L / low = 1000. k = 0, 1: below 250, kept. k = 3: above 1000, theta / 8.
     # k = 2: smooth = (1000 / 628.3185 - 1) / 3 = 0.1971831436396511,
     # theta' = 0.01 ((1 - smooth) / 8 + smooth) = 0.0029753525068469473.
-    (dict(scaling='llama3', factor=8.0, original_max_position=1000), None,
-     [1.0, 0.1, 0.0029753525068469473, 0.000125]),
+    (dict(scaling='llama3', factor=8.0, original_max_position=1000), None, [1.0, 0.1, 0.0029753525068469473, 0.000125]),
     # The same with s = 32 (Llama 3.2): k = 2: 0.01 ((1 - smooth) / 32 + smooth) = 0.00222271170400912;
     # k = 3: 0.001 / 32.
-    (dict(scaling='llama3', factor=32.0, original_max_position=1000), None,
-     [1.0, 0.1, 0.00222271170400912, 0.00003125]),
+    (
+        dict(scaling='llama3', factor=32.0, original_max_position=1000),
+        None,
+        [1.0, 0.1, 0.00222271170400912, 0.00003125],
+    ),
     # Band factors are configurable too: low = 2, high = 8 -> edges 125 and 500; k = 2 (628) and k = 3 are
     # above 500: theta / 8.
-    (dict(scaling='llama3', factor=8.0, original_max_position=1000, low_freq_factor=2.0,
-          high_freq_factor=8.0), None, [1.0, 0.1, 0.00125, 0.000125]),
+    (
+        dict(scaling='llama3', factor=8.0, original_max_position=1000, low_freq_factor=2.0, high_freq_factor=8.0),
+        None,
+        [1.0, 0.1, 0.00125, 0.000125],
+    ),
 ]
 
 
@@ -171,7 +179,11 @@ def test_inverse_frequencies_against_hand_computed_values(hparams, length, expec
 def test_published_defaults_are_filled_in():
   llama = encoders.make('rope', scaling='llama3')
   assert (llama.factor, llama.low_freq_factor, llama.high_freq_factor, llama.original_max_position) == (
-      8.0, 1.0, 4.0, 8192)
+      8.0,
+      1.0,
+      4.0,
+      8192,
+  )
   yarn = encoders.make('rope', scaling='yarn', factor=4.0)
   assert (yarn.beta_fast, yarn.beta_slow, yarn.original_max_position) == (32.0, 1.0, 2048)
   assert yarn.attention_factor == pytest.approx(0.1 * math.log(4.0) + 1.0)
@@ -203,24 +215,25 @@ def test_yarn_scales_each_vector_by_the_attention_factor():
   np.testing.assert_allclose(jnp.linalg.norm(out, axis=-1), m * jnp.linalg.norm(x, axis=-1), rtol=1e-6)
   # Logits q . k gain m^2 = 1/t (YaRN eq. 22).
   unscaled = yarn.rotate(_params(yarn, 16), x, pos) / m
-  np.testing.assert_allclose(jnp.sum(out[:, 0] * out[:, 1], -1), m**2 * jnp.sum(unscaled[:, 0] * unscaled[:, 1], -1),
-                             rtol=1e-5)
+  np.testing.assert_allclose(
+      jnp.sum(out[:, 0] * out[:, 1], -1), m**2 * jnp.sum(unscaled[:, 0] * unscaled[:, 1], -1), rtol=1e-5
+  )
 
 
 def test_linear_interpolation_is_positions_divided_by_factor():
   plain = encoders.make('rope')
   linear = encoders.make('rope', scaling='linear', factor=4.0)
   x, pos = _x(), jnp.asarray([0, 1, 5, 77, 1000, 123457, 10**6])
-  np.testing.assert_allclose(linear.rotate(_params(linear, 16), x, 4 * pos),
-                             plain.rotate(_params(plain, 16), x, pos), atol=2e-6)
+  np.testing.assert_allclose(
+      linear.rotate(_params(linear, 16), x, 4 * pos), plain.rotate(_params(plain, 16), x, pos), atol=2e-6
+  )
 
 
 def test_dynamic_ntk_below_original_length_is_plain_rope_bit_for_bit():
   plain = encoders.make('rope')
   dynamic = encoders.make('rope', scaling='dynamic', factor=4.0, original_max_position=64)
   x, pos = _x(), jnp.asarray([0, 3, 9, 20, 40, 50, 63])
-  np.testing.assert_array_equal(dynamic.rotate(_params(dynamic, 16), x, pos),
-                                plain.rotate(_params(plain, 16), x, pos))
+  np.testing.assert_array_equal(dynamic.rotate(_params(dynamic, 16), x, pos), plain.rotate(_params(plain, 16), x, pos))
 
 
 def test_dynamic_ntk_uses_each_sequences_traced_length():
@@ -263,9 +276,10 @@ def test_layouts_are_permutations_of_each_other():
   half, interleaved = encoders.make('rope', layout='half'), encoders.make('rope', layout='interleaved')
   # Interleaved dimension 2k holds half-layout dimension k, 2k + 1 holds k + D/2.
   perm = np.stack([np.arange(d // 2), np.arange(d // 2) + d // 2], -1).reshape(-1)
-  x, pos = _x(), jnp.asarray([0, 5, 17, 4096, 99999, 10**6, 2**30 - 1])   # up to the supported maximum
-  np.testing.assert_array_equal(interleaved.rotate(_params(interleaved, d), x[..., perm], pos),
-                                half.rotate(_params(half, d), x, pos)[..., perm])
+  x, pos = _x(), jnp.asarray([0, 5, 17, 4096, 99999, 10**6, 2**30 - 1])  # up to the supported maximum
+  np.testing.assert_array_equal(
+      interleaved.rotate(_params(interleaved, d), x[..., perm], pos), half.rotate(_params(half, d), x, pos)[..., perm]
+  )
   assert not np.allclose(interleaved.rotate(_params(interleaved, d), x, pos), half.rotate(_params(half, d), x, pos))
 
 
@@ -293,8 +307,9 @@ def test_jit_with_the_encoder_static():
   for variant in VARIANTS.values():
     encoder = encoders.make('rope', **variant)
     x, pos = _x(), jnp.arange(7) + 3
-    np.testing.assert_allclose(apply(encoder, _params(encoder, 16), x, pos),
-                               encoder.rotate(_params(encoder, 16), x, pos), atol=1e-6)
+    np.testing.assert_allclose(
+        apply(encoder, _params(encoder, 16), x, pos), encoder.rotate(_params(encoder, 16), x, pos), atol=1e-6
+    )
 
 
 def test_bad_inputs_raise_clear_errors():
@@ -318,26 +333,29 @@ def test_bad_inputs_raise_clear_errors():
     encoders.make('rope', scaling='ntk', factor=2.0).inverse_frequencies(2)
 
 
-@pytest.mark.parametrize('hparams,named', [
-    (dict(base=1.0), 'base=1.0'),
-    (dict(base=float('nan')), 'base=nan'),
-    (dict(base=True), 'base=True'),
-    (dict(layout='neox'), "layout='neox'"),
-    (dict(scaling='longrope'), "scaling='longrope'"),
-    (dict(factor=4.0), 'factor=4.0'),  # No scaling rule uses it: would silently do nothing.
-    (dict(scaling='linear'), 'factor=None'),
-    (dict(scaling='linear', factor=0.5), 'factor=0.5'),
-    (dict(scaling='ntk', factor=-2.0), 'factor=-2.0'),
-    (dict(scaling='dynamic', factor=2.0, original_max_position=0), 'original_max_position=0'),
-    (dict(scaling='dynamic', factor=2.0, original_max_position=2.5), 'original_max_position=2.5'),
-    (dict(scaling='yarn', factor=2.0, beta_fast=1.0, beta_slow=2.0), 'beta_fast=1.0'),
-    (dict(scaling='yarn', factor=2.0, beta_slow=0.0), 'beta_slow=0.0'),
-    (dict(scaling='yarn', factor=2.0, attention_factor=0.0), 'attention_factor=0.0'),
-    (dict(scaling='linear', factor=2.0, beta_fast=32.0), 'beta_fast=32.0'),
-    (dict(scaling='llama3', low_freq_factor=4.0, high_freq_factor=1.0), 'high_freq_factor=1.0'),
-    (dict(scaling='llama3', low_freq_factor=0.0), 'low_freq_factor=0.0'),
-    (dict(scaling='llama3', factor=0.9), 'factor=0.9'),
-])
+@pytest.mark.parametrize(
+    'hparams,named',
+    [
+        (dict(base=1.0), 'base=1.0'),
+        (dict(base=float('nan')), 'base=nan'),
+        (dict(base=True), 'base=True'),
+        (dict(layout='neox'), "layout='neox'"),
+        (dict(scaling='longrope'), "scaling='longrope'"),
+        (dict(factor=4.0), 'factor=4.0'),  # No scaling rule uses it: would silently do nothing.
+        (dict(scaling='linear'), 'factor=None'),
+        (dict(scaling='linear', factor=0.5), 'factor=0.5'),
+        (dict(scaling='ntk', factor=-2.0), 'factor=-2.0'),
+        (dict(scaling='dynamic', factor=2.0, original_max_position=0), 'original_max_position=0'),
+        (dict(scaling='dynamic', factor=2.0, original_max_position=2.5), 'original_max_position=2.5'),
+        (dict(scaling='yarn', factor=2.0, beta_fast=1.0, beta_slow=2.0), 'beta_fast=1.0'),
+        (dict(scaling='yarn', factor=2.0, beta_slow=0.0), 'beta_slow=0.0'),
+        (dict(scaling='yarn', factor=2.0, attention_factor=0.0), 'attention_factor=0.0'),
+        (dict(scaling='linear', factor=2.0, beta_fast=32.0), 'beta_fast=32.0'),
+        (dict(scaling='llama3', low_freq_factor=4.0, high_freq_factor=1.0), 'high_freq_factor=1.0'),
+        (dict(scaling='llama3', low_freq_factor=0.0), 'low_freq_factor=0.0'),
+        (dict(scaling='llama3', factor=0.9), 'factor=0.9'),
+    ],
+)
 def test_invalid_hyperparameters_name_the_value(hparams, named):
   with pytest.raises(ValueError, match=named.replace('(', r'\(').replace(')', r'\)')):
     encoders.make('rope', **hparams)

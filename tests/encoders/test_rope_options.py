@@ -27,7 +27,7 @@ def _np_rotate(x, positions, inv_freq, scale=1.0):
   emb = np.concatenate([freqs, freqs], axis=-1)
   cos, sin = np.cos(emb)[:, None, :] * scale, np.sin(emb)[:, None, :] * scale
   xr, xp = x[..., :rot], x[..., rot:]
-  half = np.concatenate([-xr[..., rot // 2:], xr[..., :rot // 2]], axis=-1)
+  half = np.concatenate([-xr[..., rot // 2 :], xr[..., : rot // 2]], axis=-1)
   return np.concatenate([xr * cos + half * sin, xp], axis=-1)
 
 
@@ -45,8 +45,18 @@ def _hf_default(dim, base=10000.0):
   return 1.0 / (base ** (np.arange(0, dim, 2, dtype=np.float64) / dim))
 
 
-def _hf_yarn(dim, base, factor, original, beta_fast=32.0, beta_slow=1.0, truncate=True, mscale=None,
-             mscale_all_dim=None, attn_factor=1.0):
+def _hf_yarn(
+    dim,
+    base,
+    factor,
+    original,
+    beta_fast=32.0,
+    beta_slow=1.0,
+    truncate=True,
+    mscale=None,
+    mscale_all_dim=None,
+    attn_factor=1.0,
+):
   def get_mscale(scale, m=1.0):
     return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
 
@@ -84,8 +94,7 @@ def test_partial_rotary_factor_rotates_the_leading_dims_with_hf_frequencies(f):
 def test_p_rope_keeps_the_highest_frequencies_and_frees_the_rest(p):
   x, pos = _case()
   rope_angles = int(p * D // 2)  # Barbero et al.'s reference: timescales past this are infinite.
-  timescale = np.concatenate([10000.0 ** (2 * np.arange(rope_angles) / D), np.full(D // 2 - rope_angles,
-                                                                                   np.inf)])
+  timescale = np.concatenate([10000.0 ** (2 * np.arange(rope_angles) / D), np.full(D // 2 - rope_angles, np.inf)])
   got = _rotate(encoders.make('rope', frequency_fraction=p), x, pos)
   np.testing.assert_allclose(got, _np_rotate(x, pos, 1.0 / timescale), atol=2e-5)
   # Not the partial factor: those re-spread the spectrum over fewer dims.
@@ -103,12 +112,15 @@ def test_resonance_rounds_every_wavelength_to_an_integer():
   np.testing.assert_allclose(wavelengths, np.round(wavelengths), rtol=1e-12)
 
 
-@pytest.mark.parametrize('kw', [
-    dict(truncate=False),
-    dict(mscale=0.707, mscale_all_dim=0.707),
-    dict(mscale=1.0, mscale_all_dim=0.5, attn_factor=0.9),
-    dict(attn_factor=1.2, truncate=False, beta_fast=16.0, beta_slow=2.0),
-])
+@pytest.mark.parametrize(
+    'kw',
+    [
+        dict(truncate=False),
+        dict(mscale=0.707, mscale_all_dim=0.707),
+        dict(mscale=1.0, mscale_all_dim=0.5, attn_factor=0.9),
+        dict(attn_factor=1.2, truncate=False, beta_fast=16.0, beta_slow=2.0),
+    ],
+)
 def test_yarn_extras_match_the_hf_transcription(kw):
   x, pos = _case()
   encoder = encoders.make('rope', scaling='yarn', factor=8.0, original_max_position=64, **kw)
@@ -132,8 +144,7 @@ def test_dynamic_yarn_is_yarn_at_the_current_length_and_rope_below_it():
   np.testing.assert_allclose(_rotate(encoder, x, pos), _np_rotate(x, pos, inv, attention), atol=3e-5)
   np.testing.assert_allclose(encoder.inverse_frequencies(D, 50), inv, rtol=1e-12)
   short = np.arange(20)  # L = 20 <= L_orig: plain RoPE, scale 1.
-  np.testing.assert_allclose(_rotate(encoder, x[:20], short), _rotate(encoders.make('rope'), x[:20], short),
-                             atol=0)
+  np.testing.assert_allclose(_rotate(encoder, x[:20], short), _rotate(encoders.make('rope'), x[:20], short), atol=0)
 
 
 @pytest.mark.parametrize('length', [30, 100])
@@ -142,8 +153,9 @@ def test_longrope_switches_factors_at_the_original_length(length):
   rng = np.random.default_rng(1)
   short = tuple(float(v) for v in 1.0 + 0.1 * rng.random(D // 2))
   long = tuple(float(v) for v in 1.0 + 5.0 * rng.random(D // 2))
-  encoder = encoders.make('rope', scaling='longrope', factor=factor, original_max_position=original,
-                          short_factor=short, long_factor=long)
+  encoder = encoders.make(
+      'rope', scaling='longrope', factor=factor, original_max_position=original, short_factor=short, long_factor=long
+  )
   x, _ = _case(length=length)
   pos = np.arange(length)
   ext = np.asarray(long if length > original else short)
@@ -158,36 +170,42 @@ def test_longrope_defaults_make_factor_alone_valid():
   assert encoder.attention_factor == pytest.approx(math.sqrt(1 + math.log(4.0) / math.log(4096)))
   np.testing.assert_allclose(encoder.inverse_frequencies(D, 100), _hf_default(D))  # Short: ones.
   long = encoder.inverse_frequencies(D, 5000)
-  np.testing.assert_allclose(long[0], 1.0)          # The highest frequency is kept ...
+  np.testing.assert_allclose(long[0], 1.0)  # The highest frequency is kept ...
   np.testing.assert_allclose(long[-1], _hf_default(D)[-1] / 4.0)  # ... the lowest divided by s.
   assert encoders.from_spec(encoders.to_spec(encoder)) == encoder
 
 
-@pytest.mark.parametrize('kw,field', [
-    (dict(partial_rotary_factor=0.0), 'partial_rotary_factor'),
-    (dict(partial_rotary_factor=1.5), 'partial_rotary_factor'),
-    (dict(frequency_fraction=0.0), 'frequency_fraction'),
-    (dict(resonance=1), 'resonance'),
-    (dict(scaling='dynamic', factor=2.0, resonance=True), 'resonance'),
-    (dict(truncate=False), 'truncate'),
-    (dict(scaling='yarn', factor=4.0, mscale=0.7), 'mscale'),
-    (dict(scaling='yarn', factor=4.0, truncate='no'), 'truncate'),
-    (dict(scaling='yarn', factor=4.0, dynamic=True), 'factor'),
-    (dict(scaling='yarn', factor=4.0, attn_factor=0.0), 'attn_factor'),
-    (dict(scaling='longrope'), 'factor'),
-    (dict(scaling='longrope', factor=4.0, short_factor=(1.0, -1.0)), 'short_factor'),
-    (dict(scaling='linear', factor=2.0, long_factor=(1.0,)), 'long_factor'),
-])
+@pytest.mark.parametrize(
+    'kw,field',
+    [
+        (dict(partial_rotary_factor=0.0), 'partial_rotary_factor'),
+        (dict(partial_rotary_factor=1.5), 'partial_rotary_factor'),
+        (dict(frequency_fraction=0.0), 'frequency_fraction'),
+        (dict(resonance=1), 'resonance'),
+        (dict(scaling='dynamic', factor=2.0, resonance=True), 'resonance'),
+        (dict(truncate=False), 'truncate'),
+        (dict(scaling='yarn', factor=4.0, mscale=0.7), 'mscale'),
+        (dict(scaling='yarn', factor=4.0, truncate='no'), 'truncate'),
+        (dict(scaling='yarn', factor=4.0, dynamic=True), 'factor'),
+        (dict(scaling='yarn', factor=4.0, attn_factor=0.0), 'attn_factor'),
+        (dict(scaling='longrope'), 'factor'),
+        (dict(scaling='longrope', factor=4.0, short_factor=(1.0, -1.0)), 'short_factor'),
+        (dict(scaling='linear', factor=2.0, long_factor=(1.0,)), 'long_factor'),
+    ],
+)
 def test_bad_options_name_the_field(kw, field):
   with pytest.raises(ValueError, match=field):
     encoders.make('rope', **kw)
 
 
-@pytest.mark.parametrize('kw,field', [
-    (dict(partial_rotary_factor=0.1), 'partial_rotary_factor'),  # int(16 * 0.1) = 1 rotated dim
-    (dict(frequency_fraction=0.1), 'frequency_fraction'),        # floor(0.8) = 0 frequencies kept
-    (dict(scaling='longrope', factor=4.0, long_factor=(2.0,) * 3), 'long_factor'),
-])
+@pytest.mark.parametrize(
+    'kw,field',
+    [
+        (dict(partial_rotary_factor=0.1), 'partial_rotary_factor'),  # int(16 * 0.1) = 1 rotated dim
+        (dict(frequency_fraction=0.1), 'frequency_fraction'),  # floor(0.8) = 0 frequencies kept
+        (dict(scaling='longrope', factor=4.0, long_factor=(2.0,) * 3), 'long_factor'),
+    ],
+)
 def test_options_that_do_not_fit_the_head_dim_fail_at_init(kw, field):
   with pytest.raises(ValueError, match=field):
     encoders.make('rope', **kw).init(jax.random.PRNGKey(0), 2, head_dim=D)

@@ -37,8 +37,9 @@ def test_causal_future_is_zero_and_bidirectional_is_even():
   params = causal.init(jax.random.key(0), 2)
   rel = jnp.array([1, 100, 1000])
   np.testing.assert_array_equal(causal.bias(params, rel), np.zeros((3, 2)))
-  np.testing.assert_allclose(both.bias(params, rel), [[_SUMS[-d] / 4, _SUMS[-d] / 8] for d in (1, 100, 1000)],
-                             rtol=1e-5)
+  np.testing.assert_allclose(
+      both.bias(params, rel), [[_SUMS[-d] / 4, _SUMS[-d] / 8] for d in (1, 100, 1000)], rtol=1e-5
+  )
 
 
 def test_default_is_nonpositive_zero_at_zero_and_parameter_free():

@@ -16,14 +16,31 @@ from relpos_jax.encoders.spec import from_spec, to_spec
 def _defaults(name):
   """Registered encoder with defaults; a wrapper's required encoder field gets t5."""
   cls = encoders.encoder_class(name)
-  filled = {f.name: make('t5') for f in dataclasses.fields(cls)
-            if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+  filled = {
+      f.name: make('t5')
+      for f in dataclasses.fields(cls)
+      if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+  }
   return make(name, **filled)
 
 
 # Strings any str-valued hyperparameter of the registry might accept; the encoder's validation picks.
-_STRING_CANDIDATES = ('signed', 'absolute', 'sum', 'mean', 'linear', 'log', 'interleaved', 'half',
-                      'concatenated', 'pi', 'ntk', 'yarn', 'llama3', 'none')
+_STRING_CANDIDATES = (
+    'signed',
+    'absolute',
+    'sum',
+    'mean',
+    'linear',
+    'log',
+    'interleaved',
+    'half',
+    'concatenated',
+    'pi',
+    'ntk',
+    'yarn',
+    'llama3',
+    'none',
+)
 
 
 def _candidates(value):
@@ -38,8 +55,11 @@ def _candidates(value):
   if isinstance(value, tuple) and value:
     return [value[:-1], value + (value[-1] * 2,), (1, 2)]
   if isinstance(value, encoders.Encoder):
-    return [make('learned', max_length=4096), make('t5', num_buckets=64), make('rope')
-            if 'rope' in encoders.names() else make('shaw')]
+    return [
+        make('learned', max_length=4096),
+        make('t5', num_buckets=64),
+        make('rope') if 'rope' in encoders.names() else make('shaw'),
+    ]
   return []
 
 
@@ -69,16 +89,22 @@ def test_defaults_round_trip_and_print_the_bare_name(name):
   enc = _defaults(name)
   spec = to_spec(enc)
   assert from_spec(spec) == enc
-  if all(f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-         for f in dataclasses.fields(enc) if f.init):
+  if all(
+      f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+      for f in dataclasses.fields(enc)
+      if f.init
+  ):
     assert spec == name
 
 
 @pytest.mark.parametrize('name', ALL)
 def test_non_default_hyperparameters_round_trip(name):
   variants = _single_field_variants(name)
-  numeric_fields = [f.name for f in dataclasses.fields(_defaults(name))
-                    if f.init and isinstance(getattr(_defaults(name), f.name), (bool, int, float))]
+  numeric_fields = [
+      f.name
+      for f in dataclasses.fields(_defaults(name))
+      if f.init and isinstance(getattr(_defaults(name), f.name), (bool, int, float))
+  ]
   # Guards against a vacuous pass: an encoder with a number or flag must yield a variant.
   assert variants or not numeric_fields, f'{name}: no valid non-default value found for {numeric_fields}'
   for field, enc in variants:
@@ -88,30 +114,38 @@ def test_non_default_hyperparameters_round_trip(name):
     assert hash(from_spec(spec)) == hash(enc)
 
 
-@pytest.mark.parametrize('spec,expected', [
-    ('t5', make('t5')),
-    ('  t5(num_buckets=64, max_distance=256)  ', make('t5', num_buckets=64, max_distance=256)),
-    ('t5(bidirectional=False)', make('t5', bidirectional=False)),
-    ("distance(mode='signed', slope=-0.5)", make('distance', mode='signed', slope=-0.5)),
-    ('multiscale(scales=[1, 8], reduction="sum")', make('multiscale', scales=(1, 8), reduction='sum')),
-    ('sinusoidal + shaw(max_distance=8)', combine(make('sinusoidal'), make('shaw', max_distance=8))),
-    ('(sinusoidal + t5) + (shaw)', combine(make('sinusoidal'), make('t5'), make('shaw'))),
-    ('absolute_score(learned(max_length=512)) + piecewise',
-     combine(make('absolute_score', base=make('learned', max_length=512)), make('piecewise'))),
-])
+@pytest.mark.parametrize(
+    'spec,expected',
+    [
+        ('t5', make('t5')),
+        ('  t5(num_buckets=64, max_distance=256)  ', make('t5', num_buckets=64, max_distance=256)),
+        ('t5(bidirectional=False)', make('t5', bidirectional=False)),
+        ("distance(mode='signed', slope=-0.5)", make('distance', mode='signed', slope=-0.5)),
+        ('multiscale(scales=[1, 8], reduction="sum")', make('multiscale', scales=(1, 8), reduction='sum')),
+        ('sinusoidal + shaw(max_distance=8)', combine(make('sinusoidal'), make('shaw', max_distance=8))),
+        ('(sinusoidal + t5) + (shaw)', combine(make('sinusoidal'), make('t5'), make('shaw'))),
+        (
+            'absolute_score(learned(max_length=512)) + piecewise',
+            combine(make('absolute_score', base=make('learned', max_length=512)), make('piecewise')),
+        ),
+    ],
+)
 def test_from_spec_builds_the_named_encoder(spec, expected):
   assert from_spec(spec) == expected
 
 
-@pytest.mark.parametrize('enc,spec', [
-    (make('t5'), 't5'),
-    (make('t5', num_buckets=64), 't5(num_buckets=64)'),
-    (make('piecewise', bidirectional=False), 'piecewise(bidirectional=False)'),
-    (make('multiscale', scales=(2,)), 'multiscale(scales=(2,))'),
-    (make('absolute_score'), 'absolute_score'),
-    (make('absolute_score', base=make('learned')), 'absolute_score(learned)'),
-    (combine(make('sinusoidal'), make('shaw', max_distance=8)), 'sinusoidal + shaw(max_distance=8)'),
-])
+@pytest.mark.parametrize(
+    'enc,spec',
+    [
+        (make('t5'), 't5'),
+        (make('t5', num_buckets=64), 't5(num_buckets=64)'),
+        (make('piecewise', bidirectional=False), 'piecewise(bidirectional=False)'),
+        (make('multiscale', scales=(2,)), 'multiscale(scales=(2,))'),
+        (make('absolute_score'), 'absolute_score'),
+        (make('absolute_score', base=make('learned')), 'absolute_score(learned)'),
+        (combine(make('sinusoidal'), make('shaw', max_distance=8)), 'sinusoidal + shaw(max_distance=8)'),
+    ],
+)
 def test_to_spec_prints_only_non_default_hyperparameters(enc, spec):
   assert to_spec(enc) == spec
   assert from_spec(spec) == enc
@@ -133,27 +167,30 @@ def test_from_spec_returns_an_encoder_unchanged():
   assert from_spec(enc) is enc
 
 
-@pytest.mark.parametrize('spec,named', [
-    ('t5(32)', "'32' cannot be a positional argument of t5"),
-    ('shaw(t5)', "'t5' cannot be a positional argument of shaw"),
-    ('t5(num_buckets=x)', "'x' is not a literal value for num_buckets"),
-    ("t5(num_buckets=__import__('os').getpid())", "is not a literal value for num_buckets"),
-    ('t5 - shaw', "'t5 - shaw' uses the operator Sub"),
-    ('t5 * 2', "'t5 * 2' uses the operator Mult"),
-    ('1 + t5', "'1' is not an encoder spec"),
-    ('t5[0]', "'t5[0]' is not an encoder spec"),
-    ('lambda: t5', "'lambda: t5' is not an encoder spec"),
-    ('os.system(1)', "'os.system' is not an encoder name"),
-    ('t5(**hp)', "'hp' is a ** expansion"),
-    ('t5(num_buckets={1: 2})', "'{1: 2}' is not an int, float, str, bool, None or tuple"),
-    ('t5(', 'is not valid syntax'),
-    ('', 'is not valid syntax'),
-    ('no_such_encoder', "unknown encoder 'no_such_encoder'"),
-    ('__import__("os")', "unknown encoder '__import__'"),
-    ('t5(num_bukets=32)', "unknown hyperparameter(s) ['num_bukets']"),
-    ('t5(num_buckets=-4)', 'num_buckets=-4'),
-    ('sinusoidal + learned', 'at most one absolute part'),
-])
+@pytest.mark.parametrize(
+    'spec,named',
+    [
+        ('t5(32)', "'32' cannot be a positional argument of t5"),
+        ('shaw(t5)', "'t5' cannot be a positional argument of shaw"),
+        ('t5(num_buckets=x)', "'x' is not a literal value for num_buckets"),
+        ("t5(num_buckets=__import__('os').getpid())", 'is not a literal value for num_buckets'),
+        ('t5 - shaw', "'t5 - shaw' uses the operator Sub"),
+        ('t5 * 2', "'t5 * 2' uses the operator Mult"),
+        ('1 + t5', "'1' is not an encoder spec"),
+        ('t5[0]', "'t5[0]' is not an encoder spec"),
+        ('lambda: t5', "'lambda: t5' is not an encoder spec"),
+        ('os.system(1)', "'os.system' is not an encoder name"),
+        ('t5(**hp)', "'hp' is a ** expansion"),
+        ('t5(num_buckets={1: 2})', "'{1: 2}' is not an int, float, str, bool, None or tuple"),
+        ('t5(', 'is not valid syntax'),
+        ('', 'is not valid syntax'),
+        ('no_such_encoder', "unknown encoder 'no_such_encoder'"),
+        ('__import__("os")', "unknown encoder '__import__'"),
+        ('t5(num_bukets=32)', "unknown hyperparameter(s) ['num_bukets']"),
+        ('t5(num_buckets=-4)', 'num_buckets=-4'),
+        ('sinusoidal + learned', 'at most one absolute part'),
+    ],
+)
 def test_bad_specs_raise_naming_the_offending_piece(spec, named):
   with pytest.raises(ValueError, match=re.escape(named)):
     from_spec(spec)

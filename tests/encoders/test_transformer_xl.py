@@ -109,11 +109,14 @@ def test_gradients_reach_w_r_u_and_v():
     assert np.all(np.isfinite(g)) and np.linalg.norm(g) > 1e-4, name
 
 
-@pytest.mark.parametrize('embedding_dim,model_dim,expected', [
-    (None, None, 2 * 4),   # num_heads * head_dim
-    (None, 10, 10),        # model_dim, when given to init
-    (6, 10, 6),            # embedding_dim overrides both
-])
+@pytest.mark.parametrize(
+    'embedding_dim,model_dim,expected',
+    [
+        (None, None, 2 * 4),  # num_heads * head_dim
+        (None, 10, 10),  # model_dim, when given to init
+        (6, 10, 6),  # embedding_dim overrides both
+    ],
+)
 def test_relative_embedding_dimension(embedding_dim, model_dim, expected):
   encoder = encoders.make('transformer_xl', embedding_dim=embedding_dim)
   params = _init(encoder, num_heads=2, head_dim=4, model_dim=model_dim)
@@ -136,7 +139,7 @@ def test_far_distances_are_accurate():
   """The sinusoid uses exact phases: distance 10^6 is encoded as precisely as distance 1."""
   encoder = encoders.make('transformer_xl', embedding_dim=8)
   params = _init(encoder)
-  r = np.asarray(encoder.relative_embeddings(params, jnp.asarray(-10**6)), np.float64)
+  r = np.asarray(encoder.relative_embeddings(params, jnp.asarray(-(10**6))), np.float64)
   theta = 10000.0 ** (-np.arange(0, 8, 2) / 8)
   np.testing.assert_allclose(r, np.concatenate([np.sin(1e6 * theta), np.cos(1e6 * theta)]), atol=1e-6)
 
@@ -150,13 +153,16 @@ def test_contract():
     encoder.init(jax.random.PRNGKey(0), 2)
 
 
-@pytest.mark.parametrize('hparams,named', [
-    (dict(embedding_dim=7), 'embedding_dim=7'),
-    (dict(embedding_dim=0), 'embedding_dim=0'),
-    (dict(base=1.0), 'base=1.0'),
-    (dict(max_distance=-1), 'max_distance=-1'),
-    (dict(init_stddev=0.0), 'init_stddev=0.0'),
-])
+@pytest.mark.parametrize(
+    'hparams,named',
+    [
+        (dict(embedding_dim=7), 'embedding_dim=7'),
+        (dict(embedding_dim=0), 'embedding_dim=0'),
+        (dict(base=1.0), 'base=1.0'),
+        (dict(max_distance=-1), 'max_distance=-1'),
+        (dict(init_stddev=0.0), 'init_stddev=0.0'),
+    ],
+)
 def test_invalid_hyperparameters_name_the_value(hparams, named):
   with pytest.raises(ValueError, match=named):
     encoders.make('transformer_xl', **hparams)

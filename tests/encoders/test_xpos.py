@@ -25,8 +25,10 @@ def _params(encoder, head_dim):
 @functools.partial(jax.jit, static_argnums=0)
 def _queries_and_keys(encoder, params, x, positions, center=None):
   """Both rotations in one compiled call (eager mode would compile every primitive per shape)."""
-  return (encoder.rotate_queries(params, x, positions, center=center),
-          encoder.rotate_keys(params, x, positions, center=center))
+  return (
+      encoder.rotate_queries(params, x, positions, center=center),
+      encoder.rotate_keys(params, x, positions, center=center),
+  )
 
 
 def _torchscale(x, downscale, gamma=0.4, scale_base=512):
@@ -51,10 +53,12 @@ def test_matches_torchscale(length):
   x = _x((length, 1, 16))
   params = _params(encoder, 16)
   rq, rk = _queries_and_keys(encoder, params, x, jnp.arange(length))
-  np.testing.assert_allclose(rq[:, 0], _torchscale(np.asarray(x[:, 0], np.float64), downscale=False),
-                             rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(rk[:, 0], _torchscale(np.asarray(x[:, 0], np.float64), downscale=True),
-                             rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(
+      rq[:, 0], _torchscale(np.asarray(x[:, 0], np.float64), downscale=False), rtol=1e-5, atol=1e-6
+  )
+  np.testing.assert_allclose(
+      rk[:, 0], _torchscale(np.asarray(x[:, 0], np.float64), downscale=True), rtol=1e-5, atol=1e-6
+  )
 
 
 def _scores(encoder, q, k, q_pos, k_pos, anchor):
@@ -96,7 +100,7 @@ def test_each_pair_is_rope_times_its_decay(pair):
   xpos, rope = encoders.make('xpos'), encoders.make('rope', layout='interleaved')
   rng = np.random.default_rng(pair)
   q, k = np.zeros((1, d), np.float32), np.zeros((1, d), np.float32)
-  q[0, 2 * pair:2 * pair + 2], k[0, 2 * pair:2 * pair + 2] = rng.normal(size=2), rng.normal(size=2)
+  q[0, 2 * pair : 2 * pair + 2], k[0, 2 * pair : 2 * pair + 2] = rng.normal(size=2), rng.normal(size=2)
   zeta = xpos_lib.zeta(d, 0.4)[pair]
   assert 0 < zeta < 1
   n = 3000
@@ -169,13 +173,16 @@ def test_contract_dtype_and_jit():
   assert np.all(np.isfinite(grad)) and np.any(grad != 0)
 
 
-@pytest.mark.parametrize('hparams,named', [
-    (dict(gamma=0.0), 'gamma=0.0'),
-    (dict(gamma=-1.0), 'gamma=-1.0'),
-    (dict(scale_base=0), 'scale_base=0'),
-    (dict(base=0.5), 'base=0.5'),
-    (dict(layout='rotate_half'), "layout='rotate_half'"),
-])
+@pytest.mark.parametrize(
+    'hparams,named',
+    [
+        (dict(gamma=0.0), 'gamma=0.0'),
+        (dict(gamma=-1.0), 'gamma=-1.0'),
+        (dict(scale_base=0), 'scale_base=0'),
+        (dict(base=0.5), 'base=0.5'),
+        (dict(layout='rotate_half'), "layout='rotate_half'"),
+    ],
+)
 def test_invalid_hyperparameters_name_the_value(hparams, named):
   with pytest.raises(ValueError, match=named):
     encoders.make('xpos', **hparams)

@@ -28,23 +28,45 @@ from relpos_jax.nn import position_terms
 
 # One base per attention kind for wrappers (randomized); used when registered.
 _WRAPPED_BASES = ('t5', 'rope', 'shaw_vector')
-_COMBINATIONS = (('sinusoidal', 't5'), ('rope', 'alibi'), ('absolute_score', 'shaw_vector'),
-                 ('learned', 'transformer_xl'))
+_COMBINATIONS = (
+    ('sinusoidal', 't5'),
+    ('rope', 'alibi'),
+    ('absolute_score', 'shaw_vector'),
+    ('learned', 'transformer_xl'),
+)
 # Specs whose options are off by default, or whose defaults are a no-op at test lengths (remap windows of
 # hundreds of positions): cases that exercise them at L ~ 6 (issue 12's list), and composed specs that must
 # work (issue 11): content-dependent kinds beside the others.
-_SPECS = ('rope(partial_rotary_factor=0.5)', 'rope(frequency_fraction=0.75)', 'rope(resonance=True)',
-          'rope(scaling="longrope", factor=4.0)', 'rope(scaling="yarn", factor=8.0, truncate=False)',
-          'self_extend(rope, group_size=2, window=2)', 'self_extend(alibi, group_size=3, window=2)',
-          'rerope(rope, window=2)', 'rerope(rope, window=2, leak=3)', 'rerope(t5(bidirectional=False), window=3)',
-          'dual_chunk(rope, chunk=3, local_window=1)', 'dual_chunk(alibi, chunk=4, local_window=2)',
-          'fox + rope', 'cope + alibi', 'rope + ssmax', 'nope + logn', 'dape(kerple_log)',
-          'dape(alibi, version=2)', 'path + fox', 'rope + stick_breaking')
+_SPECS = (
+    'rope(partial_rotary_factor=0.5)',
+    'rope(frequency_fraction=0.75)',
+    'rope(resonance=True)',
+    'rope(scaling="longrope", factor=4.0)',
+    'rope(scaling="yarn", factor=8.0, truncate=False)',
+    'self_extend(rope, group_size=2, window=2)',
+    'self_extend(alibi, group_size=3, window=2)',
+    'rerope(rope, window=2)',
+    'rerope(rope, window=2, leak=3)',
+    'rerope(t5(bidirectional=False), window=3)',
+    'dual_chunk(rope, chunk=3, local_window=1)',
+    'dual_chunk(alibi, chunk=4, local_window=2)',
+    'fox + rope',
+    'cope + alibi',
+    'rope + ssmax',
+    'nope + logn',
+    'dape(kerple_log)',
+    'dape(alibi, version=2)',
+    'path + fox',
+    'rope + stick_breaking',
+)
 
 
 def _required_fields(cls):
-  return [f for f in dataclasses.fields(cls)
-          if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+  return [
+      f
+      for f in dataclasses.fields(cls)
+      if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+  ]
 
 
 def encoder_cases() -> list[tuple[str, contract.Encoder]]:
@@ -56,8 +78,10 @@ def encoder_cases() -> list[tuple[str, contract.Encoder]]:
       cases.append((name, encoders.make(name)))
       continue
     if not all('Encoder' in str(f.type) for f in required):
-      raise RuntimeError(f'tests/nn: encoder {name!r} needs {[f.name for f in required]} to be built; teach '
-                         f'tests/nn/conftest.py how to build it.')
+      raise RuntimeError(
+          f'tests/nn: encoder {name!r} needs {[f.name for f in required]} to be built; teach '
+          f'tests/nn/conftest.py how to build it.'
+      )
     built, refused = [], []
     for inner in _WRAPPED_BASES:
       remap = issubclass(encoders.encoder_class(name), contract.PositionRemapEncoder)
@@ -65,8 +89,7 @@ def encoder_cases() -> list[tuple[str, contract.Encoder]]:
         continue  # Remaps wrap rotary and scalar-bias encoders only (a ValueError otherwise).
       if inner in names:
         try:  # A wrapper may take only some kinds (monotone: the lecture's tables only).
-          built.append((f'{name}({inner})', encoders.make(name, **{f.name: encoders.make(inner)
-                                                                   for f in required})))
+          built.append((f'{name}({inner})', encoders.make(name, **{f.name: encoders.make(inner) for f in required})))
         except ValueError as e:
           refused.append(str(e))
     if not built:
@@ -101,13 +124,19 @@ def has_attention_term(encoder) -> bool:
   return bool(position_terms.attention_parts(encoder))
 
 
-_EXPLICIT_ONLY = (contract.Kind.VECTOR_RELATIVE, contract.Kind.CONTEXTUAL, contract.Kind.SCORE_TRANSFORM,
-                  contract.Kind.NORMALIZER, contract.Kind.TEMPERATURE)
+_EXPLICIT_ONLY = (
+    contract.Kind.VECTOR_RELATIVE,
+    contract.Kind.CONTEXTUAL,
+    contract.Kind.SCORE_TRANSFORM,
+    contract.Kind.NORMALIZER,
+    contract.Kind.TEMPERATURE,
+)
 
 
 def dpa_capable(encoder) -> bool:
-  return has_attention_term(encoder) and not any(position_terms.has_kind(parts_of(encoder), kind)
-                                                 for kind in _EXPLICIT_ONLY)
+  return has_attention_term(encoder) and not any(
+      position_terms.has_kind(parts_of(encoder), kind) for kind in _EXPLICIT_ONLY
+  )
 
 
 def has_vector(encoder) -> bool:
@@ -127,8 +156,11 @@ def resizes_queries(encoder) -> bool:
 
 def tiled_capable(encoder) -> bool:
   """What the tiled paths take; a remap or resized q/k is refused by name there (tests/nn/test_remap.py)."""
-  return (has_attention_term(encoder) and not resizes_queries(encoder)
-          and not position_terms.has_kind(parts_of(encoder), contract.Kind.POSITION_REMAP))
+  return (
+      has_attention_term(encoder)
+      and not resizes_queries(encoder)
+      and not position_terms.has_kind(parts_of(encoder), contract.Kind.POSITION_REMAP)
+  )
 
 
 _FILTERS = {

@@ -37,8 +37,9 @@ def _x(seed=1, batch=B, length=L):
 # einsum: test_dpa.py).
 
 # Jitted entry points (one compilation per case instead of one per primitive in eager mode).
-_forward = nnx.jit(lambda layer, x, padding_mask=None, positions=None: layer(
-    x, padding_mask=padding_mask, positions=positions))
+_forward = nnx.jit(
+    lambda layer, x, padding_mask=None, positions=None: layer(x, padding_mask=padding_mask, positions=positions)
+)
 _grad = nnx.jit(nnx.grad(lambda layer, x, padding_mask: jnp.sum(layer(x, padding_mask=padding_mask) ** 2)))
 
 
@@ -86,8 +87,22 @@ def test_fully_masked_query_rows_give_zero_not_nan():
     assert bool(jnp.all(out[:, 0] == 0))
 
 
-@pytest.mark.parametrize('name', ['t5', 'rope', 'shaw_vector', 'transformer_xl', 'alibi', 'cope', 'fox', 'path',
-                                  'stick_breaking', 'dape(kerple_log, version=2)', 'rope + ssmax'])
+@pytest.mark.parametrize(
+    'name',
+    [
+        't5',
+        'rope',
+        'shaw_vector',
+        'transformer_xl',
+        'alibi',
+        'cope',
+        'fox',
+        'path',
+        'stick_breaking',
+        'dape(kerple_log, version=2)',
+        'rope + ssmax',
+    ],
+)
 def test_bfloat16_follows_float32(name):
   encoder = encoders.from_spec(name)
   x = _x()

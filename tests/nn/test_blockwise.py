@@ -22,10 +22,20 @@ TOL = dict(atol=1e-4, rtol=1e-4)
 
 
 def _layers(encoder, causal, **kwargs):
-  return [RelativeMultiHeadAttention(HEADS, DIM, encoder, causal=causal, implementation=impl,
-                                     block_size=BLOCK if impl == 'blockwise' else None,
-                                     model_adds_absolute=True, rngs=nnx.Rngs(0), **kwargs)
-          for impl in ('blockwise', 'einsum')]
+  return [
+      RelativeMultiHeadAttention(
+          HEADS,
+          DIM,
+          encoder,
+          causal=causal,
+          implementation=impl,
+          block_size=BLOCK if impl == 'blockwise' else None,
+          model_adds_absolute=True,
+          rngs=nnx.Rngs(0),
+          **kwargs,
+      )
+      for impl in ('blockwise', 'einsum')
+  ]
 
 
 @nnx.jit
@@ -55,8 +65,12 @@ def _x(length=L, batch=B):
 
 
 # The kinds computed from q, k (and x) along whole rows: no per-tile form, a clear error in the tiled paths.
-_UNTILED = (contract.Kind.CONTEXTUAL, contract.Kind.SCORE_TRANSFORM, contract.Kind.NORMALIZER,
-            contract.Kind.TEMPERATURE)
+_UNTILED = (
+    contract.Kind.CONTEXTUAL,
+    contract.Kind.SCORE_TRANSFORM,
+    contract.Kind.NORMALIZER,
+    contract.Kind.TEMPERATURE,
+)
 
 
 def _untiled(encoder):
@@ -75,16 +89,16 @@ def test_blockwise_equals_explicit_causal_with_padding(tiled_case):
   _assert_same(fast, slow, _x(), padding_mask=padding)
 
 
-@pytest.mark.parametrize('spec', ['cope', 'fox', 'path', 'dape(alibi)', 'stick_breaking', 'rope + ssmax',
-                                  'alibi + logn(train_length=8)'])
+@pytest.mark.parametrize(
+    'spec', ['cope', 'fox', 'path', 'dape(alibi)', 'stick_breaking', 'rope + ssmax', 'alibi + logn(train_length=8)']
+)
 @pytest.mark.parametrize('implementation', ['blockwise', 'pallas'])
 def test_content_kinds_are_an_error_in_the_tiled_paths(spec, implementation):
   """The content kinds reach blockwise's error (encoder and kind named), never a tiled result without them."""
   encoder = encoders.from_spec(spec)
   (part,) = _untiled(encoder)
-  layer = RelativeMultiHeadAttention(HEADS, DIM, encoder, causal=True, implementation=implementation,
-                                     rngs=nnx.Rngs(0))
-  with pytest.raises(ValueError, match=f"{part.name!r} is of kind {part.kind.value!r}, which has no per-tile"):
+  layer = RelativeMultiHeadAttention(HEADS, DIM, encoder, causal=True, implementation=implementation, rngs=nnx.Rngs(0))
+  with pytest.raises(ValueError, match=f'{part.name!r} is of kind {part.kind.value!r}, which has no per-tile'):
     layer(_x())
 
 
@@ -116,7 +130,7 @@ def test_blockwise_cached_decoding_equals_explicit_forward(name):
   cache = fast.init_cache(B, L + 2)
   outs, start = [], 0
   for size in (5, 1, 3, 2):
-    y, cache = _decode(fast, x[:, start:start + size], cache)
+    y, cache = _decode(fast, x[:, start : start + size], cache)
     outs.append(y)
     start += size
   np.testing.assert_allclose(jnp.concatenate(outs, axis=1), full, **TOL)
@@ -124,8 +138,20 @@ def test_blockwise_cached_decoding_equals_explicit_forward(name):
 
 def test_causal_tiles_ahead_of_the_queries_are_skipped():
   """With q_offset the visited key tiles stop at the last visible key: the forward's loop count."""
-  cfg = blockwise._Config(parts=(), tilers=(), given_bias=False, causal=True, scale=1.0, bq=4, bk=3,
-                          num_q_tiles=3, num_k_tiles=6, k_len=18, has_key_mask=False, has_mask=False)
+  cfg = blockwise._Config(
+      parts=(),
+      tilers=(),
+      given_bias=False,
+      causal=True,
+      scale=1.0,
+      bq=4,
+      bk=3,
+      num_q_tiles=3,
+      num_k_tiles=6,
+      k_len=18,
+      has_key_mask=False,
+      has_mask=False,
+  )
   aux = {'q_offset': jnp.int32(2)}
   # Query tile qs sees keys up to qs + 3 + 2: 5, 9, 13 -> key tiles 0..1, 0..3, 0..4 of the 6.
   assert [int(blockwise._key_tile_range(cfg, aux, jnp.int32(qs))[1]) for qs in (0, 4, 8)] == [2, 4, 5]
@@ -142,8 +168,18 @@ def test_functional_attend_with_mask_and_given_bias():
   mask = jax.random.bernoulli(jax.random.key(4), 0.7, (B, 1, L, L))
 
   def run(impl, bias, q, k, v):
-    out = functional.attend(q, k, v, parts=parts, params=params, causal=True, mask=mask, position_bias=bias,
-                            implementation=impl, block_size=BLOCK if impl == 'blockwise' else None)
+    out = functional.attend(
+        q,
+        k,
+        v,
+        parts=parts,
+        params=params,
+        causal=True,
+        mask=mask,
+        position_bias=bias,
+        implementation=impl,
+        block_size=BLOCK if impl == 'blockwise' else None,
+    )
     return jnp.sum(out * ct)
 
   bias = position_terms.scalar_bias(parts, params, L, L)
@@ -175,13 +211,24 @@ def test_no_length_squared_array_in_forward_or_backward(name):
   length, heads, head_dim = 256, 2, 4
   encoder = encoders.from_spec(name)
   parts = position_terms.attention_parts(encoder)
-  params = position_terms.init_params(parts, jax.random.key(0), num_heads=heads, head_dim=head_dim,
-                                      model_dim=heads * head_dim)
+  params = position_terms.init_params(
+      parts, jax.random.key(0), num_heads=heads, head_dim=head_dim, model_dim=heads * head_dim
+  )
   q = jnp.ones((1, length, heads, head_dim))
 
   def loss(q, k, v, params, impl):
-    return jnp.sum(functional.attend(q, k, v, parts=parts, params=params, causal=True, implementation=impl,
-                                     block_size=32 if impl == 'blockwise' else None))
+    return jnp.sum(
+        functional.attend(
+            q,
+            k,
+            v,
+            parts=parts,
+            params=params,
+            causal=True,
+            implementation=impl,
+            block_size=32 if impl == 'blockwise' else None,
+        )
+    )
 
   grad = lambda impl: jax.make_jaxpr(jax.grad(lambda *a: loss(*a, impl), argnums=(0, 1, 2, 3)))(q, q, q, params)
   assert _largest_intermediate(grad('blockwise').jaxpr) < length * length
@@ -190,17 +237,26 @@ def test_no_length_squared_array_in_forward_or_backward(name):
 
 def test_shared_bias_model_and_linen_twin():
   """A model sharing its T5 bias across layers, and the Linen twin, give the explicit path's outputs."""
+
   def model(impl):
-    config = ModelConfig(vocab_size=32, encoder='t5(bidirectional=False)', num_layers=2, model_dim=DIM,
-                         num_heads=HEADS, share_position_bias=True, attention_implementation=impl,
-                         attention_block_size=BLOCK if impl == 'blockwise' else None)
+    config = ModelConfig(
+        vocab_size=32,
+        encoder='t5(bidirectional=False)',
+        num_layers=2,
+        model_dim=DIM,
+        num_heads=HEADS,
+        share_position_bias=True,
+        attention_implementation=impl,
+        attention_block_size=BLOCK if impl == 'blockwise' else None,
+    )
     return DecoderLM(config, rngs=nnx.Rngs(0))
 
   tokens = jax.random.randint(jax.random.key(0), (B, L), 0, 32)
   np.testing.assert_allclose(model('blockwise')(tokens), model('einsum')(tokens), **TOL)
   fast, _ = _layers(encoders.make('fire'), causal=True)
-  twin = relpos_linen.RelativeMultiHeadAttention(num_heads=HEADS, encoder=encoders.make('fire'), causal=True,
-                                                 implementation='blockwise', block_size=BLOCK)
+  twin = relpos_linen.RelativeMultiHeadAttention(
+      num_heads=HEADS, encoder=encoders.make('fire'), causal=True, implementation='blockwise', block_size=BLOCK
+  )
   x = _x()
   np.testing.assert_allclose(twin.apply({'params': relpos_linen.params_from_nnx(fast)}, x), fast(x), **TOL)
 
@@ -208,17 +264,18 @@ def test_shared_bias_model_and_linen_twin():
 @pytest.mark.parametrize('block_size', [0, -4, (4,), (4, 0), 2.5, (True, 4), 'big'])
 def test_bad_block_sizes_are_errors(block_size):
   with pytest.raises(ValueError, match='block_size'):
-    RelativeMultiHeadAttention(HEADS, DIM, encoders.make('alibi'), implementation='blockwise',
-                               block_size=block_size, rngs=nnx.Rngs(0))
+    RelativeMultiHeadAttention(
+        HEADS, DIM, encoders.make('alibi'), implementation='blockwise', block_size=block_size, rngs=nnx.Rngs(0)
+    )
   with pytest.raises(ValueError, match='attention_block_size'):
-    ModelConfig(vocab_size=8, encoder='alibi', attention_implementation='blockwise',
-                attention_block_size=block_size)
+    ModelConfig(vocab_size=8, encoder='alibi', attention_implementation='blockwise', attention_block_size=block_size)
 
 
 def test_block_size_without_tiles_and_kinds_without_tiles_are_errors():
   with pytest.raises(ValueError, match='no tiles'):
-    RelativeMultiHeadAttention(HEADS, DIM, encoders.make('alibi'), implementation='einsum', block_size=64,
-                               rngs=nnx.Rngs(0))
+    RelativeMultiHeadAttention(
+        HEADS, DIM, encoders.make('alibi'), implementation='einsum', block_size=64, rngs=nnx.Rngs(0)
+    )
   assert blockwise.block_sizes(None) == blockwise.DEFAULT_BLOCK_SIZE
   assert blockwise.block_sizes(64) == (64, 64) and blockwise.block_sizes((8, 16)) == (8, 16)
   absolute = encoders.make('sinusoidal')  # A kind with no per-tile form stands in for a future one.

@@ -30,8 +30,8 @@ def _decode_in_chunks(layer, x, chunks, max_length, positions=None):
   cache = layer.init_cache(x.shape[0], max_length)
   outs, start = [], 0
   for size in chunks:
-    chunk_positions = None if positions is None else positions[:, start:start + size]
-    y, cache = _decode(layer, x[:, start:start + size], cache, chunk_positions)
+    chunk_positions = None if positions is None else positions[:, start : start + size]
+    y, cache = _decode(layer, x[:, start : start + size], cache, chunk_positions)
     outs.append(y)
     start += size
   assert int(cache.index) == start
@@ -44,19 +44,18 @@ def test_cached_decoding_equals_full_forward(attention_case):
   x = _x()
   full = _forward(layer, x, None)
   for chunks in ([1] * L, [3, 1, 3]):
-    np.testing.assert_allclose(_decode_in_chunks(layer, x, chunks, max_length=L + 3), full, atol=2e-5,
-                               rtol=1e-5)
+    np.testing.assert_allclose(_decode_in_chunks(layer, x, chunks, max_length=L + 3), full, atol=2e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize('name', ['t5', 'rope', 'shaw_vector', 'transformer_xl', 'fire', 'alibi', 'xpos'])
 def test_cached_decoding_with_explicit_positions(name):
   layer = _layer(encoders.make(name))
   x = _x()
-  positions = jnp.sort(jax.vmap(lambda r: jax.random.choice(r, 50, (L,), replace=False))(
-      jax.random.split(jax.random.key(3), B)), axis=-1).astype(jnp.int32)
+  positions = jnp.sort(
+      jax.vmap(lambda r: jax.random.choice(r, 50, (L,), replace=False))(jax.random.split(jax.random.key(3), B)), axis=-1
+  ).astype(jnp.int32)
   full = _forward(layer, x, positions)
-  np.testing.assert_allclose(_decode_in_chunks(layer, x, [2, 1, 4], L + 1, positions), full, atol=2e-5,
-                             rtol=1e-5)
+  np.testing.assert_allclose(_decode_in_chunks(layer, x, [2, 1, 4], L + 1, positions), full, atol=2e-5, rtol=1e-5)
 
 
 def test_decode_under_jit_and_overflow_is_an_error():
@@ -87,8 +86,10 @@ def test_decode_under_jit_and_overflow_is_an_error():
 
 
 def test_jit_decode_of_a_model_equals_its_forward():
-  model = DecoderLM(ModelConfig(vocab_size=11, encoder=encoders.make('alibi'), num_layers=1, model_dim=DIM,
-                                num_heads=2), rngs=nnx.Rngs(0))
+  model = DecoderLM(
+      ModelConfig(vocab_size=11, encoder=encoders.make('alibi'), num_layers=1, model_dim=DIM, num_heads=2),
+      rngs=nnx.Rngs(0),
+  )
   tokens = jax.random.randint(jax.random.key(0), (B, 5), 0, 11)
   decode = nn.jit_decode(model)
   cache = model.init_cache(B, 5)

@@ -15,14 +15,16 @@ from relpos_jax.nn import RelativeMultiHeadAttention
 
 B, L, DIM, HEADS = 2, 7, 16, 2
 
-_forward = nnx.jit(lambda layer, x, padding_mask, positions: layer(x, padding_mask=padding_mask,
-                                                                   positions=positions))
+_forward = nnx.jit(lambda layer, x, padding_mask, positions: layer(x, padding_mask=padding_mask, positions=positions))
 
 
 def _pair(encoder, causal, dtype='float32'):
-  return [RelativeMultiHeadAttention(HEADS, DIM, encoder, causal=causal, dtype=dtype,
-                                     implementation=implementation, rngs=nnx.Rngs(0))
-          for implementation in ('xla', 'einsum')]
+  return [
+      RelativeMultiHeadAttention(
+          HEADS, DIM, encoder, causal=causal, dtype=dtype, implementation=implementation, rngs=nnx.Rngs(0)
+      )
+      for implementation in ('xla', 'einsum')
+  ]
 
 
 def test_dot_product_attention_path_equals_einsum_path(scalar_or_rotary_case):
@@ -33,8 +35,9 @@ def test_dot_product_attention_path_equals_einsum_path(scalar_or_rotary_case):
   padding = jnp.array([[True] * L, [True] * (L - 2) + [False] * 2])
   positions = jnp.broadcast_to(jnp.arange(L, dtype=jnp.int32) * 2 + 3, (B, L))
   fast, slow = _pair(encoder, causal)
-  np.testing.assert_allclose(_forward(fast, x, padding, positions), _forward(slow, x, padding, positions),
-                             atol=2e-5, rtol=1e-5)
+  np.testing.assert_allclose(
+      _forward(fast, x, padding, positions), _forward(slow, x, padding, positions), atol=2e-5, rtol=1e-5
+  )
 
 
 @pytest.mark.parametrize('name', ['t5', 'rope', 'fire'])

@@ -26,9 +26,9 @@ class TinyLinenLM(nn.Module):
   @nn.compact
   def __call__(self, tokens, positions=None, padding_mask=None):
     x = nn.Embed(VOCAB, DIM)(tokens)
-    h = relpos_linen.RelativeMultiHeadAttention(num_heads=HEADS, encoder=self.encoder, causal=self.causal,
-                                                name='attention')(
-        nn.RMSNorm()(x), positions=positions, padding_mask=padding_mask)
+    h = relpos_linen.RelativeMultiHeadAttention(
+        num_heads=HEADS, encoder=self.encoder, causal=self.causal, name='attention'
+    )(nn.RMSNorm()(x), positions=positions, padding_mask=padding_mask)
     return nn.Dense(VOCAB)(x + h)
 
 
@@ -55,9 +55,25 @@ def test_linen_model_init_apply_grad(name):
       assert any(float(jnp.max(jnp.abs(g))) > 0 for g in jax.tree.leaves(part_grads)), part
 
 
-@pytest.mark.parametrize('name', ['t5', 'shaw_vector', 'rope', 'transformer_xl', 'absolute_score', 'xpos',
-                                  'nope', 'cope + alibi', 'fox + rope', 'path', 'stick_breaking',
-                                  'dape(kerple_log, version=2)', 'rope + ssmax', 'logn(train_length=4)'])
+@pytest.mark.parametrize(
+    'name',
+    [
+        't5',
+        'shaw_vector',
+        'rope',
+        'transformer_xl',
+        'absolute_score',
+        'xpos',
+        'nope',
+        'cope + alibi',
+        'fox + rope',
+        'path',
+        'stick_breaking',
+        'dape(kerple_log, version=2)',
+        'rope + ssmax',
+        'logn(train_length=4)',
+    ],
+)
 def test_linen_twin_matches_the_nnx_layer_given_the_same_weights(name):
   encoder = encoders.from_spec(name)
   layer = RelativeMultiHeadAttention(HEADS, DIM, encoder, causal=True, rngs=nnx.Rngs(0))

@@ -15,11 +15,11 @@ LENGTH, DIM, HEADS = 4096, 8, 2  # head_dim 4: fast, yet every path is exercised
 
 
 @pytest.mark.parametrize('dtype', ['float32', 'bfloat16'])
-@pytest.mark.parametrize('name,causal', [('t5', True), ('rope', False), ('shaw_vector', True),
-                                         ('transformer_xl', False)])
+@pytest.mark.parametrize(
+    'name,causal', [('t5', True), ('rope', False), ('shaw_vector', True), ('transformer_xl', False)]
+)
 def test_long_sequence_values_and_gradients_are_finite(name, causal, dtype):
-  layer = RelativeMultiHeadAttention(HEADS, DIM, encoders.make(name), causal=causal, dtype=dtype,
-                                     rngs=nnx.Rngs(0))
+  layer = RelativeMultiHeadAttention(HEADS, DIM, encoders.make(name), causal=causal, dtype=dtype, rngs=nnx.Rngs(0))
   graphdef, params, rest = nnx.split(layer, nnx.Param, ...)
   x = jax.random.normal(jax.random.key(1), (1, LENGTH, DIM)).astype(dtype)  # vmapped axis of size 1
 

@@ -20,8 +20,17 @@ from relpos_jax.nn import RelativeMultiHeadAttention, functional, position_terms
 B, L, DIM, HEADS = 2, 6, 16, 2
 
 # (encoder, implementation): every attention kind on the paths it can take; cudnn needs a GPU.
-CASES = [('alibi', 'xla'), ('alibi', 'einsum'), ('fire', 'einsum'), ('rope', 'xla'), ('rope', 'einsum'),
-         ('shaw_vector', None), ('transformer_xl', None), ('alibi', 'cudnn'), ('rope', 'cudnn')]
+CASES = [
+    ('alibi', 'xla'),
+    ('alibi', 'einsum'),
+    ('fire', 'einsum'),
+    ('rope', 'xla'),
+    ('rope', 'einsum'),
+    ('shaw_vector', None),
+    ('transformer_xl', None),
+    ('alibi', 'cudnn'),
+    ('rope', 'cudnn'),
+]
 _call = nnx.jit(lambda layer, x, padding_mask: layer(x, padding_mask=padding_mask))
 _decode = nnx.jit(lambda layer, x, cache, padding_mask: layer.decode(x, cache, padding_mask=padding_mask))
 
@@ -32,8 +41,9 @@ def _layer(name, implementation, causal):
   encoder = encoders.make(name)
   causal = causal or any(p.requires_causal for p in contract.leaves(encoder))
   dtype = 'bfloat16' if implementation == 'cudnn' else 'float32'
-  return RelativeMultiHeadAttention(HEADS, DIM, encoder, causal=causal, implementation=implementation,
-                                    dtype=dtype, rngs=nnx.Rngs(0))
+  return RelativeMultiHeadAttention(
+      HEADS, DIM, encoder, causal=causal, implementation=implementation, dtype=dtype, rngs=nnx.Rngs(0)
+  )
 
 
 def _x(dtype=jnp.float32):
@@ -65,8 +75,8 @@ def test_a_nan_future_key_changes_no_earlier_row(name, implementation):
   poisoned = np.asarray(_call(layer, _with(x, 0, 4, jnp.nan), None), np.float32)
   clean = np.asarray(_call(layer, _with(x, 0, 4, 0.0), None), np.float32)
   np.testing.assert_array_equal(poisoned[0, :4], clean[0, :4])  # rows before the NaN: untouched
-  np.testing.assert_array_equal(poisoned[1], clean[1])           # the other sequence: untouched
-  assert np.all(np.isnan(poisoned[0, 4:]))                       # rows that see it: NaN, not hidden
+  np.testing.assert_array_equal(poisoned[1], clean[1])  # the other sequence: untouched
+  assert np.all(np.isnan(poisoned[0, 4:]))  # rows that see it: NaN, not hidden
 
 
 @pytest.mark.parametrize('name', ['rope', 'shaw_vector'])
@@ -75,8 +85,7 @@ def test_decoding_ignores_non_finite_unfilled_cache_slots_and_padded_tokens(name
   x = _x()
   real = jnp.ones((B, 2), bool)  # every call decodes 2 tokens with a mask: one compilation
   _, cache = _decode(layer, x[:, :2], layer.init_cache(B, L + 2), real)
-  garbage = dataclasses.replace(cache, key=cache.key.at[:, 2:].set(jnp.nan),
-                                value=cache.value.at[:, 2:].set(jnp.inf))
+  garbage = dataclasses.replace(cache, key=cache.key.at[:, 2:].set(jnp.nan), value=cache.value.at[:, 2:].set(jnp.inf))
   y1, _ = _decode(layer, x[:, 2:4], garbage, real)
   y1_clean, _ = _decode(layer, x[:, 2:4], cache, real)
   np.testing.assert_array_equal(y1, y1_clean)
@@ -97,8 +106,9 @@ def test_an_explicit_mask_and_the_gradients_ignore_masked_nans():
   mask = jnp.ones((1, 1, L, L), bool).at[..., 2].set(False)
   k, v = k.at[:, 2].set(jnp.nan), v.at[:, 2].set(jnp.nan)
   for implementation in ('xla', 'einsum'):
+
     def loss(q):
-      return jnp.sum(functional.attend(q, k, v, parts=parts, params=params, mask=mask,
-                                       implementation=implementation))
+      return jnp.sum(functional.attend(q, k, v, parts=parts, params=params, mask=mask, implementation=implementation))
+
     value, grad = jax.jit(jax.value_and_grad(loss))(q)
     assert np.isfinite(value) and np.all(np.isfinite(grad)), implementation

@@ -20,8 +20,7 @@ _forward = nnx.jit(lambda model, tokens, positions: model(tokens, positions=posi
 
 
 def _config(encoder):
-  return ModelConfig(vocab_size=VOCAB, encoder=encoder, num_layers=1, model_dim=16, num_heads=2,
-                     mlp_ratio=2.0)
+  return ModelConfig(vocab_size=VOCAB, encoder=encoder, num_layers=1, model_dim=16, num_heads=2, mlp_ratio=2.0)
 
 
 def _tokens(seed=0):
@@ -30,8 +29,9 @@ def _tokens(seed=0):
 
 def _query_dependent(encoder):
   """Relative, yet not Toeplitz: the bias also depends on the query position itself (FIRE)."""
-  return any(p.kind is contract.Kind.SCALAR_BIAS and not p.is_toeplitz and p.is_relative
-             for p in contract.leaves(encoder))
+  return any(
+      p.kind is contract.Kind.SCALAR_BIAS and not p.is_toeplitz and p.is_relative for p in contract.leaves(encoder)
+  )
 
 
 def _causal_only(encoder):
@@ -47,18 +47,21 @@ def test_translation_invariance_of_relative_encoders(encoder_case):
   """
   name, encoder = encoder_case
   if _query_dependent(encoder):
-    pytest.skip(f'{name}: its bias depends on the query position itself (not Toeplitz), so it is not '
-                f'translation invariant by design')
+    pytest.skip(
+        f'{name}: its bias depends on the query position itself (not Toeplitz), so it is not '
+        f'translation invariant by design'
+    )
   if encoder.kind is contract.Kind.POSITION_REMAP and not encoder.is_relative:
-    pytest.skip(f'{name}: grouped / chunked positions depend on where the sequence starts, but only beyond '
-                f'the window or chunk, which defaults put past these lengths (tests/nn/test_remap.py)')
+    pytest.skip(
+        f'{name}: grouped / chunked positions depend on where the sequence starts, but only beyond '
+        f'the window or chunk, which defaults put past these lengths (tests/nn/test_remap.py)'
+    )
   model_cls = DecoderLM if _causal_only(encoder) else BidirectionalModel
   with warnings.catch_warnings():
     warnings.simplefilter('ignore')  # NoPE in a bidirectional model warns; tested in test_models.py.
     model = model_cls(_config(encoder), rngs=nnx.Rngs(params=0, dropout=1))
   tokens = _tokens()
-  outputs = [_forward(model, tokens, jnp.broadcast_to(jnp.arange(L, dtype=jnp.int32) + p, (B, L)))
-             for p in (0, 3, 37)]
+  outputs = [_forward(model, tokens, jnp.broadcast_to(jnp.arange(L, dtype=jnp.int32) + p, (B, L))) for p in (0, 3, 37)]
   if encoder.is_relative:
     for out in outputs[1:]:
       np.testing.assert_allclose(out, outputs[0], atol=5e-5, rtol=1e-5)

@@ -35,12 +35,25 @@ def _tokens(seed=0, length=L, vocab=VOCAB):
 # Config.
 
 
-@pytest.mark.parametrize('field,value', [
-    ('vocab_size', 0), ('output_vocab_size', -1), ('num_layers', 0), ('model_dim', 15), ('num_heads', 0),
-    ('mlp_ratio', 0.0), ('dropout_rate', 1.0), ('dtype', 'float16'), ('share_position_bias', 1),
-    ('attention_implementation', 'flash'), ('norm', 'batchnorm'), ('encoder', 42), ('encoder', 'no_such'),
-    ('debug_checks', 'yes'),
-])
+@pytest.mark.parametrize(
+    'field,value',
+    [
+        ('vocab_size', 0),
+        ('output_vocab_size', -1),
+        ('num_layers', 0),
+        ('model_dim', 15),
+        ('num_heads', 0),
+        ('mlp_ratio', 0.0),
+        ('dropout_rate', 1.0),
+        ('dtype', 'float16'),
+        ('share_position_bias', 1),
+        ('attention_implementation', 'flash'),
+        ('norm', 'batchnorm'),
+        ('encoder', 42),
+        ('encoder', 'no_such'),
+        ('debug_checks', 'yes'),
+    ],
+)
 def test_config_validation_names_the_field(field, value):
   kw = {'encoder': encoders.make('t5'), field: value}
   with pytest.raises(ValueError, match=f'ModelConfig: {field}='):
@@ -78,8 +91,10 @@ def test_models_map_tokens_to_float32_logits_of_the_output_vocab():
 
 
 def test_check_length_rejects_a_too_short_learned_table():
-  for encoder in (encoders.make('learned', max_length=8),
-                  combine(encoders.make('learned', max_length=8), encoders.make('t5'))):
+  for encoder in (
+      encoders.make('learned', max_length=8),
+      combine(encoders.make('learned', max_length=8), encoders.make('t5')),
+  ):
     model = DecoderLM(_config(encoder), rngs=nnx.Rngs(params=0, dropout=1))
     model.check_length(8)
     with pytest.raises(ValueError, match='max_length=8'):
@@ -116,17 +131,25 @@ def _decode_all(model, tokens, chunks, max_length, positions=None):
   cache = model.init_cache(B, max_length)
   outs, start = [], 0
   for size in chunks:
-    chunk_positions = None if positions is None else positions[:, start:start + size]
-    logits, cache = _decode(model, tokens[:, start:start + size], cache, chunk_positions)
+    chunk_positions = None if positions is None else positions[:, start : start + size]
+    logits, cache = _decode(model, tokens[:, start : start + size], cache, chunk_positions)
     outs.append(logits)
     start += size
   return jnp.concatenate(outs, axis=1)
 
 
-@pytest.mark.parametrize('encoder,share', [
-    ('sinusoidal', False), ('learned + transformer_xl', False), ('t5', True), ('absolute_score + rope', True),
-    ('cope + alibi', True), ('path + fox', False), ('dape(kerple_log, version=2)', True),
-])
+@pytest.mark.parametrize(
+    'encoder,share',
+    [
+        ('sinusoidal', False),
+        ('learned + transformer_xl', False),
+        ('t5', True),
+        ('absolute_score + rope', True),
+        ('cope + alibi', True),
+        ('path + fox', False),
+        ('dape(kerple_log, version=2)', True),
+    ],
+)
 def test_decoder_decode_equals_full_forward(encoder, share):
   model = DecoderLM(_config(encoder, share_position_bias=share), rngs=nnx.Rngs(params=0, dropout=1))
   tokens = _tokens()
@@ -137,8 +160,7 @@ def test_decoder_decode_equals_full_forward(encoder, share):
   positions = jnp.sort(jax.random.choice(jax.random.key(2), 64, (L,), replace=False)).astype(jnp.int32)
   positions = jnp.broadcast_to(positions, (B, L))
   full = _forward(model, tokens, positions)
-  np.testing.assert_allclose(_decode_all(model, tokens, [3, 3], L + 1, positions), full, atol=5e-5,
-                             rtol=1e-5)
+  np.testing.assert_allclose(_decode_all(model, tokens, [3, 3], L + 1, positions), full, atol=5e-5, rtol=1e-5)
 
 
 def test_shared_position_bias_lives_in_the_model_once():
@@ -158,8 +180,9 @@ def test_shared_position_bias_lives_in_the_model_once():
 def test_dropout_only_when_not_deterministic():
   model = BidirectionalModel(_config('t5', dropout_rate=0.3), rngs=nnx.Rngs(params=0, dropout=1))
   tokens = _tokens()
-  run = nnx.jit(lambda m, tokens, deterministic: m(tokens, deterministic=deterministic),
-                static_argnames='deterministic')
+  run = nnx.jit(
+      lambda m, tokens, deterministic: m(tokens, deterministic=deterministic), static_argnames='deterministic'
+  )
   a, b = run(model, tokens, True), run(model, tokens, True)
   np.testing.assert_array_equal(a, b)
   c, d = run(model, tokens, False), run(model, tokens, False)
@@ -196,8 +219,7 @@ def _train(model, batches, steps, lr=3e-3):
 
 def test_decoder_learns_a_repeated_pattern():
   """Next-token prediction on a periodic sequence with a random phase (period 5 of 11 symbols)."""
-  model = DecoderLM(_config('t5', model_dim=32, num_heads=2, dropout_rate=0.1),
-                    rngs=nnx.Rngs(params=0, dropout=1))
+  model = DecoderLM(_config('t5', model_dim=32, num_heads=2, dropout_rate=0.1), rngs=nnx.Rngs(params=0, dropout=1))
   length, period = 16, 5
 
   def batches(i):
@@ -212,8 +234,7 @@ def test_decoder_learns_a_repeated_pattern():
 def test_encoder_model_learns_a_copy_into_its_own_output_vocab():
   """Copy each input token's class (token mod 3, a 3-symbol output vocab), trained at randomized positions."""
   encoder = encoders.make('randomized', base=encoders.make('t5'), max_position=64)
-  model = BidirectionalModel(_config(encoder, model_dim=32, output_vocab_size=3),
-                       rngs=nnx.Rngs(params=0, dropout=1))
+  model = BidirectionalModel(_config(encoder, model_dim=32, output_vocab_size=3), rngs=nnx.Rngs(params=0, dropout=1))
   length = 12
 
   def batches(i):

@@ -18,8 +18,15 @@ TOL = dict(atol=1e-4, rtol=1e-4)
 
 
 def _layer(encoder, impl, causal=True):
-  return RelativeMultiHeadAttention(HEADS, DIM, encoder, causal=causal, implementation=impl,
-                                    block_size=BLOCK if impl == 'pallas' else None, rngs=nnx.Rngs(0))
+  return RelativeMultiHeadAttention(
+      HEADS,
+      DIM,
+      encoder,
+      causal=causal,
+      implementation=impl,
+      block_size=BLOCK if impl == 'pallas' else None,
+      rngs=nnx.Rngs(0),
+  )
 
 
 @nnx.jit
@@ -30,8 +37,10 @@ def _value_and_grads(layer, x, cotangent, padding_mask):
   return nnx.value_and_grad(loss, argnums=(0, 1))(layer, x)
 
 
-@pytest.mark.parametrize('name,causal', [('alibi', True), ('t5', True), ('rope', False), ('nope', True),
-                                         ('kerple_log + rope', True), ('shaw', False)])
+@pytest.mark.parametrize(
+    'name,causal',
+    [('alibi', True), ('t5', True), ('rope', False), ('nope', True), ('kerple_log + rope', True), ('shaw', False)],
+)
 def test_pallas_equals_explicit(name, causal):
   encoder = encoders.from_spec(name)
   x = jax.random.normal(jax.random.key(1), (B, L, DIM))
@@ -52,7 +61,7 @@ def test_pallas_cached_decoding_equals_explicit_forward():
   x = jax.random.normal(jax.random.key(1), (B, L, DIM))
   cache, outs, start = fast.init_cache(B, L + 1), [], 0
   for size in (6, 1, 4):
-    y, cache = fast.decode(x[:, start:start + size], cache)
+    y, cache = fast.decode(x[:, start : start + size], cache)
     outs.append(y)
     start += size
   np.testing.assert_allclose(jnp.concatenate(outs, axis=1), slow(x), **TOL)

@@ -20,7 +20,7 @@ def _np_rope(x, positions):
   """HF rotate_half RoPE at (possibly fractional) float64 positions: x (L, H, D)."""
   inv = 1.0 / (10000.0 ** (np.arange(0, D, 2) / D))
   emb = np.concatenate([np.outer(positions, inv)] * 2, axis=-1)[:, None, :]
-  half = np.concatenate([-x[..., D // 2:], x[..., :D // 2]], axis=-1)
+  half = np.concatenate([-x[..., D // 2 :], x[..., : D // 2]], axis=-1)
   return x * np.cos(emb) + half * np.sin(emb)
 
 
@@ -37,8 +37,9 @@ def _ours(text, q, k):
   encoder = spec.from_spec(text)
   params = encoder.init(jax.random.PRNGKey(0), H, head_dim=D)
   pos = jnp.arange(L, dtype=jnp.int32)[None]
-  scores, bias = position_terms.remap_scores(encoder, params, jnp.asarray(q, jnp.float32)[None],
-                                             jnp.asarray(k, jnp.float32)[None], pos, pos)
+  scores, bias = position_terms.remap_scores(
+      encoder, params, jnp.asarray(q, jnp.float32)[None], jnp.asarray(k, jnp.float32)[None], pos, pos
+  )
   return np.asarray(scores[0]), bias
 
 
@@ -102,8 +103,14 @@ def test_a_scalar_base_reads_its_bias_at_the_remapped_distance():
   np.testing.assert_allclose(_causal(np.asarray(bias[0])), _causal(want), atol=1e-6)
 
 
-@pytest.mark.parametrize('text', ['self_extend(rope, group_size=1, window=3)', f'rerope(rope, window={L})',
-                                  f'dual_chunk(rope, chunk={L + 2}, local_window=1)'])
+@pytest.mark.parametrize(
+    'text',
+    [
+        'self_extend(rope, group_size=1, window=3)',
+        f'rerope(rope, window={L})',
+        f'dual_chunk(rope, chunk={L + 2}, local_window=1)',
+    ],
+)
 def test_remaps_that_cannot_act_are_the_base(text):
   q, k = _qk(4)
   pos = np.arange(L)
@@ -111,11 +118,17 @@ def test_remaps_that_cannot_act_are_the_base(text):
   np.testing.assert_allclose(_causal(got), _causal(_scores(q, k, pos, pos)), atol=2e-4)
 
 
-@pytest.mark.parametrize('text,field', [
-    ('self_extend(shaw_vector)', 'base'), ('rerope(rope, window=0)', 'window'),
-    ('rerope(alibi, leak=4)', 'leak'), ('rerope(rope, leak=1)', 'leak'),
-    ('self_extend(rope, group_size=0)', 'group_size'), ('dual_chunk(rope, chunk=4, local_window=4)', 'local_window'),
-])
+@pytest.mark.parametrize(
+    'text,field',
+    [
+        ('self_extend(shaw_vector)', 'base'),
+        ('rerope(rope, window=0)', 'window'),
+        ('rerope(alibi, leak=4)', 'leak'),
+        ('rerope(rope, leak=1)', 'leak'),
+        ('self_extend(rope, group_size=0)', 'group_size'),
+        ('dual_chunk(rope, chunk=4, local_window=4)', 'local_window'),
+    ],
+)
 def test_bad_remaps_name_the_field(text, field):
   with pytest.raises(ValueError, match=field):
     spec.from_spec(text)
@@ -132,11 +145,18 @@ def test_remap_params_are_the_base_params():
 
 
 @pytest.mark.parametrize('implementation', ['blockwise', 'pallas'])
-@pytest.mark.parametrize('text', ['self_extend(rope, group_size=2, window=4)', 'rerope(rope, window=4)',
-                                  'dual_chunk(t5(bidirectional=False), chunk=8, local_window=2)'])
+@pytest.mark.parametrize(
+    'text',
+    [
+        'self_extend(rope, group_size=2, window=4)',
+        'rerope(rope, window=4)',
+        'dual_chunk(t5(bidirectional=False), chunk=8, local_window=2)',
+    ],
+)
 def test_the_tiled_paths_refuse_a_remap_by_name(text, implementation):
   """A remap merges whole score matrices per region: the tiled paths raise instead of dropping the remap."""
   from relpos_jax.nn import functional
+
   encoder = spec.from_spec(text)
   parts = position_terms.attention_parts(encoder)
   params = [p.init(jax.random.PRNGKey(0), H, head_dim=D) for p in parts]
@@ -147,6 +167,7 @@ def test_the_tiled_paths_refuse_a_remap_by_name(text, implementation):
 
 def test_the_tiled_paths_refuse_pope_sized_queries():
   from relpos_jax.nn import functional
+
   q = jnp.ones((B, L, H, 2 * D), jnp.float32)
   v = jnp.ones((B, L, H, D), jnp.float32)
   with pytest.raises(ValueError, match='differ in size'):

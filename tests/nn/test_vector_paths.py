@@ -12,7 +12,6 @@ import pytest
 from relpos_jax import encoders
 from relpos_jax.nn import attend, attention_mask, skew
 
-
 # ----------------------------------------------------------------------------------------------------------
 # The efficient vector-relative paths against a reference that materialises (Lq, Lk, H, D).
 
@@ -41,8 +40,16 @@ VECTOR_CONFIGS = [
     ('shaw_clipped_causal', dict(name='shaw_vector', max_distance=2), 8, 8, 0, False, True, None),
     ('shaw_distinct', dict(name='shaw_vector', max_distance=16), 8, 8, 0, False, False, None),
     ('shaw_k0', dict(name='shaw_vector', max_distance=0), 6, 6, 0, False, False, None),
-    ('shaw_no_values', dict(name='shaw_vector', max_distance=2, use_value_embeddings=False), 6, 6, 0, False,
-     False, None),
+    (
+        'shaw_no_values',
+        dict(name='shaw_vector', max_distance=2, use_value_embeddings=False),
+        6,
+        6,
+        0,
+        False,
+        False,
+        None,
+    ),
     ('xl_distinct', dict(name='transformer_xl'), 8, 8, 0, False, False, None),
     ('xl_clipped', dict(name='transformer_xl', max_distance=3), 8, 8, 0, False, True, None),
     ('shaw_cache_clipped', dict(name='shaw_vector', max_distance=2), 3, 16, 5, False, True, 8),
@@ -56,10 +63,10 @@ VECTOR_CONFIGS = [
 ]
 
 
-@pytest.mark.parametrize('label,spec,q_len,k_len,q_offset,explicit,causal,filled', VECTOR_CONFIGS,
-                         ids=[c[0] for c in VECTOR_CONFIGS])
-def test_vector_paths_match_naive_values_and_gradients(label, spec, q_len, k_len, q_offset, explicit,
-                                                       causal, filled):
+@pytest.mark.parametrize(
+    'label,spec,q_len,k_len,q_offset,explicit,causal,filled', VECTOR_CONFIGS, ids=[c[0] for c in VECTOR_CONFIGS]
+)
+def test_vector_paths_match_naive_values_and_gradients(label, spec, q_len, k_len, q_offset, explicit, causal, filled):
   del label
   spec = dict(spec)
   encoder = encoders.make(spec.pop('name'), **spec)
@@ -76,10 +83,11 @@ def test_vector_paths_match_naive_values_and_gradients(label, spec, q_len, k_len
   mask_kw = dict(causal=causal, key_mask=key_mask)
   if explicit:
     # Sorted distinct positions spread over [0, 40): far distances that exercise the clip.
-    pos = jnp.sort(jax.vmap(lambda r: jax.random.choice(r, 40, (k_len,), replace=False))(
-        jax.random.split(kp, batch)), axis=-1).astype(jnp.int32)
-    position_kw = dict(q_positions=pos[:, k_len - q_len:], k_positions=pos)
-    rel = pos[:, None, :] - pos[:, k_len - q_len:, None]
+    pos = jnp.sort(
+        jax.vmap(lambda r: jax.random.choice(r, 40, (k_len,), replace=False))(jax.random.split(kp, batch)), axis=-1
+    ).astype(jnp.int32)
+    position_kw = dict(q_positions=pos[:, k_len - q_len :], k_positions=pos)
+    rel = pos[:, None, :] - pos[:, k_len - q_len :, None]
   else:
     position_kw = dict(q_offset=q_offset)
     rel = jnp.arange(k_len)[None, :] - (jnp.arange(q_len)[:, None] + q_offset)
@@ -104,8 +112,8 @@ def test_vector_paths_match_naive_values_and_gradients(label, spec, q_len, k_len
 
 def test_relative_table_chooses_branch_by_size():
   shaw = encoders.make('shaw_vector', max_distance=3)
-  assert skew.relative_table(shaw, 4, 4).mode == 'distinct'      # 7 rows >= 7 positions
-  assert skew.relative_table(shaw, 5, 5).mode == 'clipped'       # 7 rows < 9 positions
+  assert skew.relative_table(shaw, 4, 4).mode == 'distinct'  # 7 rows >= 7 positions
+  assert skew.relative_table(shaw, 5, 5).mode == 'clipped'  # 7 rows < 9 positions
   assert skew.relative_table(shaw, 1, 20, q_offset=19).mode == 'clipped'
   pos = jnp.zeros((1, 4), jnp.int32)
   assert skew.relative_table(shaw, 4, 4, q_positions=pos, k_positions=pos).mode == 'clipped'
@@ -134,20 +142,20 @@ def test_vector_path_never_builds_pairwise_head_dim_tensor():
 CAUSAL_DISTINCT = [c for c in VECTOR_CONFIGS if c[6] and not c[5]]  # causal, contiguous positions
 
 
-@pytest.mark.parametrize('label,spec,q_len,k_len,q_offset,explicit,causal,filled', CAUSAL_DISTINCT,
-                         ids=[c[0] + '_causal_table' for c in CAUSAL_DISTINCT])
-def test_causal_table_matches_naive(monkeypatch, label, spec, q_len, k_len, q_offset, explicit, causal,
-                                    filled):
+@pytest.mark.parametrize(
+    'label,spec,q_len,k_len,q_offset,explicit,causal,filled',
+    CAUSAL_DISTINCT,
+    ids=[c[0] + '_causal_table' for c in CAUSAL_DISTINCT],
+)
+def test_causal_table_matches_naive(monkeypatch, label, spec, q_len, k_len, q_offset, explicit, causal, filled):
   """`relative_table(causal=True)` (rows rel <= 0 only) under a causal mask: same values and gradients.
 
   attend passes causal=causal itself; forcing it here keeps the causal table under test whatever the
   plumbing does.
   """
   full_table = skew.relative_table
-  monkeypatch.setattr(skew, 'relative_table',
-                      lambda *args, **kwargs: full_table(*args, **{**kwargs, 'causal': True}))
-  test_vector_paths_match_naive_values_and_gradients(label, spec, q_len, k_len, q_offset, explicit, causal,
-                                                     filled)
+  monkeypatch.setattr(skew, 'relative_table', lambda *args, **kwargs: full_table(*args, **{**kwargs, 'causal': True}))
+  test_vector_paths_match_naive_values_and_gradients(label, spec, q_len, k_len, q_offset, explicit, causal, filled)
 
 
 def test_causal_table_keeps_only_non_positive_rows():
@@ -163,8 +171,7 @@ def test_causal_table_keeps_only_non_positive_rows():
   # A traced offset or explicit positions keep every row.
   assert skew.relative_table(xl, 6, 6, q_offset=jnp.int32(0), causal=True).num_rows == 11
   pos = jnp.zeros((1, 4), jnp.int32)
-  assert skew.relative_table(xl, 4, 4, q_positions=pos, k_positions=pos,
-                                       causal=True).mode == 'pairwise'
+  assert skew.relative_table(xl, 4, 4, q_positions=pos, k_positions=pos, causal=True).mode == 'pairwise'
 
 
 def test_gather_and_aggregate_are_transposes():
@@ -172,14 +179,17 @@ def test_gather_and_aggregate_are_transposes():
   shaw = encoders.make('shaw_vector', max_distance=2)
   xl = encoders.make('transformer_xl')
   pos = jnp.array([[0, 3, 4, 9, 20, 21]], jnp.int32)
-  tables = [skew.relative_table(shaw, 6, 6), skew.relative_table(xl, 6, 6),
-            skew.relative_table(xl, 6, 6, causal=True),
-            skew.relative_table(shaw, 3, 9, q_offset=4),
-            skew.relative_table(xl, 3, 9, q_offset=4),
-            skew.relative_table(xl, 3, 9, q_offset=4, causal=True),
-            skew.relative_table(xl, 1, 7, q_offset=6),
-            skew.relative_table(xl, 5, 3, q_offset=-2, causal=True),
-            skew.relative_table(shaw, 6, 6, q_positions=pos, k_positions=pos)]
+  tables = [
+      skew.relative_table(shaw, 6, 6),
+      skew.relative_table(xl, 6, 6),
+      skew.relative_table(xl, 6, 6, causal=True),
+      skew.relative_table(shaw, 3, 9, q_offset=4),
+      skew.relative_table(xl, 3, 9, q_offset=4),
+      skew.relative_table(xl, 3, 9, q_offset=4, causal=True),
+      skew.relative_table(xl, 1, 7, q_offset=6),
+      skew.relative_table(xl, 5, 3, q_offset=-2, causal=True),
+      skew.relative_table(shaw, 6, 6, q_positions=pos, k_positions=pos),
+  ]
   for table in tables:
     kp, kw = jax.random.split(jax.random.key(table.num_rows))
     projected = jax.random.normal(kp, (1, 2, table.q_len, table.num_rows))

@@ -41,8 +41,13 @@ def _venv_seeing_the_dependencies(venv: pathlib.Path) -> pathlib.Path:
   """A venv whose site-packages links every package of this interpreter's but relpos_jax; its python."""
   subprocess.run([sys.executable, '-m', 'venv', '--without-pip', str(venv)], check=True, timeout=120)
   python = venv / 'bin' / 'python'
-  purelib = subprocess.run([str(python), '-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'],
-                           check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+  purelib = subprocess.run(
+      [str(python), '-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'],
+      check=True,
+      capture_output=True,
+      text=True,
+      timeout=60,
+  ).stdout.strip()
   deps = pathlib.Path(purelib).parent / 'test-environment-packages'  # beside, not in, site-packages
   deps.mkdir()
   for directory in dict.fromkeys(site.getsitepackages() + [sysconfig.get_paths()['purelib']]):
@@ -63,8 +68,12 @@ def test_setup_cell_installs_an_uploaded_wheel_in_a_clean_venv(tmp_path):
   for name in PACKAGE_FILES:
     copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy
     copy(ROOT / name, source / name)
-  built = subprocess.run([sys.executable, '-m', 'build', '--no-isolation', '--outdir', str(tmp_path / 'dist'),
-                          str(source)], capture_output=True, text=True, timeout=300)
+  built = subprocess.run(
+      [sys.executable, '-m', 'build', '--no-isolation', '--outdir', str(tmp_path / 'dist'), str(source)],
+      capture_output=True,
+      text=True,
+      timeout=300,
+  )
   assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
   (wheel,) = (tmp_path / 'dist').glob('relpos_jax-*-py3-none-any.whl')
   assert len(list((tmp_path / 'dist').glob('relpos_jax-*.tar.gz'))) == 1  # the sdist the wheel came from
@@ -74,16 +83,14 @@ def test_setup_cell_installs_an_uploaded_wheel_in_a_clean_venv(tmp_path):
   shutil.copy(wheel, colab / wheel.name)
   python = _venv_seeing_the_dependencies(tmp_path / 'venv')
   script = tmp_path / 'setup_cell.py'
-  script.write_text(_setup_cell(NOTEBOOKS[0]) + '''
+  script.write_text(_setup_cell(NOTEBOOKS[0]) + """
 from relpos_jax import study
 config = study.load_config(f"{CONFIGS / 'lm.py'}:study")
 print('study encoders:', len(config.study.encoders))
-''')
-  env = {k: v for k, v in os.environ.items()
-         if not k.startswith(('RELPOS_JAX_', 'PYTHON', 'VIRTUAL_ENV', 'XLA_FLAGS'))}
+""")
+  env = {k: v for k, v in os.environ.items() if not k.startswith(('RELPOS_JAX_', 'PYTHON', 'VIRTUAL_ENV', 'XLA_FLAGS'))}
   env.update(PIP_NO_INDEX='1', PIP_DISABLE_PIP_VERSION_CHECK='1', JAX_PLATFORMS='cpu')
-  done = subprocess.run([str(python), str(script)], cwd=colab, env=env, capture_output=True, text=True,
-                        timeout=300)
+  done = subprocess.run([str(python), str(script)], cwd=colab, env=env, capture_output=True, text=True, timeout=300)
   assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
   lines = done.stdout.splitlines()
   venv = (tmp_path / 'venv').resolve()
@@ -94,6 +101,7 @@ print('study encoders:', len(config.study.encoders))
   configs = pathlib.Path(next(line for line in lines if line.startswith('configs: ')).split(': ', 1)[1])
   assert configs.is_relative_to(venv) and configs.parts[-3:] == ('share', 'relpos_jax', 'configs'), done.stdout
   from relpos_jax import study
+
   here = study.load_config(f"{ROOT / 'configs' / 'lm.py'}:study")
   assert f'study encoders: {len(here.study.encoders)}' in lines  # the default study, from the installed copy
 
@@ -102,11 +110,13 @@ def test_setup_cell_without_a_checkout_a_package_or_a_url_says_what_to_do(tmp_pa
   script = tmp_path / 'setup_cell.py'
   script.write_text(_setup_cell(NOTEBOOKS[0]))
   env = {k: v for k, v in os.environ.items() if not k.startswith('RELPOS_JAX_')}
-  done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                        timeout=120)
+  done = subprocess.run(
+      [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+  )
   assert done.returncode != 0
   assert 'upload a wheel or sdist built by `python -m build` (PACKAGE), or set REPO_URL' in done.stderr
   env['RELPOS_JAX_PACKAGE'] = str(tmp_path / 'relpos_jax-0.1.0-py3-none-any.whl')
-  done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                        timeout=120)
-  assert done.returncode != 0 and "no such file; upload the wheel or sdist first" in done.stderr
+  done = subprocess.run(
+      [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+  )
+  assert done.returncode != 0 and 'no such file; upload the wheel or sdist first' in done.stderr

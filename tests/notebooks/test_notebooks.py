@@ -41,8 +41,9 @@ def test_committed_without_outputs_and_setup_first(path):
   code = [cell for cell in nb.cells if cell.cell_type == 'code']
   for n, cell in enumerate(code):
     assert not cell.outputs and cell.execution_count is None, f'{path.name}: code cell {n} has outputs'
-  assert 'find_checkout' in code[0].source and 'REPO_URL' in code[0].source, (
-      f'{path.name}: the first code cell must be the setup cell (checkout or clone + install)')
+  assert (
+      'find_checkout' in code[0].source and 'REPO_URL' in code[0].source
+  ), f'{path.name}: the first code cell must be the setup cell (checkout or clone + install)'
   assert nb.metadata.kernelspec.name == 'python3'
 
 
@@ -57,18 +58,24 @@ def _kernel_for_this_python(tmp_path: pathlib.Path, monkeypatch) -> str:
   name = 'relpos-jax-test'
   spec_dir = tmp_path / 'jupyter' / 'kernels' / name
   spec_dir.mkdir(parents=True)
-  (spec_dir / 'kernel.json').write_text(json.dumps({
-      'argv': [sys.executable, '-m', 'ipykernel_launcher', '-f', '{connection_file}'],
-      'display_name': f'Python ({sys.executable})', 'language': 'python'}))
+  (spec_dir / 'kernel.json').write_text(
+      json.dumps(
+          {
+              'argv': [sys.executable, '-m', 'ipykernel_launcher', '-f', '{connection_file}'],
+              'display_name': f'Python ({sys.executable})',
+              'language': 'python',
+          }
+      )
+  )
   existing = os.environ.get('JUPYTER_PATH')
-  monkeypatch.setenv('JUPYTER_PATH',
-                     os.pathsep.join([str(tmp_path / 'jupyter')] + ([existing] if existing else [])))
+  monkeypatch.setenv('JUPYTER_PATH', os.pathsep.join([str(tmp_path / 'jupyter')] + ([existing] if existing else [])))
   return name
 
 
 def _figures(nb) -> int:
-  return sum('image/png' in output.get('data', {})
-             for cell in nb.cells if cell.cell_type == 'code' for output in cell.outputs)
+  return sum(
+      'image/png' in output.get('data', {}) for cell in nb.cells if cell.cell_type == 'code' for output in cell.outputs
+  )
 
 
 @pytest.mark.slow
@@ -82,9 +89,12 @@ def test_notebook_runs_top_to_bottom(path, tmp_path, monkeypatch):
   flags = [f for f in os.environ.get('XLA_FLAGS', '').split() if 'force_host_platform_device_count' not in f]
   monkeypatch.setenv('XLA_FLAGS', ' '.join(flags))
   nb = nbformat.read(path, as_version=4)
-  client = nbclient.NotebookClient(nb, kernel_name=_kernel_for_this_python(tmp_path, monkeypatch),
-                                   timeout=CELL_TIMEOUT_S,
-                                   resources={'metadata': {'path': str(NOTEBOOK_DIR)}})  # the notebook's cwd
+  client = nbclient.NotebookClient(
+      nb,
+      kernel_name=_kernel_for_this_python(tmp_path, monkeypatch),
+      timeout=CELL_TIMEOUT_S,
+      resources={'metadata': {'path': str(NOTEBOOK_DIR)}},
+  )  # the notebook's cwd
   client.execute()  # Raises CellExecutionError, with the cell and its traceback, if any cell fails.
   setup_cell = next(cell for cell in nb.cells if cell.cell_type == 'code')
   setup_output = ''.join(output.get('text', '') for output in setup_cell.outputs)
@@ -99,37 +109,41 @@ def test_notebook_runs_top_to_bottom(path, tmp_path, monkeypatch):
 @pytest.fixture
 def viz():
   import matplotlib
+
   matplotlib.use('Agg')  # This process only: the tests draw figures but never show them.
   import matplotlib.pyplot as plt
   from relpos_jax import viz as viz_lib
+
   yield viz_lib
   plt.close('all')
 
 
 def _init(encoder, **dims):
   import jax
+
   return encoder.init(jax.random.key(0), 4, **dims)
 
 
 def test_viz_bias_curves_read_the_encoder(viz):
   import numpy as np
   from relpos_jax import encoders
+
   t5 = encoders.make('t5')
   params = _init(t5)
   distances = np.arange(-40, 41)
-  np.testing.assert_array_equal(viz.bias_curves(t5, params, distances),
-                                np.asarray(t5.bias(params, distances)))
+  np.testing.assert_array_equal(viz.bias_curves(t5, params, distances), np.asarray(t5.bias(params, distances)))
   fire = encoders.make('fire')
   curves = viz.bias_curves(fire, _init(fire), distances, query_positions=(10, 600))
   assert curves.shape == (2, distances.size, 4)
   assert np.isnan(curves[0, distances < -10]).all() and np.isfinite(curves[0, distances >= -10]).all()
-  with pytest.raises(ValueError, match="kind scalar_bias.*rotary"):
+  with pytest.raises(ValueError, match='kind scalar_bias.*rotary'):
     viz.bias_curves(encoders.make('rope'), _init(encoders.make('rope'), head_dim=8), distances)
 
 
 def test_viz_heatmaps_share_one_zero_centred_scale(viz):
   import numpy as np
   from relpos_jax import encoders
+
   alibi = encoders.make('alibi')
   fig = viz.plot_bias_heatmaps(alibi, _init(alibi), 12)
   limits = {image.get_clim() for ax in fig.axes for image in ax.images}
@@ -143,6 +157,7 @@ def test_viz_heatmaps_share_one_zero_centred_scale(viz):
 def test_viz_rotary_scores_are_relative(viz):
   import numpy as np
   from relpos_jax import checks, encoders
+
   rng = np.random.default_rng(0)
   q, k = rng.normal(size=16), rng.normal(size=16)
   for encoder in (encoders.make('rope'), encoders.make('xpos')):
@@ -160,6 +175,7 @@ def test_viz_rotary_scores_are_relative(viz):
 def test_viz_bucket_maps_and_errors(viz):
   import numpy as np
   from relpos_jax import encoders
+
   maps = viz.bucket_maps(encoders.make('multiscale'), np.arange(-200, 201))
   assert list(maps) == ['scale 1', 'scale 4', 'scale 16']
   assert all(m.min() == 0 and m.max() == 16 for m in maps.values())  # every row of each 17-row table
@@ -170,6 +186,7 @@ def test_viz_bucket_maps_and_errors(viz):
   with pytest.raises(ValueError, match='non-empty 1-D array of ints'):
     viz.bucket_maps(encoders.make('t5'), np.linspace(0, 1, 3))
   from relpos_jax.encoders.combine import combine
+
   with pytest.raises(ValueError, match='sum of encoders'):
     viz.plot_encoder(combine(encoders.make('sinusoidal'), encoders.make('t5')))
   with pytest.raises(ValueError, match='dynamic NTK'):

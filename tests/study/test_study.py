@@ -19,27 +19,50 @@ from relpos_jax.train import inputs, loop
 def tiny_study_config(encoders=('alibi', 'abs: sinusoidal')) -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.seed = 0
-  config.model = ml_collections.ConfigDict(dict(
-      encoder='nope', num_layers=1, model_dim=16, num_heads=2, mlp_ratio=2, dropout_rate=0.0,
-      dtype='float32'))
-  config.data = ml_collections.ConfigDict(dict(
-      source='corpus', corpus='stdlib', max_train_bytes=1_000_000, train_length=8))
-  config.optim = ml_collections.ConfigDict(dict(
-      learning_rate=1e-2, schedule='warmup_constant', warmup_steps=1, end_lr_fraction=1.0,
-      weight_decay=0.0, b1=0.9, b2=0.98, eps=1e-9, grad_clip_norm=1.0))
-  config.train = ml_collections.ConfigDict(dict(
-      steps=3, batch_size=4, log_every=3, checkpoint_every=3, keep_checkpoints=1))
-  config.eval = ml_collections.ConfigDict(dict(
-      every=0, lengths=(8, 16, 32), batch_size=8, num_examples=4, pad_multiple=1, seed=0,
-      num_tokens=128, max_tokens_per_batch=128))
+  config.model = ml_collections.ConfigDict(
+      dict(encoder='nope', num_layers=1, model_dim=16, num_heads=2, mlp_ratio=2, dropout_rate=0.0, dtype='float32')
+  )
+  config.data = ml_collections.ConfigDict(
+      dict(source='corpus', corpus='stdlib', max_train_bytes=1_000_000, train_length=8)
+  )
+  config.optim = ml_collections.ConfigDict(
+      dict(
+          learning_rate=1e-2,
+          schedule='warmup_constant',
+          warmup_steps=1,
+          end_lr_fraction=1.0,
+          weight_decay=0.0,
+          b1=0.9,
+          b2=0.98,
+          eps=1e-9,
+          grad_clip_norm=1.0,
+      )
+  )
+  config.train = ml_collections.ConfigDict(
+      dict(steps=3, batch_size=4, log_every=3, checkpoint_every=3, keep_checkpoints=1)
+  )
+  config.eval = ml_collections.ConfigDict(
+      dict(
+          every=0,
+          lengths=(8, 16, 32),
+          batch_size=8,
+          num_examples=4,
+          pad_multiple=1,
+          seed=0,
+          num_tokens=128,
+          max_tokens_per_batch=128,
+      )
+  )
   config.study = ml_collections.ConfigDict(dict(encoders=encoders, title='tiny'))
   return config
 
 
 def test_parse_entries_labels_and_errors():
   entries = runner.parse_entries(('alibi', 'rope+randomized: randomized(rope, max_position=64)'))
-  assert entries == [runner.Entry('alibi', 'alibi'),
-                     runner.Entry('rope+randomized', 'randomized(rope, max_position=64)')]
+  assert entries == [
+      runner.Entry('alibi', 'alibi'),
+      runner.Entry('rope+randomized', 'randomized(rope, max_position=64)'),
+  ]
   with pytest.raises(ValueError, match="label 't5\\(bidirectional=False\\)'"):
     runner.parse_entries(('t5(bidirectional=False)',))
   with pytest.raises(ValueError, match='repeats label'):
@@ -72,7 +95,7 @@ def test_eval_batches_shrink_with_length_and_text_is_budgeted():
   assert inputs.eval_batch_size(eval_config, 64, num_devices=1) == 32
   assert inputs.eval_batch_size(eval_config, 1024, num_devices=1) == 4
   assert inputs.eval_batch_size(eval_config, 1024, num_devices=4) == 4
-  assert inputs.eval_batch_size(eval_config, 4096, num_devices=4) == 4   # one row per device at least
+  assert inputs.eval_batch_size(eval_config, 4096, num_devices=4) == 4  # one row per device at least
   assert inputs.eval_batch_size(eval_config, 100_000, num_devices=1) == 1
   data = inputs.build_data(config_lib_free_config())
   windows = {n: sum(int(b['loss_mask'].sum()) for b in data.eval_set(n)) for n in (8, 16, 32)}
@@ -119,13 +142,15 @@ def _assert_tensorboard_charts(workdir, results):
   """One TensorBoard chart per encoder: its metric against the evaluation length (read back from the
   event files); each encoder's run directory has its training and evaluation scalars."""
   from relpos_jax.train import tensorboard
+
   charts = tensorboard.read_scalars(workdir)
   assert sorted(charts) == ['length_generalization/abs', 'length_generalization/alibi']
   for run in results['runs']:
     points = charts[f'length_generalization/{run["name"]}']
     assert [n for n, _ in points] == [8, 16, 32]
-    np.testing.assert_allclose([v for _, v in points], [run['by_length'][str(n)] for n in (8, 16, 32)],
-                               rtol=1e-6)  # TensorBoard keeps float32
+    np.testing.assert_allclose(
+        [v for _, v in points], [run['by_length'][str(n)] for n in (8, 16, 32)], rtol=1e-6
+    )  # TensorBoard keeps float32
     own = tensorboard.read_scalars(os.path.join(workdir, 'runs', run['name'], f'seed{run["seeds"][0]}'))
     assert own['train/loss'][-1][0] == 3 and [n for n, _ in own['eval/32/bits_per_char']] == [3]
     np.testing.assert_allclose(own['eval/32/bits_per_char'][0][1], run['by_length']['32'], rtol=1e-6)
@@ -144,19 +169,25 @@ def test_interrupted_study_keeps_finished_encoders(tmp_path):
   partial = report.load_json(tmp_path / 'results.json')
   assert [r['name'] for r in partial['runs']] == ['alibi']
   calls = []
-  study.run_study(config, tmp_path, train_fn=lambda cfg, wd, **kw: calls.append(cfg.model.encoder)
-                  or loop.train(cfg, wd, **kw))
+  study.run_study(
+      config, tmp_path, train_fn=lambda cfg, wd, **kw: calls.append(cfg.model.encoder) or loop.train(cfg, wd, **kw)
+  )
   assert calls == ['sinusoidal']
 
 
 def test_markdown_table_by_hand():
-  results = {'metric': 'bits_per_char', 'lower_is_better': True, 'train_length': 10,
-             'eval_lengths': [10, 20, 40],
-             'runs': [{'name': 'a', 'spec': 'a', 'by_length': {'10': 2.0, '20': 2.5, '40': 3.0}},
-                      {'name': 'b', 'spec': 'b(x=1)', 'by_length': {'10': 1.0, '20': None, '40': 1.0}}]}
+  results = {
+      'metric': 'bits_per_char',
+      'lower_is_better': True,
+      'train_length': 10,
+      'eval_lengths': [10, 20, 40],
+      'runs': [
+          {'name': 'a', 'spec': 'a', 'by_length': {'10': 2.0, '20': 2.5, '40': 3.0}},
+          {'name': 'b', 'spec': 'b(x=1)', 'by_length': {'10': 1.0, '20': None, '40': 1.0}},
+      ],
+  }
   lines = report.markdown_table(results).splitlines()
-  assert lines[0] == ('| encoder | 10 (1×) | 20 (2×) | 40 (4×) | in-dist mean | out-of-dist mean | '
-                      '40 / train |')
+  assert lines[0] == ('| encoder | 10 (1×) | 20 (2×) | 40 (4×) | in-dist mean | out-of-dist mean | ' '40 / train |')
   assert lines[2] == '| a | 2.000 | 2.500 | 3.000 | 2.000 | 2.750 | 1.50 |'
   assert lines[3] == '| b (`b(x=1)`) | 1.000 | — | 1.000 | 1.000 | 1.000 | 1.00 |'
 
@@ -165,18 +196,28 @@ def test_long_sweeps_show_a_subset_of_columns_but_average_all():
   lengths = list(range(41, 501))
   shown = report.display_lengths(lengths)
   assert shown[0] == 41 and shown[-1] == 500 and len(shown) == 10
-  results = {'metric': 'accuracy', 'lower_is_better': False, 'train_length': 40, 'eval_lengths': lengths,
-             'runs': [{'name': 'a', 'spec': 'a', 'by_length': {str(n): (1.0 if n == 42 else 0.5)
-                                                               for n in lengths}}]}
+  results = {
+      'metric': 'accuracy',
+      'lower_is_better': False,
+      'train_length': 40,
+      'eval_lengths': lengths,
+      'runs': [{'name': 'a', 'spec': 'a', 'by_length': {str(n): (1.0 if n == 42 else 0.5) for n in lengths}}],
+  }
   row = report.markdown_table(results).splitlines()[2].split(' | ')
   assert len(row) == 1 + 10 + 3
   assert row[-2] == f'{(0.5 * 459 + 1.0) / 460:.3f}'  # out-of-dist mean over all 460 lengths
 
 
 def test_train_with_x_evaluate_with_y_reuses_the_trained_run(tmp_path):
-  config = tiny_study_config(encoders=(
-      'rope', 'same: rope -> rope', 'yarn: rope -> rope(scaling="yarn", factor=4.0, original_max_position=8)',
-      'se: rope -> self_extend(rope, group_size=2, window=4)', 'pi: alibi -> alibi(bidirectional=False)'))
+  config = tiny_study_config(
+      encoders=(
+          'rope',
+          'same: rope -> rope',
+          'yarn: rope -> rope(scaling="yarn", factor=4.0, original_max_position=8)',
+          'se: rope -> self_extend(rope, group_size=2, window=4)',
+          'pi: alibi -> alibi(bidirectional=False)',
+      )
+  )
   trained = []
 
   def recording_train(cfg, workdir, **kwargs):
@@ -247,41 +288,68 @@ def test_bad_seeds_are_named(seeds):
 def test_markdown_table_mean_and_std_over_seeds_by_hand():
   # Seeds give (2, 4) at length 10 and (3, 5) at 20: mean 3 ± sqrt(2), 4 ± sqrt(2); the ratios of the
   # two seeds are 1.5 and 1.25: mean 1.375 ± 0.177 (not the ratio of the means, 4 / 3 = 1.33).
-  results = {'metric': 'bits_per_char', 'lower_is_better': True, 'train_length': 10, 'eval_lengths': [10, 20],
-             'runs': [{'name': 'a', 'spec': 'a', 'seeds': [0, 1], 'by_length': {'10': 3.0, '20': 4.0},
-                       'by_length_per_seed': {'10': [2.0, 4.0], '20': [3.0, 5.0]}}]}
+  results = {
+      'metric': 'bits_per_char',
+      'lower_is_better': True,
+      'train_length': 10,
+      'eval_lengths': [10, 20],
+      'runs': [
+          {
+              'name': 'a',
+              'spec': 'a',
+              'seeds': [0, 1],
+              'by_length': {'10': 3.0, '20': 4.0},
+              'by_length_per_seed': {'10': [2.0, 4.0], '20': [3.0, 5.0]},
+          }
+      ],
+  }
   row = report.markdown_table(results).splitlines()[2]
   assert row == '| a | 3.000 ± 1.414 | 4.000 ± 1.414 | 3.000 ± 1.414 | 4.000 ± 1.414 | 1.38 ± 0.177 |'
-  assert report.std([2.0, 4.0]) == pytest.approx(2 ** 0.5) and report.std([2.0]) is None
+  assert report.std([2.0, 4.0]) == pytest.approx(2**0.5) and report.std([2.0]) is None
 
 
 def test_plot_draws_a_band_per_encoder_with_several_seeds(tmp_path, monkeypatch):
   from matplotlib.axes import Axes
+
   bands = []
   original = Axes.fill_between
-  monkeypatch.setattr(Axes, 'fill_between', lambda self, x, y1, y2, **kw: bands.append((list(x), list(y1),
-                                                                                        list(y2)))
-                      or original(self, x, y1, y2, **kw))
-  results = {'metric': 'bits_per_char', 'lower_is_better': True, 'train_length': 10, 'eval_lengths': [10, 20],
-             'runs': [{'name': 'a', 'spec': 'a', 'by_length': {'10': 3.0, '20': 4.0},
-                       'by_length_per_seed': {'10': [2.0, 4.0], '20': [3.0, 5.0]}},
-                      {'name': 'one-seed', 'spec': 'b', 'by_length': {'10': 1.0, '20': 1.0}}]}
+  monkeypatch.setattr(
+      Axes,
+      'fill_between',
+      lambda self, x, y1, y2, **kw: bands.append((list(x), list(y1), list(y2))) or original(self, x, y1, y2, **kw),
+  )
+  results = {
+      'metric': 'bits_per_char',
+      'lower_is_better': True,
+      'train_length': 10,
+      'eval_lengths': [10, 20],
+      'runs': [
+          {
+              'name': 'a',
+              'spec': 'a',
+              'by_length': {'10': 3.0, '20': 4.0},
+              'by_length_per_seed': {'10': [2.0, 4.0], '20': [3.0, 5.0]},
+          },
+          {'name': 'one-seed', 'spec': 'b', 'by_length': {'10': 1.0, '20': 1.0}},
+      ],
+  }
   report.plot(results, str(tmp_path / 'p.png'))
   assert len(bands) == 1  # only the multi-seed run has a band
   x, low, high = bands[0]
-  assert x == [10, 20] and low == pytest.approx([3 - 2 ** 0.5, 4 - 2 ** 0.5])
-  assert high == pytest.approx([3 + 2 ** 0.5, 4 + 2 ** 0.5])
+  assert x == [10, 20] and low == pytest.approx([3 - 2**0.5, 4 - 2**0.5])
+  assert high == pytest.approx([3 + 2**0.5, 4 + 2**0.5])
 
 
 def test_finished_only_reports_what_has_finished_and_trains_nothing(tmp_path):
   config = tiny_study_config(encoders=('alibi', 'abs: sinusoidal'))
   config.study.seeds = (0,)
   config.study.encoders = ('alibi',)
-  study.run_study(config, tmp_path)            # alibi, seed 0
+  study.run_study(config, tmp_path)  # alibi, seed 0
   config.study.encoders = ('alibi', 'abs: sinusoidal')
   config.study.seeds = (0, 1)
-  results = study.run_study(config, tmp_path, finished_only=True,
-                            train_fn=lambda *a, **k: pytest.fail('finished_only trained'))
+  results = study.run_study(
+      config, tmp_path, finished_only=True, train_fn=lambda *a, **k: pytest.fail('finished_only trained')
+  )
   assert [(r['name'], r['seeds']) for r in results['runs']] == [('alibi', [0])]
   assert results['meta']['finished_only'] and results['seeds'] == [0, 1]
   assert '| alibi [seeds 0] |' in (tmp_path / 'results.md').read_text()
@@ -290,8 +358,9 @@ def test_finished_only_reports_what_has_finished_and_trains_nothing(tmp_path):
 def _fake_result(base, metric='bits_per_char'):
   """What a finished run returns, without training (the study only reads these fields)."""
   metrics = {f'eval/{n}/{metric}': 1.0 + n / 100 for n in base.eval.lengths}
-  return types.SimpleNamespace(final_metrics={**metrics, metric: 1.0, 'loss': 0.7}, step=base.train.steps,
-                               params={'w': np.zeros(3)})
+  return types.SimpleNamespace(
+      final_metrics={**metrics, metric: 1.0, 'loss': 0.7}, step=base.train.steps, params={'w': np.zeros(3)}
+  )
 
 
 def test_a_diverged_encoder_is_marked_diverged_not_printed_as_a_number(tmp_path):
@@ -323,19 +392,26 @@ def test_finished_results_on_another_corpus_are_not_reused(tmp_path, monkeypatch
   assert saved['data'] == {'fingerprint': inputs.build_data(base).describe()['fingerprint']}
 
   class OtherCorpus:  # the same config, but the stdlib now points at other sources
+
     def describe(self):
       return {'source': 'corpus', 'fingerprint': '0123456789abcdef'}
 
   monkeypatch.setattr(inputs, 'build_data', lambda config: OtherCorpus())
-  with pytest.raises(ValueError, match=r"runs/alibi/seed0 holds a finished run on other data.*0123456789abcdef"):
+  with pytest.raises(ValueError, match=r'runs/alibi/seed0 holds a finished run on other data.*0123456789abcdef'):
     study.run_study(config, tmp_path, train_fn=lambda *a, **k: pytest.fail('must not train'))
 
 
-@pytest.mark.parametrize('variant,task', [('lm.py:study', None), ('lm.py:study,long', None),
-                                          ('lm.py:inference_extension', None),
-                                          ('algorithmic.py:study', 'even_pairs'),
-                                          ('algorithmic.py:published,study', 'reverse_string'),
-                                          ('lm.py:long_context', None)])
+@pytest.mark.parametrize(
+    'variant,task',
+    [
+        ('lm.py:study', None),
+        ('lm.py:study,long', None),
+        ('lm.py:inference_extension', None),
+        ('algorithmic.py:study', 'even_pairs'),
+        ('algorithmic.py:published,study', 'reverse_string'),
+        ('lm.py:long_context', None),
+    ],
+)
 def test_shipped_study_variants_validate(variant, task):
   """Each study is a variant of its training config: the same run plus a `study` section, checked up front."""
   repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

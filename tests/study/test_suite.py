@@ -16,8 +16,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _algorithmic(arg):
-  spec = importlib.util.spec_from_file_location('_algorithmic_for_suite', os.path.join(ROOT, 'configs',
-                                                                                       'algorithmic.py'))
+  spec = importlib.util.spec_from_file_location(
+      '_algorithmic_for_suite', os.path.join(ROOT, 'configs', 'algorithmic.py')
+  )
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module.get_config(arg)
@@ -37,7 +38,7 @@ def tiny_suite(tasks=('even_pairs', 'flip_flop')) -> ml_collections.ConfigDict:
 
 
 def test_the_presets_cover_every_suite_task_and_validate():
-  for arg, tasks in (('suite', 20), ('published,suite', 21)):     # the CPU grid leaves passkey out (cost)
+  for arg, tasks in (('suite', 20), ('published,suite', 21)):  # the CPU grid leaves passkey out (cost)
     config = _algorithmic(arg)
     assert len(config.suite.tasks) == tasks and len(config.suite.encoders) >= 6
     assert set(config.suite.protocols) == set(_algorithmic('published,suite').suite.tasks)
@@ -59,7 +60,7 @@ def test_study_config_applies_the_protocol():
 def test_bad_suite_sections_are_named_before_training():
   config = tiny_suite()
   config.suite.tasks = ('even_pairs', 'no_such_task')
-  with pytest.raises(ValueError, match="no_such_task.*without a protocol"):
+  with pytest.raises(ValueError, match='no_such_task.*without a protocol'):
     suite.validate_suite(config)
   config = tiny_suite()
   config.suite.protocols.even_pairs.max_length = 0
@@ -73,19 +74,40 @@ def test_bad_suite_sections_are_named_before_training():
 
 def _fake_results(task, train_length, values):
   lengths = sorted({int(n) for run in values.values() for n in run})
-  config = {'data': {'min_length': 1, 'max_length': train_length, 'task_kwargs': {'num_keys': 8}},
-            'train': {'steps': 250, 'batch_size': 4}, 'optim': {'learning_rate': 1e-3},
-            'model': {'num_layers': 2, 'model_dim': 16, 'num_heads': 2, 'mlp_ratio': 4, 'dropout_rate': 0.0}}
-  return {'metric': 'accuracy', 'lower_is_better': False, 'train_length': train_length, 'eval_lengths': lengths,
-          'runs': [{'name': name, 'spec': name, 'by_length': {str(n): sum(v) / len(v) for n, v in run.items()},
-                    'by_length_per_seed': {str(n): v for n, v in run.items()}} for name, run in values.items()],
-          'meta': {'title': task, 'config': config}}
+  config = {
+      'data': {'min_length': 1, 'max_length': train_length, 'task_kwargs': {'num_keys': 8}},
+      'train': {'steps': 250, 'batch_size': 4},
+      'optim': {'learning_rate': 1e-3},
+      'model': {'num_layers': 2, 'model_dim': 16, 'num_heads': 2, 'mlp_ratio': 4, 'dropout_rate': 0.0},
+  }
+  return {
+      'metric': 'accuracy',
+      'lower_is_better': False,
+      'train_length': train_length,
+      'eval_lengths': lengths,
+      'runs': [
+          {
+              'name': name,
+              'spec': name,
+              'by_length': {str(n): sum(v) / len(v) for n, v in run.items()},
+              'by_length_per_seed': {str(n): v for n, v in run.items()},
+          }
+          for name, run in values.items()
+      ],
+      'meta': {'title': task, 'config': config},
+  }
 
 
 def _two_tasks():
   return {
-      'learned': _fake_results('learned', 10, {'a': {10: [1.0, 1.0], 20: [0.8, 0.6], 40: [0.6, 0.4]},
-                                               'b': {10: [0.9, 0.8], 20: [0.5, 0.5], 40: [0.5, 0.5]}}),
+      'learned': _fake_results(
+          'learned',
+          10,
+          {
+              'a': {10: [1.0, 1.0], 20: [0.8, 0.6], 40: [0.6, 0.4]},
+              'b': {10: [0.9, 0.8], 20: [0.5, 0.5], 40: [0.5, 0.5]},
+          },
+      ),
       'hard': _fake_results('hard', 10, {'a': {10: [0.6, 0.5], 20: [0.5, 0.5], 40: [0.5, 0.5]}}),
   }
 
@@ -94,7 +116,7 @@ def test_summary_means_over_seeds_and_flags_what_was_not_learned(tmp_path):
   summary = suite.summarize(_two_tasks(), title='tiny')
   cell = summary['cells']['learned/a']
   assert cell['in_distribution'] == pytest.approx(1.0) and cell['out_of_distribution'] == pytest.approx(0.6)
-  assert cell['out_of_distribution_std'] == pytest.approx(0.1) and cell['seeds'] == 2   # seeds: 0.7, 0.5
+  assert cell['out_of_distribution_std'] == pytest.approx(0.1) and cell['seeds'] == 2  # seeds: 0.7, 0.5
   # b's in-distribution mean is 0.85 < ID_LEARNED: its cell is marked even though the task was learned by a.
   assert cell['learned'] and not summary['cells']['learned/b']['learned']
   assert summary['learned_in_distribution'] == {'learned': True, 'hard': False}
@@ -128,8 +150,9 @@ def test_a_tiny_suite_runs_resumes_and_summarizes(tmp_path):
   assert summary['tasks'] == ['even_pairs'] and set(summary['encoders']) == {'nope', 'alibi'}
   assert summary['cells']['even_pairs/alibi']['seeds'] == 2
   calls = []
-  again = suite.run_suite(config, tmp_path, tasks=['even_pairs'],
-                          train_fn=lambda *a, **k: calls.append(a))          # everything is reused
+  again = suite.run_suite(
+      config, tmp_path, tasks=['even_pairs'], train_fn=lambda *a, **k: calls.append(a)
+  )  # everything is reused
   assert not calls and again == summary
   with pytest.raises(config_lib.ConfigError, match='not in config.suite.tasks'):
     suite.run_suite(config, tmp_path, tasks=['parity_check'])

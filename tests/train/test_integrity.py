@@ -55,8 +55,9 @@ def _copy(workdir, tmp_path):
 
 # ------------------------------------------------------------------------------- what the run directory says
 @pytest.mark.parametrize('missing', [loop.CONFIG_FILE, loop.DATA_FILE])
-def test_checkpoints_without_their_records_are_refused_and_nothing_written(run_to_10, tmp_path, lm_config,
-                                                                            lm_data, missing):
+def test_checkpoints_without_their_records_are_refused_and_nothing_written(
+    run_to_10, tmp_path, lm_config, lm_data, missing
+):
   workdir = _copy(run_to_10, tmp_path)
   os.remove(os.path.join(workdir, missing))
   other = lm_config()
@@ -97,7 +98,7 @@ def test_truncated_records_name_their_file(run_to_10, tmp_path, lm_config, lm_da
   workdir = _copy(run_to_10, tmp_path)
   path = os.path.join(workdir, loop.CONFIG_FILE)
   text = open(path).read()
-  open(path, 'w').write(text[:len(text) // 2])
+  open(path, 'w').write(text[: len(text) // 2])
   config = lm_config()
   with pytest.raises(ConfigError, match=f'{path} is not valid JSON'):
     loop.train(config, workdir, data=lm_data(config))
@@ -156,13 +157,18 @@ def _empty_metadata(step_dir):
       open(path, 'w').close()
 
 
-DAMAGE = {'truncated data': _truncate_data, 'zeroed data': _zero_data, 'deleted manifest': _delete_manifest,
-          'empty metadata': _empty_metadata}
+DAMAGE = {
+    'truncated data': _truncate_data,
+    'zeroed data': _zero_data,
+    'deleted manifest': _delete_manifest,
+    'empty metadata': _empty_metadata,
+}
 
 
 @pytest.mark.parametrize('damage', sorted(DAMAGE))
-def test_a_broken_latest_checkpoint_falls_back_to_the_newest_intact_one(run_to_10, tmp_path, lm_config,
-                                                                       lm_data, damage):
+def test_a_broken_latest_checkpoint_falls_back_to_the_newest_intact_one(
+    run_to_10, tmp_path, lm_config, lm_data, damage
+):
   config = lm_config()
   workdir = _copy(run_to_10, tmp_path)
   DAMAGE[damage](os.path.join(workdir, 'checkpoints', '10'))
@@ -188,8 +194,10 @@ def test_no_readable_checkpoint_stops_with_one_message(run_to_10, tmp_path, lm_c
   workdir = _copy(run_to_10, tmp_path)
   for step in ('5', '10'):
     _zero_data(os.path.join(workdir, 'checkpoints', step))
-  with pytest.raises(CheckpointError, match=r'no checkpoint in .* can be read \(step 10: .*step 5: .*\)\. '
-                                            r'Delete the broken step directories'):
+  with pytest.raises(
+      CheckpointError,
+      match=r'no checkpoint in .* can be read \(step 10: .*step 5: .*\)\. ' r'Delete the broken step directories',
+  ):
     loop.train(config, workdir, data=lm_data(config))
 
 
@@ -201,10 +209,12 @@ def test_a_full_disk_stops_the_run_at_once_with_one_io_error(tmp_path, lm_config
   monkeypatch.setattr(ocp.CheckpointManager, 'save', no_space)
   config = lm_config()
   seen = []
-  with pytest.raises(CheckpointWriteError, match=r'could not save step 5 to .*checkpoints \(OSError: '
-                                                 r'\[Errno 28\] No space left on device\); training stopped'):
-    loop.train(config, str(tmp_path / 'run'), hooks=[lambda step, *_: seen.append(step)],
-               data=lm_data(config))
+  with pytest.raises(
+      CheckpointWriteError,
+      match=r'could not save step 5 to .*checkpoints \(OSError: '
+      r'\[Errno 28\] No space left on device\); training stopped',
+  ):
+    loop.train(config, str(tmp_path / 'run'), hooks=[lambda step, *_: seen.append(step)], data=lm_data(config))
   assert seen == [1, 2, 3, 4]  # nothing trained past the first failed save
 
 
@@ -221,17 +231,17 @@ def test_a_failed_asynchronous_save_surfaces_at_the_next_save(tmp_path, lm_confi
   monkeypatch.setattr(ocp.CheckpointManager, 'check_for_errors', check)
   config = lm_config()
   seen = []
-  with pytest.raises(CheckpointWriteError, match=r'\(RuntimeError: RESOURCE_EXHAUSTED: write failed: No space '
-                                                 r'left on device\).*resume from step 5') as info:
-    loop.train(config, str(tmp_path / 'run'), hooks=[lambda step, *_: seen.append(step)],
-               data=lm_data(config))
-  assert seen[-1] == 7 and "<orbax internals>" not in str(info.value)  # stopped at the next log step (8)
+  with pytest.raises(
+      CheckpointWriteError,
+      match=r'\(RuntimeError: RESOURCE_EXHAUSTED: write failed: No space ' r'left on device\).*resume from step 5',
+  ) as info:
+    loop.train(config, str(tmp_path / 'run'), hooks=[lambda step, *_: seen.append(step)], data=lm_data(config))
+  assert seen[-1] == 7 and '<orbax internals>' not in str(info.value)  # stopped at the next log step (8)
   assert info.value.__cause__ is None and info.value.__suppress_context__  # one error, not a chain
 
 
 # ------------------------------------------------------------------------------------------------ divergence
-def test_a_diverging_run_stops_naming_the_update_and_never_saves_non_finite_params(tmp_path, lm_config,
-                                                                                  lm_data):
+def test_a_diverging_run_stops_naming_the_update_and_never_saves_non_finite_params(tmp_path, lm_config, lm_data):
   config = lm_config()
   config.optim.learning_rate = 1e6
   config.optim.grad_clip_norm = None
@@ -258,8 +268,9 @@ def test_non_finite_updates_are_skipped_in_the_step_and_counted_in_a_row(lm_conf
   def keep(step, state, metrics):
     snapshots.append((step, bool(metrics['finite']), _params(state)))
 
-  with pytest.raises(loop.DivergedError, match=r'3 update\(s\) in a row from update (\d+).*max_nonfinite_steps=3'
-                     ) as info:
+  with pytest.raises(
+      loop.DivergedError, match=r'3 update\(s\) in a row from update (\d+).*max_nonfinite_steps=3'
+  ) as info:
     loop.train(config, hooks=[keep], data=lm_data(config))
   first_bad = info.value.step
   by_step = {s: (finite, p) for s, finite, p in snapshots}
@@ -283,6 +294,7 @@ def test_the_divergence_counter():
 
 def test_max_nonfinite_steps_is_validated(lm_config):
   from relpos_jax.train import config as config_lib
+
   config = lm_config()
   config.train.max_nonfinite_steps = 0
   with pytest.raises(ConfigError, match='config.train.max_nonfinite_steps'):
@@ -298,7 +310,10 @@ def test_a_validation_split_too_small_for_the_eval_budget_warns_with_the_numbers
   corpus = data_lib.Corpus.stdlib(max_train_bytes=600_000)
   assert corpus.num_val_files == 1 and corpus.num_val_tokens < 4096
   n = corpus.num_val_tokens
-  with pytest.warns(UserWarning, match=rf'config.eval.num_tokens=4096 asks for more validation text.*'
-                                       rf'{n} bytes in 1 file.*{(n - 1) // 16 * 16} tokens instead of 4096 at length 16'):
+  with pytest.warns(
+      UserWarning,
+      match=rf'config.eval.num_tokens=4096 asks for more validation text.*'
+      rf'{n} bytes in 1 file.*{(n - 1) // 16 * 16} tokens instead of 4096 at length 16',
+  ):
     data = inputs.CorpusData(config, corpus=corpus)
   assert sum(int(b['loss_mask'].sum()) for b in data.eval_set(16)) == (n - 1) // 16 * 16

@@ -50,7 +50,7 @@ BAD_VALUES = [
     ('lm', 'optim.learning_rate', -1.0, 'config.optim.learning_rate=-1.0'),
     ('lm', 'optim.schedule', 'linear', 'config.optim.schedule'),
     ('lm', 'optim.warmup_steps', 10_000, 'config.optim.warmup_steps=10000'),
-    ('lm', 'train.batch_size', 6, 'config.train.batch_size=6'),       # 4 devices cannot split 6 rows
+    ('lm', 'train.batch_size', 6, 'config.train.batch_size=6'),  # 4 devices cannot split 6 rows
     ('lm', 'eval.batch_size', 30, 'config.eval.batch_size=30'),
     ('lm', 'eval.pad_multiple', 8, 'config.eval.pad_multiple=8'),
     ('lm', 'data.source', 'web', 'config.data.source'),
@@ -97,20 +97,23 @@ def test_load_config_override_of_unknown_key_is_named():
 
 
 def test_position_free_encoder_only_model_warns_naming_the_key():
-  config = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'), {'model.encoder': 'nope'},
-                                  validate_config=False)
+  config = config_lib.load_config(
+      os.path.join(REPO, 'configs', 'algorithmic.py'), {'model.encoder': 'nope'}, validate_config=False
+  )
   with pytest.warns(UserWarning, match=r"config\.model\.encoder='nope'"):
     found = validate(config, num_devices=1)
   assert len(found) == 1 and 'order' in found[0]
   # The same encoder in a causal decoder is a legitimate model (NoPE, Kazemnejad et al. 2023): no warning.
-  lm = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'), {'model.encoder': 'nope'},
-                              validate_config=False)
+  lm = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'), {'model.encoder': 'nope'}, validate_config=False)
   assert validate(lm, num_devices=1) == []
 
 
 def test_randomized_range_shorter_than_evaluation_warns():
-  config = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'),
-                                  {'model.encoder': 'randomized(rope, max_position=64)'}, validate_config=False)
+  config = config_lib.load_config(
+      os.path.join(REPO, 'configs', 'algorithmic.py'),
+      {'model.encoder': 'randomized(rope, max_position=64)'},
+      validate_config=False,
+  )
   with pytest.warns(UserWarning, match='max_position=64'):
     assert len(validate(config, num_devices=1)) == 1
 
@@ -120,6 +123,7 @@ def test_shipped_configs_build_their_model_and_data(name):
   """Each shipped config builds its data and model, and the model scores a training batch."""
   import numpy as np
   from relpos_jax.train import inputs, loop
+
   overrides = {'data.max_train_bytes': 1_000_000} if name == 'lm.py' else {}
   config = config_lib.load_config(os.path.join(REPO, 'configs', name), overrides, validate_config=False)
   data = inputs.build_data(config)
@@ -136,7 +140,9 @@ def test_variants_select_the_protocol_and_unknown_variants_are_named():
   published = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py:published'))
   assert (cpu.data.max_length, published.data.max_length) == (20, 40)
   assert 'study' not in cpu and 'study' not in published
-  with pytest.raises(ConfigError, match=r"unknown config variant\(s\) \['publishd'\]; allowed: \['published', 'study', 'suite'\]"):
+  with pytest.raises(
+      ConfigError, match=r"unknown config variant\(s\) \['publishd'\]; allowed: \['published', 'study', 'suite'\]"
+  ):
     config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py:publishd'))
   with pytest.raises(ConfigError, match=r"config file '.*no_such\.py' not found"):
     config_lib.load_config(os.path.join(REPO, 'configs', 'no_such.py:study'))
@@ -144,18 +150,21 @@ def test_variants_select_the_protocol_and_unknown_variants_are_named():
 
 def test_documented_optional_eval_keys_can_be_set_on_every_shipped_config():
   for name in ('lm.py', 'algorithmic.py', 'lm.py:study'):
-    config = config_lib.load_config(os.path.join(REPO, 'configs', name),
-                                    {'eval.num_tokens': 640, 'eval.max_tokens_per_batch': 1024},
-                                    validate_config=False)
+    config = config_lib.load_config(
+        os.path.join(REPO, 'configs', name),
+        {'eval.num_tokens': 640, 'eval.max_tokens_per_batch': 1024},
+        validate_config=False,
+    )
     assert (config.eval.num_tokens, config.eval.max_tokens_per_batch) == (640, 1024)
   lm = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'))
-  assert config_lib.parse(lm).eval.num_tokens is None      # unset: the documented default
+  assert config_lib.parse(lm).eval.num_tokens is None  # unset: the documented default
 
 
 def test_wrong_type_of_an_optional_key_names_the_key():
   import ml_collections
+
   config = ml_collections.ConfigDict(config_lib.load_config(LM, validate_config=False).to_dict())
-  config.eval.num_tokens = 'many'   # (the shipped file's placeholder(int) refuses a str by itself)
+  config.eval.num_tokens = 'many'  # (the shipped file's placeholder(int) refuses a str by itself)
   with pytest.raises(ConfigError, match=r"config\.eval\.num_tokens='many' is invalid: allowed: None or an int >= 1"):
     validate(config, num_devices=1)
 
@@ -163,30 +172,43 @@ def test_wrong_type_of_an_optional_key_names_the_key():
 LM = os.path.join(REPO, 'configs', 'lm.py')
 
 
-@pytest.mark.parametrize('argv,expected', [
-    # A config file that does not exist is named (config_flags reported it only on first use, unnamed).
-    (['train', '--config=configs/no_such.py'], r"config file 'configs/no_such\.py' not found"),
-    (['train', '--config', 'configs/no_such.py:study'], r"config file 'configs/no_such\.py' not found"),
-    # An unknown key: one message naming the key and the allowed keys (config_flags: a bare AttributeError).
-    (['train', f'--config={LM}', '--config.foo=1'],
-     r'config\.foo: unknown key; allowed in config: data, eval, model, optim, seed, train\.'),
-    (['train', f'--config={LM}', '--config.model.foo.bar=1'],
-     r'config\.model\.foo\.bar: unknown key config\.model\.foo; allowed in config\.model: dropout_rate'),
-    (['train', f'--config={LM}', '--noconfig.model.nonexistent'], r'config\.model\.nonexistent: unknown key'),
-    # A repeated override (config_flags concatenates a tuple given twice) is refused, naming the key.
-    (['train', f'--config={LM}', "--config.eval.lengths=(128,)", "--config.eval.lengths=(64,)"],
-     r'--config\.eval\.lengths is given 2 times'),
-    (['train', f'--config={LM}', '--config.train.steps=5', '--config.train.steps=6'],
-     r'--config\.train\.steps is given 2 times'),
-])
+@pytest.mark.parametrize(
+    'argv,expected',
+    [
+        # A config file that does not exist is named (config_flags reported it only on first use, unnamed).
+        (['train', '--config=configs/no_such.py'], r"config file 'configs/no_such\.py' not found"),
+        (['train', '--config', 'configs/no_such.py:study'], r"config file 'configs/no_such\.py' not found"),
+        # An unknown key: one message naming the key and the allowed keys (config_flags: a bare AttributeError).
+        (
+            ['train', f'--config={LM}', '--config.foo=1'],
+            r'config\.foo: unknown key; allowed in config: data, eval, model, optim, seed, train\.',
+        ),
+        (
+            ['train', f'--config={LM}', '--config.model.foo.bar=1'],
+            r'config\.model\.foo\.bar: unknown key config\.model\.foo; allowed in config\.model: dropout_rate',
+        ),
+        (['train', f'--config={LM}', '--noconfig.model.nonexistent'], r'config\.model\.nonexistent: unknown key'),
+        # A repeated override (config_flags concatenates a tuple given twice) is refused, naming the key.
+        (
+            ['train', f'--config={LM}', '--config.eval.lengths=(128,)', '--config.eval.lengths=(64,)'],
+            r'--config\.eval\.lengths is given 2 times',
+        ),
+        (
+            ['train', f'--config={LM}', '--config.train.steps=5', '--config.train.steps=6'],
+            r'--config\.train\.steps is given 2 times',
+        ),
+    ],
+)
 def test_command_line_errors_name_the_file_or_key(argv, expected):
   from relpos_jax.train import cli
+
   with pytest.raises(ConfigError, match=expected):
     cli.check_command_line(argv)
 
 
 def test_command_line_checks_the_default_config_when_none_is_given():
   from relpos_jax.train import cli
+
   cli.check_command_line(['study', '--config.train.steps=5'], default=f'{LM}:study')
   with pytest.raises(ConfigError, match=r'config\.study\.foo: unknown key; allowed in config\.study'):
     cli.check_command_line(['study', '--config.study.foo=5'], default=f'{LM}:study')
@@ -199,6 +221,7 @@ def test_build_model_needs_no_data(monkeypatch):
 
   def no_corpus(*args, **kwargs):
     raise AssertionError('build_model loaded the corpus')
+
   monkeypatch.setattr(data_lib.Corpus, 'stdlib', no_corpus)
   model = loop.build_model(config_lib.load_config(LM))
   assert model.config.vocab_size == data_lib.VOCAB_SIZE
@@ -211,22 +234,25 @@ def test_training_does_not_depend_on_the_study():
   """The study imports training; training (its config included) never imports the study."""
   import glob
   import re
+
   for path in glob.glob(os.path.join(REPO, 'relpos_jax', 'train', '*.py')):
     assert not re.search(r'^\s*(from|import) relpos_jax(\.study| import study)', open(path).read(), re.M), path
 
 
 def test_tensorboard_key_defaults_to_what_is_installed(monkeypatch, lm_config):
   from relpos_jax.train import tensorboard
+
   shipped = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'))
   assert shipped.train.tensorboard is tensorboard.available()
-  config = lm_config()                        # no train.tensorboard key: on iff installed
+  config = lm_config()  # no train.tensorboard key: on iff installed
   assert 'tensorboard' not in config.train and tensorboard.enabled(config.train) is tensorboard.available()
   config.train.tensorboard = False
   assert not tensorboard.enabled(config.train)
   monkeypatch.setattr(tensorboard, 'available', lambda: False)
   config.train.tensorboard = True
-  with pytest.raises(ConfigError,
-                     match=r"config\.train\.tensorboard=True is invalid: .*tensorboardX.*relpos_jax\[tensorboard\]"):
+  with pytest.raises(
+      ConfigError, match=r'config\.train\.tensorboard=True is invalid: .*tensorboardX.*relpos_jax\[tensorboard\]'
+  ):
     validate(config, num_devices=4)
   config = lm_config()
   config.train.tensorboard = 'yes'

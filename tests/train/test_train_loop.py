@@ -38,10 +38,13 @@ def test_same_config_and_seed_give_the_same_numbers(reference_lm_run, lm_config,
   # The seed reaches the data and the parameters (the equality above is not that of constants).
   other = lm_config()
   other.seed = 4
-  np.testing.assert_raises(AssertionError, np.testing.assert_array_equal,
-                           lm_data(other).train_batch(0)['inputs'], lm_data(config).train_batch(0)['inputs'])
-  assert not np.array_equal(_leaves(loop.train(other, data=lm_data(other), stop_after=1))[0],
-                            _leaves(again)[0])
+  np.testing.assert_raises(
+      AssertionError,
+      np.testing.assert_array_equal,
+      lm_data(other).train_batch(0)['inputs'],
+      lm_data(config).train_batch(0)['inputs'],
+  )
+  assert not np.array_equal(_leaves(loop.train(other, data=lm_data(other), stop_after=1))[0], _leaves(again)[0])
 
 
 def test_four_devices_match_one_device(reference_lm_run, lm_config, lm_data):
@@ -60,7 +63,7 @@ def test_four_devices_match_one_device(reference_lm_run, lm_config, lm_data):
 
 def test_evaluate_is_independent_of_batching(reference_lm_run):
   data = reference_lm_run.data
-  batches = data.eval_set(32)                   # 12 windows in batches of 8: the last is filled
+  batches = data.eval_set(32)  # 12 windows in batches of 8: the last is filled
   whole = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
   assert whole['loss_mask'].sum() == 12 * 32
   in_fours = inputs.batches_of({k: v[:12] for k, v in whole.items()}, 4)
@@ -107,9 +110,10 @@ def test_task_positions_replace_the_default_ones(task_config):
   batches = result.data.eval_set(5)
   assert 'positions' in batches[0] and batches[0]['positions'].max() <= 12
   coupled = loop.evaluate(result.model, batches, result.data.objective)
-  sequential = loop.evaluate(result.model, [{k: v for k, v in b.items() if k != 'positions'} for b in batches],
-                             result.data.objective)
-  assert coupled['loss'] != sequential['loss']         # the learned table is read at the task's positions
+  sequential = loop.evaluate(
+      result.model, [{k: v for k, v in b.items() if k != 'positions'} for b in batches], result.data.objective
+  )
+  assert coupled['loss'] != sequential['loss']  # the learned table is read at the task's positions
 
 
 def test_training_on_your_own_corpus_is_one_override(tmp_path):
@@ -117,15 +121,27 @@ def test_training_on_your_own_corpus_is_one_override(tmp_path):
   import os
   from relpos_jax.train import config as config_lib
   from relpos_jax.train.config import ConfigError
+
   lm = os.path.join(os.path.dirname(inputs.__file__), '..', '..', 'configs', 'lm.py')
   rng = np.random.default_rng(0)
   for i in range(12):
     words = rng.choice(['the', 'cat', 'sat', 'on', 'a', 'mat'], 300)
     (tmp_path / f'doc{i:02d}.txt').write_text(' '.join(words))
-  overrides = {'data.corpus': str(tmp_path), 'train.steps': 3, 'train.batch_size': 4, 'train.log_every': 3,
-               'optim.warmup_steps': 1, 'model.num_layers': 1, 'model.model_dim': 16, 'model.num_heads': 2,
-               'data.train_length': 16, 'eval.every': 0, 'eval.lengths': (16, 32), 'eval.batch_size': 4,
-               'eval.num_examples': 4}
+  overrides = {
+      'data.corpus': str(tmp_path),
+      'train.steps': 3,
+      'train.batch_size': 4,
+      'train.log_every': 3,
+      'optim.warmup_steps': 1,
+      'model.num_layers': 1,
+      'model.model_dim': 16,
+      'model.num_heads': 2,
+      'data.train_length': 16,
+      'eval.every': 0,
+      'eval.lengths': (16, 32),
+      'eval.batch_size': 4,
+      'eval.num_examples': 4,
+  }
   result = loop.train(config_lib.load_config(lm, overrides), devices=jax.devices()[:1])
   described = result.data.describe()
   assert described['source'] == f'files: {tmp_path}' and described['num_files'] == 12
@@ -135,5 +151,5 @@ def test_training_on_your_own_corpus_is_one_override(tmp_path):
   # A path that names nothing is refused when the config is loaded, naming the key.
   with pytest.raises(ConfigError, match=r"config\.data\.corpus='.*nowhere' is invalid: path .* does not exist"):
     config_lib.load_config(lm, {'data.corpus': str(tmp_path / 'nowhere')})
-  with pytest.raises(ConfigError, match=r"config\.data\.corpus=.* matches no file"):
+  with pytest.raises(ConfigError, match=r'config\.data\.corpus=.* matches no file'):
     config_lib.load_config(lm, {'data.corpus': str(tmp_path / '*.md')})

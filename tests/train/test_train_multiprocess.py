@@ -24,11 +24,11 @@ from relpos_jax.train.metrics import read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NUM_PROCESSES = 2
-RUN_TIMEOUT_S = 240      # one launch of both processes (a few seconds of work, plus compilation)
+RUN_TIMEOUT_S = 240  # one launch of both processes (a few seconds of work, plus compilation)
 ABANDONED_TIMEOUT_S = 5  # the survivor of a kill: it stops on the broken collective, or we kill it
 
 # A process that joins the group, trains, and (process 1 only) vanishes after update `kill_at`.
-DRIVER = '''
+DRIVER = """
 import json, os, sys
 from relpos_jax.train import sharding
 address, process_id, config_path, workdir, kill_at = sys.argv[1:]
@@ -40,15 +40,15 @@ def kill(step, state, metrics):
   if step == int(kill_at) and int(process_id) == 1:
     os._exit(17)  # no finally, no atexit: the process vanishes as under SIGKILL
 loop.train(config, workdir, hooks=[kill])
-'''
+"""
 
-CONFIG_FILE = '''
+CONFIG_FILE = """
 import json
 import ml_collections
 
 def get_config():
   return ml_collections.ConfigDict(json.loads({text!r}))
-'''
+"""
 
 
 def _free_port() -> int:
@@ -59,9 +59,12 @@ def _free_port() -> int:
 
 def _env() -> dict:
   env = {k: v for k, v in os.environ.items() if k not in ('XLA_FLAGS', 'JAX_NUM_CPU_DEVICES')}
-  env.update(PYTHONPATH=REPO + os.pathsep + os.environ.get('PYTHONPATH', ''), JAX_PLATFORMS='cpu',
-             XLA_FLAGS='--xla_force_host_platform_device_count=2',  # 2 processes x 2 = the 4 devices here
-             JAX_DEFAULT_MATMUL_PRECISION='highest')                # as tests/conftest.py sets in-process
+  env.update(
+      PYTHONPATH=REPO + os.pathsep + os.environ.get('PYTHONPATH', ''),
+      JAX_PLATFORMS='cpu',
+      XLA_FLAGS='--xla_force_host_platform_device_count=2',  # 2 processes x 2 = the 4 devices here
+      JAX_DEFAULT_MATMUL_PRECISION='highest',
+  )  # as tests/conftest.py sets in-process
   return env
 
 
@@ -74,8 +77,9 @@ def _launch(argv_of, tmp_path, name):
 
 
 def _log(tmp_path, name) -> str:
-  return '\n'.join(f'--- process {i}:\n' + (tmp_path / f'{name}.{i}.log').read_text()[-3000:]
-                   for i in range(NUM_PROCESSES))
+  return '\n'.join(
+      f'--- process {i}:\n' + (tmp_path / f'{name}.{i}.log').read_text()[-3000:] for i in range(NUM_PROCESSES)
+  )
 
 
 def _kill_all(procs):
@@ -107,8 +111,11 @@ def test_two_processes_train_like_one_and_resume_after_a_kill(tmp_path, referenc
 
   # 1. Both processes train; process 1 vanishes after update 13 (checkpoint 10 was requested at 10).
   address = f'localhost:{_free_port()}'
-  procs = _launch(lambda i: [sys.executable, str(tmp_path / 'driver.py'), address, str(i), str(config_json),
-                             workdir, '13'], tmp_path, 'killed')
+  procs = _launch(
+      lambda i: [sys.executable, str(tmp_path / 'driver.py'), address, str(i), str(config_json), workdir, '13'],
+      tmp_path,
+      'killed',
+  )
   try:
     assert procs[1].wait(timeout=RUN_TIMEOUT_S) == 17, _log(tmp_path, 'killed')
     try:  # The survivor waits in the next all-reduce (until JAX's heartbeat timeout): it cannot go on alone.
@@ -128,9 +135,21 @@ def test_two_processes_train_like_one_and_resume_after_a_kill(tmp_path, referenc
   # 2. The same two processes restarted with the command line of a multi-host run: they resume from the
   # latest checkpoint both wrote and finish; the result is the one-process run's.
   address = f'localhost:{_free_port()}'
-  procs = _launch(lambda i: [sys.executable, '-m', 'experiments.train', f'--config={config_py}',
-                             f'--workdir={workdir}', '--multihost', f'--coordinator_address={address}',
-                             f'--num_processes={NUM_PROCESSES}', f'--process_id={i}'], tmp_path, 'resumed')
+  procs = _launch(
+      lambda i: [
+          sys.executable,
+          '-m',
+          'experiments.train',
+          f'--config={config_py}',
+          f'--workdir={workdir}',
+          '--multihost',
+          f'--coordinator_address={address}',
+          f'--num_processes={NUM_PROCESSES}',
+          f'--process_id={i}',
+      ],
+      tmp_path,
+      'resumed',
+  )
   try:
     for p in procs:
       assert p.wait(timeout=RUN_TIMEOUT_S) == 0, _log(tmp_path, 'resumed')

@@ -16,9 +16,7 @@ from relpos_jax.train.optim import OptimizerSpec, decay_mask
 
 def _batch():
   # Two examples of 3 positions; the first scores positions 1-2, the second only position 2.
-  logits = jnp.log(jnp.array([
-      [[0.5, 0.5], [0.9, 0.1], [0.2, 0.8]],
-      [[0.5, 0.5], [0.5, 0.5], [0.7, 0.3]]], jnp.float32))
+  logits = jnp.log(jnp.array([[[0.5, 0.5], [0.9, 0.1], [0.2, 0.8]], [[0.5, 0.5], [0.5, 0.5], [0.7, 0.3]]], jnp.float32))
   targets = jnp.array([[0, 0, 1], [0, 0, 1]], jnp.int32)
   mask = jnp.array([[0, 1, 1], [0, 0, 1]], jnp.float32)
   return logits, {'targets': targets, 'loss_mask': mask, 'accuracy_mask': mask}
@@ -69,8 +67,18 @@ def test_batches_of_fills_the_last_batch_with_masked_rows():
 
 
 def _spec(**kw):
-  base = dict(learning_rate=1e-3, schedule='warmup_cosine', warmup_steps=10, end_lr_fraction=0.1,
-              weight_decay=0.1, b1=0.9, b2=0.99, eps=1e-8, grad_clip_norm=1.0, total_steps=100)
+  base = dict(
+      learning_rate=1e-3,
+      schedule='warmup_cosine',
+      warmup_steps=10,
+      end_lr_fraction=0.1,
+      weight_decay=0.1,
+      b1=0.9,
+      b2=0.99,
+      eps=1e-8,
+      grad_clip_norm=1.0,
+      total_steps=100,
+  )
   return OptimizerSpec(**{**base, **kw})
 
 

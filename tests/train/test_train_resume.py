@@ -27,6 +27,7 @@ def _kill_after(step):
   def hook(done, state, metrics):
     if done == step:
       raise Killed(f'killed after update {step}')
+
   return hook
 
 
@@ -38,9 +39,10 @@ def _assert_same_params(result, reference):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
-def test_interrupted_run_resumes_to_the_uninterrupted_parameters(tmp_path, reference_lm_run, lm_config,
-                                                                  lm_data, without_time):
-  config = lm_config()           # 24 updates, a checkpoint every 5, keep the last 2
+def test_interrupted_run_resumes_to_the_uninterrupted_parameters(
+    tmp_path, reference_lm_run, lm_config, lm_data, without_time
+):
+  config = lm_config()  # 24 updates, a checkpoint every 5, keep the last 2
   data = lm_data(config)
   workdir = str(tmp_path / 'run')
 
@@ -66,8 +68,9 @@ def test_interrupted_run_resumes_to_the_uninterrupted_parameters(tmp_path, refer
   # (steps 8 and 12) are hidden by the restarts' purge marks, so every step appears once, with its value.
   events = tensorboard.read_scalars(workdir)
   for key in ('loss', 'lr', 'tokens_per_sec', 'grad_norm', 'bits_per_char'):
-    np.testing.assert_allclose(events[f'train/{key}'],
-                               [(r['step'], r[key]) for r in read_metrics(workdir) if key in r], rtol=1e-6)
+    np.testing.assert_allclose(
+        events[f'train/{key}'], [(r['step'], r[key]) for r in read_metrics(workdir) if key in r], rtol=1e-6
+    )
   assert [s for s, _ in events['eval/16/bits_per_char']] == [12, 24]
   # Keep-last-N: saves at 5, 10, 15, 20, 24; the 2 most recent remain.
   assert sorted(os.listdir(os.path.join(workdir, 'checkpoints'))) == ['20', '24']
@@ -91,7 +94,7 @@ def test_resuming_with_another_config_is_refused(tmp_path, lm_config, lm_data):
     loop.train(other, workdir, data=lm_data(other))
 
 
-KILLED_RUN = '''
+KILLED_RUN = """
 import json, os, sys
 import ml_collections
 from relpos_jax.train import loop
@@ -101,7 +104,7 @@ def kill(step, state, metrics):
   if step == int(sys.argv[3]):
     os._exit(17)  # no finally, no atexit: the process vanishes as under SIGKILL
 loop.train(config, sys.argv[2], hooks=[kill])
-'''
+"""
 
 
 @pytest.mark.slow
@@ -113,8 +116,14 @@ def test_killed_process_resumes_to_the_uninterrupted_parameters(tmp_path, refere
   workdir = str(tmp_path / 'run')
   env = {**os.environ, 'PYTHONPATH': REPO + os.pathsep + os.environ.get('PYTHONPATH', '')}
   # Killed right after checkpoint 10 was requested: its asynchronous save is most likely still in flight.
-  done = subprocess.run([sys.executable, str(script), str(config_path), workdir, '10'], cwd=REPO, env=env,
-                        capture_output=True, text=True, timeout=240)
+  done = subprocess.run(
+      [sys.executable, str(script), str(config_path), workdir, '10'],
+      cwd=REPO,
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=240,
+  )
   assert done.returncode == 17, done.stderr[-3000:]
   saved = Checkpoints(workdir, keep=2).all_steps()
   assert set(saved) <= {5, 10} and 5 in saved

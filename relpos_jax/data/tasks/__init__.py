@@ -15,11 +15,46 @@ from relpos_jax.data.tasks.metrics import per_token_accuracy, sequence_exact_mat
 from relpos_jax.data.tasks.recall import MultiQueryAssociativeRecall, Passkey
 from relpos_jax.data.tasks.registry import CHOMSKY_TASKS, TASKS, make_task, task_names
 from relpos_jax.data.tasks.regular import CycleNavigation, EvenPairs, ModularArithmetic, ParityCheck
-from relpos_jax.data.tasks.strings import (BucketSort, DuplicateString, MissingDuplicate, OddsFirst,
-                                           ReverseString, Shift)
+from relpos_jax.data.tasks.strings import (
+    BucketSort,
+    DuplicateString,
+    MissingDuplicate,
+    OddsFirst,
+    ReverseString,
+    Shift,
+)
 
-__all__ = ['Addition', 'AdditionAbacus', 'AdditionCoupled', 'Batch', 'BidirectionalTask', 'BinaryAddition', 'BinaryMultiplication', 'BucketSort', 'CHOMSKY_TASKS',
-           'ComputeSqrt', 'CountCopy', 'CycleNavigation', 'DuplicateString', 'EvenPairs', 'FlipFlop',
-           'MissingDuplicate', 'ModularArithmetic', 'ModularArithmeticBrackets', 'MultiQueryAssociativeRecall',
-           'OddsFirst', 'ParityCheck', 'Passkey', 'ReverseString', 'Shift', 'SolveEquation', 'StackManipulation',
-           'TASKS', 'Task', 'make_task', 'per_token_accuracy', 'sequence_exact_match', 'task_names']
+__all__ = [
+    'Addition',
+    'AdditionAbacus',
+    'AdditionCoupled',
+    'Batch',
+    'BidirectionalTask',
+    'BinaryAddition',
+    'BinaryMultiplication',
+    'BucketSort',
+    'CHOMSKY_TASKS',
+    'ComputeSqrt',
+    'CountCopy',
+    'CycleNavigation',
+    'DuplicateString',
+    'EvenPairs',
+    'FlipFlop',
+    'MissingDuplicate',
+    'ModularArithmetic',
+    'ModularArithmeticBrackets',
+    'MultiQueryAssociativeRecall',
+    'OddsFirst',
+    'ParityCheck',
+    'Passkey',
+    'ReverseString',
+    'Shift',
+    'SolveEquation',
+    'StackManipulation',
+    'TASKS',
+    'Task',
+    'make_task',
+    'per_token_accuracy',
+    'sequence_exact_match',
+    'task_names',
+]

@@ -49,7 +49,6 @@ class Addition(CausalTask):
 
   vocab_size: ClassVar[int] = 13
 
-
   @property
   def pad_id(self) -> int:
     return PAD
@@ -63,16 +62,17 @@ class Addition(CausalTask):
   def sequences(self, rng: np.random.Generator, batch_size: int, length: int) -> tuple[np.ndarray, np.ndarray]:
     """(sequences (B, 3n + 3), the significance of each token: k for a digit of weight 10^k, -1 for + and =)."""
     batch_size, n = self._check_args(rng, batch_size, length)
-    a = rng.integers(0, 10, size=(batch_size, n))          # most significant digit first
+    a = rng.integers(0, 10, size=(batch_size, n))  # most significant digit first
     b = rng.integers(0, 10, size=(batch_size, n))
-    total = np.zeros((batch_size, n + 1), np.int64)        # least significant digit first
+    total = np.zeros((batch_size, n + 1), np.int64)  # least significant digit first
     carry = np.zeros(batch_size, np.int64)
     for k in range(n):
       s = a[:, n - 1 - k] + b[:, n - 1 - k] + carry
       total[:, k], carry = s % 10, s // 10
     total[:, n] = carry
-    seq = np.concatenate([a, np.full((batch_size, 1), PLUS), b, np.full((batch_size, 1), EQUALS), total],
-                         axis=1).astype(np.int32)
+    seq = np.concatenate(
+        [a, np.full((batch_size, 1), PLUS), b, np.full((batch_size, 1), EQUALS), total], axis=1
+    ).astype(np.int32)
     operand = np.arange(n - 1, -1, -1)
     significance = np.concatenate([operand, [-1], operand, [-1], np.arange(n + 1)])
     return seq, np.broadcast_to(significance, seq.shape)
@@ -84,9 +84,13 @@ class Addition(CausalTask):
     seq, significance = self.sequences(rng, batch_size, length)
     n = int(length)
     mask = np.zeros((seq.shape[0], seq.shape[1] - 1), np.float32)
-    mask[:, 2 * n + 1:] = 1.0
-    batch = {'inputs': seq[:, :-1].copy(), 'targets': seq[:, 1:].copy(), 'loss_mask': mask,
-             'accuracy_mask': mask.copy()}
+    mask[:, 2 * n + 1 :] = 1.0
+    batch = {
+        'inputs': seq[:, :-1].copy(),
+        'targets': seq[:, 1:].copy(),
+        'loss_mask': mask,
+        'accuracy_mask': mask.copy(),
+    }
     positions = self.positions(rng, significance)
     if positions is not None:
       batch['positions'] = positions[:, :-1].astype(np.int32)
@@ -107,8 +111,10 @@ class AdditionCoupled(Addition):
   def positions(self, rng, significance):
     n = significance.shape[1] // 3 - 1
     if self.max_position < n + 2:
-      raise ValueError(f'addition_coupled with {n}-digit operands needs max_position >= {n + 2} (the sum has '
-                       f'{n + 1} digits after the start position), got max_position={self.max_position}')
+      raise ValueError(
+          f'addition_coupled with {n}-digit operands needs max_position >= {n + 2} (the sum has '
+          f'{n + 1} digits after the start position), got max_position={self.max_position}'
+      )
     start = rng.integers(1, self.max_position - n, size=(significance.shape[0], 1))
     return start + np.where(significance < 0, 0, significance + 1)
 

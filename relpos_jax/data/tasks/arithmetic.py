@@ -10,8 +10,8 @@ import numpy as np
 
 from relpos_jax.data.tasks.base import BidirectionalTask
 
-PLUS = 2         # input token between the two numbers
-TERMINATOR = 2   # output token after the last bit of the sum
+PLUS = 2  # input token between the two numbers
+TERMINATOR = 2  # output token after the last bit of the sum
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,11 +46,11 @@ class BinaryAddition(BidirectionalTask):
     rows = np.arange(batch_size)
     pos = np.arange(n + 1)[None, :]
     if n <= 2:
-      v = rng.integers(0, 2 ** n - 1, size=batch_size)
+      v = rng.integers(0, 2**n - 1, size=batch_size)
       x = ((v[:, None] >> np.arange(n)[None, :]) & 1).astype(np.int32)
       bits = np.zeros((batch_size, n + 1), np.int32)
       bits[:, :n] = x
-      blen = np.array([max(1, int(t).bit_length()) for t in v], dtype=np.int64)   # 0 is written '0'
+      blen = np.array([max(1, int(t).bit_length()) for t in v], dtype=np.int64)  # 0 is written '0'
     else:
       la = rng.integers(1, n - 1, size=batch_size)
       lb = n - 1 - la
@@ -61,7 +61,7 @@ class BinaryAddition(BidirectionalTask):
       shifted_b = b[rows[:, None], np.clip(np.arange(n)[None, :] - la[:, None] - 1, 0, n - 1)]
       x[:] = np.where(in_a, a, shifted_b)
       x[rows, la] = PLUS
-      bits = _add_little_endian(a, b)                       # (B, n + 1)
+      bits = _add_little_endian(a, b)  # (B, n + 1)
       blen = n + 1 - np.argmax(bits[:, ::-1] == 1, axis=1)  # sum >= 2, so a 1 exists
     y = np.where(pos < blen[:, None], bits, np.where(pos == blen[:, None], TERMINATOR, 0)).astype(np.int32)
     acc = (pos <= blen[:, None]).astype(np.float32)
@@ -118,7 +118,7 @@ class BinaryMultiplication(BidirectionalTask):
     y = np.zeros((batch_size, n), np.int32)
     acc = np.zeros((batch_size, n), np.float32)
     if n <= 2:
-      v = rng.integers(0, 2 ** n - 1, size=batch_size)
+      v = rng.integers(0, 2**n - 1, size=batch_size)
       x = ((v[:, None] >> np.arange(n)[None, :]) & 1).astype(np.int32)
       y[:, n - 1] = TERMINATOR
       acc[:] = 1.0
@@ -129,11 +129,11 @@ class BinaryMultiplication(BidirectionalTask):
     x = np.empty((batch_size, n), np.int32)
     for row in range(batch_size):
       k = int(la[row])
-      x[row, :k], x[row, k], x[row, k + 1:] = a[row, :k], PLUS, b[row, :n - 1 - k]
-      product = _from_little_endian(a[row]) * _from_little_endian(b[row])      # Python ints: no overflow
+      x[row, :k], x[row, k], x[row, k + 1 :] = a[row, :k], PLUS, b[row, : n - 1 - k]
+      product = _from_little_endian(a[row]) * _from_little_endian(b[row])  # Python ints: no overflow
       bits = [int(ch) for ch in reversed(bin(product)[2:])]
-      y[row, :len(bits)], y[row, len(bits)] = bits, TERMINATOR
-      acc[row, :len(bits) + 1] = 1.0
+      y[row, : len(bits)], y[row, len(bits)] = bits, TERMINATOR
+      acc[row, : len(bits) + 1] = 1.0
     return x, y, acc
 
 
@@ -156,7 +156,7 @@ class ComputeSqrt(BidirectionalTask):
 
   def _generate(self, rng, batch_size, n):
     m = self.output_length(n)
-    x = _uniform_nonzero_bits(rng, np.full(batch_size, n), n)[:, ::-1].copy()   # big-endian
+    x = _uniform_nonzero_bits(rng, np.full(batch_size, n), n)[:, ::-1].copy()  # big-endian
     y = np.empty((batch_size, m), np.int32)
     for row in range(batch_size):
       root = math.isqrt(int(''.join(map(str, x[row].tolist())), 2))

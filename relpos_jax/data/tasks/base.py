@@ -44,7 +44,7 @@ class Task(abc.ABC):
   """Shared metadata/validation for bidirectional (classification) and causal tasks."""
 
   name: ClassVar[str] = ''
-  kind: ClassVar[str] = ''                 # 'bidirectional' (a classifier) or 'causal' (a decoder task)
+  kind: ClassVar[str] = ''  # 'bidirectional' (a classifier) or 'causal' (a decoder task)
   reference: ClassVar[str] = ''
   has_shortcut: ClassVar[bool] = False
   shortcut_reason: ClassVar[str | None] = None
@@ -83,9 +83,17 @@ class Task(abc.ABC):
   @property
   def metadata(self) -> dict:
     """JSON-friendly description, to be stored with results."""
-    return {'name': self.name, 'kind': self.kind, 'params': self.params, 'vocab_size': self.vocab_size,
-            'num_classes': self.num_classes, 'pad_id': self.pad_id, 'has_shortcut': self.has_shortcut,
-            'shortcut_reason': self.shortcut_reason, 'reference': self.reference}
+    return {
+        'name': self.name,
+        'kind': self.kind,
+        'params': self.params,
+        'vocab_size': self.vocab_size,
+        'num_classes': self.num_classes,
+        'pad_id': self.pad_id,
+        'has_shortcut': self.has_shortcut,
+        'shortcut_reason': self.shortcut_reason,
+        'reference': self.reference,
+    }
 
   @staticmethod
   def _check_args(rng, batch_size, length) -> tuple[int, int]:
@@ -140,12 +148,12 @@ class BidirectionalTask(Task):
 
   @property
   def metadata(self) -> dict:
-    return {**super().metadata, 'input_alphabet_size': self.input_alphabet_size,
-            'placeholder_id': self.placeholder_id}
+    return {**super().metadata, 'input_alphabet_size': self.input_alphabet_size, 'placeholder_id': self.placeholder_id}
 
   @abc.abstractmethod
-  def _generate(self, rng: np.random.Generator, batch_size: int,
-                n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+  def _generate(
+      self, rng: np.random.Generator, batch_size: int, n: int
+  ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(input strings (B, n), output strings (B, m), accuracy mask over the outputs (B, m) or None)."""
 
   def sample(self, rng: np.random.Generator, batch_size: int, length: int) -> Batch:

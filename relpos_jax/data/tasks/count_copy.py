@@ -84,9 +84,9 @@ class CountCopy(CausalTask):
     s = rng.integers(0, k, size=(batch_size, 1), dtype=np.int32) if k > 1 else np.zeros((batch_size, 1), np.int32)
     seq = np.empty((batch_size, 2 * n + 3), np.int32)
     seq[:, 0] = self.bos_id
-    seq[:, 1:n + 1] = s
+    seq[:, 1 : n + 1] = s
     seq[:, n + 1] = self.sep_id
-    seq[:, n + 2:2 * n + 2] = s + k
+    seq[:, n + 2 : 2 * n + 2] = s + k
     seq[:, 2 * n + 2] = self.eos_id
     return seq
 
@@ -95,6 +95,5 @@ class CountCopy(CausalTask):
     n = int(length)
     t = self.total_length(n)
     mask = np.zeros((seq.shape[0], t), np.float32)
-    mask[:, n + 1:] = 1.0
-    return {'inputs': seq[:, :-1].copy(), 'targets': seq[:, 1:].copy(), 'loss_mask': mask,
-            'accuracy_mask': mask.copy()}
+    mask[:, n + 1 :] = 1.0
+    return {'inputs': seq[:, :-1].copy(), 'targets': seq[:, 1:].copy(), 'loss_mask': mask, 'accuracy_mask': mask.copy()}

@@ -64,8 +64,8 @@ class StackManipulation(BidirectionalTask):
           else:
             stack.append(action - PUSH_0)
       out = stack[::-1] + [TERMINATOR]
-      y[b, :len(out)] = out
-      acc[b, :len(out)] = 1.0
+      y[b, : len(out)] = out
+      acc[b, : len(out)] = 1.0
     return x, y, acc
 
 
@@ -103,7 +103,7 @@ class _ModularBrackets(BidirectionalTask):
   modulus: int = 5
 
   def __post_init__(self):
-    validation.positive_int('task', 'modulus', self.modulus, maximum=10)   # residues are single digits
+    validation.positive_int('task', 'modulus', self.modulus, maximum=10)  # residues are single digits
 
   @property
   def input_alphabet_size(self) -> int:

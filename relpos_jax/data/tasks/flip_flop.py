@@ -41,8 +41,13 @@ class FlipFlop(CausalTask):
   vocab_size: ClassVar[int] = 6
 
   def __post_init__(self):
-    validation.require(isinstance(self.p_ignore, (int, float)) and not isinstance(self.p_ignore, bool)
-                       and 0.0 <= self.p_ignore < 1.0, 'task', 'p_ignore', self.p_ignore, 'a probability in [0, 1)')
+    validation.require(
+        isinstance(self.p_ignore, (int, float)) and not isinstance(self.p_ignore, bool) and 0.0 <= self.p_ignore < 1.0,
+        'task',
+        'p_ignore',
+        self.p_ignore,
+        'a probability in [0, 1)',
+    )
     validation.boolean('task', 'loss_on_all_tokens', self.loss_on_all_tokens)
 
   @property
@@ -59,7 +64,7 @@ class FlipFlop(CausalTask):
   def sequences(self, rng: np.random.Generator, batch_size: int, length: int) -> np.ndarray:
     """Full sequences (B, 2n + 2): ``w b_0 c_1 b_1 ... c_n b_n`` with ``c_n = r``."""
     batch_size, n = self._check_args(rng, batch_size, length)
-    n += 1                                            # the opening write
+    n += 1  # the opening write
     p_other = (1.0 - self.p_ignore) / 2
     ops = rng.choice(3, size=(batch_size, n), p=[p_other, p_other, self.p_ignore]).astype(np.int32)
     ops[:, 0], ops[:, -1] = WRITE, READ
@@ -75,7 +80,6 @@ class FlipFlop(CausalTask):
   def sample(self, rng: np.random.Generator, batch_size: int, length: int) -> Batch:
     seq = self.sequences(rng, batch_size, length)
     reads = np.zeros(seq[:, 1:].shape, np.float32)
-    reads[:, 0::2] = seq[:, :-1:2] == READ           # target position 2t is the bit after instruction t
+    reads[:, 0::2] = seq[:, :-1:2] == READ  # target position 2t is the bit after instruction t
     loss = np.ones_like(reads) if self.loss_on_all_tokens else reads.copy()
-    return {'inputs': seq[:, :-1].copy(), 'targets': seq[:, 1:].copy(), 'loss_mask': loss,
-            'accuracy_mask': reads}
+    return {'inputs': seq[:, :-1].copy(), 'targets': seq[:, 1:].copy(), 'loss_mask': loss, 'accuracy_mask': reads}

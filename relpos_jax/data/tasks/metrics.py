@@ -12,7 +12,8 @@ import numpy as np
 def _xp(*arrays):
   if all(isinstance(a, (np.ndarray, np.generic, list, tuple, int, float)) for a in arrays):
     return np
-  import jax.numpy as jnp   # only when a jax array (or tracer) is passed
+  import jax.numpy as jnp  # only when a jax array (or tracer) is passed
+
   return jnp
 
 

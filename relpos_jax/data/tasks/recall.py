@@ -29,8 +29,7 @@ class _Retrieval(CausalTask):
   def _teacher_forcing(self, seq: np.ndarray, scored: np.ndarray) -> Batch:
     """``scored`` (B, len(seq)) marks the tokens to retrieve; they are scored where they are targets."""
     mask = scored[:, 1:].astype(np.float32)
-    return {'inputs': seq[:, :-1].copy(), 'targets': seq[:, 1:].copy(), 'loss_mask': mask,
-            'accuracy_mask': mask.copy()}
+    return {'inputs': seq[:, :-1].copy(), 'targets': seq[:, 1:].copy(), 'loss_mask': mask, 'accuracy_mask': mask.copy()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,16 +75,18 @@ class MultiQueryAssociativeRecall(_Retrieval):
     values = (self.num_keys + rng.integers(0, self.num_values, size=(batch_size, n))).astype(np.int32)
     order = np.argsort(rng.random((batch_size, n)), axis=1)
     seq = np.empty((batch_size, 4 * n), np.int32)
-    seq[:, 0:2 * n:2], seq[:, 1:2 * n:2] = keys, values
-    seq[:, 2 * n::2] = np.take_along_axis(keys, order, axis=1)
-    seq[:, 2 * n + 1::2] = np.take_along_axis(values, order, axis=1)
+    seq[:, 0 : 2 * n : 2], seq[:, 1 : 2 * n : 2] = keys, values
+    seq[:, 2 * n :: 2] = np.take_along_axis(keys, order, axis=1)
+    seq[:, 2 * n + 1 :: 2] = np.take_along_axis(values, order, axis=1)
     scored = np.zeros_like(seq, dtype=bool)
-    scored[:, 2 * n + 1::2] = True
+    scored[:, 2 * n + 1 :: 2] = True
     return self._teacher_forcing(seq, scored)
 
 
-PASSKEY_PREFIX = ('There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. '
-                  'I will quiz you about the important information there.')
+PASSKEY_PREFIX = (
+    'There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. '
+    'I will quiz you about the important information there.'
+)
 PASSKEY_FILLER = ' The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.'
 PASSKEY_NEEDLE = ' The pass key is {key}. Remember it. {key} is the pass key.'
 PASSKEY_QUESTION = ' What is the pass key? The pass key is '
@@ -124,9 +125,15 @@ class Passkey(_Retrieval):
     for row in range(batch_size):
       key = ''.join(str(d) for d in rng.integers(0, 10, size=self.digits))
       depth = int(rng.integers(0, n + 1))
-      text = (PASSKEY_PREFIX + PASSKEY_FILLER * depth + PASSKEY_NEEDLE.format(key=key)
-              + PASSKEY_FILLER * (n - depth) + PASSKEY_QUESTION + key)
+      text = (
+          PASSKEY_PREFIX
+          + PASSKEY_FILLER * depth
+          + PASSKEY_NEEDLE.format(key=key)
+          + PASSKEY_FILLER * (n - depth)
+          + PASSKEY_QUESTION
+          + key
+      )
       seq[row] = np.frombuffer(text.encode('ascii'), np.uint8)
     scored = np.zeros_like(seq, dtype=bool)
-    scored[:, -self.digits:] = True
+    scored[:, -self.digits :] = True
     return self._teacher_forcing(seq, scored)

@@ -10,17 +10,43 @@ from relpos_jax.data.tasks.dcf import ModularArithmeticBrackets, SolveEquation, 
 from relpos_jax.data.tasks.flip_flop import FlipFlop
 from relpos_jax.data.tasks.recall import MultiQueryAssociativeRecall, Passkey
 from relpos_jax.data.tasks.regular import CycleNavigation, EvenPairs, ModularArithmetic, ParityCheck
-from relpos_jax.data.tasks.strings import (BucketSort, DuplicateString, MissingDuplicate, OddsFirst,
-                                           ReverseString, Shift)
+from relpos_jax.data.tasks.strings import (
+    BucketSort,
+    DuplicateString,
+    MissingDuplicate,
+    OddsFirst,
+    ReverseString,
+    Shift,
+)
 
 # The Chomsky-hierarchy suite (Deletang et al. 2023) by level, then the other length-generalization tasks.
 CHOMSKY_REGULAR = (EvenPairs, ModularArithmetic, ParityCheck, CycleNavigation)
 CHOMSKY_CONTEXT_FREE = (StackManipulation, ReverseString, ModularArithmeticBrackets, SolveEquation)
-CHOMSKY_CONTEXT_SENSITIVE = (DuplicateString, MissingDuplicate, OddsFirst, BinaryAddition, BinaryMultiplication,
-                             ComputeSqrt, BucketSort)
-TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (
-    *CHOMSKY_REGULAR, *CHOMSKY_CONTEXT_FREE, *CHOMSKY_CONTEXT_SENSITIVE, Shift, CountCopy, FlipFlop,
-    MultiQueryAssociativeRecall, Passkey, Addition, AdditionCoupled, AdditionAbacus)}
+CHOMSKY_CONTEXT_SENSITIVE = (
+    DuplicateString,
+    MissingDuplicate,
+    OddsFirst,
+    BinaryAddition,
+    BinaryMultiplication,
+    ComputeSqrt,
+    BucketSort,
+)
+TASKS: dict[str, type[Task]] = {
+    cls.name: cls
+    for cls in (
+        *CHOMSKY_REGULAR,
+        *CHOMSKY_CONTEXT_FREE,
+        *CHOMSKY_CONTEXT_SENSITIVE,
+        Shift,
+        CountCopy,
+        FlipFlop,
+        MultiQueryAssociativeRecall,
+        Passkey,
+        Addition,
+        AdditionCoupled,
+        AdditionAbacus,
+    )
+}
 CHOMSKY_TASKS = tuple(cls.name for cls in (*CHOMSKY_REGULAR, *CHOMSKY_CONTEXT_FREE, *CHOMSKY_CONTEXT_SENSITIVE))
 
 

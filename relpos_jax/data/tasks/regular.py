@@ -98,7 +98,7 @@ def evaluate_modular_expressions(x: np.ndarray, modulus: int) -> np.ndarray:
   """(B,) values mod ``modulus`` of ``modular_arithmetic`` expressions (B, odd n), ``*`` before ``+``/``-``."""
   plus, minus = modulus, modulus + 1
   total = np.zeros(x.shape[0], np.int64)
-  term = x[:, 0].astype(np.int64)            # the running product of the current additive term, signed
+  term = x[:, 0].astype(np.int64)  # the running product of the current additive term, signed
   for k in range(1, x.shape[1], 2):
     op, r = x[:, k], x[:, k + 1].astype(np.int64)
     new_term = (op == plus) | (op == minus)

@@ -153,9 +153,11 @@ class MissingDuplicate(BidirectionalTask):
   name = 'missing_duplicate'
   reference = 'Ruoss et al. 2023 (tasks/cs/missing_duplicate_string.py)'
   has_shortcut = True
-  shortcut_reason = ('the masked bit equals the XOR of all visible 0/1 input bits (each bit of w appears '
-                     'twice in ww, so ww has an even number of 1s): solvable by parity without locating '
-                     'the duplicate position; do not use as evidence of positional generalization')
+  shortcut_reason = (
+      'the masked bit equals the XOR of all visible 0/1 input bits (each bit of w appears '
+      'twice in ww, so ww has an even number of 1s): solvable by parity without locating '
+      'the duplicate position; do not use as evidence of positional generalization'
+  )
 
   input_alphabet_size: ClassVar[int] = 4
   num_classes: ClassVar[int] = 2
