@@ -36,7 +36,8 @@ BINS_PER_OCTAVE = 2
 
 def position_curve(position_loss: np.ndarray, position_tokens: np.ndarray, in_bits: bool) -> dict:
   """The per-position loss binned log-spaced in context: position p (0-based) of a window predicts its
-  token from p + 1 tokens of context; bin k holds the contexts [2^(k/2), 2^((k+1)/2)) (BINS_PER_OCTAVE).
+  token from p + 1 tokens of context; bin k holds the contexts in (2^((k-1)/2), 2^(k/2)] (BINS_PER_OCTAVE
+  bins per doubling, closed above so that a power-of-two window length ends a full bin).
 
   Returns {'context_from': [...], 'context_to': [...] (inclusive), 'loss': [...] (nats, pooled over the
   tokens of the bin), 'bits_per_char': [...] (language models), 'tokens': [...]}; empty bins are left out.
@@ -44,7 +45,7 @@ def position_curve(position_loss: np.ndarray, position_tokens: np.ndarray, in_bi
   loss = np.asarray(position_loss, np.float64)
   tokens = np.asarray(position_tokens, np.float64)
   context = np.arange(1, loss.size + 1)
-  bins = np.floor(np.log2(context) * BINS_PER_OCTAVE + 1e-9).astype(int)
+  bins = np.ceil(np.log2(context) * BINS_PER_OCTAVE - 1e-9).astype(int)
   out = {'context_from': [], 'context_to': [], 'loss': [], 'tokens': []}
   for k in np.unique(bins):
     chosen = (bins == k) & (tokens > 0)
@@ -117,7 +118,7 @@ def evaluate_run(
     }
   if positions.random and sequential_row:
     sequential = loop.EvalPositions.of(model, draws, seed, sequential=True)
-    record['sequential'] = {'positions': sequential.describe(), **at(sequential, split, lengths)}
+    record['sequential'] = {'positions': sequential.describe(), 'position_draws': 1, **at(sequential, split, lengths)}
   return record
 
 

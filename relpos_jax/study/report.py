@@ -302,7 +302,7 @@ def write_markdown(results: Results, path: str) -> str:
     facts = {
         'data': ', '.join(
             f'{k}={data[k]}'
-            for k in ('source', 'task', 'num_train_tokens', 'num_val_tokens', 'train_lengths')
+            for k in ('source', 'task', 'num_train_tokens', 'num_val_tokens', 'num_test_tokens', 'train_lengths')
             if k in data
         ),
         **facts,

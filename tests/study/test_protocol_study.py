@@ -217,3 +217,14 @@ def test_a_real_tiny_study_records_the_protocol(tmp_path):
   text = (tmp_path / 'results.md').read_text()
   assert 'Paired differences' in text and 'sample standard deviation over seeds (ddof 1)' in text
   assert results['runs'][1]['by_length'] == rr['by_length']
+
+
+def test_position_curve_bins_by_hand():
+  # Positions 0..7 (contexts 1..8), losses 0..7 nats, 2 tokens each but position 3 with 6: bins (by context)
+  # {1}, {2}, {3, 4}, {5}, {6, 7, 8}; a bin's loss is pooled over its tokens.
+  tokens = np.array([2, 2, 2, 6, 2, 2, 2, 2], float)
+  curve = protocol.position_curve(np.arange(8.0), tokens, in_bits=True)
+  assert list(zip(curve['context_from'], curve['context_to'])) == [(1, 1), (2, 2), (3, 4), (5, 5), (6, 8)]
+  assert curve['loss'] == pytest.approx([0.0, 1.0, (2 * 2 + 3 * 6) / 8, 4.0, 6.0])
+  assert curve['tokens'] == [2.0, 2.0, 8.0, 2.0, 6.0]
+  assert curve['bits_per_char'][1] == pytest.approx(1 / np.log(2))
