@@ -116,7 +116,9 @@ def test_summary_means_over_seeds_and_flags_what_was_not_learned(tmp_path):
   summary = suite.summarize(_two_tasks(), title='tiny')
   cell = summary['cells']['learned/a']
   assert cell['in_distribution'] == pytest.approx(1.0) and cell['out_of_distribution'] == pytest.approx(0.6)
-  assert cell['out_of_distribution_std'] == pytest.approx(0.1 * 2**0.5) and cell['seeds'] == 2  # seeds 0.7, 0.5: sample std
+  assert (
+      cell['out_of_distribution_std'] == pytest.approx(0.1 * 2**0.5) and cell['seeds'] == 2
+  )  # seeds 0.7, 0.5: sample std
   # b's in-distribution mean is 0.85 < ID_LEARNED: its cell is marked even though the task was learned by a.
   assert cell['learned'] and not summary['cells']['learned/b']['learned']
   assert summary['learned_in_distribution'] == {'learned': True, 'hard': False}
