@@ -124,7 +124,7 @@ def test_summary_means_over_seeds_and_flags_what_was_not_learned(tmp_path):
   assert summary['learned_in_distribution'] == {'learned': True, 'hard': False}
   assert summary['encoders'] == ['a', 'b'] and 'hard/b' not in summary['cells']
   table = suite.markdown(summary)
-  assert '| learned | 0.60 ± 0.10 (1.00) | 0.50 ± 0.00 (0.85) ✗ |' in table
+  assert '| learned | 0.60 ± 0.14 (1.00) | 0.50 ± 0.00 (0.85) ✗ |' in table
   assert '| hard (not learned) | 0.50 ± 0.00 (0.55) ✗ | — |' in table
   assert table.rstrip().endswith('| *learned in distribution (of 2)* | 1 | 0 |')
   paths = suite.write_summary(summary, str(tmp_path))
