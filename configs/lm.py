@@ -9,7 +9,7 @@ to finish in about a minute on a laptop CPU:
 
 Variant `study` (`--config=configs/lm.py:study`): the default length-generalization study. Every encoder of
 `study.encoders` trains this model at length 64 (same data stream and steps for every encoder, per seed), then is evaluated
-on the same validation text cut into windows of 64, 128, 256, 512 and 1024 bytes (1x to 16x). Sized to finish
+on the same held-out test bytes seen through windows of 64, 128, 256, 512 and 1024 bytes (1x to 16x). Sized to finish
 in about 10 minutes on a 2-core CPU:
 
     python -m experiments.length_generalization                      # this variant, ./results/default
@@ -17,9 +17,34 @@ in about 10 minutes on a 2-core CPU:
         --config.train.steps=2000 --config.model.num_layers=4 --workdir=/tmp/bigger
 
 `study.encoders` holds 'label: spec' entries (any encoder spec; see relpos_jax.encoders.spec); `study.seeds`
-the seeds every encoder is trained with (the table shows mean ± std over them):
+the seeds every encoder is trained with (the table shows mean ± sample std over them):
 
-    python -m experiments.length_generalization --config.study.seeds='(0,1,2)' --workdir=results/seeds3
+    python -m experiments.length_generalization --config.study.seeds='(0,1,2,3,4)' --workdir=results/seeds5
+
+The protocol (relpos_jax.study.protocol; every key is checked before anything is trained or written):
+  eval.scored_tail       T: windows of every length end at the same anchors of the split and score only
+                         their last T targets, so every length scores the same bytes (None: the shortest
+                         evaluation length, 64 here; each length's scored set is fingerprinted in results.json)
+  eval.num_tokens        scored tokens per length (num_tokens / T windows): 8,192 here, i.e. 128 windows per
+                         length, 254k window tokens over the five lengths against 328k before (attention work
+                         1.4x, since the long windows grow: 128 x 1024^2 at 1024 against 64 x 1024^2)
+  eval.position_draws    K: a randomized encoder is evaluated on ordered random positions from [0,
+                         max_position), the mean over K draws (as its reference code does); >= 1
+  study.split            the split the tables report: 'test' (held-out files); 'validation' is refused when
+                         the study chooses anything (lr_grid, learning_rates), as choices are made there
+  study.lr_grid          peak learning rates tried per encoder at the first seed; the lowest validation loss
+                         at the training length wins and the other seeds train with it (LR_GRID:
+                         --config.study.lr_grid='(1e-3,3e-3,1e-2)'); None: no grid
+  study.learning_rates   committed choices, 'label: lr' (STUDY_LEARNING_RATES: what the grid chose), so the
+                         quick start does not search again; the table's last column names each rate and how
+                         it was chosen (grid, committed, fixed = optim.learning_rate)
+  study.comparisons      'A vs B' or 'A vs B at <length | train | ood | longest>': paired differences over
+                         seeds with 95% t intervals (results.md, results.json 'comparisons'); a randomized
+                         entry's 0..L-1 row is '<label>@0..L-1'
+  study.sequential_positions  randomized encoders also evaluated at 0..L-1, as the row '<label>@0..L-1'
+
+FIRE's threshold starts at a quarter of the training length (16), the ratio of the paper (512 at 2,048);
+'fire-512' keeps the reference code's absolute 512 as an ablation row (relpos_jax/encoders/fire.py).
 
 Variant `study,long` (`--config=configs/lm.py:study,long`): the same study trained four times longer
 (1,600 steps; warmup and checkpoints scaled) for a subset of encoders (LONG_LABELS: T5 with its published
@@ -33,10 +58,11 @@ for 16x from L_orig = 64 (docs/study_inference_extension/: --config.study.seeds=
 so that the largest distance they show the model at 1024 stays inside the 64 trained positions:
 Self-Extend (1023 // 32) + 32 - 1 = 62, leaky ReRoPE 32 + (1023 - 32) / 32 < 64.
 Variant `long_context` (`--config=configs/lm.py:long_context`): the `study` variant's trained runs (read from
-`study.trained_workdir`, no retraining) evaluated at 2,048 ... 65,536 bytes (32x to 1024x), plus 64 and 1,024
-as references, with `model.attention_implementation='blockwise'` (tiles, every position term built per tile:
-no (L, L) array at any length). Token budget for a CPU: 65,536 scored bytes per length (one window at 65,536,
-two at 32,768, ...). `learned` is left out (its table ends at position 1,023); the extrapolating biases come
+`study.trained_workdir`, no retraining) evaluated at 2,048 ... 65,536 bytes (32x to 1024x), plus 1,024
+as the reference, with `model.attention_implementation='blockwise'` (tiles, every position term built per tile:
+no (L, L) array at any length). The same targets at every length: windows end at 4 common anchors and score
+their last 1,024 bytes (eval.scored_tail; 1,024 is the reference length, 4,096 scored bytes per length, four
+windows of 65,536 at the longest). `learned` is left out (its table ends at position 1,023); the extrapolating biases come
 first, so an interrupted run has the main families:
 
     python -m experiments.length_generalization --config=configs/lm.py:long_context \
@@ -49,11 +75,33 @@ from ml_collections.config_dict import placeholder
 from relpos_jax.train import tensorboard
 from relpos_jax.train.config import parse_variants
 
+TRAIN_LENGTH = 64
+# FIRE's threshold at a quarter of the training length, the paper's ratio (512 at its 2,048; see
+# relpos_jax/encoders/fire.py); 'fire-512' keeps the reference code's absolute 512 as an ablation.
+FIRE = f'fire: fire(init_threshold={TRAIN_LENGTH / 4})'
+FIRE_512 = 'fire-512: fire(init_threshold=512.0)'
+# Learning rates tried per encoder when a study is run with --config.study.lr_grid (LR_GRID): a factor of 3
+# around the fixed 3e-3.
+LR_GRID = (1e-3, 3e-3, 1e-2)
+# What the grid chose, committed ('label: lr'), so the quick start does not search again. Empty until the
+# default study's grid has run (then fill it from docs/study/results.json, each run's learning_rate).
+STUDY_LEARNING_RATES = ()
+# The comparisons the README states, as paired differences over seeds with 95% intervals.
+STUDY_COMPARISONS = (
+    'monotone-lin vs distance',
+    'kerple_log vs fire',
+    'fire vs fire-512',
+    'rope+randomized vs rope',
+    'rope+randomized vs rope+randomized@0..L-1',
+)
+CONTEXTUAL_COMPARISONS = ('stick_breaking vs dape2-kerple', 'fox vs fox-bias', 'kerple_log vs fire')
+
 # The study's encoders that can encode 65,536 positions, in the order the long-context variant runs them.
 LONG_CONTEXT_LABELS = (
     'alibi',
     'kerple_log',
     'fire',
+    'fire-512',
     'rope',
     'nope',
     't5-32',
@@ -63,7 +111,7 @@ LONG_CONTEXT_LABELS = (
     'multiscale',
     'rope+randomized',
 )
-LONG_CONTEXT_LENGTHS = (64, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
+LONG_CONTEXT_LENGTHS = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
 
 # The position-free control, absolute tables, every variant of the lecture (relative distance, Shaw's
 # clipped table, piecewise-linear and logarithmic range extension, multi-scale tables, absolute + relative)
@@ -90,7 +138,8 @@ STUDY_ENCODERS = (
     'init_slope=2.0, init_decay="linear")',
     'alibi',
     'kerple_log',
-    'fire',
+    FIRE,
+    FIRE_512,
     'rope',
     'rope+randomized: randomized(rope, max_position=2048)',
 )
@@ -104,7 +153,7 @@ CONTEXTUAL_ENCODERS = (
     'nope',
     'alibi',
     'kerple_log',
-    'fire',
+    FIRE,
     'rope',
     'cope',
     'fox',
@@ -132,6 +181,16 @@ INFERENCE_EXTENSION_ENCODERS = (
     'rerope_leaky: rope -> rerope(rope, window=32, leak=32)',
     'dual_chunk: rope -> dual_chunk(rope, chunk=48, local_window=4)',
 )
+
+
+def _label(entry: str) -> str:
+  return entry.partition(':')[0].strip()
+
+
+def committed_rates(entries) -> tuple[str, ...]:
+  """The committed learning rates (STUDY_LEARNING_RATES) of the labels among `entries`."""
+  labels = {_label(e) for e in entries}
+  return tuple(rate for rate in STUDY_LEARNING_RATES if _label(rate) in labels)
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -176,7 +235,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.data.source = 'corpus'
   config.data.corpus = 'stdlib'
   config.data.max_train_bytes = 8_000_000
-  config.data.train_length = 64
+  config.data.train_length = TRAIN_LENGTH
 
   config.optim = ml_collections.ConfigDict()
   config.optim.learning_rate = 3e-3
@@ -201,11 +260,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.eval.every = 150
   config.eval.lengths = (64, 128, 256)
   config.eval.batch_size = 32
-  config.eval.num_examples = 64  # validation windows per length
+  config.eval.num_examples = 64  # windows per length (each scores its last eval.scored_tail targets)
   config.eval.pad_multiple = 1
   config.eval.seed = 0
   config.eval.num_tokens = placeholder(int)  # optional: scored tokens per length
   config.eval.max_tokens_per_batch = placeholder(int)  # optional: cap on tokens per eval batch
+  config.eval.scored_tail = placeholder(int)  # T, scored targets per window; None: the shortest length
+  config.eval.position_draws = 4  # randomized encoders: random evaluation positions, mean over 4 draws
 
   if 'study' in variants:
     config.train.steps = 400
@@ -214,18 +275,26 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.optim.warmup_steps = 40
     config.eval.every = 0  # evaluate once, after training
     config.eval.lengths = (64, 128, 256, 512, 1024)
-    config.eval.num_tokens = 65_536  # the same amount of validation text at every length
+    # 128 windows per length, each ending at one of 128 common anchors and scoring its last 64 targets:
+    # the same 8,192 test bytes at every length (each seen with up to 1,024 bytes of context at 1024).
+    config.eval.num_tokens = 8_192
     config.eval.max_tokens_per_batch = 16_384  # long windows in small batches: fits any laptop
     config.study = ml_collections.ConfigDict()
     config.study.title = 'Byte-level LM on the Python stdlib: trained at 64, evaluated up to 16x'
     config.study.description = (
-        'Bits per character on the validation files; every encoder trains the same ' 'model, data stream and steps.'
+        'Bits per character on the held-out test files (the same bytes at every length); every encoder '
+        'trains the same model, data stream and steps.'
     )
     config.study.encoders = STUDY_ENCODERS
-    config.study.seeds = (0,)  # the quick start; the README's table: --config.study.seeds='(0,1,2)'
+    config.study.seeds = (0,)  # the quick start; the README's table: --config.study.seeds='(0,1,2,3,4)'
+    config.study.split = 'test'  # what the table reports; choices are made on validation at length 64
+    config.study.lr_grid = placeholder(tuple)  # e.g. --config.study.lr_grid='(1e-3,3e-3,1e-2)' (LR_GRID)
+    config.study.comparisons = STUDY_COMPARISONS
+    config.study.sequential_positions = True  # randomized encoders also at 0..L-1, a second row
     if 'contextual' in variants:
       config.study.title = 'Position from content: trained at 64, evaluated up to 16x'
       config.study.encoders = CONTEXTUAL_ENCODERS
+      config.study.comparisons = CONTEXTUAL_COMPARISONS
   if 'long' in variants:
     config.train.steps = 1600
     config.train.log_every = 200
@@ -234,24 +303,39 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.study.title = 'Byte-level LM on the Python stdlib: trained at 64 for 1,600 steps, evaluated up to 16x'
     by_label = {entry.partition(':')[0].strip(): entry for entry in STUDY_ENCODERS}
     config.study.encoders = tuple(by_label[label] for label in LONG_LABELS)
+    config.study.comparisons = ('monotone-lin vs distance',)
   if 'inference_extension' in variants:
     config.study.title = 'Train with RoPE at 64, evaluate with inference-time extensions up to 16x'
     config.study.description = (
-        'Bits per character on the validation files; RoPE trained once per seed, its '
+        'Bits per character on the held-out test files; RoPE trained once per seed, its '
         'parameters evaluated unchanged with each extension (no retraining).'
     )
     config.study.encoders = INFERENCE_EXTENSION_ENCODERS
+    config.study.comparisons = ('yarn vs ntk', 'rerope_leaky vs self_extend')
   if 'long_context' in variants:
     config.eval.lengths = LONG_CONTEXT_LENGTHS
-    config.eval.num_tokens = 65_536  # one window at the longest length
+    # Windows of every length end at 4 common anchors and score their last 1,024 targets: the same 4,096
+    # test bytes at every length (4 windows of 65,536 at the longest; 1,024 is the reference length).
+    config.eval.scored_tail = 1024
+    config.eval.num_tokens = 4096
     config.eval.max_tokens_per_batch = 65_536
     config.model.attention_implementation = 'blockwise'
     by_label = {e.partition(':')[0].strip(): e for e in STUDY_ENCODERS}
     config.study.encoders = tuple(by_label[label] for label in LONG_CONTEXT_LABELS)
+    config.study.comparisons = (
+        'kerple_log vs fire',
+        'fire vs fire-512',
+        'rope+randomized vs rope',
+        'rope+randomized vs rope+randomized@0..L-1',
+    )
     config.study.trained_workdir = 'results/default'  # where `python -m experiments.length_generalization` trains
     config.study.title = 'Byte-level LM on the Python stdlib: trained at 64, evaluated up to 1024x'
     config.study.description = (
         "The default study's trained runs (no retraining), evaluated with blockwise "
-        'attention on 65,536 validation bytes per length.'
+        'attention on the same 4,096 held-out test bytes at every length.'
     )
+  if 'study' in variants:
+    # The rates committed for these labels: the default study's grid chose them at 400 steps, so variant
+    # 'long' (1,600 steps) chooses its own (--config.study.lr_grid) rather than reuse them.
+    config.study.learning_rates = () if 'long' in variants else committed_rates(config.study.encoders)
   return config

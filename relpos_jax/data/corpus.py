@@ -18,24 +18,42 @@ Sources
 * ``Corpus.load(corpus)``: what ``config.data.corpus`` names: ``'stdlib'``, or a path to a directory, a
   file or a glob pattern (``~`` expanded), dispatched to the three above.
 
-Determinism, split and cap
---------------------------
+Determinism, splits and cap
+---------------------------
 Files are visited in sorted order of their path relative to the root that was given (for
-``from_paths``, roots are visited in the order given). Each file goes to validation iff
-``int(sha256(relative_path)[:8], 16) % 10_000 < round(10_000 * val_fraction)`` (default 5%): the split is
-**by file**, depends only on the relative path, and so is stable across machines and across additions
-of other files. If that leaves validation empty and there are at least two files, the file with the
-smallest hash value is moved there (so for small corpora one file's split can depend on the cap). Training files are taken, in order, until the next one would take
-the training split past ``max_train_bytes`` (default 8 MB), and the scan stops there; validation holds
-the validation-hashed files met before that point (``num_train_tokens <= max_train_bytes``, separators
-included, except that the first training file is always kept). Loading the default corpus takes well under 2 s (about 0.1 s here).
+``from_paths``, roots are visited in the order given). Three disjoint splits, **by file**: with
+``h = int(sha256(relative_path)[:8], 16) % 10_000``, ``v = round(10_000 * val_fraction)`` (default 5%)
+and ``t = round(10_000 * test_fraction)`` (default 5%), a file goes to validation iff ``h < v``, to test
+iff ``v <= h < v + t``, else to train. A file's split depends only on its relative path, so it is stable
+across machines and across additions of other files (validation holds the files it held before the test
+split existed; the test files come out of the former training files). Small corpora: if validation is
+empty and there are at least two files, the file with the smallest hash value is moved there; then, if
+test is empty and at least two training files are left, the training file with the smallest hash value
+is moved to test (so for small corpora one file's split can depend on the cap). Training files are
+taken, in order, until the next one would take the training split past ``max_train_bytes`` (default
+8 MB), and the scan stops there; validation and test hold their files met before that point
+(``num_train_tokens <= max_train_bytes``, separators included, except that the first training file is
+always kept). Loading the default corpus takes well under 2 s (about 0.1 s here).
+
+Model choices (learning rates, variants) are made on validation; test is held out for the numbers a
+study reports (`relpos_jax.study`).
 
 Documents within a split are joined with a single NUL byte (0) as separator; NUL never occurs inside
 an accepted text file, so it marks document boundaries unambiguously.
 
 ``fingerprint`` is a short sha256 hex digest over the ordered list of (split, relative path, size,
 bytes) of every file used, so two loads of the same data give the same fingerprint and any change in
-file list, split or content changes it. Record it (``Corpus.describe()``) with every result.
+file list, split or content changes it; ``split_fingerprints`` digest each split alone. Record them
+(``Corpus.describe()``) with every result.
+
+Evaluation on the same targets at every length
+----------------------------------------------
+``anchored_windows(length, reach, tail, count, split)`` cuts the windows of one evaluation length so that
+every length scores the *same* target bytes: windows end at common anchor positions of the split, and
+only the last ``tail`` targets of each window are scored, so a target is predicted with ``length - tail +
+1 .. length`` bytes of context at every length (``scored_set`` describes and fingerprints those targets).
+``eval_windows`` (windows spread over the split, each length scoring different text) is kept for
+callers that want disjoint windows of one length.
 """
 
 from __future__ import annotations
@@ -57,11 +75,12 @@ VOCAB_SIZE = 256
 DOC_SEPARATOR = 0
 DEFAULT_MAX_TRAIN_BYTES = 8_000_000
 DEFAULT_VAL_FRACTION = 0.05
+DEFAULT_TEST_FRACTION = 0.05
 DEFAULT_SUFFIXES = ('.py', '.txt', '.md', '.rst')
 STDLIB_EXCLUDED_DIRS = frozenset(
     {'site-packages', 'dist-packages', 'test', 'tests', 'idlelib', 'lib2to3', '__pycache__', 'encodings'}
 )
-SPLITS = ('train', 'validation')
+SPLITS = ('train', 'validation', 'test')
 STDLIB = 'stdlib'
 
 __all__ = ['Corpus', 'VOCAB_SIZE', 'DOC_SEPARATOR', 'STDLIB', 'check_source', 'nats_to_bits_per_byte']
@@ -72,9 +91,14 @@ def nats_to_bits_per_byte(loss_nats: float) -> float:
   return float(loss_nats) / math.log(2.0)
 
 
-def _check_options(max_train_bytes, val_fraction) -> None:
-  if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0 <= val_fraction < 1:
-    raise ValueError(f'val_fraction must be in [0, 1), got val_fraction={val_fraction!r}')
+def _check_options(max_train_bytes, val_fraction, test_fraction=0.0) -> None:
+  for name, value in (('val_fraction', val_fraction), ('test_fraction', test_fraction)):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+      raise ValueError(f'{name} must be in [0, 1), got {name}={value!r}')
+  if val_fraction + test_fraction >= 1:
+    raise ValueError(
+        f'val_fraction + test_fraction must be < 1 (training needs files), got {val_fraction} + {test_fraction}'
+    )
   if max_train_bytes is not None:
     validation.positive_int('corpus', 'max_train_bytes', max_train_bytes)
 
@@ -111,8 +135,21 @@ def _path_hash(rel_path: str) -> int:
   return int(hashlib.sha256(rel_path.encode('utf-8')).hexdigest()[:8], 16)
 
 
-def _is_validation(rel_path: str, val_fraction: float) -> bool:
-  return _path_hash(rel_path) % 10_000 < round(10_000 * val_fraction)
+def _split_of(rel_path: str, val_fraction: float, test_fraction: float) -> str:
+  """'validation', 'test' or 'train': a function of the relative path only (module docstring)."""
+  h = _path_hash(rel_path) % 10_000
+  validation_cut = round(10_000 * val_fraction)
+  if h < validation_cut:
+    return 'validation'
+  return 'test' if h < validation_cut + round(10_000 * test_fraction) else 'train'
+
+
+def _digest(docs) -> str:
+  h = hashlib.sha256()
+  for split, rel, data in docs:
+    h.update(f'{split}\x00{rel}\x00{len(data)}\x00'.encode('utf-8'))
+    h.update(data)
+  return h.hexdigest()[:16]
 
 
 def _read_text_bytes(path: str) -> bytes | None:
@@ -147,7 +184,7 @@ def _walk_sorted(root: str, suffixes: tuple[str, ...], excluded_dirs: frozenset[
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Corpus:
-  """A byte-level corpus with a fixed by-file train/validation split. Build with ``stdlib``/``from_paths``."""
+  """A byte-level corpus with a fixed by-file train/validation/test split. Build with ``stdlib``/``from_paths``."""
 
   train_tokens: np.ndarray  # uint8 (num_train_tokens,)
   val_tokens: np.ndarray  # uint8 (num_val_tokens,)
@@ -157,21 +194,32 @@ class Corpus:
   max_train_bytes: int | None
   val_fraction: float
   vocab_size: int = VOCAB_SIZE
+  test_tokens: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.uint8))
+  test_fraction: float = 0.0
+  split_fingerprints: tuple[tuple[str, str], ...] = ()  # (split, digest of that split's files)
 
   # ---------------------------------------------------------------- construction
   @classmethod
   def stdlib(
-      cls, max_train_bytes: int | None = DEFAULT_MAX_TRAIN_BYTES, val_fraction: float = DEFAULT_VAL_FRACTION
+      cls,
+      max_train_bytes: int | None = DEFAULT_MAX_TRAIN_BYTES,
+      val_fraction: float = DEFAULT_VAL_FRACTION,
+      test_fraction: float = DEFAULT_TEST_FRACTION,
   ) -> 'Corpus':
     """The running interpreter's standard-library ``.py`` sources (see module docstring)."""
-    _check_options(max_train_bytes, val_fraction)
+    _check_options(max_train_bytes, val_fraction, test_fraction)
     root = sysconfig.get_paths()['stdlib']
     if not os.path.isdir(root):
       raise ValueError(f'standard library directory {root!r} not found')
     entries = _walk_sorted(root, ('.py',), STDLIB_EXCLUDED_DIRS)
     source = f'python{sys.version_info.major}.{sys.version_info.minor} stdlib .py sources at {root}'
     return cls._build(
-        entries, source=source, max_train_bytes=max_train_bytes, val_fraction=val_fraction, empty_what=root
+        entries,
+        source=source,
+        max_train_bytes=max_train_bytes,
+        val_fraction=val_fraction,
+        test_fraction=test_fraction,
+        empty_what=root,
     )
 
   @classmethod
@@ -181,9 +229,10 @@ class Corpus:
       max_train_bytes: int | None = DEFAULT_MAX_TRAIN_BYTES,
       val_fraction: float = DEFAULT_VAL_FRACTION,
       suffixes: Iterable[str] = DEFAULT_SUFFIXES,
+      test_fraction: float = DEFAULT_TEST_FRACTION,
   ) -> 'Corpus':
     """Text files and/or directories (walked recursively for ``suffixes``). Order of ``paths`` is kept."""
-    _check_options(max_train_bytes, val_fraction)
+    _check_options(max_train_bytes, val_fraction, test_fraction)
     if isinstance(paths, (str, os.PathLike)):
       paths = [paths]
     paths = [os.fspath(p) for p in paths]
@@ -206,7 +255,12 @@ class Corpus:
         raise ValueError(f'path {p!r} does not exist')
     source = 'files: ' + ', '.join(os.path.abspath(p) for p in paths)
     return cls._build(
-        entries, source=source, max_train_bytes=max_train_bytes, val_fraction=val_fraction, empty_what=', '.join(paths)
+        entries,
+        source=source,
+        max_train_bytes=max_train_bytes,
+        val_fraction=val_fraction,
+        test_fraction=test_fraction,
+        empty_what=', '.join(paths),
     )
 
   @classmethod
@@ -215,10 +269,11 @@ class Corpus:
       pattern: str | os.PathLike,
       max_train_bytes: int | None = DEFAULT_MAX_TRAIN_BYTES,
       val_fraction: float = DEFAULT_VAL_FRACTION,
+      test_fraction: float = DEFAULT_TEST_FRACTION,
   ) -> 'Corpus':
     """The files `pattern` matches (`glob`, `**` recursing), any suffix; relative paths (split, fingerprint)
     are taken from the pattern's leading directory without wildcards."""
-    _check_options(max_train_bytes, val_fraction)
+    _check_options(max_train_bytes, val_fraction, test_fraction)
     pattern = check_source(pattern)
     if not glob.has_magic(pattern):
       raise ValueError(f'{pattern!r} is not a glob pattern (no *, ? or [...]); use Corpus.from_paths')
@@ -233,6 +288,7 @@ class Corpus:
         source=f'glob: {os.path.abspath(pattern)}',
         max_train_bytes=max_train_bytes,
         val_fraction=val_fraction,
+        test_fraction=test_fraction,
         empty_what=pattern,
     )
 
@@ -242,6 +298,7 @@ class Corpus:
       corpus: str | os.PathLike,
       max_train_bytes: int | None = DEFAULT_MAX_TRAIN_BYTES,
       val_fraction: float = DEFAULT_VAL_FRACTION,
+      test_fraction: float = DEFAULT_TEST_FRACTION,
   ) -> 'Corpus':
     """`'stdlib'`, or a path: a directory (walked for ``DEFAULT_SUFFIXES``), a text file, or a glob pattern.
 
@@ -249,11 +306,12 @@ class Corpus:
     does not exist, matches nothing or holds no readable text file.
     """
     path = check_source(corpus)
+    options = dict(max_train_bytes=max_train_bytes, val_fraction=val_fraction, test_fraction=test_fraction)
     if path == STDLIB:
-      return cls.stdlib(max_train_bytes=max_train_bytes, val_fraction=val_fraction)
+      return cls.stdlib(**options)
     if glob.has_magic(path):
-      return cls.from_glob(path, max_train_bytes=max_train_bytes, val_fraction=val_fraction)
-    return cls.from_paths(path, max_train_bytes=max_train_bytes, val_fraction=val_fraction)
+      return cls.from_glob(path, **options)
+    return cls.from_paths(path, **options)
 
   @classmethod
   def _build(
@@ -263,9 +321,10 @@ class Corpus:
       source: str,
       max_train_bytes: int | None,
       val_fraction: float,
+      test_fraction: float = 0.0,
       empty_what: str,
   ) -> 'Corpus':
-    _check_options(max_train_bytes, val_fraction)
+    _check_options(max_train_bytes, val_fraction, test_fraction)
     # Read every candidate lazily, in order, and assign splits.
     docs: list[tuple[str, str, bytes]] = []  # (split, rel, data)
     train_bytes = 0
@@ -273,7 +332,7 @@ class Corpus:
       data = _read_text_bytes(full)
       if data is None:
         continue
-      split = 'validation' if _is_validation(rel, val_fraction) else 'train'
+      split = _split_of(rel, val_fraction, test_fraction)
       if split == 'train':
         added = len(data) + (1 if train_bytes else 0)  # + the NUL separator
         if max_train_bytes is not None and train_bytes + added > max_train_bytes and train_bytes > 0:
@@ -285,25 +344,27 @@ class Corpus:
     if val_fraction > 0 and len(docs) >= 2 and not any(s == 'validation' for s, _, _ in docs):
       j = min(range(len(docs)), key=lambda k: (_path_hash(docs[k][1]), docs[k][1]))
       docs[j] = ('validation',) + docs[j][1:]
-    if not any(s == 'train' for s, _, _ in docs):  # only possible with a single, validation-hashed file
+    train_docs = [k for k, d in enumerate(docs) if d[0] == 'train']
+    if test_fraction > 0 and len(train_docs) >= 2 and not any(s == 'test' for s, _, _ in docs):
+      j = min(train_docs, key=lambda k: (_path_hash(docs[k][1]), docs[k][1]))
+      docs[j] = ('test',) + docs[j][1:]
+    if not any(s == 'train' for s, _, _ in docs):  # only possible with a single, held-out-hashed file
       docs = [('train',) + d[1:] for d in docs]
 
-    h = hashlib.sha256()
-    for split, rel, data in docs:
-      h.update(f'{split}\x00{rel}\x00{len(data)}\x00'.encode('utf-8'))
-      h.update(data)
     sep = bytes([DOC_SEPARATOR])
-    tr = sep.join(d for s, _, d in docs if s == 'train')
-    va = sep.join(d for s, _, d in docs if s == 'validation')
     # np.frombuffer over immutable bytes gives read-only arrays: the token arrays cannot be modified.
+    tokens = {split: np.frombuffer(sep.join(d for s, _, d in docs if s == split), dtype=np.uint8) for split in SPLITS}
     return cls(
-        train_tokens=np.frombuffer(tr, dtype=np.uint8),
-        val_tokens=np.frombuffer(va, dtype=np.uint8),
+        train_tokens=tokens['train'],
+        val_tokens=tokens['validation'],
+        test_tokens=tokens['test'],
         files=tuple((s, r) for s, r, _ in docs),
-        fingerprint=h.hexdigest()[:16],
+        fingerprint=_digest(docs),
+        split_fingerprints=tuple((split, _digest([d for d in docs if d[0] == split])) for split in SPLITS),
         source=source,
         max_train_bytes=None if max_train_bytes is None else int(max_train_bytes),
         val_fraction=float(val_fraction),
+        test_fraction=float(test_fraction),
     )
 
   # ---------------------------------------------------------------- info
@@ -320,6 +381,14 @@ class Corpus:
     return sum(1 for s, _ in self.files if s == 'validation')
 
   @property
+  def num_test_files(self) -> int:
+    return sum(1 for s, _ in self.files if s == 'test')
+
+  @property
+  def num_test_tokens(self) -> int:
+    return int(self.test_tokens.size)
+
+  @property
   def num_train_tokens(self) -> int:
     return int(self.train_tokens.size)
 
@@ -332,9 +401,9 @@ class Corpus:
     return tuple(r for s, r in self.files if s == split)
 
   def tokens(self, split: str) -> np.ndarray:
-    """The uint8 token array of ``split`` ('train' or 'validation')."""
+    """The uint8 token array of ``split`` ('train', 'validation' or 'test')."""
     self._check_split(split)
-    return self.train_tokens if split == 'train' else self.val_tokens
+    return {'train': self.train_tokens, 'validation': self.val_tokens, 'test': self.test_tokens}[split]
 
   def describe(self) -> dict:
     """JSON-friendly summary to record next to results."""
@@ -346,10 +415,14 @@ class Corpus:
         'num_files': self.num_files,
         'num_train_files': self.num_train_files,
         'num_val_files': self.num_val_files,
+        'num_test_files': self.num_test_files,
         'num_train_tokens': self.num_train_tokens,
         'num_val_tokens': self.num_val_tokens,
+        'num_test_tokens': self.num_test_tokens,
         'max_train_bytes': self.max_train_bytes,
         'val_fraction': self.val_fraction,
+        'test_fraction': self.test_fraction,
+        'split_fingerprints': dict(self.split_fingerprints),
     }
 
   # ---------------------------------------------------------------- batches
@@ -399,6 +472,49 @@ class Corpus:
     idx = (np.arange(n, dtype=np.int64) * k) // n
     starts = idx * length
     return toks[starts[:, None] + np.arange(length + 1)].astype(np.int32)
+
+  def anchors(self, reach: int, tail: int, count: int, split: str = 'validation') -> np.ndarray:
+    """Split positions (int64, increasing) of the last target of each evaluation window, shared by every length.
+
+    The candidates are ``reach, reach + tail, reach + 2 tail, ...`` (``K`` of them fit in the split): a
+    window of up to ``reach`` inputs ends at each, and their scored tails of ``tail`` targets are disjoint
+    and contiguous. ``min(count, K)`` of them are taken, spread evenly over the split (candidate indices
+    ``floor(i * K / N)``), not bunched at its start.
+    """
+    for name, value in (('reach', reach), ('tail', tail), ('count', count)):
+      validation.positive_int('corpus', name, value)
+    if tail > reach:
+      raise ValueError(f'tail={tail} must be <= reach={reach}: a window scores at most its own targets')
+    size = self.tokens(split).size
+    k = (size - 1 - reach) // tail + 1 if size - 1 >= reach else 0
+    if k < 1:
+      raise ValueError(f'a window of {reach} inputs needs {reach + 1} tokens but the {split} split has only {size}')
+    n = min(int(count), k)
+    return reach + ((np.arange(n, dtype=np.int64) * k) // n) * tail
+
+  def anchored_windows(self, length: int, reach: int, tail: int, count: int, split: str = 'validation') -> np.ndarray:
+    """int32 (N, length + 1): the windows of `length` inputs ending at `anchors(reach, tail, count, split)`.
+
+    Window ``i`` is ``tokens[a_i - length : a_i + 1]``; its last ``tail`` targets (``w[:, -tail:]``) are the
+    scored ones, the same bytes at every ``length`` in ``[tail, reach]``, each predicted with ``length -
+    tail + 1 .. length`` bytes of context.
+    """
+    validation.positive_int('corpus', 'length', length)
+    if not tail <= length <= reach:
+      raise ValueError(f'length={length} must be in [tail, reach] = [{tail}, {reach}]')
+    starts = self.anchors(reach, tail, count, split) - length
+    return self.tokens(split)[starts[:, None] + np.arange(length + 1)].astype(np.int32)
+
+  def scored_set(self, length: int, reach: int, tail: int, count: int, split: str = 'validation') -> dict:
+    """What the windows of `length` score: the split, how many targets, and a fingerprint of their split
+    positions and bytes, computed from those windows (equal at every length iff they score the same bytes)."""
+    windows = self.anchored_windows(length, reach, tail, count, split)
+    starts = self.anchors(reach, tail, count, split) - length
+    positions = starts[:, None] + length - tail + 1 + np.arange(tail)  # split index of each scored target
+    h = hashlib.sha256(f'{split}\x00'.encode('utf-8'))
+    h.update(positions.astype(np.int64).tobytes())
+    h.update(windows[:, -tail:].astype(np.uint8).tobytes())
+    return {'split': split, 'num_scored': int(positions.size), 'fingerprint': h.hexdigest()[:16]}
 
   def _check_split(self, split: str) -> None:
     if split not in SPLITS:

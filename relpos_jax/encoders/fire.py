@@ -19,6 +19,16 @@ This follows the PyTorch implementation printed in the paper's appendix:
     gradient step has the scale of an O(1) parameter);
   * psi(x) computed as log(|c x| + 1), and eps = 1e-6 added to the normaliser.
 
+The threshold relative to the training length. The reference code's init_L = 512 is an absolute number
+of positions set for the paper's language models, which train at 2048 tokens and are tested up to 8192
+(the paper's introduction and experiments; ar5iv.org/html/2310.04418, its appendix code): L starts at a
+quarter of the training length, so queries before it share one normaliser and the queries beyond it, most
+of a training sequence, exercise the progressive interpolation that training must shape. Kept at 512 while
+training at 64, L exceeds every training position: the normaliser psi(max(i, L)) = psi(L) never moves in
+training, and interpolation starts only past 512 at evaluation. A run at another training length keeps the
+paper's ratio with `init_threshold = train_length / 4` (the studies of configs/lm.py: 16 at 64, with
+today's 512 as an ablation row, `fire-512`); the default stays the paper's 512 for its own setting.
+
 Positions. FIRE depends on the query position itself, not only on j - i, so it is not Toeplitz
 (`is_toeplitz = False`): `bias(params, rel)` raises and `pair_bias(params, q_pos, k_pos)` is the entry
 point. Positions are assumed >= 0 (relpos_jax positions are 0-based, randomized ones included); a negative

@@ -3,8 +3,14 @@
     results = reevaluate_study(config, workdir)   # config.study.trained_workdir: the study that trained them
 
 For every encoder of `config.study.encoders` (labels as in the trained study) and every seed of
-`config.study.seeds` (as in `run_study`), the run in `<trained_workdir>/runs/<label>/seed<s>/` is restored
-at its last checkpoint with its own training config, except
+`config.study.seeds` (as in `run_study`), the trained run (the directory the trained study's results.json
+names, else `<trained_workdir>/runs/<label>/seed<s>/`) is restored at the step it finished at with its own
+training config. Only finished runs are evaluated: a run without a result.json that says it finished
+(interrupted mid-training, or one whose step count falls short) is named and refused, and so is a run whose
+checkpoint of that step cannot be read (never an older checkpoint in its place); each result records
+`evaluated_step`. Evaluation follows the study's protocol (`relpos_jax.study.protocol`: `config.study.split`,
+the same targets at every length, randomized encoders at random positions). Everything is taken from the
+trained run's config except
 for what `config` says about evaluation: `config.eval` (lengths, token budget, batch budget) and the
 attention implementation (`config.model.attention_implementation` / `attention_block_size`, e.g.
 'blockwise' to reach lengths whose (L, L) scores would not fit). The results have the layout of
@@ -24,7 +30,7 @@ import ml_collections
 from absl import logging
 from flax import nnx
 
-from relpos_jax.study import report, runner
+from relpos_jax.study import protocol, report, runner
 from relpos_jax.train import config as config_lib
 
 # What a re-evaluation may change in a trained run's config; everything else is the trained run's.
@@ -49,69 +55,129 @@ def _trained_config(run_dir: str) -> ml_collections.ConfigDict:
         'missing); run the trained study first (python -m '
         'experiments.length_generalization --workdir=...).'
     )
-  with open(path) as f:
-    return ml_collections.ConfigDict(json.load(f))
+  return ml_collections.ConfigDict(report.load_json(path))
+
+
+def _trained_run_dir(trained_workdir: str, entry, seed: int) -> str:
+  """The run directory of (entry, seed) in the trained study: the one its results.json names (a run of a
+  chosen learning rate lives under lr<rate>/), else runs/<label>/seed<s>."""
+  results_path = os.path.join(trained_workdir, 'results.json')
+  if os.path.exists(results_path):
+    for run in report.load_json(results_path).get('runs', []):
+      if run.get('name') == entry.label and seed in run.get('seeds', []) and run.get('run_dirs'):
+        relative = run['run_dirs'][run['seeds'].index(seed)]
+        if relative:
+          return os.path.join(trained_workdir, relative)
+  return os.path.join(trained_workdir, 'runs', entry.label, f'seed{seed}')
+
+
+def _finished_record(run_dir: str, trained: ml_collections.ConfigDict) -> dict:
+  """The trained run's result.json, which says it finished; an unfinished run is refused, named."""
+  path = os.path.join(run_dir, runner.RESULT_FILE)
+  rerun = (
+      'finish it first (rerun the trained study: python -m experiments.length_generalization with its config '
+      'and --workdir), or leave this encoder or seed out of config.study.encoders / config.study.seeds.'
+  )
+  if not os.path.exists(path):
+    raise config_lib.ConfigError(
+        f'config.study.trained_workdir: the run in {run_dir} has not finished (no {runner.RESULT_FILE}: it was '
+        f'interrupted, so its checkpoint holds a partly trained model); {rerun}'
+    )
+  record = report.load_json(path)
+  steps = int(trained.train.steps)
+  finished = record.get('finished', True) and (record.get('diverged') or int(record.get('steps', -1)) == steps)
+  if not finished:
+    raise config_lib.ConfigError(
+        f'config.study.trained_workdir: the run in {run_dir} did not finish: its {runner.RESULT_FILE} records '
+        f'step {record.get("steps")} of config.train.steps={steps}; {rerun}'
+    )
+  return record
 
 
 def _reevaluate_seed(
-    entry, seed: int, trained_workdir: str, base, workdir: str, metric: str, lengths, results: dict
+    entry, seed: int, trained_workdir: str, base, study, workdir: str, metric: str, results: dict
 ) -> dict:
-  """One (encoder, seed) of the trained study evaluated at `lengths` (or read back from its result.json)."""
+  """One (encoder, seed) of the trained study evaluated at `config.eval.lengths` (or read back from its
+  result.json), from the checkpoint of the step the trained run finished at."""
   from relpos_jax.train import loop
 
-  run_dir = os.path.join(trained_workdir, 'runs', entry.label, f'seed{seed}')
+  lengths = [int(n) for n in base.eval.lengths]
+  run_dir = _trained_run_dir(trained_workdir, entry, seed)
   trained = _trained_config(run_dir)
   if trained.model.encoder != entry.spec:
     raise config_lib.ConfigError(
         f'config.study.encoders entry {entry.label!r} is {entry.spec!r}, but '
         f'{run_dir} trained {trained.model.encoder!r}.'
     )
+  trained_record = _finished_record(run_dir, trained)
   config_e = eval_config(trained, base)
   result_path = os.path.join(workdir, 'runs', entry.label, f'seed{seed}', runner.RESULT_FILE)
   as_json = json.loads(config_e.to_json_best_effort())
-  if os.path.exists(result_path) and report.load_json(result_path).get('config') == as_json:
-    logging.info('reevaluate: %s seed %d already done', entry.label, seed)
-    return report.load_json(result_path)
+  if os.path.exists(result_path):
+    saved = report.load_json(result_path)
+    if saved.get('config') == as_json and saved.get('split') == study.split:
+      logging.info('reevaluate: %s seed %d already done', entry.label, seed)
+      return saved
+  step = int(trained_record.get('steps', trained.train.steps))
   run = {
       'name': entry.label,
       'spec': entry.spec,
       'seed': seed,
       'trained_in': run_dir,
-      'steps': int(trained.train.steps),
+      'steps': step,
+      'learning_rate': float(trained.optim.learning_rate),
+      'split': study.split,
       'train_metric': None,
       'train_loss': None,
       'train_seconds': 0.0,
       'config': as_json,
   }
-  trained_result = os.path.join(run_dir, runner.RESULT_FILE)
-  diverged = os.path.exists(trained_result) and report.load_json(trained_result).get('diverged')
+  diverged = trained_record.get('diverged')
   if diverged:  # No finite weights to evaluate.
     logging.warning('reevaluate: %s seed %d diverged in training (%s)', entry.label, seed, diverged)
-    run.update({'by_length': {str(n): None for n in lengths}, 'steps': diverged['step'], 'diverged': diverged})
+    run.update({'by_length': {str(n): None for n in lengths}, 'diverged': diverged})
   else:
     logging.info('reevaluate: %s (%s) seed %d at %s', entry.label, entry.spec, seed, lengths)
     entry_started = time.perf_counter()
-    model, data = loop.load_model(run_dir, config_e)
-    by_length = {}
-    for n in lengths:
-      length_started = time.perf_counter()
-      by_length[str(n)] = loop.evaluate_lengths(model, data, [n])[n][metric]
-      logging.info(
-          'reevaluate: %s seed %d at %d: %.4f (%.0f s)',
-          entry.label,
-          seed,
-          n,
-          by_length[str(n)],
-          time.perf_counter() - length_started,
-      )
+    try:  # The step it finished at, exactly: never an older checkpoint in place of a corrupt one.
+      model, data = loop.load_model(run_dir, config_e, step=step)
+    except Exception as e:  # noqa: BLE001 - any restore failure is this run's, named with its directory
+      raise config_lib.ConfigError(
+          f'config.study.trained_workdir: the checkpoint of step {step} in {run_dir} cannot be read ({e}); '
+          'train that run again (remove its directory and rerun the trained study).'
+      ) from None
+    run.update(
+        protocol.evaluate_run(
+            model,
+            data,
+            lengths=lengths,
+            split=study.split,
+            train_length=runner.train_length(base),
+            metric=metric,
+            seed=seed,
+            draws=config_lib.parse(config_e).eval.position_draws,
+            sequential_row=study.sequential_positions,
+            selection=False,
+        )
+    )
     run.update(
         {
-            'by_length': by_length,
+            'evaluated_step': step,
+            'finished': True,
             'eval_seconds': round(time.perf_counter() - entry_started, 1),
             'num_params': int(sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))),
             'data': loop.data_identity(data.describe()),
         }
     )
+    marker = protocol.diverged_marker(
+        run,
+        num_classes=data.num_classes,
+        language_model=metric == 'bits_per_char',
+        train_length=runner.train_length(base),
+        step=step,
+    )
+    if marker:
+      run['diverged'] = marker
     results['meta']['data'] = data.describe()
     results['meta']['corpus_fingerprint'] = data.describe().get('fingerprint')
   os.makedirs(os.path.dirname(result_path), exist_ok=True)
@@ -130,11 +196,14 @@ def reevaluate_study(config, workdir: str | os.PathLike) -> dict:
   os.makedirs(workdir, exist_ok=True)
   metric, lower_is_better = runner.metric_name(base)
   lengths = [int(n) for n in base.eval.lengths]
+  runner.check_protocol(study, entries, lengths)
   results = {
       'metric': metric,
       'lower_is_better': lower_is_better,
       'train_length': runner.train_length(base),
       'eval_lengths': lengths,
+      'split': study.split,
+      'comparison_requests': runner.parse_comparisons(study, entries, lengths),
       'runs': [],
       'meta': {
           'title': study.title,
@@ -148,13 +217,14 @@ def reevaluate_study(config, workdir: str | os.PathLike) -> dict:
   results['seeds'] = list(seeds)
   started = time.perf_counter()
   for entry in entries:
-    per_seed = [
-        _reevaluate_seed(entry, seed, trained_workdir, base, workdir, metric, lengths, results) for seed in seeds
-    ]
+    per_seed = [_reevaluate_seed(entry, seed, trained_workdir, base, study, workdir, metric, results) for seed in seeds]
     run = runner.merge_seeds(entry, per_seed)
     run['trained_in'] = [r['trained_in'] for r in per_seed]
+    run['evaluated_steps'] = [r.get('evaluated_step') for r in per_seed]
     run['eval_seconds'] = round(sum(r.get('eval_seconds', 0.0) for r in per_seed), 1)
     results['runs'].append(run)
+    if study.sequential_positions and any(r.get('sequential') for r in per_seed):
+      results['runs'].append(runner.merge_seeds(entry, per_seed, sequential=True))
     results['meta']['wall_seconds'] = round(time.perf_counter() - started, 1)
     runner.write_outputs(results, workdir)
   runner.write_outputs(results, workdir)

@@ -29,6 +29,8 @@ import math
 import os
 from typing import Any
 
+from relpos_jax.study import stats
+
 Results = dict[str, Any]
 
 
@@ -41,8 +43,18 @@ def write_json(results: Results, path: str) -> str:
 
 
 def load_json(path: str) -> Results:
-  with open(path) as f:
-    return json.load(f)
+  """A results or record file; a truncated or corrupt one raises ConfigError naming it and what to do."""
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    from relpos_jax.train import config as config_lib
+
+    raise config_lib.ConfigError(
+        f'{path} is not valid JSON ({e}): it was truncated (a kill or a full disk during its write?) or '
+        'edited. Restore it from a copy, or remove it (for a run: its directory) so that the study '
+        'computes it again.'
+    ) from None
 
 
 def _value(run, length):
@@ -65,22 +77,9 @@ def _fmt(value, digits=3):
   return '—' if value is None or (isinstance(value, float) and math.isnan(value)) else f'{value:.{digits}f}'
 
 
-def _mean(values):
-  values = [v for v in values if v is not None]
-  return sum(values) / len(values) if values else None
-
-
-def std(values) -> float | None:
-  """Sample standard deviation (n - 1); None for fewer than two values."""
-  if values is None or len(values) < 2:
-    return None
-  mean = sum(values) / len(values)
-  return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-
-
 def _fmt_spread(mean, values, digits=3, spread_digits=None):
   """'mean' or 'mean ± std' when there are several seeds."""
-  spread = std(values)
+  spread = stats.std(values)
   spread_digits = digits if spread_digits is None else spread_digits
   if spread is None or mean is None:
     return _fmt(mean, digits)
@@ -118,13 +117,16 @@ def markdown_table(results: Results) -> str:
       + [f'{length} ({length / train_length:g}×)' for length in shown]
       + ['in-dist mean', 'out-of-dist mean', f'{lengths[-1]} / train']
   )
+  with_rates = any('learning_rate' in run for run in results['runs'])
+  if with_rates:  # Which learning rate each encoder used, and how it was chosen.
+    header.append('learning rate')
   lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
 
   def summary(values):  # (in-dist mean, out-of-dist mean, ratio) of one set of values by length
-    reference = values.get(train_length, _mean([values[n] for n in in_dist]))
+    reference = values.get(train_length, stats.mean([values[n] for n in in_dist]))
     last = values[lengths[-1]]
     ratio = None if reference in (None, 0.0) or last is None else last / reference
-    return _mean([values[n] for n in in_dist]), _mean([values[n] for n in out_dist]), ratio
+    return stats.mean([values[n] for n in in_dist]), stats.mean([values[n] for n in out_dist]), ratio
 
   for run in results['runs']:
     values = {length: _value(run, length) for length in lengths}
@@ -135,7 +137,7 @@ def markdown_table(results: Results) -> str:
       seeds_summaries = list(zip(*[summary({n: per_seed[n][k] for n in lengths}) for k in range(count)]))
     in_mean, out_mean, ratio = summary(values)
     if seeds_summaries and None not in seeds_summaries[2]:
-      ratio = _mean(seeds_summaries[2])  # The mean of the per-seed ratios, whose spread is shown.
+      ratio = stats.mean(seeds_summaries[2])  # The mean of the per-seed ratios, whose spread is shown.
     spreads = seeds_summaries or (None, None, None)
     name = run['name'] if run['spec'] == run['name'] else f'{run["name"]} (`{run["spec"]}`)'
     if 'seeds' in run and results.get('seeds') and run['seeds'] != results['seeds']:
@@ -157,7 +159,98 @@ def markdown_table(results: Results) -> str:
             _fmt_spread(ratio, spreads[2], 2, spread_digits=3),
         ]
     )
+    if with_rates:
+      cells.append(_rate_cell(run))
     lines.append('| ' + ' | '.join(cells) + ' |')
+  return '\n'.join(lines) + '\n'
+
+
+def _rate_cell(run) -> str:
+  if 'learning_rate' not in run:
+    return ''
+  return f'{run["learning_rate"]:g} ({run.get("lr_choice", "fixed")})'
+
+
+def _seed_statistic(results: Results, run: dict, statistic) -> dict[int, float | None]:
+  """{seed: the run's value of `statistic` at that seed} (None for a diverged seed): an evaluation length,
+  'train' (the training length, or the in-distribution mean when it is not evaluated), 'ood' (the mean over
+  the lengths beyond training) or 'longest'."""
+  train_length, lengths = results['train_length'], results['eval_lengths']
+  if statistic == 'train':
+    chosen = [train_length] if train_length in lengths else [n for n in lengths if n <= train_length]
+  elif statistic == 'ood':
+    chosen = [n for n in lengths if n > train_length]
+  elif statistic == 'longest':
+    chosen = [lengths[-1]]
+  else:
+    chosen = [int(statistic)]
+  seeds = run.get('seeds') or results.get('seeds') or [None]
+  per_seed = run.get('by_length_per_seed') or {str(n): [run['by_length'].get(str(n))] for n in lengths}
+  diverged = run.get('diverged_seeds', {})
+  out = {}
+  for k, seed in enumerate(seeds):
+    values = [per_seed.get(str(n), [None] * len(seeds))[k] for n in chosen]
+    bad = str(seed) in diverged or not values or any(v is None for v in values)
+    out[seed] = None if bad else sum(float(v) for v in values) / len(values)
+  return out
+
+
+def comparisons(results: Results) -> list[dict]:
+  """The paired differences `results['comparison_requests']` asks for (`runner.parse_comparisons`): per
+  comparison and statistic, A - B over the seeds both have (stats.paired_difference), and each side's mean."""
+  rows = {run['name']: run for run in results['runs']}
+  out = []
+  for request in results.get('comparison_requests', []):
+    if request['a'] not in rows or request['b'] not in rows:
+      continue  # A study reported before both sides finished.
+    for statistic in request['statistics']:
+      a = _seed_statistic(results, rows[request['a']], statistic)
+      b = _seed_statistic(results, rows[request['b']], statistic)
+      seeds = [seed for seed in a if seed in b]
+      difference = stats.paired_difference([a[seed] for seed in seeds], [b[seed] for seed in seeds])
+      out.append(
+          {
+              'a': request['a'],
+              'b': request['b'],
+              'statistic': statistic,
+              'seeds': [seed for seed in seeds if a[seed] is not None and b[seed] is not None],
+              'a_mean': stats.mean([a[seed] for seed in seeds if b[seed] is not None]),
+              'b_mean': stats.mean([b[seed] for seed in seeds if a[seed] is not None]),
+              **difference,
+          }
+      )
+  return out
+
+
+def _statistic_name(results: Results, statistic) -> str:
+  return {
+      'train': f'train length {results["train_length"]}',
+      'ood': 'out-of-dist mean',
+      'longest': f'longest ({results["eval_lengths"][-1]})',
+  }.get(statistic, str(statistic))
+
+
+def comparisons_table(results: Results) -> str:
+  """The paired differences as a markdown table (empty string when the study asks for none)."""
+  found = results.get('comparisons') or comparisons(results)
+  if not found:
+    return ''
+  better = 'lower is better' if results.get('lower_is_better', True) else 'higher is better'
+  lines = [
+      f'## Paired differences\n\nA − B in {results["metric"]} ({better}) per seed, over the seeds both have (the '
+      'same data stream and evaluation text per seed): the mean difference and its 95% t interval, '
+      'mean ± t(0.975, n − 1) · sd / √n with sd the sample standard deviation of the differences (ddof 1). '
+      'Resolved: the interval excludes 0; with one seed there is no interval and nothing is resolved.\n',
+      '| A | B | at | seeds | A | B | A − B | 95% interval | resolved |',
+      '|---|---|---|---|---|---|---|---|---|',
+  ]
+  for c in found:
+    interval = '—' if c['low'] is None else f'[{c["low"]:+.3f}, {c["high"]:+.3f}]'
+    difference = '—' if c['mean'] is None else f'{c["mean"]:+.3f}'
+    lines.append(
+        f'| {c["a"]} | {c["b"]} | {_statistic_name(results, c["statistic"])} | {c["n"]} | {_fmt(c["a_mean"])} | '
+        f'{_fmt(c["b_mean"])} | {difference} | {interval} | {"yes" if c["resolved"] else "no"} |'
+    )
   return '\n'.join(lines) + '\n'
 
 
@@ -171,12 +264,37 @@ def write_markdown(results: Results, path: str) -> str:
   ]
   if 'description' in meta:
     text.append(meta['description'] + '\n')
+  text.append(f'Cells: {stats.PLUS_MINUS} (a single value with one seed).\n')
   text.append(markdown_table(results))
+  table = comparisons_table(results)
+  if table:
+    text.append(table)
   facts = {k: meta[k] for k in ('corpus_fingerprint', 'device', 'jax_version', 'wall_seconds', 'date') if k in meta}
   if results.get('seeds'):
     facts = {
         'seeds': ', '.join(str(s) for s in results['seeds'])
-        + ' (cells: mean ± standard deviation over seeds)' * (len(results['seeds']) > 1),
+        + f' (cells: {stats.PLUS_MINUS})' * (len(results['seeds']) > 1),
+        **facts,
+    }
+  evaluation = results.get('protocol')
+  if evaluation:
+    facts = {
+        'reported split': f'{evaluation["split"]} (choices made on {evaluation["selection"]})',
+        **(
+            {
+                'evaluation windows': f'{evaluation["windows"]}; T = {evaluation["scored_tail"]}, '
+                f'{evaluation["num_scored"]} scored tokens per length (the same at every length)'
+            }
+            if 'windows' in evaluation
+            else {}
+        ),
+        'randomized positions': f'ordered random positions from [0, max_position), mean over '
+        f'{evaluation["position_draws"]} draws per run'
+        + (
+            '; the same runs at 0..L-1 in the rows named <label>@0..L-1'
+            if evaluation['sequential_positions_row']
+            else ''
+        ),
         **facts,
     }
   data = meta.get('data')
@@ -184,7 +302,7 @@ def write_markdown(results: Results, path: str) -> str:
     facts = {
         'data': ', '.join(
             f'{k}={data[k]}'
-            for k in ('source', 'task', 'num_train_tokens', 'num_val_tokens', 'train_lengths')
+            for k in ('source', 'task', 'num_train_tokens', 'num_val_tokens', 'num_test_tokens', 'train_lengths')
             if k in data
         ),
         **facts,
@@ -215,7 +333,7 @@ def plot(results: Results, path: str) -> str:
       # Dark shades of tab20 first, then the light ones: neighbours in the legend never share a hue.
       color = cmap((2 * n) % 20 + (n // 10) % 2)
       ax.plot(xs, ys, marker='o', ms=3, lw=1.5, color=color, ls='-' if n < 10 else '--', label=run['name'])
-      band = [(length, v, std(_per_seed(run, length))) for length, v in points]
+      band = [(length, v, stats.std(_per_seed(run, length))) for length, v in points]
       band = [(length, v, s) for length, v, s in band if s is not None]
       if band:  # Several seeds: mean ± one standard deviation.
         bx, bv, bs = zip(*band)
@@ -237,6 +355,38 @@ def plot(results: Results, path: str) -> str:
   ax.set_xlabel('evaluation sequence length')
   ax.set_ylabel(results['metric'].replace('_', ' '))
   ax.set_title(results.get('meta', {}).get('title', 'Length generalization'))
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8, frameon=False, loc='upper left', bbox_to_anchor=(1.01, 1.0))
+  fig.tight_layout()
+  fig.savefig(path)
+  return path
+
+
+def plot_positions(results: Results, path: str) -> str | None:
+  """Loss against position at the longest evaluation length (log2 context axis), one line per encoder (mean
+  over seeds): where a model's failure starts. None (nothing written) when no run recorded a curve."""
+  runs = [run for run in results['runs'] if run.get('position_curve') and not run.get('diverged')]
+  if not runs:
+    return None
+  import matplotlib
+  from matplotlib.figure import Figure
+
+  fig = Figure(figsize=(9, 5), dpi=120)
+  ax = fig.subplots()
+  cmap = matplotlib.colormaps['tab20']
+  value = 'bits_per_char' if 'bits_per_char' in runs[0]['position_curve'] else 'loss'
+  for n, run in enumerate(runs):
+    curve = run['position_curve']
+    xs = [math.sqrt(a * b) for a, b in zip(curve['context_from'], curve['context_to'])]
+    color = cmap((2 * n) % 20 + (n // 10) % 2)
+    ax.plot(xs, curve[value], marker='o', ms=2, lw=1.3, color=color, ls='-' if n < 10 else '--', label=run['name'])
+  ax.axvline(results['train_length'], color='grey', ls='--', lw=1)
+  ax.text(results['train_length'], 0.98, ' train length', transform=ax.get_xaxis_transform(), va='top', fontsize=8)
+  ax.set_xscale('log', base=2)
+  ax.set_xlabel('context of the predicted token (position in the window + 1), log-spaced bins')
+  ax.set_ylabel(('bits per char' if value == 'bits_per_char' else 'loss (nats)') + ' (mean over seeds)')
+  longest = results['eval_lengths'][-1]
+  ax.set_title(f'{results.get("meta", {}).get("title", "Length generalization")}: loss against position at {longest}')
   ax.grid(alpha=0.3)
   ax.legend(fontsize=8, frameon=False, loc='upper left', bbox_to_anchor=(1.01, 1.0))
   fig.tight_layout()

@@ -15,6 +15,21 @@ and writes, after each encoder:
     <workdir>/events.out.tfevents.*   with TensorBoard on (config.train.tensorboard): one chart per encoder,
                                 the metric against the evaluation length (`tensorboard --logdir=<workdir>`)
 
+Protocol (`relpos_jax.study.protocol`): every length scores the same target bytes (windows ending at common
+anchors, scored tail `config.eval.scored_tail`; each length's scored set fingerprinted in results.json), the
+table reports `config.study.split` ('test' by default) while every choice is made on 'validation' at the
+training length, randomized encoders are evaluated at random positions as published (`config.eval.
+position_draws` draws; with `config.study.sequential_positions` also at 0..L-1, a second row named
+'<label>@0..L-1'), and each run records its loss against position at the longest length.
+
+Learning rates (per encoder, at equal budget): `config.study.learning_rates=('label: lr', ...)` commits an
+encoder's rate (recorded 'committed'); else with `config.study.lr_grid=(1e-3, 3e-3, 1e-2)` the encoder is
+trained at every rate of the grid at the first seed, the rate with the lowest validation loss at the training
+length is chosen ('grid'; that run is the first seed's run) and the other seeds train with it; else
+`config.optim.learning_rate` ('fixed'). A chosen rate's runs live in `runs/<label>/lr<rate>/seed<s>/`, a
+fixed one's in `runs/<label>/seed<s>/`. `config.study.comparisons=('A vs B', 'A vs B at 1024', ...)`: paired
+differences over seeds with 95% t intervals in results.md / results.json (`relpos_jax.study.stats`).
+
 Nothing saved is lost on interruption: a finished (encoder, seed) keeps its result
 (`runs/<label>/seed<s>/result.json`) and is skipped on the next call, an unfinished one resumes from its
 latest checkpoint. Adding seeds to a finished study trains only the new ones. A finished result is reused
@@ -39,6 +54,7 @@ import copy
 import dataclasses
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -50,7 +66,7 @@ import jax
 import ml_collections
 from absl import logging
 
-from relpos_jax.study import report
+from relpos_jax.study import protocol, report, stats
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import inputs, loop, tensorboard, transfer
 
@@ -68,6 +84,35 @@ class Study:
   seeds: tuple[int, ...] | None = config_lib.key(None, ge=0)  # every encoder trained once per seed
   # Another study's workdir: evaluate its trained runs at this config's lengths, no training (`reevaluate`).
   trained_workdir: str = config_lib.key('')
+  # The split the tables report; choices (learning rates) are made on 'validation' at the training length.
+  split: str = config_lib.key('test', choices=protocol.SPLITS)
+  # Peak learning rates tried per encoder at the first seed (None: no grid); see the module docstring.
+  lr_grid: tuple[float, ...] | None = config_lib.key(None, gt=0)
+  # Committed per-encoder rates, 'label: lr' (e.g. what a grid chose): not searched again.
+  learning_rates: tuple[str, ...] = config_lib.key(())
+  # Paired differences over seeds: 'A vs B' (at the training length, the out-of-distribution mean and the
+  # longest length) or 'A vs B at <length | train | ood | longest>'.
+  comparisons: tuple[str, ...] = config_lib.key(())
+  # Randomized encoders: also report the evaluation at positions 0..L-1, as a second row.
+  sequential_positions: bool = config_lib.key(True)
+
+
+SEQUENTIAL_SUFFIX = '@0..L-1'
+COMPARISON_STATISTICS = ('train', 'ood', 'longest')
+
+
+@dataclasses.dataclass(frozen=True)
+class LearningRate:
+  """The peak learning rate of an encoder's runs and how it was chosen: 'fixed' (config.optim.learning_rate),
+  'committed' (config.study.learning_rates) or 'grid' (lowest validation loss at the training length)."""
+
+  value: float
+  how: str
+
+  @property
+  def directory(self) -> str:
+    """The runs' directory part under runs/<label>/ ('' for the fixed rate: the layout of older studies)."""
+    return '' if self.how == 'fixed' else f'lr{self.value:g}'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,12 +190,86 @@ def parse_seeds(study: Study, base) -> tuple[int, ...]:
   return tuple(int(s) for s in seeds)
 
 
-def run_config(base: ml_collections.ConfigDict, entry: Entry, seed: int | None = None) -> ml_collections.ConfigDict:
+def run_config(
+    base: ml_collections.ConfigDict, entry: Entry, seed: int | None = None, learning_rate: float | None = None
+) -> ml_collections.ConfigDict:
   config = copy.deepcopy(base)
   config.model.encoder = entry.spec
   if seed is not None:
     config.seed = int(seed)
+  if learning_rate is not None:
+    config.optim.learning_rate = float(learning_rate)
   return config
+
+
+def committed_learning_rates(study: Study, entries: Sequence[Entry]) -> dict[str, float]:
+  """`config.study.learning_rates` ('label: lr' entries) as {label: lr}, every label an entry's."""
+  labels = [e.label for e in entries]
+  rates = {}
+  for item in study.learning_rates:
+    label, sep, value = str(item).partition(':')
+    label = label.strip()
+    try:
+      rate = float(value) if sep else float('nan')
+    except ValueError:
+      rate = float('nan')
+    if not sep or not rate > 0 or rate == float('inf'):
+      raise config_lib.ConfigError(
+          f"config.study.learning_rates entry {item!r} is invalid: allowed: 'label: lr' with a learning rate > 0, "
+          "e.g. 'alibi: 3e-3'."
+      )
+    if label not in labels:
+      raise config_lib.ConfigError(
+          f'config.study.learning_rates entry {item!r} names no encoder of config.study.encoders; allowed labels: '
+          f'{labels}.'
+      )
+    if label in rates:
+      raise config_lib.ConfigError(f'config.study.learning_rates gives {label!r} twice.')
+    rates[label] = rate
+  return rates
+
+
+def parse_comparisons(study: Study, entries: Sequence[Entry], lengths) -> list[dict]:
+  """`config.study.comparisons` as [{'a', 'b', 'statistics'}]: 'A vs B' (every statistic of
+  COMPARISON_STATISTICS) or 'A vs B at S' with S an evaluation length, 'train', 'ood' or 'longest'. Labels are
+  the study's; a randomized entry's 0..L-1 row is '<label>@0..L-1'."""
+  labels = [e.label for e in entries] + [e.label + SEQUENTIAL_SUFFIX for e in entries]
+  allowed = (
+      f"allowed: 'A vs B' or 'A vs B at S', A and B labels of config.study.encoders ({labels[: len(entries)]}, "
+      f"or a randomized one's '<label>{SEQUENTIAL_SUFFIX}'), S an evaluation length {tuple(lengths)} or one of "
+      f'{COMPARISON_STATISTICS}'
+  )
+  parsed = []
+  for item in study.comparisons:
+    words = str(item).split()
+    shape_ok = len(words) in (3, 5) and words[1] == 'vs' and (len(words) == 3 or words[3] == 'at')
+    if not shape_ok or words[0] not in labels or words[2] not in labels or words[0] == words[2]:
+      raise config_lib.ConfigError(f'config.study.comparisons entry {item!r} is invalid: {allowed}.')
+    statistics = list(COMPARISON_STATISTICS)
+    if len(words) == 5:
+      statistic = words[4]
+      if statistic not in COMPARISON_STATISTICS and not (statistic.isdigit() and int(statistic) in lengths):
+        raise config_lib.ConfigError(f'config.study.comparisons entry {item!r} has statistic {statistic!r}: {allowed}.')
+      statistics = [int(statistic) if statistic.isdigit() else statistic]
+    parsed.append({'a': words[0], 'b': words[2], 'statistics': statistics})
+  return parsed
+
+
+def check_protocol(study: Study, entries: Sequence[Entry], lengths) -> None:
+  """The study's protocol keys: a grid that is a grid, and no report on the split its choices were made on."""
+  if study.lr_grid is not None and (not study.lr_grid or len(set(study.lr_grid)) != len(study.lr_grid)):
+    raise config_lib.ConfigError(
+        f'config.study.lr_grid={study.lr_grid!r} is invalid: allowed: None (no grid) or a non-empty tuple of '
+        "distinct learning rates > 0, e.g. (1e-3, 3e-3, 1e-2) (on the command line: --config.study.lr_grid='(1e-3,3e-3,1e-2)')."
+    )
+  committed = committed_learning_rates(study, entries)
+  if study.split == protocol.SELECTION_SPLIT and (study.lr_grid is not None or committed):
+    raise config_lib.ConfigError(
+        f'config.study.split={study.split!r} is invalid for this study: its learning rates are chosen on '
+        f"'{protocol.SELECTION_SPLIT}' (config.study.lr_grid / config.study.learning_rates), so reporting that split "
+        "would report the numbers the choice was made on; allowed: 'test'."
+    )
+  parse_comparisons(study, entries, lengths)
 
 
 def validate_study(config) -> tuple[ml_collections.ConfigDict, list[Entry]]:
@@ -172,7 +291,18 @@ def validate_study(config) -> tuple[ml_collections.ConfigDict, list[Entry]]:
         if entry.eval_spec is not None:
           config_lib.validate(transfer.eval_config(run_config(base, entry), entry.eval_spec))
     except ValueError as e:
+      if 'config.model' not in str(e):  # A key every run shares (config.eval...): named as it is.
+        raise config_lib.ConfigError(str(e)) from None
       raise config_lib.ConfigError(f'config.study.encoders entry {entry.label!r}: {e}') from None
+  check_protocol(study, entries, [int(n) for n in base.eval.lengths])
+  rates = [*committed_learning_rates(study, entries).values(), *(study.lr_grid or ())]
+  for rate in dict.fromkeys(rates):  # Every rate a run will use passes the optimizer's own checks.
+    try:
+      with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        config_lib.validate(run_config(base, entries[0], learning_rate=rate))
+    except ValueError as e:
+      raise config_lib.ConfigError(f'config.study learning rate {rate!r}: {e}') from None
   return base, entries
 
 
@@ -237,22 +367,44 @@ def _environment() -> dict:
   }
 
 
+@dataclasses.dataclass(frozen=True)
+class _Context:
+  """What every run of one study shares."""
+
+  base: ml_collections.ConfigDict
+  study: Study
+  workdir: str
+  train_fn: Callable | None
+  metric: str
+  data: object
+
+  @property
+  def lengths(self) -> list[int]:
+    return [int(n) for n in self.base.eval.lengths]
+
+
+def run_dir(workdir: str, label: str, seed: int, learning_rate: LearningRate) -> str:
+  return os.path.join(workdir, 'runs', label, learning_rate.directory, f'seed{seed}')
+
+
+def _training_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """The run's config as training gets it: no evaluation of its own (the study evaluates, by its protocol)."""
+  config = copy.deepcopy(config)
+  config.eval.every = 0
+  config.eval.lengths = ()
+  return config
+
+
 def _run_seed(
-    base,
-    entry: Entry,
-    seed: int,
-    workdir: str,
-    train_fn: Callable | None,
-    metric: str,
-    data,
-    train_dir: str | None = None,
+    ctx: _Context, entry: Entry, seed: int, learning_rate: LearningRate, train_dir: str | None = None
 ) -> dict | None:
   """One (encoder, seed): trained and evaluated, or read back from its result.json (train_fn None: only
   read back; None if it has not finished). An 'X -> Y' entry trains X in `train_dir` (or finds it trained
   there) and evaluates its parameters with encoder Y."""
-  run_dir = os.path.join(workdir, 'runs', entry.label, f'seed{seed}')
-  result_path = os.path.join(run_dir, RESULT_FILE)
-  config = run_config(base, entry, seed)
+  base, data = ctx.base, ctx.data
+  directory = run_dir(ctx.workdir, entry.label, seed, learning_rate)
+  result_path = os.path.join(directory, RESULT_FILE)
+  config = run_config(base, entry, seed, learning_rate.value)
   transferred = entry.eval_spec is not None
   # What the result records (and is checked against on reuse): the config it was evaluated with.
   recorded = transfer.eval_config(config, entry.eval_spec) if transferred else config
@@ -260,55 +412,82 @@ def _run_seed(
   data_id = loop.data_identity(data.describe())
   if os.path.exists(result_path):
     saved = report.load_json(result_path)
-    _check_saved(saved, run_dir, config_json, data_id, entry.spec if transferred else None)
+    _check_saved(saved, directory, config_json, data_id, entry.spec if transferred else None)
     logging.info('study: %s seed %d already done, reusing %s', entry.label, seed, result_path)
     return saved
-  if train_fn is None:
+  if ctx.train_fn is None:
     return None
   started = time.perf_counter()
-  run = {'name': entry.label, 'spec': entry.reported_spec, 'seed': seed, 'config': config_json, 'data': data_id}
+  run = {
+      'name': entry.label,
+      'spec': entry.reported_spec,
+      'seed': seed,
+      'config': config_json,
+      'data': data_id,
+      'learning_rate': learning_rate.value,
+      'split': ctx.study.split,
+      'run_dir': os.path.relpath(directory, ctx.workdir),
+  }
   if transferred:
-    run.update({'train_spec': entry.spec, 'trained_in': os.path.relpath(train_dir, workdir)})
-  os.makedirs(run_dir, exist_ok=True)
+    run.update({'train_spec': entry.spec, 'trained_in': os.path.relpath(train_dir, ctx.workdir)})
+  os.makedirs(directory, exist_ok=True)
   try:
     # A transferred entry's training resumes, or returns at once when the shared run is already trained.
-    result = train_fn(config, train_dir if transferred else run_dir, data=data)
+    result = ctx.train_fn(_training_config(config), train_dir if transferred else directory, data=data)
   except loop.DivergedError as e:
     logging.warning('study: %s (trained with %s) seed %d diverged: %s', entry.label, entry.spec, seed, e)
     run.update(
         {
-            'by_length': {str(n): None for n in base.eval.lengths},
+            'by_length': {str(n): None for n in ctx.lengths},
             'train_metric': None,
             'train_loss': None,
             'steps': e.step,
+            'finished': True,
             'diverged': {'step': e.step, 'message': str(e)},
             'train_seconds': round(time.perf_counter() - started, 1),
         }
     )
     report.write_json(run, result_path)
     return run
+  model = transfer.with_encoder(result.model, config, entry.eval_spec) if transferred else result.model
+  evaluation_started = time.perf_counter()
+  run.update(
+      protocol.evaluate_run(
+          model,
+          data,
+          lengths=ctx.lengths,
+          split=ctx.study.split,
+          train_length=train_length(base),
+          metric=ctx.metric,
+          seed=seed,
+          draws=config_lib.parse(base).eval.position_draws,
+          sequential_row=ctx.study.sequential_positions,
+      )
+  )
   metrics = result.final_metrics
-  if transferred:
-    model = transfer.with_encoder(result.model, config, entry.eval_spec)
-    evaluation = loop.evaluate_lengths(model, data, [int(n) for n in base.eval.lengths])
-    by_length = {str(n): evaluation[int(n)].get(metric) for n in base.eval.lengths}
-  else:
-    by_length = {str(n): metrics.get(f'eval/{n}/{metric}') for n in base.eval.lengths}
-  missing = [n for n, v in by_length.items() if v is None]
-  if missing:
-    raise RuntimeError(f'study: the run of {entry.label} (seed {seed}) reported no {metric} at lengths ' f'{missing}.')
   # train_seconds: this run's own time (for 'X -> Y', its evaluation, plus X's training if it was not
-  # trained before).
+  # trained before), evaluation included.
   run.update(
       {
-          'by_length': by_length,
-          'train_metric': metrics.get(metric),
+          'train_metric': metrics.get(ctx.metric),
           'train_loss': metrics.get('loss'),
           'steps': result.step,
+          'finished': True,
+          'eval_seconds': round(time.perf_counter() - evaluation_started, 1),
           'train_seconds': round(time.perf_counter() - started, 1),
           'num_params': int(sum(x.size for x in jax.tree.leaves(result.params))),
       }
   )
+  marker = protocol.diverged_marker(
+      run,
+      num_classes=data.num_classes,
+      language_model=ctx.metric == 'bits_per_char',
+      train_length=train_length(base),
+      step=result.step,
+  )
+  if marker:
+    logging.warning('study: %s seed %d: %s', entry.label, seed, marker['message'])
+    run['diverged'] = marker
   report.write_json(run, result_path)
   return run
 
@@ -327,34 +506,62 @@ def _check_saved(saved: dict, run_dir: str, config_json, data_id: dict, train_sp
     )
 
 
-def _mean(values):
-  return None if not values or any(v is None for v in values) else sum(values) / len(values)
+def _mean_curve(curves: Sequence[dict | None]) -> dict | None:
+  """The per-position curve averaged over seeds (the bins are the same for every seed of one study)."""
+  curves = [c for c in curves if c]
+  if not curves:
+    return None
+  value = 'bits_per_char' if 'bits_per_char' in curves[0] else 'loss'
+  return {
+      'context_from': curves[0]['context_from'],
+      'context_to': curves[0]['context_to'],
+      value: [stats.mean(column) for column in zip(*[c[value] for c in curves])],
+      f'{value}_per_seed': [c[value] for c in curves],
+  }
 
 
-def merge_seeds(entry: Entry, per_seed: Sequence[dict]) -> dict:
+def merge_seeds(entry: Entry, per_seed: Sequence[dict], *, sequential: bool = False) -> dict:
   """One encoder's study entry from its per-seed results: `by_length` is the mean over the seeds that did
   not diverge, `by_length_per_seed` keeps every value ({length: [one per seed]}, in the order of `seeds`;
   None for a diverged seed). Diverged seeds are listed in `diverged_seeds` ({seed: marker}); when every
-  seed diverged the entry carries `diverged` (the first seed's marker) and no values."""
+  seed diverged the entry carries `diverged` (the first seed's marker) and no values.
+
+  sequential: the row of a randomized entry evaluated at positions 0..L-1 (its runs' `sequential`
+  records), named '<label>@0..L-1'."""
+
+  def view(r):  # the values of this row in one seed's result
+    if not sequential:
+      return r
+    return {**r, **(r.get('sequential') or {'by_length': {n: None for n in r['by_length']}})}
+
+  per_seed = [view(r) for r in per_seed]
   lengths = list(per_seed[0]['by_length'])
   finite = [r for r in per_seed if not r.get('diverged')]
   first = finite[0] if finite else per_seed[0]
   config = dict(first['config'])
   config.pop('seed', None)  # The seed is per run: `seeds` lists them.
   merged = {
-      'name': entry.label,
+      'name': entry.label + (SEQUENTIAL_SUFFIX if sequential else ''),
       'spec': entry.reported_spec,
       'seeds': [r['seed'] for r in per_seed],
-      'by_length': {n: _mean([r['by_length'][n] for r in finite]) for n in lengths},
+      'by_length': {n: stats.mean([r['by_length'][n] for r in finite]) for n in lengths},
       'by_length_per_seed': {n: [r['by_length'][n] for r in per_seed] for n in lengths},
-      'train_metric': _mean([r['train_metric'] for r in finite]),
-      'train_loss': _mean([r['train_loss'] for r in finite]),
+      'train_metric': stats.mean([r['train_metric'] for r in finite]),
+      'train_loss': stats.mean([r['train_loss'] for r in finite]),
       'steps': first['steps'],
       'train_seconds': round(sum(r['train_seconds'] for r in per_seed), 1),
       'num_params': first.get('num_params'),
       'config': config,
       'data': first.get('data'),
   }
+  for key in ('split', 'positions', 'position_draws', 'scored_sets', 'same_targets', 'learning_rate'):
+    if key in first:
+      merged[key] = first[key]
+  if any('run_dir' in r for r in per_seed):
+    merged['run_dirs'] = [r.get('run_dir') for r in per_seed]
+  curve = _mean_curve([r.get('position_curve') for r in finite])
+  if curve:
+    merged['position_curve'] = curve
   if entry.eval_spec is not None:
     merged['train_spec'] = entry.spec
     merged['trained_in'] = [r.get('trained_in') for r in per_seed]
@@ -366,31 +573,103 @@ def merge_seeds(entry: Entry, per_seed: Sequence[dict]) -> dict:
   return merged
 
 
-def _run_entry(
-    base,
-    entry: Entry,
-    seeds: Sequence[int],
-    workdir: str,
-    train_fn: Callable | None,
-    metric: str,
-    data,
-    train_dir: str | None = None,
-) -> dict | None:
-  per_seed = [
-      _run_seed(
-          base,
-          entry,
-          seed,
-          workdir,
-          train_fn,
-          metric,
-          data,
-          None if train_dir is None else os.path.join(train_dir, f'seed{seed}'),
-      )
-      for seed in seeds
-  ]
+def _selection_loss(run: dict | None) -> float:
+  if run is None or run.get('diverged') or 'selection' not in run:
+    return math.inf
+  return float(run['selection']['loss'])
+
+
+class _LearningRates:
+  """Each entry's learning rate: committed, chosen on a grid (training the grid's runs), or fixed."""
+
+  def __init__(self, ctx: _Context, entries: Sequence[Entry], seeds: Sequence[int], train_dirs: dict[str, str]):
+    self.ctx, self.entries, self.seeds, self.train_dirs = ctx, list(entries), list(seeds), train_dirs
+    self.committed = committed_learning_rates(ctx.study, entries)
+    self.chosen: dict[str, tuple[LearningRate, dict] | None] = {}
+
+  def of(self, entry: Entry) -> tuple[LearningRate, dict] | None:
+    """(learning rate, {rate: grid result}) of `entry` (None: its grid has not finished, finished_only)."""
+    if entry.label not in self.chosen:
+      self.chosen[entry.label] = self._choose(entry)
+    return self.chosen[entry.label]
+
+  def _choose(self, entry: Entry):
+    if entry.label in self.committed:
+      return LearningRate(self.committed[entry.label], 'committed'), {}
+    if entry.eval_spec is not None:  # 'X -> Y': the rate X's own entry trains with, if the study has one
+      owner = next((e for e in self.entries if e.eval_spec is None and e.spec == entry.spec), None)
+      if owner is not None:
+        return self.of(owner)
+      return LearningRate(float(self.ctx.base.optim.learning_rate), 'fixed'), {}
+    if self.ctx.study.lr_grid is None:
+      return LearningRate(float(self.ctx.base.optim.learning_rate), 'fixed'), {}
+    seed = self.seeds[0]
+    trials = {}
+    for value in self.ctx.study.lr_grid:
+      logging.info('study: %s learning-rate grid: %g at seed %d', entry.label, value, seed)
+      trials[value] = _run_seed(self.ctx, entry, seed, LearningRate(float(value), 'grid'))
+    if any(r is None for r in trials.values()):
+      return None
+    best = min(trials, key=lambda value: _selection_loss(trials[value]))  # Ties: the first in the grid.
+    return LearningRate(float(best), 'grid'), trials
+
+  def train_dir(self, entry: Entry, seed: int, learning_rate: LearningRate) -> str:
+    return os.path.join(self.train_dirs[entry.spec], learning_rate.directory, f'seed{seed}')
+
+
+def _run_entry(ctx: _Context, entry: Entry, seeds: Sequence[int], rates: _LearningRates) -> list[dict] | None:
+  """The study rows of one entry (its own, and its 0..L-1 row when it is evaluated at random positions)."""
+  chosen = rates.of(entry)
+  if chosen is None:
+    return None
+  learning_rate, grid = chosen
+  if entry.eval_spec is not None:
+    grid = {}  # 'X -> Y' takes X's rate; X's own entry reports X's grid.
+  per_seed = []
+  for seed in seeds:
+    if learning_rate.how == 'grid' and seed == seeds[0] and learning_rate.value in grid:
+      per_seed.append(grid[learning_rate.value])  # The chosen grid run is this seed's run.
+      continue
+    per_seed.append(_run_seed(ctx, entry, seed, learning_rate, rates.train_dir(entry, seed, learning_rate)))
   per_seed = [r for r in per_seed if r is not None]
-  return merge_seeds(entry, per_seed) if per_seed else None
+  if not per_seed:
+    return None
+  merged = merge_seeds(entry, per_seed)
+  merged['learning_rate'] = learning_rate.value
+  merged['lr_choice'] = learning_rate.how
+  if grid:
+    merged['lr_grid'] = {
+        f'{value:g}': (None if math.isinf(_selection_loss(r)) else _selection_loss(r)) for value, r in grid.items()
+    }
+  rows = [merged]
+  if ctx.study.sequential_positions and any(r.get('sequential') for r in per_seed):
+    rows.append({**merge_seeds(entry, per_seed, sequential=True), 'learning_rate': learning_rate.value})
+    rows[-1]['lr_choice'] = learning_rate.how
+  return rows
+
+
+def protocol_record(base, study: Study, data) -> dict:
+  """How the study evaluates, for results.json and the report."""
+  lengths = [int(n) for n in base.eval.lengths]
+  record = {
+      'split': study.split,
+      'selection': f'{protocol.SELECTION_SPLIT} loss at the training length {train_length(base)}',
+      'position_draws': config_lib.parse(base).eval.position_draws,
+      'sequential_positions_row': study.sequential_positions,
+      'plus_minus': stats.PLUS_MINUS,
+      'lr_grid': list(study.lr_grid) if study.lr_grid is not None else None,
+  }
+  if hasattr(data, 'scored_tail'):
+    scored = data.scored_set(max(lengths), study.split)
+    record.update(
+        {
+            'windows': inputs.SAME_TARGETS,
+            'scored_tail': data.scored_tail,
+            'num_scored': scored['num_scored'],
+            'position_curve_length': max(lengths),
+        }
+    )
+  return record
 
 
 def run_study(
@@ -406,7 +685,7 @@ def run_study(
   Args:
     config: a training config with a `study` section: `study.encoders` (specs, or 'label: spec'),
       optional `study.seeds` (every encoder is trained once per seed; default: `config.seed`),
-      `study.title` / `study.description`.
+      `study.title` / `study.description`, and the protocol keys (module docstring).
     workdir: where results and the runs go; calling again resumes.
     train_fn: `train_fn(config, workdir, data=...) -> TrainResult` (default `relpos_jax.train.loop.train`).
     on_result: called with the results dict after each encoder (e.g. to re-plot in a notebook).
@@ -418,17 +697,27 @@ def run_study(
   seeds = parse_seeds(study, base)
   train_fn = None if finished_only else (loop.train if train_fn is None else train_fn)
   workdir = os.fspath(workdir)
-  os.makedirs(workdir, exist_ok=True)
   metric, lower_is_better = metric_name(base)
   data = inputs.build_data(base)  # One corpus load (or task) shared by every encoder's run.
+  if hasattr(data, 'require_split'):
+    try:
+      data.require_split(study.split, base.eval.lengths)
+    except config_lib.ConfigError as e:
+      raise config_lib.ConfigError(f'config.study.split={study.split!r}: {e}') from None
   check_transfers(base, entries)
+  os.makedirs(workdir, exist_ok=True)
   train_dirs = training_dirs(workdir, entries)
+  ctx = _Context(base=base, study=study, workdir=workdir, train_fn=train_fn, metric=metric, data=data)
+  rates = _LearningRates(ctx, entries, seeds, train_dirs)
   results = {
       'metric': metric,
       'lower_is_better': lower_is_better,
       'train_length': train_length(base),
       'eval_lengths': [int(n) for n in base.eval.lengths],
       'seeds': list(seeds),
+      'split': study.split,
+      'protocol': protocol_record(base, study, data),
+      'comparison_requests': parse_comparisons(study, entries, [int(n) for n in base.eval.lengths]),
       'runs': [],
       'meta': {
           'title': study.title,
@@ -444,10 +733,10 @@ def run_study(
   started = time.perf_counter()
   for n, entry in enumerate(entries):
     logging.info('study: encoder %d/%d: %s (%s)', n + 1, len(entries), entry.label, entry.reported_spec)
-    run = _run_entry(base, entry, seeds, workdir, train_fn, metric, data, train_dirs[entry.spec])
-    if run is None:
+    rows = _run_entry(ctx, entry, seeds, rates)
+    if rows is None:
       continue
-    results['runs'].append(run)
+    results['runs'].extend(rows)
     if not finished_only:  # Reporting finished runs takes seconds: their train_seconds say what they took.
       results['meta']['wall_seconds'] = round(time.perf_counter() - started, 1)
     write_outputs(results, workdir)
@@ -460,9 +749,16 @@ def run_study(
 
 
 def write_outputs(results: dict, workdir: str) -> dict[str, str]:
-  """results.json, results.md and results.png in `workdir`; returns their paths."""
-  return {
+  """results.json (with the paired differences asked for), results.md, results.png and (when the runs
+  recorded one) results_position.png, the loss against position, in `workdir`; returns their paths."""
+  if results.get('comparison_requests'):
+    results['comparisons'] = report.comparisons(results)
+  paths = {
       'json': report.write_json(results, os.path.join(workdir, 'results.json')),
       'markdown': report.write_markdown(results, os.path.join(workdir, 'results.md')),
       'plot': report.plot(results, os.path.join(workdir, 'results.png')),
   }
+  position_plot = report.plot_positions(results, os.path.join(workdir, 'results_position.png'))
+  if position_plot:
+    paths['position_plot'] = position_plot
+  return paths

@@ -37,7 +37,7 @@ from typing import Callable, Sequence
 import jax
 import ml_collections
 
-from relpos_jax.study import report
+from relpos_jax.study import report, stats
 from relpos_jax.study.runner import run_study, validate_study, write_outputs
 from relpos_jax.train import config as config_lib
 
@@ -193,13 +193,6 @@ def _split_means(run: dict, train_length: int, lengths) -> tuple[list[float], li
   return (per_seed([n for n in lengths if n <= train_length]), per_seed([n for n in lengths if n > train_length]))
 
 
-def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
-  if not values:
-    return None, None
-  mean = sum(values) / len(values)
-  return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
-
-
 def summarize(results_by_task: dict[str, dict], title: str | None = None) -> dict:
   """Task x encoder means (over seeds) in and out of distribution, from each task's results.json."""
   tasks, encoders, cells = list(results_by_task), [], {}
@@ -208,7 +201,8 @@ def summarize(results_by_task: dict[str, dict], title: str | None = None) -> dic
       if run['name'] not in encoders:
         encoders.append(run['name'])
       ind, ood = _split_means(run, results['train_length'], results['eval_lengths'])
-      (ind_mean, ind_std), (ood_mean, ood_std) = _mean_std(ind), _mean_std(ood)
+      # ± is the sample std over seeds (stats.std, ddof 1), as in the studies.
+      ind_mean, ind_std, ood_mean, ood_std = stats.mean(ind), stats.std(ind), stats.mean(ood), stats.std(ood)
       cells[f'{task}/{run["name"]}'] = {
           'in_distribution': ind_mean,
           'in_distribution_std': ind_std,
@@ -255,7 +249,7 @@ def _cell_text(cell: dict | None) -> str:
   if not cell or cell['out_of_distribution'] is None:
     return '—'
   text = f'{cell["out_of_distribution"]:.2f}'
-  if cell['seeds'] > 1:
+  if cell['seeds'] > 1 and cell['out_of_distribution_std'] is not None:
     text += f' ± {cell["out_of_distribution_std"]:.2f}'
   if cell['in_distribution'] is not None:
     text += f' ({cell["in_distribution"]:.2f})'
@@ -322,7 +316,7 @@ def write_summary(summary: dict, workdir: str) -> dict[str, str]:
   with open(path + '.tmp', 'w') as f:
     f.write(
         f'# {summary.get("title") or "Length-generalization suite"}\n\n'
-        'Mean accuracy beyond the training lengths (± std over seeds; in brackets: within them). ✗: this '
+        f'Mean accuracy beyond the training lengths (± : {stats.PLUS_MINUS}; in brackets: within them). ✗: this '
         f"encoder's mean accuracy within the training lengths is below {ID_LEARNED}, so it did not learn "
         'the task and its number beyond them says nothing about length generalization. Tasks marked "not '
         'learned" are not learned by any encoder.\n\n'

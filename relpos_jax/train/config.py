@@ -116,6 +116,13 @@ class Eval:
   # Cap on tokens per evaluation batch: long lengths get proportionally fewer rows (at least one per
   # device), so evaluating far beyond the training length fits in memory.
   max_tokens_per_batch: int | None = key(None, ge=1)
+  # Corpus: the scored tail T of every evaluation window (None: the shortest evaluation length). Windows of
+  # every length end at the same anchors and score only their last T targets: the same text at every length
+  # (relpos_jax.data.corpus, `anchored_windows`); num_tokens / num_examples then count T-token tails.
+  scored_tail: int | None = key(None, ge=1)
+  # An encoder trained on random positions (randomized(...), Ruoss et al. 2023) is evaluated as published:
+  # ordered random positions from [0, max_position), the metrics averaged over this many draws.
+  position_draws: int = key(4, ge=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -337,6 +344,16 @@ def _check_sections(run: Config) -> None:
           'train.tensorboard',
           True,
           f'TensorBoard event files need tensorboardX: {tensorboard.INSTALL_HINT}; or set it to False',
+      )
+  if eval_.scored_tail is not None:
+    if data.source != 'corpus':
+      raise _fail('eval.scored_tail', eval_.scored_tail, "a corpus setting; allowed: None with data.source='task'")
+    if eval_.lengths and eval_.scored_tail > min(eval_.lengths):
+      raise _fail(
+          'eval.scored_tail',
+          eval_.scored_tail,
+          f'every window scores its last scored_tail targets, so it must be <= the shortest evaluation length '
+          f'(config.eval.lengths={eval_.lengths})',
       )
   if data.source == 'corpus' and eval_.pad_multiple != 1:
     raise _fail(

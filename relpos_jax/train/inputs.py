@@ -3,8 +3,15 @@
 Training batch `step` is a pure function of (seed, step): it is drawn from
 `np.random.default_rng((TRAIN_STREAM, seed, step))`, never from a generator carried across steps, so a run
 resumed from a checkpoint at step k sees exactly the batches k, k+1, ... of an uninterrupted run.
-Evaluation sets depend only on (eval.seed, length), not on the training seed, so runs of different seeds
-are scored on the same examples.
+Evaluation sets depend only on (eval.seed, length, split), not on the training seed, so runs of different
+seeds are scored on the same examples. Splits: 'validation' (where choices are made, and what training
+evaluates) and 'test' (held out for what a study reports). The corpus splits its files three ways
+(`relpos_jax.data.corpus`); a task draws its test examples from another random stream than validation.
+
+Corpus evaluation scores the same target bytes at every length: the windows of every length end at common
+anchors of the split and only their last `eval.scored_tail` targets (default: the shortest evaluation
+length) count in the metrics (`loss_mask`); a `position_mask` marks every position of a real window, for
+the loss-against-position curve, which scores the whole window.
 
 In a run over several processes each one builds only its rows of every training batch
 (`train_batch(step, rows)`), equal to those rows of the whole batch; every process reads the corpus (up to
@@ -19,6 +26,7 @@ nothing).
 from __future__ import annotations
 
 import functools
+import hashlib
 import warnings
 from typing import Protocol
 
@@ -31,6 +39,9 @@ from relpos_jax.train.objectives import BATCH_KEYS, Objective
 
 TRAIN_STREAM = 0
 EVAL_STREAM = 1
+TEST_STREAM = 3  # 2 is the parameters' stream (relpos_jax.train.loop.PARAMS_STREAM)
+EVAL_SPLITS = ('validation', 'test')
+SAME_TARGETS = 'same_targets: windows ending at common anchors, scored tail T'
 # Evaluation sets kept in memory (reused by every in-training evaluation); a sweep over hundreds of
 # lengths (the published protocol) regenerates them instead of holding gigabytes.
 EVAL_SETS_CACHED = 32
@@ -50,8 +61,11 @@ class Data(Protocol):
   def train_batch(self, step: int, rows: slice | None = None) -> Batch:
     """Training batch `step` (a pure function of (seed, step)); `rows`: only those rows of it."""
 
-  def eval_set(self, length: int) -> list[Batch]:
+  def eval_set(self, length: int, split: str = 'validation') -> list[Batch]:
     ...
+
+  def scored_set(self, length: int, split: str = 'validation') -> dict:
+    """What the evaluation set of `length` scores: split, count, fingerprint (and the protocol)."""
 
   def describe(self) -> dict:
     ...
@@ -61,8 +75,15 @@ def train_rng(seed: int, step: int) -> np.random.Generator:
   return np.random.default_rng((TRAIN_STREAM, int(seed), int(step)))
 
 
-def eval_rng(eval_seed: int, length: int) -> np.random.Generator:
-  return np.random.default_rng((EVAL_STREAM, int(eval_seed), int(length)))
+def eval_rng(eval_seed: int, length: int, split: str = 'validation') -> np.random.Generator:
+  stream = {'validation': EVAL_STREAM, 'test': TEST_STREAM}[check_eval_split(split)]
+  return np.random.default_rng((stream, int(eval_seed), int(length)))
+
+
+def check_eval_split(split: str) -> str:
+  if split not in EVAL_SPLITS:
+    raise ValueError(f'evaluation split={split!r} is invalid; allowed: one of {EVAL_SPLITS}.')
+  return split
 
 
 def batches_of(arrays: Batch, batch_size: int) -> list[Batch]:
@@ -73,8 +94,9 @@ def batches_of(arrays: Batch, batch_size: int) -> list[Batch]:
   fill = (-n) % batch_size
   if fill:
     filler = {k: np.repeat(v[:1], fill, axis=0) for k, v in arrays.items()}
-    filler['loss_mask'] = np.zeros_like(filler['loss_mask'])
-    filler['accuracy_mask'] = np.zeros_like(filler['accuracy_mask'])
+    for mask in ('loss_mask', 'accuracy_mask', 'position_mask'):
+      if mask in filler:
+        filler[mask] = np.zeros_like(filler[mask])
     arrays = {k: np.concatenate([v, filler[k]]) for k, v in arrays.items()}
   return [{k: v[i : i + batch_size] for k, v in arrays.items()} for i in range(0, n + fill, batch_size)]
 
@@ -135,32 +157,50 @@ class CorpusData:
     self.corpus = corpus
     self.objective = Objective('language_model')
     self.vocab_size = self.num_classes = self.corpus.vocab_size
-    longest = max([0] + [int(n) for n in config.eval.lengths])
-    if longest + 1 > self.corpus.num_val_tokens:
-      raise config_lib.ConfigError(
-          f'config.eval.lengths={tuple(config.eval.lengths)!r} is invalid: a window of {longest} scored '
-          f'bytes needs {longest + 1} validation bytes, but the corpus of config.data.max_train_bytes='
-          f'{config.data.max_train_bytes} has {self.corpus.num_val_tokens}; shorten the lengths or load '
-          'more of the corpus.'
-      )
-    self._warn_if_eval_is_short([int(n) for n in config.eval.lengths], config.data.max_train_bytes)
+    self.eval_lengths = tuple(int(n) for n in config.eval.lengths)
+    self.max_train_bytes = config.data.max_train_bytes
+    if self.eval_lengths:
+      self.require_split('validation', self.eval_lengths)
+      self._warn_if_eval_is_short('validation')
 
-  def _windows_asked(self, length: int) -> int:
+  # ---------------------------------------------------------------- the same targets at every length
+  @property
+  def scored_tail(self) -> int:
+    """T: the targets scored per window (`eval.scored_tail`, default the shortest evaluation length)."""
+    tail = getattr(self.eval_config, 'scored_tail', None)
+    if tail is not None:
+      return int(tail)
+    return min(self.eval_lengths) if self.eval_lengths else self.train_length
+
+  def _window_plan(self, length: int) -> tuple[int, int, int]:
+    """(reach, tail, count) of the windows of `length`: anchors for the longest evaluation length, so every
+    configured length ends at the same anchors. A length outside [tail, longest] is still evaluated (its
+    own anchors or a shorter tail), and its fingerprint then shows that it scores other targets."""
+    tail = min(self.scored_tail, length)
+    reach = max(self.eval_lengths + (length,))
     num_tokens = getattr(self.eval_config, 'num_tokens', None)
-    return int(self.eval_config.num_examples) if num_tokens is None else max(1, int(num_tokens) // length)
+    count = int(self.eval_config.num_examples) if num_tokens is None else max(1, -(-int(num_tokens) // tail))
+    return reach, tail, count
 
-  def _warn_if_eval_is_short(self, lengths: list[int], max_train_bytes) -> None:
-    """Warns when the validation split holds fewer windows than eval.num_tokens / eval.num_examples ask
-    for: the evaluation then scores fewer tokens than the config says (a small corpus load can leave
-    validation a single short file)."""
-    available = self.corpus.num_val_tokens
-    short = []
-    for n in lengths:
-      asked = self._windows_asked(n)
-      fits = (available - 1) // n
-      if fits < asked:
-        short.append(f'{fits * n} tokens instead of {asked * n} at length {n}')
-    if short:
+  def require_split(self, split: str, lengths) -> None:
+    """ConfigError unless `split` holds a window of the longest of `lengths` (before any training)."""
+    longest = max(int(n) for n in lengths)
+    available = self.corpus.tokens(check_eval_split(split)).size
+    if longest + 1 > available:
+      raise config_lib.ConfigError(
+          f'config.eval.lengths={tuple(lengths)!r} is invalid: a window of {longest} bytes needs {longest + 1} '
+          f'{split} bytes, but the corpus of config.data.max_train_bytes={self.max_train_bytes} has '
+          f'{available} ({len(self.corpus.split_files(split))} file(s)); shorten the lengths or load more of '
+          'the corpus.'
+      )
+
+  def _warn_if_eval_is_short(self, split: str) -> None:
+    """Warns when the split holds fewer anchors than eval.num_tokens / eval.num_examples ask for: the
+    evaluation then scores fewer tokens than the config says (a small corpus load can leave a split a
+    single short file)."""
+    reach, tail, count = self._window_plan(max(self.eval_lengths))
+    available = len(self.corpus.anchors(reach, tail, count, split))
+    if available < count:
       num_tokens = getattr(self.eval_config, 'num_tokens', None)
       what = (
           f'config.eval.num_tokens={num_tokens}'
@@ -168,10 +208,11 @@ class CorpusData:
           else f'config.eval.num_examples={self.eval_config.num_examples}'
       )
       warnings.warn(
-          f'{what} asks for more validation text than the corpus has: its validation split '
-          f'(config.data.max_train_bytes={max_train_bytes}) is {available} bytes in '
-          f'{self.corpus.num_val_files} file(s), so evaluation scores {"; ".join(short)}. Load more '
-          'of the corpus (a larger max_train_bytes) for a meaningful evaluation.',
+          f'{what} asks for more {split} text than the corpus has: its {split} split '
+          f'(config.data.max_train_bytes={self.max_train_bytes}) is {self.corpus.tokens(split).size} bytes, so '
+          f'evaluation scores {available * tail} tokens ({available} windows ending {tail} targets apart) '
+          f'instead of {count * tail}. Load more of the corpus (a larger max_train_bytes) for a meaningful '
+          'evaluation.',
           UserWarning,
           stacklevel=3,
       )
@@ -180,11 +221,21 @@ class CorpusData:
     return lm_batch(self.corpus.sample_batch(train_rng(self.seed, step), self.batch_size, self.train_length, rows=rows))
 
   @functools.lru_cache(maxsize=EVAL_SETS_CACHED)
-  def eval_set(self, length: int) -> list[Batch]:
-    """Disjoint validation windows of `length` scored tokens: `eval.num_examples` of them, or about
-    `eval.num_tokens` tokens' worth when that is set (the same amount of text at every length)."""
-    windows = self.corpus.eval_windows(int(length), self._windows_asked(int(length)))
-    return batches_of(lm_batch(windows), eval_batch_size(self.eval_config, length))
+  def eval_set(self, length: int, split: str = 'validation') -> list[Batch]:
+    """The windows of `length` inputs ending at the split's common anchors; only their last `scored_tail`
+    targets are scored (about `eval.num_tokens` of them, or `eval.num_examples` windows), the same bytes at
+    every evaluation length."""
+    reach, tail, count = self._window_plan(int(length))
+    batch = lm_batch(self.corpus.anchored_windows(int(length), reach, tail, count, check_eval_split(split)))
+    batch['position_mask'] = batch['loss_mask'].copy()  # every position, for the loss-against-position curve
+    for mask in ('loss_mask', 'accuracy_mask'):
+      batch[mask][:, : int(length) - tail] = 0.0
+    return batches_of(batch, eval_batch_size(self.eval_config, length))
+
+  def scored_set(self, length: int, split: str = 'validation') -> dict:
+    reach, tail, count = self._window_plan(int(length))
+    described = self.corpus.scored_set(int(length), reach, tail, count, check_eval_split(split))
+    return {**described, 'protocol': SAME_TARGETS, 'scored_tail': tail, 'reach': reach}
 
   def describe(self) -> dict:
     return {'source': 'corpus', **self.corpus.describe()}
@@ -221,15 +272,27 @@ class TaskData:
     return batch if rows is None else {k: v[rows] for k, v in batch.items()}
 
   @functools.lru_cache(maxsize=EVAL_SETS_CACHED)
-  def eval_set(self, length: int) -> list[Batch]:
+  def eval_set(self, length: int, split: str = 'validation') -> list[Batch]:
     """`eval.num_examples` examples of input length `length`, right-padded (masked) to a multiple of
-    `eval.pad_multiple` tokens."""
-    rng = eval_rng(self.eval_config.seed, length)
+    `eval.pad_multiple` tokens; 'test' examples come from another random stream than 'validation'."""
+    rng = eval_rng(self.eval_config.seed, length, split)
     batch = self.task.sample(rng, int(self.eval_config.num_examples), int(length))
     multiple = int(self.eval_config.pad_multiple)
     total = batch['inputs'].shape[1]
     batch = data_lib.pad_batch(batch, -(-total // multiple) * multiple, self.task.pad_id)
     return batches_of(task_batch(batch), eval_batch_size(self.eval_config, batch['inputs'].shape[1]))
+
+  def scored_set(self, length: int, split: str = 'validation') -> dict:
+    """A task's examples differ at every length by design (their input length); the fingerprint covers
+    the inputs, targets and masks of the set."""
+    h = hashlib.sha256(f'{split}\x00{length}\x00'.encode('utf-8'))
+    batches = self.eval_set(int(length), split)
+    for batch in batches:
+      for key in sorted(batch):
+        h.update(key.encode('utf-8'))
+        h.update(np.ascontiguousarray(batch[key]).tobytes())
+    scored = int(sum(float(np.sum(b['loss_mask'])) for b in batches))
+    return {'split': split, 'num_scored': scored, 'fingerprint': h.hexdigest()[:16], 'protocol': 'task examples'}
 
   def describe(self) -> dict:
     return {

@@ -61,6 +61,7 @@ from relpos_jax.train.step import make_eval_step, make_train_step, run_key
 CONFIG_FILE = 'config.json'
 DATA_FILE = 'data.json'
 PARAMS_STREAM = 2
+EVAL_POSITIONS_STREAM = 3  # under run_key(seed): the evaluation draws of random positions
 DEFAULT_MAX_NONFINITE_STEPS = 1
 # Keys that change what a run computes; resuming a workdir with different values is refused.
 TRAJECTORY_KEYS = ('seed', 'model', 'data', 'optim', 'train.steps', 'train.batch_size')
@@ -138,6 +139,64 @@ def build_model(config, *, seed: int | None = None) -> nnx.Module:
 
 
 # ----------------------------------------------------------------------------------------- evaluation
+@dataclasses.dataclass(frozen=True)
+class EvalPositions:
+  """The positions an evaluation gives the model: 0..L-1 (`encoder` None), or, for an encoder that trains on
+  random positions (randomized, Ruoss et al. 2023), what its reference code does at test time too: ordered
+  random positions from [0, max_position), `draws` draws of them, the metrics pooled over the draws (every
+  draw scores the same tokens, so this is their mean). Draw `d` of the rows of a set of length T comes from
+  `fold_in(fold_in(fold_in(run_key(seed), EVAL_POSITIONS_STREAM), T), d)`: deterministic per seed.
+
+  `EvalPositions.of(model_or_encoder, draws, seed)` picks the published evaluation for the encoder
+  (random for a randomized one, 0..L-1 for any other); `sequential=True` asks for 0..L-1 whatever it is.
+  """
+
+  encoder: Any = None
+  draws: int = 1
+  seed: int = 0
+
+  @classmethod
+  def of(cls, model_or_encoder, draws: int, seed: int, *, sequential: bool = False) -> 'EvalPositions':
+    from relpos_jax.nn.models import positions_encoder
+
+    encoder = getattr(getattr(model_or_encoder, 'config', None), 'encoder', model_or_encoder)
+    encoder = positions_encoder(encoder)
+    if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 1:
+      raise config_lib.ConfigError(
+          f'config.eval.position_draws={draws!r} is invalid: allowed: an int >= 1 (the draws of random '
+          'evaluation positions averaged for a randomized encoder).'
+      )
+    if sequential or config_lib.train_position_limit(encoder) is None:
+      return cls(None, 1, int(seed))
+    return cls(encoder, int(draws), int(seed))
+
+  @property
+  def random(self) -> bool:
+    return self.encoder is not None
+
+  def describe(self) -> str:
+    if not self.random:
+      return '0..L-1'
+    limit = config_lib.train_position_limit(self.encoder)
+    return f'random: ordered positions from [0, {limit}), mean over {self.draws} draws'
+
+  def key(self, length: int, draw: int) -> jax.Array:
+    key = jax.random.fold_in(jax.random.fold_in(run_key(self.seed), EVAL_POSITIONS_STREAM), int(length))
+    return jax.random.fold_in(key, int(draw))
+
+
+@dataclasses.dataclass
+class Evaluation:
+  """One evaluation set's result: `metrics` (loss in nats per scored token, and the objective's own), and the
+  loss against position: `position_loss[p]`, the mean loss (nats) of the tokens at position p of the
+  window (NaN where none counts), over `position_tokens[p]` tokens (the whole window for the corpus, the
+  scored positions for tasks; summed over the draws of random positions)."""
+
+  metrics: dict[str, float]
+  position_loss: np.ndarray
+  position_tokens: np.ndarray
+
+
 def evaluate(
     model: nnx.Module,
     batches: Iterable[Mapping[str, np.ndarray]],
@@ -145,38 +204,84 @@ def evaluate(
     *,
     mesh=None,
     use_padding_mask: bool = True,
+    positions: EvalPositions | None = None,
 ) -> dict[str, float]:
-  """Metrics of `model` over `batches` (deterministic; positions 0..T-1): loss in nats per scored token,
-  and bits_per_char (language model) or accuracy and exact_match (tasks). Sums over all batches first,
-  so the result is that of the whole set, however it was cut into batches."""
+  """Metrics of `model` over `batches` (deterministic; positions 0..T-1 unless `positions` says otherwise):
+  loss in nats per scored token, and bits_per_char (language model) or accuracy and exact_match (tasks).
+  Sums over all batches first, so the result is that of the whole set, however it was cut into batches."""
   mesh = sharding.make_mesh() if mesh is None else mesh
   parts, params = split_model(model)
-  return _evaluate(parts, params, batches, objective, mesh=mesh, use_padding_mask=use_padding_mask)
+  return _evaluate(
+      parts, params, batches, objective, mesh=mesh, use_padding_mask=use_padding_mask, positions=positions
+  ).metrics
 
 
-def evaluate_lengths(model: nnx.Module, data, lengths: Sequence[int], *, mesh=None) -> dict[int, dict]:
-  """`{length: metrics}` on the data's evaluation set of each length (`data.eval_set(length)`)."""
+def evaluate_set(
+    model: nnx.Module,
+    data,
+    length: int,
+    *,
+    split: str = 'validation',
+    positions: EvalPositions | None = None,
+    mesh=None,
+) -> Evaluation:
+  """The evaluation of `model` on the data's set of `length` (`data.eval_set(length, split)`), with its
+  loss against position: what a study records for one run and length."""
   mesh = sharding.make_mesh() if mesh is None else mesh
   parts, params = split_model(model)
+  return _evaluate(
+      parts,
+      params,
+      data.eval_set(int(length), split),
+      data.objective,
+      mesh=mesh,
+      use_padding_mask=data.uses_padding,
+      positions=positions,
+  )
+
+
+def evaluate_lengths(
+    model: nnx.Module,
+    data,
+    lengths: Sequence[int],
+    *,
+    mesh=None,
+    split: str = 'validation',
+    positions: EvalPositions | None = None,
+) -> dict[int, dict]:
+  """`{length: metrics}` on the data's evaluation set of each length (`data.eval_set(length, split)`)."""
   return {
-      int(n): _evaluate(
-          parts, params, data.eval_set(int(n)), data.objective, mesh=mesh, use_padding_mask=data.uses_padding
-      )
-      for n in lengths
+      int(n): evaluate_set(model, data, int(n), split=split, positions=positions, mesh=mesh).metrics for n in lengths
   }
 
 
-def _evaluate(parts: ModelParts, params, batches, objective: Objective, *, mesh, use_padding_mask) -> dict:
-  eval_step = make_eval_step(parts.graphdef, objective, mesh=mesh, use_padding_mask=use_padding_mask)
+def _evaluate(
+    parts: ModelParts, params, batches, objective: Objective, *, mesh, use_padding_mask, positions=None
+) -> Evaluation:
+  positions = EvalPositions() if positions is None else positions
+  eval_step = make_eval_step(
+      parts.graphdef, objective, mesh=mesh, use_padding_mask=use_padding_mask, encoder=positions.encoder
+  )
   rest = sharding.replicate(parts.rest, mesh)
+  batches = list(batches) if positions.draws > 1 else batches  # Read once per draw.
   totals = None
-  for batch in batches:
-    sums = eval_step(params, rest, sharding.shard_batch(batch, mesh))
-    totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
+  for draw in range(positions.draws):
+    row = 0
+    for batch in batches:
+      rows = batch['inputs'].shape[0]
+      key = sharding.replicate(positions.key(batch['inputs'].shape[1], draw), mesh)
+      batch = {**batch, 'row_ids': np.arange(row, row + rows, dtype=np.int32)}
+      row += rows
+      sums = eval_step(params, rest, sharding.shard_batch(batch, mesh), key)
+      totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
   if totals is None:
     raise ValueError('evaluate needs at least one batch, got none.')
   totals = jax.tree.map(lambda x: np.asarray(x, np.float64), jax.device_get(totals))
-  return {k: float(v) for k, v in objective.finalize(totals).items()}
+  position_nll, position_tokens = totals.pop('position_nll'), totals.pop('position_tokens')
+  with np.errstate(invalid='ignore', divide='ignore'):
+    position_loss = np.where(position_tokens > 0, position_nll / position_tokens, np.nan)
+  metrics = {k: float(v) for k, v in objective.finalize(totals).items()}
+  return Evaluation(metrics=metrics, position_loss=position_loss, position_tokens=position_tokens)
 
 
 # ------------------------------------------------------------------------------------------- training
@@ -246,6 +351,7 @@ def train(
   from relpos_jax.nn.models import positions_encoder  # Per-layer encoders share one position draw.
 
   encoder = positions_encoder(config_lib.resolve_encoder(config))
+  eval_positions = EvalPositions.of(encoder, config_lib.parse(config).eval.position_draws, config.seed)
   train_step = make_train_step(
       parts.graphdef, data.objective, optimizer, encoder, mesh=mesh, use_padding_mask=data.uses_padding
   )
@@ -287,7 +393,7 @@ def train(
         if checkpoints is not None:
           checkpoints.check_for_errors()  # A failed background save stops the run here, not later.
       if evaluate_now:
-        _eval_and_record(parts, state.params, data, eval_lengths, mesh, writer, done)
+        _eval_and_record(parts, state.params, data, eval_lengths, mesh, writer, done, eval_positions)
       if save_now:
         checkpoints.save(state)
       throughput.exclude(time.perf_counter() - side_start)
@@ -308,7 +414,9 @@ def train(
   if done == total and eval_lengths:
     previous = [r for r in writer.history if r.get('step') == total and any(k.startswith('eval/') for k in r)]
     eval_record = (
-        previous[-1] if previous else _eval_and_record(parts, state.params, data, eval_lengths, mesh, writer, total)
+        previous[-1]
+        if previous
+        else _eval_and_record(parts, state.params, data, eval_lengths, mesh, writer, total, eval_positions)
     )
     final_metrics.update({k: v for k, v in eval_record.items() if k != 'step'})
   writer.close()
@@ -326,9 +434,18 @@ def train(
   )
 
 
-def _eval_and_record(parts, params, data, lengths, mesh, writer, step) -> dict:
+def _eval_and_record(parts, params, data, lengths, mesh, writer, step, positions=None) -> dict:
+  """Validation metrics at every length (randomized encoders at random positions, as published)."""
   results = {
-      n: _evaluate(parts, params, data.eval_set(n), data.objective, mesh=mesh, use_padding_mask=data.uses_padding)
+      n: _evaluate(
+          parts,
+          params,
+          data.eval_set(n),
+          data.objective,
+          mesh=mesh,
+          use_padding_mask=data.uses_padding,
+          positions=positions,
+      ).metrics
       for n in lengths
   }
   record = writer.write({'step': step, **metrics_lib.eval_record(results)})

@@ -7,9 +7,12 @@ uninterrupted one exactly. JAX's partitionable threefry (the default) draws the 
 batch is sharded.
 
 Positions: `contract.train_positions(encoder, key, B, T)` (None: 0..T-1) for the padded length T of the
-batch (the encoder contract takes no mask; the real tokens get the first n of the T sorted positions); evaluation
-uses the default positions 0..T-1. A batch that carries its own `positions` (a task with structured
-positions, e.g. addition_coupled) uses those, in training and evaluation alike.
+batch (the encoder contract takes no mask; the real tokens get the first n of the T sorted positions).
+Evaluation uses 0..T-1, or, given an encoder that draws its own (`make_eval_step(..., encoder=...)`: the
+published evaluation of randomized positions), a fresh draw per evaluation row from
+`fold_in(draw key, row)`, so a row's positions do not depend on how the set was cut into batches. A batch
+that carries its own `positions` (a task with structured positions, e.g. addition_coupled) uses those, in
+training and evaluation alike.
 
 Non-finite updates: an update whose loss, gradient norm or resulting state (params, optimizer state) is
 not finite is skipped inside the jitted step (the old params and optimizer state are selected with
@@ -31,7 +34,7 @@ from jax.sharding import Mesh
 
 from relpos_jax.encoders import contract
 from relpos_jax.train import sharding
-from relpos_jax.train.objectives import Objective
+from relpos_jax.train.objectives import Objective, token_cross_entropy
 from relpos_jax.train.optim import OptimizerSpec
 from relpos_jax.train.state import ModelParts, TrainState, model_from
 
@@ -132,15 +135,38 @@ def make_train_step(
 
 
 @functools.lru_cache(maxsize=64)
-def make_eval_step(graphdef, objective: Objective, *, mesh: Mesh, use_padding_mask: bool) -> Callable:
-  """`eval_step(params, rest, batch) -> sums` (see `Objective.eval_sums`): deterministic, jitted over
-  `mesh`. Cached per (model structure, objective, mesh), so evaluating often compiles once per shape."""
+def make_eval_step(graphdef, objective: Objective, *, mesh: Mesh, use_padding_mask: bool, encoder=None) -> Callable:
+  """`eval_step(params, rest, batch, key) -> sums`: deterministic, jitted over `mesh`. Cached per
+  (model structure, objective, mesh, encoder), so evaluating often compiles once per shape.
 
-  def eval_step(params, rest, batch):
-    logits = forward(graphdef, params, rest, batch, deterministic=True, use_padding_mask=use_padding_mask)
-    return objective.eval_sums(logits, batch)
+  sums: `Objective.eval_sums`, plus `position_nll` and `position_tokens`, (T,) sums over the batch of the
+  loss at each position of the window and of the positions counted there (`batch['position_mask']` where
+  the batch has one, else its `loss_mask`): the loss-against-position curve.
+
+  encoder: None (positions 0..T-1), or an encoder that draws its own positions (randomized): the row whose
+  index in the whole evaluation set is `r` (`batch['row_ids']`) gets `contract.train_positions(encoder,
+  fold_in(key, r), 1, T)`. `key` and the row ids are ignored without one.
+  """
+
+  def eval_step(params, rest, batch, key):
+    positions = None
+    if encoder is not None:
+      length = batch['inputs'].shape[1]
+      draw = lambda r: contract.train_positions(encoder, jax.random.fold_in(key, r), 1, length)[0]
+      positions = jax.vmap(draw)(batch['row_ids'])
+    logits = forward(
+        graphdef, params, rest, batch, positions=positions, deterministic=True, use_padding_mask=use_padding_mask
+    )
+    ce = token_cross_entropy(logits, batch['targets'])
+    sums = objective.eval_sums(logits, batch, ce=ce)
+    position_mask = batch.get('position_mask', batch['loss_mask']).astype(jnp.float32)
+    sums['position_nll'] = jnp.sum(ce * position_mask, axis=0)
+    sums['position_tokens'] = jnp.sum(position_mask, axis=0)
+    return sums
 
   replicated = sharding.replicated(mesh)
   return jax.jit(
-      eval_step, in_shardings=(replicated, replicated, sharding.batch_sharded(mesh)), out_shardings=replicated
+      eval_step,
+      in_shardings=(replicated, replicated, sharding.batch_sharded(mesh), replicated),
+      out_shardings=replicated,
   )

@@ -38,7 +38,7 @@ def test_stdlib_corpus_summary(stdlib_corpus):
   d = c.describe()
   assert d['vocab_size'] == 256 and c.vocab_size == 256
   assert 'bits per byte' in d['unit']
-  assert c.num_files == c.num_train_files + c.num_val_files
+  assert c.num_files == c.num_train_files + c.num_val_files + c.num_test_files
   assert c.num_train_files > 100 and c.num_val_files >= 5
   assert 0 < c.num_train_tokens <= 8_000_000
   assert 0.01 < c.num_val_tokens / (c.num_train_tokens + c.num_val_tokens) < 0.2
@@ -54,7 +54,7 @@ def test_stdlib_excludes_dirs_and_is_by_file(stdlib_corpus):
     assert not set(rel.split('/')[:-1]) & STDLIB_EXCLUDED_DIRS, rel
   train, val = set(c.split_files('train')), set(c.split_files('validation'))
   assert train and val and not train & val
-  assert len(train) + len(val) == c.num_files
+  assert len(train) + len(val) + len(c.split_files('test')) == c.num_files
   # documents are NUL-separated and NUL never occurs inside a document
   assert int(np.sum(c.train_tokens == DOC_SEPARATOR)) == c.num_train_files - 1
   assert int(np.sum(c.val_tokens == DOC_SEPARATOR)) == c.num_val_files - 1
@@ -179,7 +179,7 @@ def test_eval_windows_errors(stdlib_corpus):
   with pytest.raises(ValueError, match=f'length={c.num_val_tokens}'):
     c.eval_windows(c.num_val_tokens, 1)
   with pytest.raises(ValueError, match='split'):
-    c.eval_windows(16, 1, split='test')
+    c.eval_windows(16, 1, split='holdout')
 
 
 def test_bits_per_byte():

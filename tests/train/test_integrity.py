@@ -310,10 +310,11 @@ def test_a_validation_split_too_small_for_the_eval_budget_warns_with_the_numbers
   corpus = data_lib.Corpus.stdlib(max_train_bytes=600_000)
   assert corpus.num_val_files == 1 and corpus.num_val_tokens < 4096
   n = corpus.num_val_tokens
+  windows = (n - 1 - 32) // 16 + 1  # anchors 32, 48, ... (windows of up to 32 inputs, scored tail 16)
   with pytest.warns(
       UserWarning,
       match=rf'config.eval.num_tokens=4096 asks for more validation text.*'
-      rf'{n} bytes in 1 file.*{(n - 1) // 16 * 16} tokens instead of 4096 at length 16',
+      rf'{n} bytes, so evaluation scores {windows * 16} tokens \({windows} windows.*instead of 4096',
   ):
     data = inputs.CorpusData(config, corpus=corpus)
-  assert sum(int(b['loss_mask'].sum()) for b in data.eval_set(16)) == (n - 1) // 16 * 16
+  assert sum(int(b['loss_mask'].sum()) for b in data.eval_set(16)) == windows * 16

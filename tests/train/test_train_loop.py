@@ -65,12 +65,16 @@ def test_evaluate_is_independent_of_batching(reference_lm_run):
   data = reference_lm_run.data
   batches = data.eval_set(32)  # 12 windows in batches of 8: the last is filled
   whole = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
-  assert whole['loss_mask'].sum() == 12 * 32
+  assert whole['loss_mask'].sum() == 12 * 16  # each window scores its last eval.scored_tail = 16 targets
   in_fours = inputs.batches_of({k: v[:12] for k, v in whole.items()}, 4)
   by_eight = loop.evaluate(reference_lm_run.model, batches, data.objective, use_padding_mask=False)
   by_four = loop.evaluate(reference_lm_run.model, in_fours, data.objective, use_padding_mask=False)
   assert by_eight == pytest.approx(by_four, rel=1e-6)
-  assert by_eight['loss'] == pytest.approx(reference_lm_run.final_metrics['eval/32/loss'], rel=1e-6)
+  # Training's own evaluation gives its randomized encoder random positions (4 draws, from the run's seed).
+  published = loop.EvalPositions.of(reference_lm_run.model, 4, seed=reference_lm_run.config.seed)
+  assert published.random
+  by_draws = loop.evaluate(reference_lm_run.model, batches, data.objective, use_padding_mask=False, positions=published)
+  assert by_draws['loss'] == pytest.approx(reference_lm_run.final_metrics['eval/32/loss'], rel=1e-6)
   assert loop.evaluate_lengths(reference_lm_run.model, data, [32])[32] == pytest.approx(by_eight, rel=1e-6)
 
 
