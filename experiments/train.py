@@ -54,12 +54,17 @@ def main(argv) -> None:
 
   if _MULTIHOST.value:
     sharding.initialize_distributed(*explicit)
-  from relpos_jax.train import checkpoint, loop, metrics
+  from relpos_jax.train import checkpoint, loop, metrics, workdir_lock
 
   metrics.quiet_checkpoint_logs()
   try:
     result = loop.train(_CONFIG.value, _WORKDIR.value)
-  except (loop.DivergedError, checkpoint.CheckpointError, checkpoint.CheckpointWriteError) as e:
+  except (
+      loop.DivergedError,
+      checkpoint.CheckpointError,
+      checkpoint.CheckpointWriteError,
+      workdir_lock.WorkdirBusyError,
+  ) as e:
     raise SystemExit(f'{type(e).__name__}: {e}') from None  # One message, exit status 1.
   summary = {k: v for k, v in result.final_metrics.items() if isinstance(v, (int, float))}
   logging.info('final metrics: %s', json.dumps(summary, sort_keys=True))

@@ -52,7 +52,7 @@ from absl import logging
 
 from relpos_jax.study import report
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import inputs, loop, tensorboard, transfer
+from relpos_jax.train import inputs, loop, tensorboard, transfer, workdir_lock
 
 RESULT_FILE = 'result.json'
 _LABEL = re.compile(r'^[A-Za-z0-9_.+-]+$')
@@ -393,6 +393,7 @@ def _run_entry(
   return merge_seeds(entry, per_seed) if per_seed else None
 
 
+@workdir_lock.one_writer(unless='finished_only')  # One writer per study directory; a report only reads.
 def run_study(
     config,
     workdir: str | os.PathLike,
