@@ -148,13 +148,16 @@ _SKIPPED_IN_WARNING = 5
 _SKIPPED_RECORDED = 100
 
 
+def _listed(skipped: Sequence[tuple[str, str]]) -> str:
+  more = f' (and {len(skipped) - _SKIPPED_IN_WARNING} more)' if len(skipped) > _SKIPPED_IN_WARNING else ''
+  return '; '.join(f'{rel}: {why}' for rel, why in skipped[:_SKIPPED_IN_WARNING]) + more
+
+
 def _report_skipped(skipped: Sequence[tuple[str, str]], where: str) -> None:
   if skipped:
-    first = '; '.join(f'{rel}: {why}' for rel, why in skipped[:_SKIPPED_IN_WARNING])
-    more = f' (and {len(skipped) - _SKIPPED_IN_WARNING} more)' if len(skipped) > _SKIPPED_IN_WARNING else ''
     warnings.warn(
-        f'corpus {where}: {len(skipped)} file(s) skipped, neither readable nor UTF-8 text: {first}{more}. They are '
-        'listed in the corpus description (data.json, skipped_files).',
+        f'corpus {where}: {len(skipped)} file(s) skipped, neither readable nor UTF-8 text: {_listed(skipped)}. '
+        'They are listed in the corpus description (data.json, skipped_files).',
         stacklevel=3,
     )
 
@@ -314,10 +317,9 @@ class Corpus:
         train_bytes += added
       docs.append((split, rel, data))
     if not docs:
-      listed = '; '.join(f'{rel}: {why}' for rel, why in skipped[:_SKIPPED_IN_WARNING])
       raise ValueError(
           f'no readable text files found in {empty_what!r}'
-          + (f' ({len(skipped)} skipped: {listed})' if skipped else '')
+          + (f' ({len(skipped)} skipped: {_listed(skipped)})' if skipped else '')
       )
     _report_skipped(skipped, empty_what)
     if val_fraction > 0 and len(docs) >= 2 and not any(s == 'validation' for s, _, _ in docs):
