@@ -129,6 +129,15 @@ class Encoder:
   # Which sizes `init` must be given (vector-relative tables need head_dim, absolute ones model_dim).
   needs_head_dim: ClassVar[bool] = False
   needs_model_dim: ClassVar[bool] = False
+  # Whether the encoder's term reads the integer positions (or distances) of queries and keys. Those that do
+  # not (NoPE; CoPE, FoX and PaTH, whose positions come from the content; stick-breaking and the
+  # temperatures, which read the causal order and the key count) are left unchanged by a wrapper that only
+  # moves positions (randomized, a remap), so such a wrapper around them is refused as a no-op.
+  reads_positions: ClassVar[bool] = True
+  # Whether the term multiplies the (rotated) queries or keys by vectors of its own of head_dim features
+  # (Shaw's a^K, Transformer-XL's u and v, CoPE's position embeddings, PaTH's directions): such a part cannot
+  # sit beside a rotation that changes their size (`RotaryEncoder.widens_head`, PoPE).
+  uses_head_vectors: ClassVar[bool] = False
 
   def init(
       self, rng: jax.Array, num_heads: int, *, head_dim: int | None = None, model_dim: int | None = None
@@ -196,6 +205,48 @@ def train_positions(encoder: Encoder, rng: jax.Array, batch: int, length: int) -
   return None
 
 
+def check_position_draws(who: str, field: str, value, encoders) -> None:
+  """Refuses draws of training positions (randomized) that cannot all be honoured, across `encoders` (a sum,
+  or the layers of a model): positions are drawn once and shared by every term of every layer, so there is
+  one `max_position`, and every absolute table must hold it (a table read past its end gives NaN at step 1)."""
+  nodes = [node for encoder in encoders for node in walk(encoder)]
+  limits = sorted({node.train_position_limit for node in nodes if node.train_position_limit is not None})
+  validation.require(
+      len(limits) <= 1,
+      who,
+      field,
+      value,
+      f'one randomized max_position for the whole model (positions are drawn once and shared by every layer); '
+      f'got {limits}',
+  )
+  for node in nodes:
+    table = getattr(node, 'max_length', None) if node.kind is Kind.ABSOLUTE else None
+    validation.require(
+        not limits or table is None or limits[0] <= table,
+        who,
+        field,
+        value,
+        f'randomized max_position={limits[0] if limits else None} <= {table}, the max_length of '
+        f'{node.name or type(node).__name__}, whose table cannot hold the positions training draws',
+    )
+
+
+def check_model_encoders(who: str, field: str, value, layers, *, causal: bool) -> None:
+  """The checks of a model's encoders as a whole (one encoder, or one per layer), before anything is built:
+  no causal-only part in a bidirectional model (xPos, the remaps, CoPE, FoX, PaTH, stick-breaking), and one
+  position draw every table holds (`check_position_draws`)."""
+  causal_only = sorted({leaf.name or type(leaf).__name__ for e in layers for leaf in leaves(e) if leaf.requires_causal})
+  validation.require(
+      causal or not causal_only,
+      who,
+      field,
+      value,
+      f'an encoder without causal-only parts for a bidirectional model: {causal_only} are defined for causal '
+      'attention only (a causal LM, or a causal task)',
+  )
+  check_position_draws(who, field, value, layers)
+
+
 class WrapsBase:
   """Mixin for a wrapper with an encoder field `base`: the flags of the layer's checks are the base's."""
 
@@ -210,6 +261,10 @@ class WrapsBase:
   @property
   def requires_causal(self):
     return self.base.requires_causal
+
+  @property
+  def reads_positions(self):
+    return self.base.reads_positions
 
 
 class ScalarBiasEncoder(Encoder):
@@ -241,6 +296,7 @@ class VectorRelativeEncoder(Encoder):
 
   kind = Kind.VECTOR_RELATIVE
   needs_head_dim = True
+  uses_head_vectors = True
 
   @property
   def clip_distance(self) -> int | None:
@@ -265,6 +321,12 @@ class RotaryEncoder(Encoder):
   """Relative through rotation: <R_i q, R_j k> depends on positions only through j - i."""
 
   kind = Kind.ROTARY
+  # Whether `rotate` is the map of queries and keys alike. A remap rotates both with it at remapped
+  # positions, so it can only wrap such a rotation: xPos scales queries and keys oppositely, PoPE gives keys
+  # a phase bias and queries a factor.
+  one_rotation: ClassVar[bool] = True
+  # Whether the rotation changes the size of q and k (PoPE: D features -> 2D).
+  widens_head: ClassVar[bool] = False
 
   def rotate(self, params: Params, x: jax.Array, positions: jax.Array) -> jax.Array:
     """x (..., L, heads, head_dim) rotated at integer positions (..., L); computed in float32."""
@@ -362,6 +424,10 @@ class PositionRemapEncoder(Encoder):
   kind = Kind.POSITION_REMAP
   requires_causal = True
 
+  @property
+  def reads_positions(self):
+    return self.base.reads_positions
+
   def score_sets(self, q_positions: jax.Array, k_positions: jax.Array) -> tuple[ScoreSet, ...]:
     """Int positions (B, Lq), (B, Lk) -> the position sets and their regions (B, Lq, Lk)."""
     raise NotImplementedError
@@ -412,6 +478,7 @@ class ContextualEncoder(Encoder):
 
   kind = Kind.CONTEXTUAL
   requires_causal: ClassVar[bool] = True
+  reads_positions: ClassVar[bool] = False
   replaces_content: ClassVar[bool] = False
   needs_head_dim = True
   needs_model_dim = True
@@ -433,6 +500,7 @@ class NormalizerEncoder(Encoder):
   """Replaces the softmax: attention weights from the (masked) logits."""
 
   kind = Kind.NORMALIZER
+  reads_positions: ClassVar[bool] = False  # The causal order of the keys, not their positions.
 
   def weights(self, params: Params, logits: jax.Array, ctx: AttentionContext) -> tuple[jax.Array, jax.Array | None]:
     """logits (B, H, Lq, Lk) float32 -> (weights (B, H, Lq, Lk), remainder (B, H, Lq) or None).
@@ -446,6 +514,7 @@ class TemperatureEncoder(Encoder):
   """Multiplies every logit of query i by t_h(i), a function of the number of keys it sees."""
 
   kind = Kind.TEMPERATURE
+  reads_positions: ClassVar[bool] = False  # The number of keys a query sees, not their positions.
 
   def temperature(self, params: Params, num_visible: jax.Array, q_index: jax.Array) -> jax.Array:
     """num_visible (B, Lq) float32 (keys query i sees, >= 1 for a query that sees any) -> (B, H, Lq)."""

@@ -56,6 +56,8 @@ def interpolate(position_logits: jax.Array, positions: jax.Array) -> jax.Array:
 class CoPE(contract.ContextualEncoder):
   npos: int = 65
 
+  uses_head_vectors = True  # Its position embeddings have head_dim features, dotted with the queries.
+
   def __post_init__(self):
     validation.positive_int(self.name, 'npos', self.npos, minimum=2)
 

@@ -97,6 +97,7 @@ class PaTH(contract.ContextualEncoder):
   block_size: int = 64
 
   replaces_content = True
+  uses_head_vectors = True  # Its directions w_t have head_dim features, as the queries and keys.
 
   def __post_init__(self):
     validation.positive_int(self.name, 'rank', self.rank)
