@@ -34,10 +34,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import inspect
 from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from relpos_jax import validation
 
@@ -111,9 +113,51 @@ def check_params(encoder: Encoder, params: Params, num_heads: int | None = None)
     )
 
 
+# The position arguments of the encoder methods below the public functions, and the range each is checked
+# against (`validation`'s supported positions): a relative position -2^31 or a position 2^31 - 1 gave NaN.
+_POSITION_ARGUMENTS = {
+    'bias': ('rel', validation.MAX_RELATIVE),
+    'pair_bias': ('q_pos', validation.MAX_POSITION, 'k_pos', validation.MAX_POSITION),
+    'rotate': ('positions', validation.MAX_POSITION),
+    'rotate_queries': ('positions', validation.MAX_POSITION),
+    'rotate_keys': ('positions', validation.MAX_POSITION),
+    'embed': ('positions', validation.MAX_POSITION),
+}
+
+
+def _range_checked(method, checks):
+  """`method` that first checks its integer position arguments, when concrete, against their range."""
+  signature = inspect.signature(method)
+  limits = dict(zip(checks[::2], checks[1::2]))
+
+  @functools.wraps(method)
+  def checked(self, *args, **kwargs):
+    bound = signature.bind(self, *args, **kwargs)
+    for field, limit in limits.items():
+      value = bound.arguments.get(field)
+      values = None if value is None else validation.concrete(value)
+      if values is not None and values.dtype.kind in 'iu':
+        validation.check_range(self.name or type(self).__name__, field, values, limit)
+    return method(self, *args, **kwargs)
+
+  checked.range_checked = True
+  return checked
+
+
 @dataclasses.dataclass(frozen=True)
 class Encoder:
-  """Base of every encoder. Subclasses are frozen dataclasses of hyperparameters."""
+  """Base of every encoder. Subclasses are frozen dataclasses of hyperparameters.
+
+  Every subclass's `bias`, `pair_bias`, `rotate*` and `embed` check their position arguments at entry
+  (`_POSITION_ARGUMENTS`), so calling an encoder below the public functions is as safe as through them.
+  """
+
+  def __init_subclass__(cls, **kwargs):
+    super().__init_subclass__(**kwargs)
+    for name, checks in _POSITION_ARGUMENTS.items():
+      method = cls.__dict__.get(name)
+      if callable(method) and not getattr(method, 'range_checked', False):
+        setattr(cls, name, _range_checked(method, checks))
 
   kind: ClassVar[Kind]
   name: ClassVar[str] = ''  # Set by `registry.register`.
@@ -144,7 +188,7 @@ class Encoder:
   ) -> Params:
     """Parameters for a layer of `num_heads` heads (head_dim / model_dim where the kind needs them)."""
     dims_ = self.init_dims(num_heads, head_dim=head_dim, model_dim=model_dim)
-    return {'dims': dims_, **self.init_params(rng, dims_)}
+    return check_finite_params(self, {'dims': dims_, **self.init_params(rng, dims_)})
 
   def init_dims(self, num_heads: int, *, head_dim: int | None = None, model_dim: int | None = None) -> Dims:
     """The checked sizes `init` records (for an encoder that overrides `init`, as a wrapper does)."""
@@ -178,6 +222,20 @@ class Encoder:
     """
     for child in self.children():
       child.check_positions(positions_upper_bound)
+
+
+def check_finite_params(encoder: Encoder, params: Params) -> Params:
+  """`params`, or ValueError naming the encoder and the parameter when an initial value is not finite (a
+  hyperparameter whose initial values overflow: they would give NaN outputs from the first step). Traced
+  params (under `jax.eval_shape` or jit) are not inspected."""
+  for path, leaf in jax.tree_util.tree_leaves_with_path(params):
+    values = validation.concrete(leaf)
+    if values is not None and values.dtype.kind == 'f' and not np.isfinite(values).all():
+      raise ValueError(
+          f'{encoder!r}: its initial parameter {jax.tree_util.keystr(path)} is not finite; allowed: hyperparameters '
+          'whose initial values are finite in float32 (lower the scale that multiplies them).'
+      )
+  return params
 
 
 def walk(encoder: Encoder):

@@ -46,8 +46,8 @@ _DATACLASS_REPR: dict[type, object] = {}
 
 
 def _check_types_on_init(cls) -> None:
-  """Every hyperparameter is checked against its annotation (`validation.typed_fields`) before the
-  encoder's own `__post_init__` sees it."""
+  """Every hyperparameter is checked against its annotation (`validation.typed_fields`) and the upper bound
+  of every number (`validation.bounded_fields`) before the encoder's own `__post_init__` sees it."""
   init = cls.__init__
   signature = inspect.signature(init)
   annotations = {f.name: f.type for f in dataclasses.fields(cls)}
@@ -76,7 +76,9 @@ def _check_types_on_init(cls) -> None:
           f'make("rope")) in Python)',
       )
       raise
-    validation.typed_fields(cls.name, dict(list(bound.arguments.items())[1:]), annotations)
+    given = dict(list(bound.arguments.items())[1:])
+    validation.typed_fields(cls.name, given, annotations)
+    validation.bounded_fields(cls.name, given)
     init(self, *args, **kwargs)
 
   cls.__init__ = checked_init

@@ -121,6 +121,14 @@ class ReRope(_Remap):
     validation.positive_int(self.name, 'window', self.window)
     if self.leak is not None:
       validation.positive_int(self.name, 'leak', self.leak, minimum=2)
+      # Far queries sit at i + W (k - 1): it must fit int32 with the positions (leak=10**9 overflowed in JAX).
+      validation.require(
+          self.window * (self.leak - 1) <= validation.MAX_POSITION,
+          self.name,
+          'leak',
+          self.leak,
+          f'an int with window * (leak - 1) <= {validation.MAX_POSITION} (window={self.window})',
+      )
       rotary = self.base.kind is contract.Kind.ROTARY
       validation.require(
           rotary and callable(getattr(self.base, 'rotate_divided', None)),

@@ -190,7 +190,7 @@ class RelativeMultiHeadAttention(nnx.Module):
     functional.check_implementation(implementation)
     functional.check_block_size(implementation, block_size)
     if window is not None:
-      window = validation.positive_int(who, 'window', window)
+      window = validation.positive_int(who, 'window', window, maximum=validation.MAX_POSITION)
     flags = dict(
         causal=causal,
         own_position_params=own_position_params,
