@@ -43,25 +43,25 @@ def test_a_causal_only_encoder_for_a_bidirectional_task_is_refused_before_any_ru
   assert not os.listdir(tmp_path)
 
 
-def test_a_causal_only_encoder_in_one_layer_of_a_bidirectional_model_is_refused():
+def _validate_two_layers(encoder: str):
+  """config_lib.validate of a 2-layer bidirectional task model with per-layer `encoder`."""
   config = _algorithmic('')
   config.model.num_layers = 2
-  config.model.encoder = '(rope, cope)'
+  config.model.encoder = encoder
+  return config_lib.validate(config)
+
+
+def test_a_causal_only_encoder_in_one_layer_of_a_bidirectional_model_is_refused():
   with pytest.raises(config_lib.ConfigError, match=r"config.model.encoder='\(rope, cope\)' is invalid.*\['cope'\]"):
-    config_lib.validate(config)
+    _validate_two_layers('(rope, cope)')
 
 
 def test_differing_randomized_settings_per_layer_are_refused():
-  config = _algorithmic('')
-  config.model.num_layers = 2
-  config.model.encoder = '(randomized(rope, max_position=32), randomized(alibi, max_position=4096))'
   with pytest.raises(config_lib.ConfigError, match=r'one randomized max_position for the whole model.*\[32, 4096\]'):
-    config_lib.validate(config)
-  config.model.encoder = '(randomized(rope, max_position=64), absolute_score(learned(max_length=32)))'
+    _validate_two_layers('(randomized(rope, max_position=32), randomized(alibi, max_position=4096))')
   with pytest.raises(config_lib.ConfigError, match='randomized max_position=64 <= 32, the max_length of learned'):
-    config_lib.validate(config)
-  config.model.encoder = '(randomized(rope, max_position=64), randomized(alibi, max_position=64))'
-  config_lib.validate(config)
+    _validate_two_layers('(randomized(rope, max_position=64), absolute_score(learned(max_length=32)))')
+  _validate_two_layers('(randomized(rope, max_position=64), randomized(alibi, max_position=64))')
 
 
 def test_a_transfer_to_another_encoder_is_refused_before_any_training(tmp_path):
