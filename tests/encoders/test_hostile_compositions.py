@@ -143,8 +143,12 @@ def test_one_rotation_is_what_the_encoder_computes(name):
     params = {**params, 'phase_bias': -0.5 * jnp.ones_like(params['phase_bias'])}  # PoPE's trained state
   x = jax.random.normal(jax.random.key(1), (1, 4, 2, 8))
   positions = jnp.arange(4)[None] + 3
-  same = all(
-      np.allclose(np.asarray(encoder.rotate(params, x, positions)), np.asarray(side(params, x, positions)), atol=1e-6)
+  try:
+    rotated = np.asarray(encoder.rotate(params, x, positions))
+  except ValueError:  # xPos: rotate() is refused as ambiguous, so there is no one map.
+    rotated = None
+  same = rotated is not None and all(
+      np.allclose(rotated, np.asarray(side(params, x, positions)), atol=1e-6)
       for side in (encoder.rotate_queries, encoder.rotate_keys)
   )
   assert same == encoder.one_rotation
