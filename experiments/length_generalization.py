@@ -40,6 +40,7 @@ _FINISHED_ONLY = flags.DEFINE_bool(
 )
 
 
+@cli.errors_in_one_line()  # A bad config or a busy workdir: one message, exit status 1.
 def main(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')

@@ -32,6 +32,7 @@ _WORKDIR = flags.DEFINE_string('workdir', os.path.join('results', 'suite'), 'Whe
 _TASKS = flags.DEFINE_list('tasks', None, 'Run only these tasks now (default: every task of the config).')
 
 
+@cli.errors_in_one_line()  # A bad config or a busy workdir: one message, exit status 1.
 def main(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')

@@ -44,23 +44,22 @@ _PROCESS_ID = flags.DEFINE_integer('process_id', None, 'With --multihost: this p
 flags.mark_flags_as_required(['config', 'workdir'])
 
 
+@cli.errors_in_one_line()  # A bad config, a busy workdir, a diverged run: one message, exit status 1.
 def main(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   explicit = (_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
   if not _MULTIHOST.value and any(v is not None for v in explicit):
     raise app.UsageError('--coordinator_address, --num_processes and --process_id need --multihost.')
-  from relpos_jax.train import sharding  # Imports jax, but calls nothing: initialize() must come first.
+  with cli.interrupt_exits_before_first_step() as first_step_done:
+    from relpos_jax.train import sharding  # Imports jax, but calls nothing: initialize() must come first.
 
-  if _MULTIHOST.value:
-    sharding.initialize_distributed(*explicit)
-  from relpos_jax.train import checkpoint, loop, metrics
+    if _MULTIHOST.value:
+      sharding.initialize_distributed(*explicit)
+    from relpos_jax.train import loop, metrics
 
-  metrics.quiet_checkpoint_logs()
-  try:
-    result = loop.train(_CONFIG.value, _WORKDIR.value)
-  except (loop.DivergedError, checkpoint.CheckpointError, checkpoint.CheckpointWriteError) as e:
-    raise SystemExit(f'{type(e).__name__}: {e}') from None  # One message, exit status 1.
+    metrics.quiet_checkpoint_logs()
+    result = loop.train(_CONFIG.value, _WORKDIR.value, hooks=[first_step_done])
   summary = {k: v for k, v in result.final_metrics.items() if isinstance(v, (int, float))}
   logging.info('final metrics: %s', json.dumps(summary, sort_keys=True))
 

@@ -28,6 +28,13 @@ MAX_RELATIVE = 2**31 - 1
 # The most rows a learned table (or the number of positions a wrapper draws from) may have: 2^20 rows of a
 # few hundred float32 features is already a gigabyte; anything beyond is a typo, not an experiment.
 MAX_TABLE_ROWS = 2**20
+# The largest magnitude of any float hyperparameter (a base, a slope, a scale, an initial value): a million
+# times any published value, and small enough that it times every supported distance (2^31) stays finite in
+# float32 (3.4e38). A larger value is a typo whose results would overflow.
+MAX_SCALE = 1e12
+# The most taps of a convolution an encoder unrolls (DAPE's kernel over keys, PaTH's short convolution over
+# tokens): the papers use 3 or 4, and each tap is one more product in the compiled program.
+MAX_KERNEL = 63
 
 
 class InvalidValue(ValueError):
@@ -101,24 +108,64 @@ def typed_fields(who: str, fields: dict, annotations: dict) -> None:
     require(ok(value), who, field, value, allowed + (' or None' if optional else ''))
 
 
+def _numbers_in(value):
+  """The ints and floats of a hyperparameter value (itself, or the items of a tuple), bools excluded."""
+  items = value if isinstance(value, tuple) else (value,)
+  return [v for v in items if isinstance(v, numbers.Real) and not isinstance(v, bool)]
+
+
+def bounded_fields(who: str, fields: dict) -> None:
+  """Every int hyperparameter (or int in a tuple) within +-MAX_POSITION, every float finite and within
+  +-MAX_SCALE: the one upper bound of every size, count, window and scale of every registered encoder
+  (`registry.register` runs it; encoders add tighter bounds where a size allocates, e.g. table rows).
+
+  `rerope(rope, window=10**12)` is refused here with a message, not by JAX's OverflowError later, and
+  `monotone(t5, init_slope=1e30)` before its parameters are non-finite.
+  """
+  for field, value in fields.items():
+    for v in _numbers_in(value):
+      if is_int(v):
+        require(
+            abs(v) <= MAX_POSITION,
+            who,
+            field,
+            value,
+            f'ints of magnitude <= {MAX_POSITION} (2^30 - 1: sizes, counts and windows must fit int32 with room for '
+            'the positions they meet)',
+        )
+      else:
+        require(
+            math.isfinite(v) and abs(v) <= MAX_SCALE,
+            who,
+            field,
+            value,
+            f'finite numbers of magnitude <= {MAX_SCALE:g} (larger scales overflow float32 once multiplied by a '
+            'distance or a score)',
+        )
+
+
 def choice(who: str, field: str, value, choices) -> None:
   require(value in tuple(choices), who, field, value, f'one of {tuple(choices)}')
 
 
-def number(who: str, field: str, value, *, above=None, at_least=None, above_name=None) -> float:
-  """A finite real (not bool) > above / >= at_least; `above_name` names the field the bound comes from."""
+def number(who: str, field: str, value, *, above=None, at_least=None, above_name=None, at_most=None) -> float:
+  """A finite real (not bool) > above / >= at_least (and <= at_most); `above_name` names the field the bound
+  comes from."""
   ok = (
       isinstance(value, numbers.Real)
       and not isinstance(value, bool)
       and math.isfinite(value)
       and (above is None or value > above)
       and (at_least is None or value >= at_least)
+      and (at_most is None or value <= at_most)
   )
   bound = ''
   if above is not None:
     bound = f' > {above_name}={above!r}' if above_name else f' > {above}'
   elif at_least is not None:
     bound = f' >= {at_least}'
+  if at_most is not None:
+    bound += f' and <= {at_most:g}'
   require(ok, who, field, value, f'a finite number{bound}')
   return float(value)
 
@@ -161,7 +208,8 @@ def concrete(x) -> np.ndarray | None:
   return np.asarray(x)
 
 
-def _check_range(who: str, field: str, values: np.ndarray, limit: int) -> None:
+def check_range(who: str, field: str, values: np.ndarray, limit: int) -> None:
+  """ValueError unless every value is in [-limit, limit]."""
   if values.size:
     low, high = int(values.min()), int(values.max())
     if low < -limit or high > limit:
@@ -192,7 +240,7 @@ def int_array(who: str, field: str, x, *, limit: int = MAX_POSITION, hint: str =
     )
   values = concrete(arr)
   if values is not None:
-    _check_range(who, field, values, limit)
+    check_range(who, field, values, limit)
   return jnp.asarray(arr, jnp.int32)
 
 
@@ -209,7 +257,7 @@ def positions(who: str, x, shape, field: str = 'positions') -> jax.Array:
 def offset(who: str, value, field: str = 'q_offset'):
   """An integer offset: a Python int stays one (static), an int scalar array (possibly traced) -> int32."""
   if is_int(value):
-    _check_range(who, field, np.asarray(value), MAX_POSITION)
+    check_range(who, field, np.asarray(value), MAX_POSITION)
     return int(value)
   return int_array(who, field, value)
 

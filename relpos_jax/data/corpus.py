@@ -65,6 +65,7 @@ import math
 import os
 import sys
 import sysconfig
+import warnings
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -152,20 +153,50 @@ def _digest(docs) -> str:
   return h.hexdigest()[:16]
 
 
-def _read_text_bytes(path: str) -> bytes | None:
-  """The file's bytes if it is a readable UTF-8 text file without NUL bytes, else None."""
+def _read_text(path: str) -> tuple[bytes | None, str | None]:
+  """(bytes, None) for a readable UTF-8 text file without NUL bytes; (None, why) for a file that cannot be read
+  or is not text, which the corpus reports (`Corpus.skipped`); (None, None) for an empty file (nothing to use,
+  nothing to report: the standard library has empty __init__.py files)."""
+  if not os.path.isfile(path):  # A FIFO would block the read forever; a broken link cannot be read.
+    return None, 'not a regular file (a broken link, a pipe or a device)'
   try:
     with open(path, 'rb') as f:
       data = f.read()
-  except OSError:
-    return None
-  if not data or b'\x00' in data:
-    return None
+  except OSError as e:
+    return None, f'unreadable ({type(e).__name__}: {e.strerror or e})'
+  if not data:
+    return None, None
+  if b'\x00' in data:
+    return None, 'not text (holds NUL bytes)'
   try:
     data.decode('utf-8')
   except UnicodeDecodeError:
-    return None
-  return data
+    return None, 'not text (not UTF-8)'
+  return data, None
+
+
+def _read_text_bytes(path: str) -> bytes | None:
+  """The file's bytes if it is a readable UTF-8 text file without NUL bytes, else None."""
+  return _read_text(path)[0]
+
+
+# How many skipped files a warning names, and how many `describe()` (data.json) lists.
+_SKIPPED_IN_WARNING = 5
+_SKIPPED_RECORDED = 100
+
+
+def _listed(skipped: Sequence[tuple[str, str]]) -> str:
+  more = f' (and {len(skipped) - _SKIPPED_IN_WARNING} more)' if len(skipped) > _SKIPPED_IN_WARNING else ''
+  return '; '.join(f'{rel}: {why}' for rel, why in skipped[:_SKIPPED_IN_WARNING]) + more
+
+
+def _report_skipped(skipped: Sequence[tuple[str, str]], where: str) -> None:
+  if skipped:
+    warnings.warn(
+        f'corpus {where}: {len(skipped)} file(s) skipped, neither readable nor UTF-8 text: {_listed(skipped)}. '
+        'They are listed in the corpus description (data.json, skipped_files).',
+        stacklevel=3,
+    )
 
 
 def _walk_sorted(root: str, suffixes: tuple[str, ...], excluded_dirs: frozenset[str]) -> list[tuple[str, str]]:
@@ -197,6 +228,8 @@ class Corpus:
   test_tokens: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.uint8))
   test_fraction: float = 0.0
   split_fingerprints: tuple[tuple[str, str], ...] = ()  # (split, digest of that split's files)
+  # (relative path, why) of every file met before the cap that could not be read or was not text.
+  skipped: tuple[tuple[str, str], ...] = ()
 
   # ---------------------------------------------------------------- construction
   @classmethod
@@ -328,9 +361,12 @@ class Corpus:
     # Read every candidate lazily, in order, and assign splits.
     docs: list[tuple[str, str, bytes]] = []  # (split, rel, data)
     train_bytes = 0
+    skipped = []
     for rel, full in entries:
-      data = _read_text_bytes(full)
+      data, why = _read_text(full)
       if data is None:
+        if why is not None:
+          skipped.append((rel, why))
         continue
       split = _split_of(rel, val_fraction, test_fraction)
       if split == 'train':
@@ -340,7 +376,11 @@ class Corpus:
         train_bytes += added
       docs.append((split, rel, data))
     if not docs:
-      raise ValueError(f'no readable text files found in {empty_what!r}')
+      raise ValueError(
+          f'no readable text files found in {empty_what!r}'
+          + (f' ({len(skipped)} skipped: {_listed(skipped)})' if skipped else '')
+      )
+    _report_skipped(skipped, empty_what)
     if val_fraction > 0 and len(docs) >= 2 and not any(s == 'validation' for s, _, _ in docs):
       j = min(range(len(docs)), key=lambda k: (_path_hash(docs[k][1]), docs[k][1]))
       docs[j] = ('validation',) + docs[j][1:]
@@ -365,6 +405,7 @@ class Corpus:
         max_train_bytes=None if max_train_bytes is None else int(max_train_bytes),
         val_fraction=float(val_fraction),
         test_fraction=float(test_fraction),
+        skipped=tuple(skipped),
     )
 
   # ---------------------------------------------------------------- info
@@ -423,6 +464,8 @@ class Corpus:
         'val_fraction': self.val_fraction,
         'test_fraction': self.test_fraction,
         'split_fingerprints': dict(self.split_fingerprints),
+        'num_skipped_files': len(self.skipped),
+        'skipped_files': [f'{rel}: {why}' for rel, why in self.skipped[:_SKIPPED_RECORDED]],
     }
 
   # ---------------------------------------------------------------- batches

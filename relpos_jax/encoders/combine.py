@@ -8,10 +8,16 @@ The attention layer adds every part's term by the part's own kind, so a combinat
 own. Nested combinations flatten (combine(a, combine(b, c)) == combine(a, b, c)), which keeps one canonical
 form for equality, hashing (jit caching) and `spec.to_spec` ("a + b + c").
 
-Rejected: fewer than two parts (use the encoder itself); two rotary parts (rotating twice composes the
-rotations into a different encoding, not a sum); two input-level absolute parts (x + p_i + p'_i is one
-absolute encoding with two tables, which nobody means); two normalizers (one function replaces the
-softmax); two parts that replace the content logit (PaTH); a position remap beside PaTH (no q . k to remap).
+Rejected: fewer than two parts (use the encoder itself); two rotary parts, counting the rotary base of a
+remap (rotating twice composes the rotations into a different encoding, not a sum: `rerope(rope) + rope`
+would rotate at doubled positions); two input-level absolute parts (x + p_i + p'_i is one absolute encoding
+with two tables, which nobody means); two normalizers (one function replaces the softmax); two parts that
+replace the content logit (PaTH); a position remap beside PaTH (no q . k to remap); PoPE, whose rotation
+doubles the features of q and k, beside a part that multiplies them by vectors of head_dim features
+(shaw_vector, transformer_xl, cope, path); randomized positions that an absolute table of the sum cannot
+hold (`randomized(rope, max_position=4096) + learned(max_length=64)`). Two remaps of scalar biases are a
+sum: each base's bias at its own remapped positions (`rerope(alibi) + self_extend(t5)`); two of rotary bases
+fall under the one-rotary rule (`self_extend(rope) + rerope(rope)` would keep only the last one's scores).
 """
 
 from __future__ import annotations
@@ -66,13 +72,19 @@ class Combined(contract.Encoder):
         f'at most one part that draws training positions (randomized); got {len(drawing)}, and '
         f'only one draw can be used: wrap the whole sum once, randomized(a + b)',
     )
+    contract.check_position_draws(self.name, 'parts', self.parts, (self,))
     leaves = contract.leaves(self)
-    for kind, why in (
-        (contract.Kind.ROTARY, 'rotating twice composes into another rotation, not a sum'),
-        (contract.Kind.ABSOLUTE, 'one input-level absolute encoding per model'),
-        (contract.Kind.NORMALIZER, 'one function replaces the softmax'),
+    nodes = tuple(contract.walk(self))
+    for kind, found, why in (
+        (
+            contract.Kind.ROTARY,
+            nodes,  # A remap's rotary base rotates q and k too.
+            'counting the rotary inside a remap: rotating twice composes into another rotation, not a sum',
+        ),
+        (contract.Kind.ABSOLUTE, leaves, 'one input-level absolute encoding per model'),
+        (contract.Kind.NORMALIZER, leaves, 'one function replaces the softmax'),
     ):
-      same = [p for p in leaves if p.kind is kind]
+      same = [p for p in found if p.kind is kind]
       validation.require(
           len(same) <= 1, self.name, 'parts', self.parts, f'at most one {kind.value} part ({why}); got {len(same)}'
       )
@@ -93,9 +105,22 @@ class Combined(contract.Encoder):
         'a position remap only beside parts that keep the content logit q . k (path replaces '
         'it, so there is no base score to remap)',
     )
+    widening = [p.name for p in nodes if p.kind is contract.Kind.ROTARY and p.widens_head]
+    reading = [p.name for p in leaves if p.uses_head_vectors]
+    validation.require(
+        not (widening and reading),
+        self.name,
+        'parts',
+        self.parts,
+        f'no part with vectors of head_dim features ({", ".join(reading)}) beside {", ".join(widening)}, whose '
+        'rotation turns the D features of q and k into 2D',
+    )
 
   def children(self):
     return self.parts
+
+  def __repr__(self):
+    return ' + '.join(repr(part) for part in self.parts)  # The spec of the sum (registry.spec_repr).
 
   @property
   def carries_position(self) -> bool:

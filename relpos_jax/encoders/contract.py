@@ -34,10 +34,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import inspect
 from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from relpos_jax import validation
 
@@ -111,9 +113,51 @@ def check_params(encoder: Encoder, params: Params, num_heads: int | None = None)
     )
 
 
+# The position arguments of the encoder methods below the public functions, and the range each is checked
+# against (`validation`'s supported positions): a relative position -2^31 or a position 2^31 - 1 gave NaN.
+_POSITION_ARGUMENTS = {
+    'bias': ('rel', validation.MAX_RELATIVE),
+    'pair_bias': ('q_pos', validation.MAX_POSITION, 'k_pos', validation.MAX_POSITION),
+    'rotate': ('positions', validation.MAX_POSITION),
+    'rotate_queries': ('positions', validation.MAX_POSITION),
+    'rotate_keys': ('positions', validation.MAX_POSITION),
+    'embed': ('positions', validation.MAX_POSITION),
+}
+
+
+def _range_checked(method, checks):
+  """`method` that first checks its integer position arguments, when concrete, against their range."""
+  signature = inspect.signature(method)
+  limits = dict(zip(checks[::2], checks[1::2]))
+
+  @functools.wraps(method)
+  def checked(self, *args, **kwargs):
+    bound = signature.bind(self, *args, **kwargs)
+    for field, limit in limits.items():
+      value = bound.arguments.get(field)
+      values = None if value is None else validation.concrete(value)
+      if values is not None and values.dtype.kind in 'iu':
+        validation.check_range(self.name or type(self).__name__, field, values, limit)
+    return method(self, *args, **kwargs)
+
+  checked.range_checked = True
+  return checked
+
+
 @dataclasses.dataclass(frozen=True)
 class Encoder:
-  """Base of every encoder. Subclasses are frozen dataclasses of hyperparameters."""
+  """Base of every encoder. Subclasses are frozen dataclasses of hyperparameters.
+
+  Every subclass's `bias`, `pair_bias`, `rotate*` and `embed` check their position arguments at entry
+  (`_POSITION_ARGUMENTS`), so calling an encoder below the public functions is as safe as through them.
+  """
+
+  def __init_subclass__(cls, **kwargs):
+    super().__init_subclass__(**kwargs)
+    for name, checks in _POSITION_ARGUMENTS.items():
+      method = cls.__dict__.get(name)
+      if callable(method) and not getattr(method, 'range_checked', False):
+        setattr(cls, name, _range_checked(method, checks))
 
   kind: ClassVar[Kind]
   name: ClassVar[str] = ''  # Set by `registry.register`.
@@ -129,13 +173,22 @@ class Encoder:
   # Which sizes `init` must be given (vector-relative tables need head_dim, absolute ones model_dim).
   needs_head_dim: ClassVar[bool] = False
   needs_model_dim: ClassVar[bool] = False
+  # Whether the encoder's term reads the integer positions (or distances) of queries and keys. Those that do
+  # not (NoPE; CoPE, FoX and PaTH, whose positions come from the content; stick-breaking and the
+  # temperatures, which read the causal order and the key count) are left unchanged by a wrapper that only
+  # moves positions (randomized, a remap), so such a wrapper around them is refused as a no-op.
+  reads_positions: ClassVar[bool] = True
+  # Whether the term multiplies the (rotated) queries or keys by vectors of its own of head_dim features
+  # (Shaw's a^K, Transformer-XL's u and v, CoPE's position embeddings, PaTH's directions): such a part cannot
+  # sit beside a rotation that changes their size (`RotaryEncoder.widens_head`, PoPE).
+  uses_head_vectors: ClassVar[bool] = False
 
   def init(
       self, rng: jax.Array, num_heads: int, *, head_dim: int | None = None, model_dim: int | None = None
   ) -> Params:
     """Parameters for a layer of `num_heads` heads (head_dim / model_dim where the kind needs them)."""
     dims_ = self.init_dims(num_heads, head_dim=head_dim, model_dim=model_dim)
-    return {'dims': dims_, **self.init_params(rng, dims_)}
+    return check_finite_params(self, {'dims': dims_, **self.init_params(rng, dims_)})
 
   def init_dims(self, num_heads: int, *, head_dim: int | None = None, model_dim: int | None = None) -> Dims:
     """The checked sizes `init` records (for an encoder that overrides `init`, as a wrapper does)."""
@@ -171,6 +224,20 @@ class Encoder:
       child.check_positions(positions_upper_bound)
 
 
+def check_finite_params(encoder: Encoder, params: Params) -> Params:
+  """`params`, or ValueError naming the encoder and the parameter when an initial value is not finite (a
+  hyperparameter whose initial values overflow: they would give NaN outputs from the first step). Traced
+  params (under `jax.eval_shape` or jit) are not inspected."""
+  for path, leaf in jax.tree_util.tree_leaves_with_path(params):
+    values = validation.concrete(leaf)
+    if values is not None and values.dtype.kind == 'f' and not np.isfinite(values).all():
+      raise ValueError(
+          f'{encoder!r}: its initial parameter {jax.tree_util.keystr(path)} is not finite; allowed: hyperparameters '
+          'whose initial values are finite in float32 (lower the scale that multiplies them).'
+      )
+  return params
+
+
 def walk(encoder: Encoder):
   """Every encoder of the tree, the encoder itself first, then each child's tree (depth first): the one walker."""
   yield encoder
@@ -196,6 +263,48 @@ def train_positions(encoder: Encoder, rng: jax.Array, batch: int, length: int) -
   return None
 
 
+def check_position_draws(who: str, field: str, value, encoders) -> None:
+  """Refuses draws of training positions (randomized) that cannot all be honoured, across `encoders` (a sum,
+  or the layers of a model): positions are drawn once and shared by every term of every layer, so there is
+  one `max_position`, and every absolute table must hold it (a table read past its end gives NaN at step 1)."""
+  nodes = [node for encoder in encoders for node in walk(encoder)]
+  limits = sorted({node.train_position_limit for node in nodes if node.train_position_limit is not None})
+  validation.require(
+      len(limits) <= 1,
+      who,
+      field,
+      value,
+      f'one randomized max_position for the whole model (positions are drawn once and shared by every layer); '
+      f'got {limits}',
+  )
+  for node in nodes:
+    table = getattr(node, 'max_length', None) if node.kind is Kind.ABSOLUTE else None
+    validation.require(
+        not limits or table is None or limits[0] <= table,
+        who,
+        field,
+        value,
+        f'randomized max_position={limits[0] if limits else None} <= {table}, the max_length of '
+        f'{node.name or type(node).__name__}, whose table cannot hold the positions training draws',
+    )
+
+
+def check_model_encoders(who: str, field: str, value, layers, *, causal: bool) -> None:
+  """The checks of a model's encoders as a whole (one encoder, or one per layer), before anything is built:
+  no causal-only part in a bidirectional model (xPos, the remaps, CoPE, FoX, PaTH, stick-breaking), and one
+  position draw every table holds (`check_position_draws`)."""
+  causal_only = sorted({leaf.name or type(leaf).__name__ for e in layers for leaf in leaves(e) if leaf.requires_causal})
+  validation.require(
+      causal or not causal_only,
+      who,
+      field,
+      value,
+      f'an encoder without causal-only parts for a bidirectional model: {causal_only} are defined for causal '
+      'attention only (a causal LM, or a causal task)',
+  )
+  check_position_draws(who, field, value, layers)
+
+
 class WrapsBase:
   """Mixin for a wrapper with an encoder field `base`: the flags of the layer's checks are the base's."""
 
@@ -210,6 +319,10 @@ class WrapsBase:
   @property
   def requires_causal(self):
     return self.base.requires_causal
+
+  @property
+  def reads_positions(self):
+    return self.base.reads_positions
 
 
 class ScalarBiasEncoder(Encoder):
@@ -241,6 +354,7 @@ class VectorRelativeEncoder(Encoder):
 
   kind = Kind.VECTOR_RELATIVE
   needs_head_dim = True
+  uses_head_vectors = True
 
   @property
   def clip_distance(self) -> int | None:
@@ -265,6 +379,12 @@ class RotaryEncoder(Encoder):
   """Relative through rotation: <R_i q, R_j k> depends on positions only through j - i."""
 
   kind = Kind.ROTARY
+  # Whether `rotate` is the map of queries and keys alike. A remap rotates both with it at remapped
+  # positions, so it can only wrap such a rotation: xPos scales queries and keys oppositely, PoPE gives keys
+  # a phase bias and queries a factor.
+  one_rotation: ClassVar[bool] = True
+  # Whether the rotation changes the size of q and k (PoPE: D features -> 2D).
+  widens_head: ClassVar[bool] = False
 
   def rotate(self, params: Params, x: jax.Array, positions: jax.Array) -> jax.Array:
     """x (..., L, heads, head_dim) rotated at integer positions (..., L); computed in float32."""
@@ -362,6 +482,10 @@ class PositionRemapEncoder(Encoder):
   kind = Kind.POSITION_REMAP
   requires_causal = True
 
+  @property
+  def reads_positions(self):
+    return self.base.reads_positions
+
   def score_sets(self, q_positions: jax.Array, k_positions: jax.Array) -> tuple[ScoreSet, ...]:
     """Int positions (B, Lq), (B, Lk) -> the position sets and their regions (B, Lq, Lk)."""
     raise NotImplementedError
@@ -412,6 +536,7 @@ class ContextualEncoder(Encoder):
 
   kind = Kind.CONTEXTUAL
   requires_causal: ClassVar[bool] = True
+  reads_positions: ClassVar[bool] = False
   replaces_content: ClassVar[bool] = False
   needs_head_dim = True
   needs_model_dim = True
@@ -433,6 +558,7 @@ class NormalizerEncoder(Encoder):
   """Replaces the softmax: attention weights from the (masked) logits."""
 
   kind = Kind.NORMALIZER
+  reads_positions: ClassVar[bool] = False  # The causal order of the keys, not their positions.
 
   def weights(self, params: Params, logits: jax.Array, ctx: AttentionContext) -> tuple[jax.Array, jax.Array | None]:
     """logits (B, H, Lq, Lk) float32 -> (weights (B, H, Lq, Lk), remainder (B, H, Lq) or None).
@@ -446,6 +572,7 @@ class TemperatureEncoder(Encoder):
   """Multiplies every logit of query i by t_h(i), a function of the number of keys it sees."""
 
   kind = Kind.TEMPERATURE
+  reads_positions: ClassVar[bool] = False  # The number of keys a query sees, not their positions.
 
   def temperature(self, params: Params, num_visible: jax.Array, q_index: jax.Array) -> jax.Array:
     """num_visible (B, Lq) float32 (keys query i sees, >= 1 for a query that sees any) -> (B, H, Lq)."""

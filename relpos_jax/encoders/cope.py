@@ -56,8 +56,11 @@ def interpolate(position_logits: jax.Array, positions: jax.Array) -> jax.Array:
 class CoPE(contract.ContextualEncoder):
   npos: int = 65
 
+  uses_head_vectors = True  # Its position embeddings have head_dim features, dotted with the queries.
+
   def __post_init__(self):
-    validation.positive_int(self.name, 'npos', self.npos, minimum=2)
+    # A (head_dim, npos) table: npos=1e9 tried to allocate 32 GB at init.
+    validation.positive_int(self.name, 'npos', self.npos, minimum=2, maximum=validation.MAX_TABLE_ROWS)
 
   def init_params(self, rng, dims_):
     del rng

@@ -98,8 +98,9 @@ class DAPE(contract.WrapsBase, contract.Encoder):
         ok, self.name, 'base', self.base, 'a scalar-bias encoder (alibi, kerple_log, fire, t5, ...), e.g. make("alibi")'
     )
     validation.choice(self.name, 'version', self.version, (1, 2))
-    validation.positive_int(self.name, 'mlp_width', self.mlp_width)
-    validation.positive_int(self.name, 'kernel_size', self.kernel_size)
+    validation.positive_int(self.name, 'mlp_width', self.mlp_width, maximum=validation.MAX_TABLE_ROWS)
+    # One product per tap is unrolled: kernel_size=1000001 compiled for minutes at 4 GB on length 8.
+    validation.positive_int(self.name, 'kernel_size', self.kernel_size, maximum=validation.MAX_KERNEL)
     validation.require(
         self.kernel_size % 2 == 1, self.name, 'kernel_size', self.kernel_size, 'an odd int (centred on the key)'
     )

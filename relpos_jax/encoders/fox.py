@@ -73,6 +73,10 @@ class FoX(contract.ContextualEncoder):
   def kind(self):
     return contract.Kind.SCALAR_BIAS if self.bias_only else contract.Kind.CONTEXTUAL
 
+  @property
+  def reads_positions(self):
+    return self.bias_only  # The decay slope times the distance; the gates read the content.
+
   needs_head_dim = False
 
   @property

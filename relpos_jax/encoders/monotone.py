@@ -153,8 +153,10 @@ class Monotone(contract.ScalarBiasEncoder):
     decrements = values[:, self.window - 1 : -1] - values[:, self.window :]  # > 0: knots strictly grow
     return {
         'near': jnp.asarray(values[:, : self.window], jnp.float32),
-        'decrements_raw': jnp.asarray(np.log(np.expm1(decrements)), jnp.float32),
-    }  # softplus^-1
+        # softplus^-1(d) = log(expm1(d)) = d + log(1 - exp(-d)): the second form stays finite for large d
+        # (init_slope=1e30 made expm1 overflow, so the parameters were inf from the start).
+        'decrements_raw': jnp.asarray(decrements + np.log(-np.expm1(-decrements)), jnp.float32),
+    }
 
   def knot_values(self, params) -> jax.Array:
     """(num_sides, K, num_heads): v_k of the module docstring."""

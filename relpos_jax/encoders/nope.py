@@ -28,6 +28,7 @@ from relpos_jax.encoders.registry import register
 @dataclasses.dataclass(frozen=True)
 class NoPE(contract.ScalarBiasEncoder):
   carries_position = False
+  reads_positions = False
 
   def bias(self, params, rel):
     rel = jnp.asarray(rel)

@@ -89,6 +89,9 @@ def householder_logits(
   return jnp.transpose(columns, (1, 3, 2, 0))
 
 
+MAX_BLOCK_SIZE = 2**12
+
+
 @register('path')
 @dataclasses.dataclass(frozen=True)
 class PaTH(contract.ContextualEncoder):
@@ -97,11 +100,13 @@ class PaTH(contract.ContextualEncoder):
   block_size: int = 64
 
   replaces_content = True
+  uses_head_vectors = True  # Its directions w_t have head_dim features, as the queries and keys.
 
   def __post_init__(self):
-    validation.positive_int(self.name, 'rank', self.rank)
-    validation.positive_int(self.name, 'conv_size', self.conv_size)
-    validation.positive_int(self.name, 'block_size', self.block_size)
+    validation.positive_int(self.name, 'rank', self.rank, maximum=validation.MAX_TABLE_ROWS)
+    validation.positive_int(self.name, 'conv_size', self.conv_size, maximum=validation.MAX_KERNEL)
+    # Keys are padded to a multiple of the block: a block far beyond any sequence only allocates padding.
+    validation.positive_int(self.name, 'block_size', self.block_size, maximum=MAX_BLOCK_SIZE)
 
   def init_params(self, rng, dims_):
     down, up, conv, beta = jax.random.split(rng, 4)

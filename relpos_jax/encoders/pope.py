@@ -43,6 +43,8 @@ class PoPE(contract.RotaryEncoder):
 
   base: float = 10000.0
   needs_head_dim = True  # The learned phase bias is (heads, head_dim).
+  one_rotation = False  # Keys get the phase bias, queries the factor sqrt(2).
+  widens_head = True  # D features -> 2D.
 
   def __post_init__(self):
     validation.number(self.name, 'base', self.base, above=1)

@@ -66,17 +66,15 @@ class Randomized(contract.WrapsBase, contract.Encoder):
         'an encoder that is not itself randomized and holds no randomized part',
     )
     validation.positive_int(self.name, 'max_position', self.max_position, maximum=validation.MAX_TABLE_ROWS)
-    for part in contract.leaves(self.base):
-      # A position table must hold every position training can draw.
-      if part.kind is contract.Kind.ABSOLUTE and part.max_length is not None:
-        validation.require(
-            self.max_position <= part.max_length,
-            self.name,
-            'max_position',
-            self.max_position,
-            f'<= {part.max_length}, the max_length of {type(part).__name__}, whose table '
-            f'cannot hold the positions training draws',
-        )
+    validation.require(
+        self.base.reads_positions,
+        self.name,
+        'base',
+        self.base,
+        f'an encoder that reads positions: {self.base.name or "this one"} reads none, so training it at '
+        'random positions changes nothing',
+    )
+    contract.check_position_draws(self.name, 'max_position', self.max_position, (self,))
 
   def children(self):
     return (self.base,)

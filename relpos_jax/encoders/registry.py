@@ -22,15 +22,32 @@ def register(name: str):
       raise TypeError(f'{cls.__name__} must be a frozen dataclass to be registered.')
     cls.name = name
     _check_types_on_init(cls)
+    _DATACLASS_REPR[cls] = cls.__repr__
+    cls.__repr__ = spec_repr
     _REGISTRY[name] = cls
     return cls
 
   return wrap
 
 
+def spec_repr(encoder: contract.Encoder) -> str:
+  """An encoder's repr is its spec string ('rope(base=500.0)', 'rerope(rope) + alibi'), not the dataclass's
+  every field: error messages that embed an encoder stay one readable line, and the text can be pasted back
+  into a config. An encoder no spec can name (a non-literal hyperparameter) keeps the dataclass repr."""
+  from relpos_jax.encoders import spec  # Local: spec imports the registry.
+
+  try:
+    return spec.to_spec(encoder)
+  except ValueError:
+    return _DATACLASS_REPR[type(encoder)](encoder)
+
+
+_DATACLASS_REPR: dict[type, object] = {}
+
+
 def _check_types_on_init(cls) -> None:
-  """Every hyperparameter is checked against its annotation (`validation.typed_fields`) before the
-  encoder's own `__post_init__` sees it."""
+  """Every hyperparameter is checked against its annotation (`validation.typed_fields`) and the upper bound
+  of every number (`validation.bounded_fields`) before the encoder's own `__post_init__` sees it."""
   init = cls.__init__
   signature = inspect.signature(init)
   annotations = {f.name: f.type for f in dataclasses.fields(cls)}
@@ -59,7 +76,9 @@ def _check_types_on_init(cls) -> None:
           f'make("rope")) in Python)',
       )
       raise
-    validation.typed_fields(cls.name, dict(list(bound.arguments.items())[1:]), annotations)
+    given = dict(list(bound.arguments.items())[1:])
+    validation.typed_fields(cls.name, given, annotations)
+    validation.bounded_fields(cls.name, given)
     init(self, *args, **kwargs)
 
   cls.__init__ = checked_init

@@ -54,7 +54,22 @@ class _Remap(contract.PositionRemapEncoder):
         self.name,
         'base',
         base,
-        'a rotary or scalar-bias encoder (rope, xpos, alibi, t5, ...): a remap changes the ' 'positions they see',
+        'a rotary or scalar-bias encoder (rope, alibi, t5, ...): a remap changes the positions they see',
+    )
+    validation.require(
+        base.kind is not contract.Kind.ROTARY or base.one_rotation,
+        self.name,
+        'base',
+        base,
+        f'a rotary encoder that rotates queries and keys with one map (rope): a remap rotates both with '
+        f'{base.name}.rotate at its remapped positions, and {base.name} treats queries and keys differently',
+    )
+    validation.require(
+        base.reads_positions,
+        self.name,
+        'base',
+        base,
+        f'an encoder that reads positions: {base.name} reads none, so remapping them changes nothing',
     )
     self._check()
 
@@ -106,6 +121,14 @@ class ReRope(_Remap):
     validation.positive_int(self.name, 'window', self.window)
     if self.leak is not None:
       validation.positive_int(self.name, 'leak', self.leak, minimum=2)
+      # Far queries sit at i + W (k - 1): it must fit int32 with the positions (leak=10**9 overflowed in JAX).
+      validation.require(
+          self.window * (self.leak - 1) <= validation.MAX_POSITION,
+          self.name,
+          'leak',
+          self.leak,
+          f'an int with window * (leak - 1) <= {validation.MAX_POSITION} (window={self.window})',
+      )
       rotary = self.base.kind is contract.Kind.ROTARY
       validation.require(
           rotary and callable(getattr(self.base, 'rotate_divided', None)),

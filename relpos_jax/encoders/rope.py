@@ -69,6 +69,10 @@ from relpos_jax.encoders.registry import register
 
 LAYOUTS = ('half', 'interleaved')
 SCALINGS = ('none', 'linear', 'ntk', 'dynamic', 'yarn', 'llama3', 'longrope')
+# The largest attention factor (YaRN's, LongRoPE's) and the largest of the settings it is made of (mscale,
+# mscale_all_dim, attn_factor): q and k are both multiplied by it, so scores by its square, and 1e6 times any
+# score stays finite in float32 (attention_factor=1e30 gave NaN outputs). Published values are about 1 to 1.5.
+MAX_ATTENTION_FACTOR = 1e3
 
 _REQUIRED = object()
 # Per rule: the scaling hyperparameters it uses, with their published default (or _REQUIRED). attention_factor
@@ -345,7 +349,7 @@ class Rope(contract.RotaryEncoder):
         object.__setattr__(
             self, 'attention_factor', rope_scaling.longrope_attention_factor(self.factor, self.original_max_position)
         )
-      validation.number(name, 'attention_factor', self.attention_factor, above=0)
+      validation.number(name, 'attention_factor', self.attention_factor, above=0, at_most=MAX_ATTENTION_FACTOR)
     f, p = self.partial_rotary_factor, self.frequency_fraction
     for field, value in (('partial_rotary_factor', f), ('frequency_fraction', p)):
       ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 < value <= 1
@@ -367,7 +371,7 @@ class Rope(contract.RotaryEncoder):
       validation.require(isinstance(getattr(self, field), bool), name, field, getattr(self, field), 'True or False')
     for field in ('mscale', 'mscale_all_dim'):
       if getattr(self, field) is not None:
-        validation.number(name, field, getattr(self, field), above=0)
+        validation.number(name, field, getattr(self, field), above=0, at_most=MAX_ATTENTION_FACTOR)
     if (self.mscale is None) != (self.mscale_all_dim is None):
       raise validation.invalid(
           name,
@@ -375,7 +379,7 @@ class Rope(contract.RotaryEncoder):
           None,
           'a number > 0 whenever the other of mscale / mscale_all_dim is set (the ' 'attention factor is their ratio)',
       )
-    validation.number(name, 'attn_factor', self.attn_factor, above=0)
+    validation.number(name, 'attn_factor', self.attn_factor, above=0, at_most=MAX_ATTENTION_FACTOR)
     if dynamic_yarn:
       validation.require(
           self.attention_factor is None,
@@ -391,7 +395,7 @@ class Rope(contract.RotaryEncoder):
           'attention_factor',
           rope_scaling.yarn_attention_factor(self.factor, self.mscale, self.mscale_all_dim, self.attn_factor),
       )
-    validation.number(name, 'attention_factor', self.attention_factor, above=0)
+    validation.number(name, 'attention_factor', self.attention_factor, above=0, at_most=MAX_ATTENTION_FACTOR)
 
   # --- frequencies -----------------------------------------------------------------------------------------
 

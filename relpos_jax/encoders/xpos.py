@@ -60,6 +60,7 @@ class XPos(contract.RotaryEncoder):
   layout: str = 'interleaved'
 
   requires_causal: ClassVar[bool] = True
+  one_rotation: ClassVar[bool] = False  # Queries scaled by zeta^(n/B), keys by zeta^(-m/B).
 
   def __post_init__(self):
     validation.number(self.name, 'gamma', self.gamma, above=0)

@@ -190,7 +190,7 @@ class RelativeMultiHeadAttention(nnx.Module):
     functional.check_implementation(implementation)
     functional.check_block_size(implementation, block_size)
     if window is not None:
-      window = validation.positive_int(who, 'window', window)
+      window = validation.positive_int(who, 'window', window, maximum=validation.MAX_POSITION)
     flags = dict(
         causal=causal,
         own_position_params=own_position_params,
@@ -293,6 +293,7 @@ class RelativeMultiHeadAttention(nnx.Module):
     q, k, v = self._project(x)
     if position_terms.has_kind(self.parts, contract.Kind.ROTARY):
       rot = positions if positions is not None else position_terms.contiguous_positions(b, length)
+      rot = rot if padding_mask is None else jnp.where(padding_mask, rot, 0)  # Padding counts in no length.
       q, k = position_terms.rotate(self.parts, params, q, k, rot, rot)
     out = functional.attend(
         q,
@@ -396,7 +397,10 @@ class RelativeMultiHeadAttention(nnx.Module):
       # Keys are cached unrotated and rotated here with the cached positions: an encoder whose rotation
       # depends on the whole position array (xPos's centre, dynamic NTK's length) then sees queries and keys
       # exactly as a full forward over the tokens so far would.
-      q, keys = position_terms.rotate(self.parts, params, q, keys, new_positions, cache.positions)
+      # Padding and unwritten slots count in no length (dynamic NTK / YaRN, LongRoPE): position 0 there.
+      q, keys = position_terms.rotate(
+          self.parts, params, q, keys, jnp.where(new_mask, new_positions, 0), jnp.where(cache.mask, cache.positions, 0)
+      )
     # q_offset places the queries among the cached keys (the causal mask); explicit positions, when given,
     # are what the position terms read.
     out = functional.attend(

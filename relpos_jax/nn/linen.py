@@ -114,6 +114,7 @@ class RelativeMultiHeadAttention(nn.Module):
       positions = validation.positions(who, positions, (b, length))
     if position_terms.has_kind(parts, contract.Kind.ROTARY):
       rot = positions if positions is not None else position_terms.contiguous_positions(b, length)
+      rot = rot if padding_mask is None else jnp.where(padding_mask, rot, 0)  # Padding counts in no length.
       q, k = position_terms.rotate(parts, params, q, k, rot, rot)
     out = functional.attend(
         q,

@@ -118,9 +118,13 @@ def _readable(encoder) -> str:
 
 
 def _window(value, field):
-  if value is None or (validation.is_int(value) and value >= 1):
-    return value
-  raise _fail(field, value, 'None (global attention) or an int >= 1 (sliding window of that many positions)')
+  if value is None or (validation.is_int(value) and 1 <= value <= validation.MAX_POSITION):
+    return value  # Bounded: attention_window=10**12 ended in JAX's OverflowError.
+  raise _fail(
+      field,
+      value,
+      f'None (global attention) or an int in [1, {validation.MAX_POSITION}] (sliding window of that many positions)',
+  )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

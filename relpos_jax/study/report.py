@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 from typing import Any
 
 from relpos_jax.study import stats
@@ -35,7 +36,9 @@ Results = dict[str, Any]
 
 
 def write_json(results: Results, path: str) -> str:
-  tmp = path + '.tmp'
+  # One temporary file per writer: suite processes (--tasks) all write the same summary.json, and a shared
+  # temporary name let one rename the other's half-written file.
+  tmp = f'{path}.{os.getpid()}.{threading.get_ident()}.tmp'
   with open(tmp, 'w') as f:
     json.dump(results, f, indent=2, sort_keys=True)
   os.replace(tmp, path)  # Atomic: an interrupted write never leaves a truncated results file.

@@ -68,7 +68,7 @@ from absl import logging
 
 from relpos_jax.study import protocol, report, stats
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import inputs, loop, tensorboard, transfer
+from relpos_jax.train import inputs, loop, tensorboard, transfer, workdir_lock
 
 RESULT_FILE = 'result.json'
 _LABEL = re.compile(r'^[A-Za-z0-9_.+-]+$')
@@ -672,6 +672,7 @@ def protocol_record(base, study: Study, data) -> dict:
   return record
 
 
+@workdir_lock.one_writer(unless='finished_only')  # One writer per study directory; a report only reads.
 def run_study(
     config,
     workdir: str | os.PathLike,

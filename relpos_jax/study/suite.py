@@ -148,6 +148,10 @@ def run_suite(
   workdir = os.fspath(workdir)
   studies = validate_suite(config)
   if tasks is not None:
+    if not tasks:  # `--tasks=` would train nothing and exit 0.
+      raise config_lib.ConfigError(
+          f'tasks=[] names no task; allowed: some of config.suite.tasks ({[t for t, _ in studies]}), or None for all.'
+      )
     unknown = sorted(set(tasks) - {t for t, _ in studies})
     if unknown:
       raise config_lib.ConfigError(f'tasks {unknown} are not in config.suite.tasks ({[t for t, _ in studies]}).')

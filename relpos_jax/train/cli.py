@@ -9,12 +9,19 @@ ml_collections' `config_flags.DEFINE_config_file` does the loading and the overr
   * an override given twice is refused: for a tuple key config_flags would concatenate the values
     (`--config.eval.lengths='(128,)' --config.eval.lengths='(64,)'` gives (128, 64)), for any other key
     the last would silently win. Write a tuple once: `--config.eval.lengths='(64, 128)'`.
+
+After parsing, the entry points run under `errors_in_one_line` (an error the user can fix: its message and
+exit status 1, no traceback) and the training entry point under `interrupt_exits_before_first_step`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import signal
 import sys
+import threading
 from typing import Sequence
 
 from absl import app
@@ -73,3 +80,87 @@ def parse_flags(argv: Sequence[str], *, name: str = 'config', default: str | Non
   if default is not None and not any((_flag_token(a) or ('',))[0] == name for a in argv[1:]):
     argv.insert(1, f'--{name}={default}')
   return app.parse_flags_with_usage(argv)
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+  """Errors whose message says what to do; imported when needed (the modules import JAX's machinery, and a
+  multi-process entry point must call jax.distributed.initialize() first)."""
+  from relpos_jax import validation
+  from relpos_jax.train import checkpoint, loop, workdir_lock
+
+  return (
+      config_lib.ConfigError,
+      validation.InvalidValue,
+      loop.DivergedError,
+      checkpoint.CheckpointError,
+      checkpoint.CheckpointWriteError,
+      workdir_lock.WorkdirBusyError,
+  )
+
+
+@contextlib.contextmanager
+def errors_in_one_line():
+  """A bad config, a busy workdir, a diverged run, an unreadable checkpoint: `ErrorName: message` and exit
+  status 1, without the traceback that would bury the message. Anything else (a bug) keeps its traceback."""
+  try:
+    yield
+  except Exception as e:  # pylint: disable=broad-except
+    if isinstance(e, _user_errors()):
+      raise SystemExit(f'{type(e).__name__}: {e}') from None
+    raise
+
+
+INTERRUPTED_EXIT_STATUS = 128 + signal.SIGINT  # What a shell reports for a process ended by Ctrl-C.
+
+
+@contextlib.contextmanager
+def interrupt_exits_before_first_step():
+  """Ctrl-C before the first training step ends the process at once: a message, exit status 130.
+
+  Yields the hook to pass to `train(hooks=[...])`; from the first step on, Ctrl-C raises KeyboardInterrupt
+  as usual (the loop lets a checkpoint save in flight finish). Before it there is nothing to keep, and the
+  time goes to XLA's compilation, where a KeyboardInterrupt unwinding through JAX's C++ (and the interpreter's
+  teardown racing XLA's threads) crashed the process about half the time. So the interrupt is taken by a
+  thread woken through `signal.set_wakeup_fd`, at once even while the main thread is inside the compiler,
+  which writes the message and leaves with `os._exit`: no unwinding, no teardown (the workdir lock goes with
+  the process; records written so far are complete files). Main thread only; elsewhere a no-op.
+  """
+  if threading.current_thread() is not threading.main_thread():
+    yield lambda *args: None
+    return
+  read_end, write_end = os.pipe()
+  os.set_blocking(write_end, False)
+  done = threading.Event()
+
+  def leave(*args):
+    del args
+    if not done.is_set():
+      os.write(
+          2,
+          b'\ninterrupted before the first training step (nothing was trained; the same command starts '
+          b'again, or resumes from the last checkpoint)\n',
+      )
+      os._exit(INTERRUPTED_EXIT_STATUS)  # pylint: disable=protected-access
+
+  def watch():
+    while signal_number := os.read(read_end, 1):  # b'' once the write end is closed: the guard is over.
+      if signal_number[0] == signal.SIGINT:  # The fd wakes for every signal Python handles.
+        leave()
+    os.close(read_end)
+
+  previous = signal.signal(signal.SIGINT, leave)
+  previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+  threading.Thread(target=watch, name='interrupt-before-first-step', daemon=True).start()
+
+  def first_step_done(*args):
+    del args
+    if not done.is_set():
+      done.set()
+      signal.signal(signal.SIGINT, previous)
+      signal.set_wakeup_fd(previous_fd)
+      os.close(write_end)
+
+  try:
+    yield first_step_done
+  finally:
+    first_step_done()

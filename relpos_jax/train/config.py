@@ -47,6 +47,7 @@ import jax
 import ml_collections
 
 from relpos_jax import data as data_lib
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.nn.models import ModelConfig, ModelConfigError
 
@@ -390,6 +391,13 @@ def validate(config, *, num_devices: int | None = None) -> list[str]:
           f'a global batch must split evenly over the {num_devices} devices '
           f'(data parallel); use a multiple of {num_devices}',
       )
+  try:
+    layers = run.encoder if isinstance(run.encoder, tuple) else (run.encoder,)
+    contract.check_model_encoders(
+        'config', 'model.encoder', run.encoder_spec, layers, causal=architecture(run) == 'causal'
+    )
+  except validation.InvalidValue as e:
+    raise _fail('model.encoder', run.encoder_spec, f'allowed: {e.allowed}') from None
   limit = train_position_limit(run.encoder)
   longest_train = longest_training_sequence(run)
   if limit is not None and longest_train > limit:

@@ -51,6 +51,7 @@ from relpos_jax.train import config as config_lib
 from relpos_jax.train import metrics as metrics_lib
 from relpos_jax.train import sharding
 from relpos_jax.train import tensorboard as tensorboard_lib
+from relpos_jax.train import workdir_lock
 from relpos_jax.train.checkpoint import CHECKPOINT_DIR, Checkpoints
 from relpos_jax.train.inputs import build_data
 from relpos_jax.train.objectives import Objective
@@ -285,6 +286,7 @@ def _evaluate(
 
 
 # ------------------------------------------------------------------------------------------- training
+@workdir_lock.one_writer()  # A second process writing the same workdir is refused (WorkdirBusyError).
 def train(
     config,
     workdir: str | os.PathLike | None = None,

@@ -24,6 +24,8 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
+from relpos_jax import validation
+
 DATA_AXIS = 'data'
 
 
@@ -112,6 +114,22 @@ def shard_batch(batch: dict[str, np.ndarray], mesh: Mesh) -> dict[str, jax.Array
   return shard_local_batch({k: np.asarray(v)[rows] for k, v in batch.items()}, mesh, num_rows)
 
 
+def check_coordinator_address(address) -> None:
+  """'host:port' (an IPv6 host in brackets, a port in 1..65535), or ValueError naming the flag: JAX itself
+  fails on 'foo' with a bare IndexError."""
+  host, _, port = str(address).rpartition(':')
+  if not (isinstance(address, str) and host and port.isdigit() and 1 <= int(port) <= 65535):
+    allowed = 'host:port of process 0 with a free port, e.g. 10.0.0.1:1234 or [::1]:1234'
+    raise validation.InvalidValue(
+        'initialize_distributed',
+        'coordinator_address',
+        address,
+        allowed,
+        message=f'coordinator_address={address!r} (the flag --coordinator_address, or JAX_COORDINATOR_ADDRESS in '
+        f'the environment) is invalid; allowed: {allowed}.',
+    )
+
+
 def initialize_distributed(
     coordinator_address: str | None = None, num_processes: int | None = None, process_id: int | None = None, **kwargs
 ) -> None:
@@ -125,6 +143,8 @@ def initialize_distributed(
   `kwargs` go to `jax.distributed.initialize` (e.g. `initialization_timeout`, `local_device_ids`).
   """
   address = coordinator_address or os.environ.get('JAX_COORDINATOR_ADDRESS')  # as JAX reads it
+  if address is not None:
+    check_coordinator_address(address)
   if num_processes is not None and (
       isinstance(num_processes, bool) or not isinstance(num_processes, int) or num_processes < 1
   ):

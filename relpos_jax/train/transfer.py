@@ -6,14 +6,21 @@
 Inference-time extensions (PI / NTK / YaRN scalings, Self-Extend, ReRoPE) change no parameter: the
 evaluation encoder must have exactly the trained parameters (same paths, same shapes), or `check_compatible`
 raises a ValueError listing what differs (a learned table trained with one size cannot be read with another).
+It must also be the trained encoder extended, not another one (`check_same_encoders`): `alibi -> rope` has
+the same (empty) position parameters, yet evaluates attention trained with a bias under a rotation it never
+saw, which measures nothing.
 """
 
 from __future__ import annotations
 
+import collections
 import copy
 
 import jax
 from flax import nnx
+
+from relpos_jax.encoders import contract
+from relpos_jax.encoders import spec as spec_lib
 
 
 def _shapes(model_or_state) -> dict[str, tuple]:
@@ -29,12 +36,42 @@ def _shapes(model_or_state) -> dict[str, tuple]:
   return flat
 
 
-def check_compatible(
-    trained, evaluated, *, train_spec: str = 'the training encoder', eval_spec: str = 'the evaluation encoder'
-) -> None:
-  """ValueError unless the two models (or their `param_shapes`) have the same params."""
+def _trained_kinds(encoder: contract.Encoder) -> collections.Counter:
+  """The encoder classes a model reads positions with, inference-time remaps replaced by their base (a
+  scaling of RoPE is the same class): what a transfer must keep."""
+  found = collections.Counter()
+  for leaf in contract.leaves(encoder):
+    found.update(_trained_kinds(leaf.base) if leaf.kind is contract.Kind.POSITION_REMAP else (type(leaf).__name__,))
+  return found
+
+
+def _layers(encoder_spec) -> tuple[contract.Encoder, ...]:
+  layers = spec_lib.layer_specs(encoder_spec)
+  return tuple(spec_lib.from_spec(s) for s in (layers or (encoder_spec,)))
+
+
+def check_same_encoders(train_spec, eval_spec) -> None:
+  """ValueError unless `eval_spec` is `train_spec` extended at inference (a RoPE scaling, a remap of the same
+  base), layer by layer: another encoder would evaluate attention trained under one encoding with another."""
+  trained, evaluated = _layers(train_spec), _layers(eval_spec)
+  kinds = [(_trained_kinds(a), _trained_kinds(b)) for a, b in zip(trained, evaluated)]
+  if len(trained) != len(evaluated) or any(a != b for a, b in kinds):
+    raise ValueError(
+        f'evaluation encoder {eval_spec!r} is not an inference-time extension of the training encoder '
+        f'{train_spec!r} (it reads positions with {[sorted(b.elements()) for _, b in kinds]}, training used '
+        f'{[sorted(a.elements()) for a, _ in kinds]}): a transfer evaluates the trained model with a scaling '
+        'or a remap of the encoder it was trained with (rope -> rope(scaling="yarn", ...), rope -> '
+        'self_extend(rope), t5 -> rerope(t5)).'
+    )
+
+
+def check_compatible(trained, evaluated, *, train_spec: str | None = None, eval_spec: str | None = None) -> None:
+  """ValueError unless the two models (or their `param_shapes`) have the same params, and (given both specs)
+  the evaluation encoder is the trained one extended (`check_same_encoders`)."""
   a, b = _shapes(trained), _shapes(evaluated)
   if a == b:
+    if train_spec is not None and eval_spec is not None:
+      check_same_encoders(train_spec, eval_spec)
     return
   missing = sorted(set(a) - set(b))
   extra = sorted(set(b) - set(a))
@@ -47,7 +84,8 @@ def check_compatible(
   if shape:
     details.append('different shapes: ' + ', '.join(f'{k} {a[k][0]} -> {b[k][0]}' for k in shape[:6]))
   raise ValueError(
-      f'evaluation encoder {eval_spec!r} cannot take the parameters trained with {train_spec!r}: '
+      f'evaluation encoder {eval_spec or "(unnamed)"!r} cannot take the parameters trained with '
+      f'{train_spec or "(unnamed)"!r}: '
       + '; '.join(details)
       + '. Evaluate with an encoder of the same parameters (a scaling or '
       'remap of the trained one), or train with it.'

@@ -137,7 +137,7 @@ def test_absolute_score_needs_both_dims_and_an_absolute_base():
     make('absolute_score').init(jax.random.key(0), 2, model_dim=8)
   with pytest.raises(ValueError, match='model_dim=None'):
     make('absolute_score').init(jax.random.key(0), 2, head_dim=8)
-  with pytest.raises(ValueError, match=re.escape('base=T5(')):
+  with pytest.raises(ValueError, match=re.escape('base=t5 is invalid')):
     make('absolute_score', base=make('t5'))
 
 
