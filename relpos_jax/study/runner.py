@@ -672,7 +672,6 @@ def protocol_record(base, study: Study, data) -> dict:
   return record
 
 
-@workdir_lock.one_writer(unless='finished_only')  # One writer per study directory; a report only reads.
 def run_study(
     config,
     workdir: str | os.PathLike,
@@ -698,7 +697,6 @@ def run_study(
   seeds = parse_seeds(study, base)
   train_fn = None if finished_only else (loop.train if train_fn is None else train_fn)
   workdir = os.fspath(workdir)
-  metric, lower_is_better = metric_name(base)
   data = inputs.build_data(base)  # One corpus load (or task) shared by every encoder's run.
   if hasattr(data, 'require_split'):
     try:
@@ -706,6 +704,17 @@ def run_study(
     except config_lib.ConfigError as e:
       raise config_lib.ConfigError(f'config.study.split={study.split!r}: {e}') from None
   check_transfers(base, entries)
+  comparison_requests = parse_comparisons(study, entries, [int(n) for n in base.eval.lengths])
+  # Every check above runs before the lock: a refused config leaves no trace (not even the workdir).
+  # One writer per study directory; a report only reads.
+  with workdir_lock.held(workdir, enabled=not finished_only and jax.process_index() == 0):
+    return _run_study(
+        base, study, entries, seeds, data, workdir, train_fn, on_result, finished_only, comparison_requests
+    )
+
+
+def _run_study(base, study, entries, seeds, data, workdir, train_fn, on_result, finished_only, comparison_requests):
+  metric, lower_is_better = metric_name(base)
   os.makedirs(workdir, exist_ok=True)
   train_dirs = training_dirs(workdir, entries)
   ctx = _Context(base=base, study=study, workdir=workdir, train_fn=train_fn, metric=metric, data=data)
@@ -718,7 +727,7 @@ def run_study(
       'seeds': list(seeds),
       'split': study.split,
       'protocol': protocol_record(base, study, data),
-      'comparison_requests': parse_comparisons(study, entries, [int(n) for n in base.eval.lengths]),
+      'comparison_requests': comparison_requests,
       'runs': [],
       'meta': {
           'title': study.title,
