@@ -67,6 +67,7 @@ def test_ratio_to_pairs_rounds():
     slow.ratio_to(measure.Timing((1.0,)))
 
 
+@pytest.mark.slow  # every benchmark row compiled once: a long end-to-end check
 def test_attention_kinds_runs():
   section = attention_kinds.run(length=TINY, naive_length=0, repeats=1, warmup=0)
   names = [row[1] for row in section.rows]
@@ -77,6 +78,7 @@ def test_attention_kinds_runs():
   assert all(cell.startswith(('met', '**missed**')) for cell in with_target.values())
 
 
+@pytest.mark.slow  # every benchmark row compiled once: a long end-to-end check
 def test_train_step_runs():
   config = train_step.default_config()
   # Smaller and faster to load and compile; the code paths are those of the default experiment.
@@ -106,6 +108,7 @@ def test_verdicts():
   assert 'missed' in report.verdict(1.2, 1.1)
 
 
+@pytest.mark.slow  # every benchmark row compiled once: a long end-to-end check
 def test_blockwise_runs():
   from benchmarks import blockwise
 
