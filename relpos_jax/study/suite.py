@@ -68,8 +68,9 @@ import ml_collections
 from absl import logging
 
 from relpos_jax.study import report, stats
-from relpos_jax.study.runner import SEQUENTIAL_SUFFIX, parse_entries, run_config, run_study, validate_study, write_outputs
+from relpos_jax.study.runner import SEQUENTIAL_SUFFIX, parse_entries, run_config, run_study, validate_study
 from relpos_jax.study.runner import split_config as runner_split
+from relpos_jax.study.runner import write_outputs
 from relpos_jax.train import config as config_lib
 
 SUMMARY_FILE = 'summary.json'
@@ -642,7 +643,11 @@ def positions_markdown(summary: dict) -> str:
     if not cells:
       continue
     described = sorted({str(c.get('positions') or '0..L-1') for _, c in cells})
-    limits = ', '.join(f'{t} {c["max_position"]}' for t, c in cells if c.get('max_position') is not None) or '—'
+    by_task = [(t, c['max_position']) for t, c in cells if c.get('max_position') is not None]
+    if len(by_task) > 1 and len({v for _, v in by_task}) == 1:
+      limits = f'{by_task[0][1]} (every task)'
+    else:
+      limits = ', '.join(f'{t} {v}' for t, v in by_task) or '—'
     lines.append(f'| {encoder} | {"; ".join(described)} | {limits} |')
   return '\n'.join(lines) + '\n'
 
@@ -718,7 +723,16 @@ def write_summary(summary: dict, workdir: str) -> dict[str, str]:
     if NOTES_MARKER in previous:
       notes = previous[previous.index(NOTES_MARKER) + len(NOTES_MARKER) :]
   statistic = summary.get('statistic') or 'token_mean'
-  others = ''.join(f'\n### {s}\n\n{caption(s)}\n\n{markdown(summary, s)}' for s in STATISTICS if s != statistic)
+  has_sequence = any(c.get('sequence') for c in summary['cells'].values())
+  others = ''.join(
+      (
+          f'\n### {s}\n\n{caption(s)}\n\n{markdown(summary, s)}'
+          if has_sequence or s.startswith('token')
+          else f'\n### {s}\n\nNo per-sequence accuracy in these results (they were evaluated before it was recorded).\n'
+      )
+      for s in STATISTICS
+      if s != statistic
+  )
   held_out = held_out_markdown(summary)
   with open(path + '.tmp', 'w') as f:
     f.write(
@@ -728,9 +742,10 @@ def write_summary(summary: dict, workdir: str) -> dict[str, str]:
         + markdown(summary, statistic)
         + f'\n![{statistic}: accuracy beyond the training lengths](heatmap.png)\n\n## The other statistics\n'
         + others
-        + '\n## Evaluation positions\n\nAn encoder trained on random positions is evaluated at ordered random '
-        'positions from [0, max_position) (the draws below, deterministic per seed), and again at 0..L-1 in its '
-        f"row '<label>{SEQUENTIAL_SUFFIX}'.\n\n"
+        + '\n## Evaluation positions\n\nHow each encoder was evaluated, as its results record it. The suite '
+        'evaluates an encoder trained on random positions at ordered random positions from [0, max_position) '
+        f"(draws deterministic per seed), and again at 0..L-1 in its row '<label>{SEQUENTIAL_SUFFIX}'; results "
+        'that record no positions predate that and were evaluated at 0..L-1, which is what they read here.\n\n'
         + positions_markdown(summary)
         + (f'\n## Held-out sets\n\n{held_out}' if held_out else '')
         + '\n## Protocol\n\n'
