@@ -3,6 +3,7 @@ r"""The benchmark suite: every task x encoder x seed, one study per task, a summ
     python -m experiments.suite --workdir=docs/suite                           # configs/algorithmic.py:suite
     python -m experiments.suite --tasks=even_pairs,flip_flop --workdir=docs/suite   # a subset now
     python -m experiments.suite --config=configs/algorithmic.py:published,suite --workdir=gs://.../suite
+    python -m experiments.suite --config=configs/algorithmic.py:ruoss --workdir=docs/suite_ruoss   # Ruoss et al.
 
 Rerunning resumes (finished runs are kept); `--tasks` lets one process per task share a workdir. Everything but
 flag parsing is `relpos_jax.study.suite.run_suite`.

@@ -81,7 +81,8 @@ def evaluate_run(
   """One trained run evaluated by the study's protocol (module docstring); JSON-able.
 
   Keys: split, positions (how positions were chosen), by_length / loss_by_length ({str(length): value}
-  on `split`), scored_sets ({str(length): {split, num_scored, fingerprint, protocol, ...}}), same_targets,
+  on `split`; for tasks also exact_match_by_length, the per-sequence accuracy), scored_sets ({str(length):
+  {split, num_scored, fingerprint, protocol, ...}}), same_targets,
   position_curve (at the longest length), selection ({split: 'validation', length, loss, metric} at the
   training length; `selection=False` leaves it out), and for an encoder evaluated at random positions with
   `sequential_row`, `sequential` (the same at 0..L-1).
@@ -93,14 +94,18 @@ def evaluate_run(
   lm = metric == 'bits_per_char'
 
   def at(positions, where, which) -> dict:
-    by_length, losses, curve = {}, {}, None
+    by_length, losses, exact, curve = {}, {}, {}, None
     for n in which:
       evaluation = loop.evaluate_set(model, data, n, split=where, positions=positions)
       by_length[str(n)] = evaluation.metrics.get(metric)
       losses[str(n)] = evaluation.metrics['loss']
+      exact[str(n)] = evaluation.metrics.get('exact_match')
       if n == longest:
         curve = position_curve(evaluation.position_loss, evaluation.position_tokens, lm)
-    return {'by_length': by_length, 'loss_by_length': losses, 'position_curve': curve}
+    out = {'by_length': by_length, 'loss_by_length': losses, 'position_curve': curve}
+    if any(v is not None for v in exact.values()):  # tasks: per-sequence accuracy beside the per-token metric
+      out['exact_match_by_length'] = exact
+    return out
 
   positions = loop.EvalPositions.of(model, draws, seed)
   record = {'split': split, 'positions': positions.describe(), 'position_draws': positions.draws}

@@ -554,6 +554,13 @@ def merge_seeds(entry: Entry, per_seed: Sequence[dict], *, sequential: bool = Fa
       'config': config,
       'data': first.get('data'),
   }
+  if any('exact_match_by_length' in r for r in per_seed):  # tasks: the per-sequence accuracy, per seed too
+    merged['exact_match_by_length'] = {
+        n: stats.mean([(r.get('exact_match_by_length') or {}).get(n) for r in finite]) for n in lengths
+    }
+    merged['exact_match_by_length_per_seed'] = {
+        n: [(r.get('exact_match_by_length') or {}).get(n) for r in per_seed] for n in lengths
+    }
   for key in ('split', 'positions', 'position_draws', 'scored_sets', 'same_targets', 'learning_rate'):
     if key in first:
       merged[key] = first[key]

@@ -270,3 +270,32 @@ def test_addition_abacus_positions_count_digits_from_the_least_significant():
   assert np.array_equal(pos, want) and offset.min() == 0 and offset.max() == 7
   with pytest.raises(ValueError, match='max_offset=-1'):
     make_task('addition_abacus', max_offset=-1)
+
+
+def test_addition_exact_match_scores_the_whole_answer_beside_per_digit_accuracy():
+  """The suite's per-sequence statistic on addition is the papers' exact match: one wrong answer digit fails
+  its example, while per-digit accuracy loses only 1/(n + 1)."""
+  from relpos_jax.data.tasks.metrics import per_token_accuracy, sequence_exact_match
+
+  n = 4
+  _, b, _ = _addition_rows('addition', n, batch=8)
+  predictions = b['targets'].copy()
+  answer = np.flatnonzero(b['accuracy_mask'][0])
+  assert answer.size == n + 1
+  predictions[0, answer[-1]] = (predictions[0, answer[-1]] + 1) % 10  # one digit of example 0 wrong
+  assert sequence_exact_match(predictions, b['targets'], b['accuracy_mask']) == pytest.approx(7 / 8)
+  assert per_token_accuracy(predictions, b['targets'], b['accuracy_mask']) == pytest.approx(1 - 1 / (8 * (n + 1)))
+
+
+def test_flip_flop_sparse_and_dense_sets_score_only_reads():
+  """Liu et al.'s FFL(0.98) and FFL(0.1): the scored tokens are the reads, rare in the sparse set (the closing
+  read at least) and frequent in the dense one."""
+  n, rows = 32, 512
+  reads = {}
+  for name, p in (('sparse', 0.98), ('dense', 0.1)):
+    b = make_task('flip_flop', p_ignore=p).sample(np.random.default_rng(0), rows, n)
+    assert (b['accuracy_mask'].sum(axis=1) >= 1).all()  # the closing read
+    assert np.array_equal(b['accuracy_mask'][:, ::2], (b['inputs'][:, ::2] == READ).astype(np.float32))
+    reads[name] = b['accuracy_mask'].sum() / rows
+  assert reads['sparse'] == pytest.approx(1 + (n - 1) * 0.01, abs=0.2)
+  assert reads['dense'] == pytest.approx(1 + (n - 1) * 0.45, abs=1.0)

@@ -59,8 +59,8 @@ def test_study_config_applies_the_protocol():
 
 def test_bad_suite_sections_are_named_before_training():
   config = tiny_suite()
-  config.suite.tasks = ('even_pairs', 'no_such_task')
-  with pytest.raises(ValueError, match='no_such_task.*without a protocol'):
+  config.suite.tasks = ('even_pairs', 'count_copy')  # a registered task the suite has no protocol for
+  with pytest.raises(ValueError, match='count_copy.*without a protocol'):
     suite.validate_suite(config)
   config = tiny_suite()
   config.suite.protocols.even_pairs.max_length = 0
@@ -158,3 +158,182 @@ def test_a_tiny_suite_runs_resumes_and_summarizes(tmp_path):
   assert not calls and again == summary
   with pytest.raises(config_lib.ConfigError, match='not in config.suite.tasks'):
     suite.run_suite(config, tmp_path, tasks=['parity_check'])
+
+
+# ------------------------------------------------------------------------ issue 21: protocol, statistics
+def test_bad_input_is_named_before_any_run(tmp_path):
+  """An unknown task or statistic, a draw count <= 0, a max_position below the longest test sequence: each
+  refused with the key named, before anything is written."""
+  workdir = tmp_path / 'never'
+  config = tiny_suite()
+  config.suite.tasks = ('even_pairs', 'no_such_task')
+  config.suite.protocols.no_such_task = dict(config.suite.protocols.even_pairs)
+  with pytest.raises(config_lib.ConfigError, match=r"config.suite.tasks names unknown task\(s\) \['no_such_task'\]"):
+    suite.run_suite(config, workdir)
+  config = tiny_suite()
+  config.suite.statistic = 'median'
+  with pytest.raises(config_lib.ConfigError, match=r"config.suite.statistic='median'.*token_mean"):
+    suite.run_suite(config, workdir)
+  for draws in (0, -2):
+    config = tiny_suite()
+    config.eval.position_draws = draws
+    with pytest.raises(config_lib.ConfigError, match=rf'config.eval.position_draws={draws}'):
+      suite.run_suite(config, workdir)
+  config = tiny_suite()
+  config.suite.encoders = ('rope', 'rand: randomized(rope, max_position=40)')  # even_pairs tests 64 + 1 tokens
+  with pytest.raises(
+      config_lib.ConfigError,
+      match=r"entry 'rand'.*task 'even_pairs': max_position=40 is below the longest test sequence, 65",
+  ):
+    suite.run_suite(config, workdir)
+  config = tiny_suite()
+  config.suite.encoders = ('rand: randomized(rope, max_position={2*shortest})',)
+  with pytest.raises(config_lib.ConfigError, match=r"entry 'rand: .*placeholder other than \{longest\}"):
+    suite.run_suite(config, workdir)
+  config = tiny_suite()
+  config.suite.protocols.flip_flop.held_out = {'sparse': {'p_ignore': 1.5}}
+  with pytest.raises(config_lib.ConfigError, match=r"flip_flop.held_out\['sparse'\].*p_ignore=1.5"):
+    suite.run_suite(config, workdir)
+  assert not workdir.exists()
+  with pytest.raises(config_lib.ConfigError, match='config.suite.statistic'):
+    suite.markdown(suite.summarize(_two_tasks()), 'best')
+
+
+def test_max_position_follows_each_tasks_longest_test_sequence():
+  studies = dict(suite.validate_suite(_algorithmic('ruoss')))
+  assert list(studies) == [
+      'even_pairs',
+      'reverse_string',
+      'bucket_sort',
+      'cycle_navigation',
+      'missing_duplicate',
+      'flip_flop',
+  ]
+  # even_pairs at 64 symbols: 65 tokens; reverse_string: 128; flip_flop at 128 pairs: 257.
+  for task, longest in (('even_pairs', 65), ('reverse_string', 128), ('flip_flop', 257)):
+    encoders = studies[task].study.encoders
+    assert encoders[1] == f'rope+rand.2x: randomized(rope, max_position={2 * longest})'
+    assert encoders[2] == f'rope+rand.8x: randomized(rope, max_position={8 * longest})'
+    assert encoders[3] == 'rope+rand.2048: randomized(rope, max_position=2048)'
+  assert tuple(studies['even_pairs'].study.seeds) == (0, 1, 2) and studies['even_pairs'].study.lr_grid == (
+      3e-4,
+      1e-3,
+      3e-3,
+  )
+  assert studies['flip_flop'].train.steps == 2_000 and studies['reverse_string'].train.steps == 2_500
+  with pytest.raises(ValueError, match="'ruoss' is a CPU-scale suite"):
+    _algorithmic('ruoss,published')
+
+
+def _with_exact_match(results, exact):
+  for run in results['runs']:
+    per_seed = exact[run['name']]
+    run['exact_match_by_length_per_seed'] = {str(n): v for n, v in per_seed.items()}
+    run['exact_match_by_length'] = {str(n): sum(v) / len(v) for n, v in per_seed.items()}
+  return results
+
+
+def test_both_statistics_mean_with_sample_std_and_max_over_seeds(tmp_path):
+  tasks = _two_tasks()
+  _with_exact_match(
+      tasks['learned'],
+      {
+          'a': {10: [1.0, 0.8], 20: [0.5, 0.1], 40: [0.3, 0.1]},
+          'b': {10: [0.5, 0.4], 20: [0.0, 0.0], 40: [0.0, 0.0]},
+      },
+  )
+  summary = suite.summarize(tasks, title='tiny', statistic='token_max')
+  cell = summary['cells']['learned/a']
+  # Per token: seeds' out-of-distribution means 0.7 and 0.5; per sequence: 0.4 and 0.1.
+  assert cell['token']['out_of_distribution']['per_seed'] == pytest.approx([0.7, 0.5])
+  assert cell['token']['out_of_distribution']['max'] == pytest.approx(0.7)
+  assert cell['sequence']['out_of_distribution']['mean'] == pytest.approx(0.25)
+  assert cell['sequence']['out_of_distribution']['std'] == pytest.approx(0.3 / 2**0.5)  # ddof 1
+  assert cell['sequence']['out_of_distribution']['max'] == pytest.approx(0.4)
+  assert cell['sequence']['in_distribution']['max'] == pytest.approx(1.0)
+  # b: in-distribution per-token mean 0.85 (not learned by the mean), max 0.9 (learned by the max).
+  assert not summary['cells']['learned/b']['learned'] and summary['cells']['learned/b']['learned_max']
+  assert '| learned | 0.70 (1.00) | 0.50 (0.90) |' in suite.markdown(summary)
+  assert '| learned | 0.60 ± 0.14 (1.00) | 0.50 ± 0.00 (0.85) ✗ |' in suite.markdown(summary, 'token_mean')
+  assert '| learned | 0.25 ± 0.21 (0.90) | 0.00 ± 0.00 (0.45) ✗ |' in suite.markdown(summary, 'sequence_mean')
+  assert '| learned | 0.40 (1.00) | 0.00 (0.50) |' in suite.markdown(summary, 'sequence_max')
+  assert '| hard (not learned) | — | — |' in suite.markdown(summary, 'sequence_max')  # no per-sequence values
+  assert 'max over seeds' in suite.caption('token_max') and 'ddof 1' in suite.caption('sequence_mean')
+  text = open(suite.write_summary(summary, str(tmp_path))['markdown']).read()
+  assert text.startswith('# tiny\n\nStatistic: token_max. Per-token accuracy, max over seeds')
+  for statistic in ('token_mean', 'sequence_mean', 'sequence_max'):
+    assert f'### {statistic}\n' in text
+  assert '| a | 0..L-1 | — |' in text  # the evaluation positions, recorded per encoder
+
+
+def test_randomized_rows_record_their_positions_and_max_position():
+  results = _fake_results('t', 10, {'rand': {10: [1.0], 20: [0.5]}, 'rand@0..L-1': {10: [1.0], 20: [0.4]}})
+  results['runs'][0].update(
+      spec='randomized(rope, max_position=80)',
+      positions='random: ordered positions from [0, 80), mean over 4 draws',
+      position_draws=4,
+  )
+  results['runs'][1].update(spec='randomized(rope, max_position=80)', positions='0..L-1', position_draws=1)
+  summary = suite.summarize({'t': results})
+  assert summary['cells']['t/rand']['max_position'] == 80 and summary['cells']['t/rand']['position_draws'] == 4
+  assert summary['cells']['t/rand@0..L-1']['positions'] == '0..L-1'
+  table = suite.positions_markdown(summary)
+  assert '| rand | random: ordered positions from [0, 80), mean over 4 draws | t 80 |' in table
+
+
+def test_glitch_rates_over_seeds():
+  record = lambda accuracy: {
+      'sets': {
+          'sparse': {
+              'by_length': {'32': {'accuracy': accuracy, 'glitch_rate': 1000 * (1 - accuracy), 'scored_tokens': 1600.0}}
+          }
+      }
+  }
+  results = _fake_results('flip_flop', 10, {'a': {10: [1.0, 1.0], 20: [1.0, 1.0]}})
+  results['held_out'] = {
+      'request': {'sets': {'sparse': {'p_ignore': 0.98}}},
+      'runs': {'a': {'seeds': [0, 1], 'per_seed': [record(0.99), record(0.995)]}},
+  }
+  summary = suite.summarize({'flip_flop': results})
+  cell = summary['held_out']['flip_flop']['a']['sparse']['32']
+  assert cell['per_seed'] == pytest.approx([10.0, 5.0]) and cell['mean'] == pytest.approx(7.5)
+  assert cell['std'] == pytest.approx(5 / 2**0.5) and cell['min'] == pytest.approx(5.0)
+  assert '| a | 7.5 ± 3.5 [5.0; 10.0, 5.0] |' in suite.held_out_markdown(summary)
+  assert "sparse: {'p_ignore': 0.98} at length 32" in suite.held_out_markdown(summary)
+
+
+@pytest.mark.slow
+def test_a_tiny_suite_evaluates_randomized_encoders_at_random_positions_and_the_flip_flop_sets(tmp_path):
+  """End to end on the LM study's evaluation code: randomized RoPE is evaluated at random positions (K draws,
+  deterministic per seed) and at 0..L-1; exact match beside accuracy; the flip-flop sets' glitch rates."""
+  config = tiny_suite(tasks=('flip_flop',))
+  config.suite.encoders = ('rope', 'rand: randomized(rope, max_position={2*longest})')
+  config.suite.seeds = (0,)
+  config.eval.position_draws = 2
+  config.suite.protocols.flip_flop.held_out_examples = 16
+  summary = suite.run_suite(config, tmp_path)
+  results = json.load(open(tmp_path / 'flip_flop' / 'results.json'))
+  rows = {r['name']: r for r in results['runs']}
+  assert list(rows) == ['rope', 'rand', 'rand@0..L-1']
+  assert rows['rand']['spec'] == 'randomized(rope, max_position=514)'
+  assert rows['rand']['positions'] == 'random: ordered positions from [0, 514), mean over 2 draws'
+  assert rows['rand']['position_draws'] == 2 and rows['rope']['positions'] == '0..L-1'
+  assert set(rows['rand']['exact_match_by_length_per_seed']) == {'16', '32', '64', '128'}
+  assert summary['cells']['flip_flop/rand']['max_position'] == 514
+  assert summary['cells']['flip_flop/rand']['sequence']['out_of_distribution']['per_seed']
+  held = json.load(open(tmp_path / 'flip_flop' / 'runs' / 'rand' / 'seed0' / 'held_out.json'))
+  sparse = held['sets']['sparse']
+  assert sparse['task_kwargs'] == {'p_ignore': 0.98} and sparse['positions'] == rows['rand']['positions']
+  at = sparse['by_length']['32']
+  assert at['glitch_rate'] == pytest.approx(1000 * (1 - at['accuracy'])) and 16 <= at['scored_tokens'] < 16 * 33
+  assert 'sequential' in sparse and 'sequential' not in held_out_of(tmp_path, 'rope')['sets']['dense']
+  assert set(summary['held_out']['flip_flop']) == {'rope', 'rand', 'rand@0..L-1'}
+  # Deterministic per seed: evaluating again (the records removed) gives the same numbers.
+  os.remove(tmp_path / 'flip_flop' / 'runs' / 'rand' / 'seed0' / 'held_out.json')
+  assert suite.run_suite(config, tmp_path, train_fn=lambda *a, **k: pytest.fail('retrained')) == summary
+  text = open(tmp_path / 'README.md').read()
+  assert '## Held-out sets' in text and '| rand |' in text
+
+
+def held_out_of(workdir, label):
+  return json.load(open(workdir / 'flip_flop' / 'runs' / label / 'seed0' / 'held_out.json'))
