@@ -26,22 +26,18 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import threading
 from typing import Any
 
+from relpos_jax import files
 from relpos_jax.study import stats
 
 Results = dict[str, Any]
 
 
 def write_json(results: Results, path: str) -> str:
-  # One temporary file per writer: suite processes (--tasks) all write the same summary.json, and a shared
-  # temporary name let one rename the other's half-written file.
-  tmp = f'{path}.{os.getpid()}.{threading.get_ident()}.tmp'
-  with open(tmp, 'w') as f:
-    json.dump(results, f, indent=2, sort_keys=True)
-  os.replace(tmp, path)  # Atomic: an interrupted write never leaves a truncated results file.
+  """Writes `results` as JSON to `path` atomically (`relpos_jax.files`: an interrupted write never leaves a
+  truncated results file, and concurrent writers of one file never tear it); returns the path."""
+  files.write_text_atomic(path, json.dumps(results, indent=2, sort_keys=True))
   return path
 
 

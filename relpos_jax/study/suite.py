@@ -37,6 +37,7 @@ from typing import Callable, Sequence
 import jax
 import ml_collections
 
+from relpos_jax import files
 from relpos_jax.study import report, stats
 from relpos_jax.study.runner import run_study, validate_study, write_outputs
 from relpos_jax.train import config as config_lib
@@ -317,21 +318,21 @@ def write_summary(summary: dict, workdir: str) -> dict[str, str]:
       previous = f.read()
     if NOTES_MARKER in previous:
       notes = previous[previous.index(NOTES_MARKER) + len(NOTES_MARKER) :]
-  with open(path + '.tmp', 'w') as f:
-    f.write(
-        f'# {summary.get("title") or "Length-generalization suite"}\n\n'
-        f'Mean accuracy beyond the training lengths (± : {stats.PLUS_MINUS}; in brackets: within them). ✗: this '
-        f"encoder's mean accuracy within the training lengths is below {ID_LEARNED}, so it did not learn "
-        'the task and its number beyond them says nothing about length generalization. Tasks marked "not '
-        'learned" are not learned by any encoder.\n\n'
-        + markdown(summary)
-        + '\n![mean accuracy beyond the training lengths](heatmap.png)\n\n## Protocol\n\n'
-        + protocol_markdown(summary)
-        + '\n'
-        + NOTES_MARKER
-        + (notes or '\n')
-    )
-  os.replace(path + '.tmp', path)
+  # issue 23: through the one atomic writer (relpos_jax.files).
+  files.write_text_atomic(
+      path,
+      f'# {summary.get("title") or "Length-generalization suite"}\n\n'
+      f'Mean accuracy beyond the training lengths (± : {stats.PLUS_MINUS}; in brackets: within them). ✗: this '
+      f"encoder's mean accuracy within the training lengths is below {ID_LEARNED}, so it did not learn "
+      'the task and its number beyond them says nothing about length generalization. Tasks marked "not '
+      'learned" are not learned by any encoder.\n\n'
+      + markdown(summary)
+      + '\n![mean accuracy beyond the training lengths](heatmap.png)\n\n## Protocol\n\n'
+      + protocol_markdown(summary)
+      + '\n'
+      + NOTES_MARKER
+      + (notes or '\n'),
+  )
   paths['markdown'] = path
   paths['heatmap'] = heatmap(summary, os.path.join(workdir, 'heatmap.png'))
   return paths

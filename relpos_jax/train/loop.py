@@ -46,6 +46,7 @@ from absl import logging
 from etils import epath
 from flax import nnx
 
+from relpos_jax import files
 from relpos_jax.nn.models import BidirectionalModel, DecoderLM
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import metrics as metrics_lib
@@ -352,7 +353,7 @@ def train(
   )
   from relpos_jax.nn.models import positions_encoder  # Per-layer encoders share one position draw.
 
-  encoder = positions_encoder(config_lib.resolve_encoder(config))
+  encoder = positions_encoder(config_lib.encoder_of(config))
   eval_positions = EvalPositions.of(encoder, config_lib.parse(config).eval.position_draws, config.seed)
   train_step = make_train_step(
       parts.graphdef, data.objective, optimizer, encoder, mesh=mesh, use_padding_mask=data.uses_padding
@@ -585,7 +586,7 @@ def _check_run_directory(config, data, workdir: str) -> dict[str, dict]:
 def _write_records(workdir: str, records: Mapping[str, dict]) -> None:
   for name, content in records.items():
     # Atomic: the other processes of a multi-process run read these records while the chief writes them.
-    metrics_lib.write_text_atomic(epath.Path(workdir) / name, json.dumps(content, indent=2, sort_keys=True))
+    files.write_text_atomic(epath.Path(workdir) / name, json.dumps(content, indent=2, sort_keys=True))
 
 
 def load_model(
