@@ -210,7 +210,7 @@ def reevaluate_study(config, workdir: str | os.PathLike) -> dict:
           'description': study.description,
           'trained_workdir': str(trained_workdir),
           'config': json.loads(base.to_json_best_effort()),
-          **runner._environment(),
+          **runner.environment(),
       },
   }
   seeds = runner.parse_seeds(study, base)

@@ -356,7 +356,8 @@ def train_length(base) -> int:
   return int(base.data.train_length if base.data.source == 'corpus' else base.data.max_length)
 
 
-def _environment() -> dict:
+def environment() -> dict:
+  """Where a results file was computed: the JAX version, the devices, the platform, Python and the date."""
   device = jax.devices()[0]
   return {
       'jax_version': jax.__version__,
@@ -735,7 +736,7 @@ def _run_study(base, study, entries, seeds, data, workdir, train_fn, on_result, 
           'data': data.describe(),
           'corpus_fingerprint': data.describe().get('fingerprint'),
           'config': json.loads(base.to_json_best_effort()),
-          **_environment(),
+          **environment(),
       },
   }
   if finished_only:
