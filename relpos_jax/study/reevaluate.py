@@ -37,7 +37,7 @@ from relpos_jax.train import config as config_lib
 EVAL_MODEL_FIELDS = ('attention_implementation', 'attention_block_size')
 
 
-def eval_config(trained: ml_collections.ConfigDict, config) -> ml_collections.ConfigDict:
+def reevaluation_config(trained: ml_collections.ConfigDict, config) -> ml_collections.ConfigDict:
   """The trained run's config with `config`'s evaluation section and attention implementation."""
   out = ml_collections.ConfigDict(trained.to_dict())
   out.eval = ml_collections.ConfigDict(config.eval.to_dict())
@@ -110,7 +110,7 @@ def _reevaluate_seed(
         f'{run_dir} trained {trained.model.encoder!r}.'
     )
   trained_record = _finished_record(run_dir, trained)
-  config_e = eval_config(trained, base)
+  config_e = reevaluation_config(trained, base)
   result_path = os.path.join(workdir, 'runs', entry.label, f'seed{seed}', runner.RESULT_FILE)
   as_json = json.loads(config_e.to_json_best_effort())
   if os.path.exists(result_path):
@@ -187,7 +187,7 @@ def _reevaluate_seed(
 
 def reevaluate_study(config, workdir: str | os.PathLike) -> dict:
   """Evaluates the runs of `config.study.trained_workdir` at `config.eval.lengths`; returns the results."""
-  base, study = runner.split_config(config)
+  base, study = runner.split_study_config(config)
   trained_workdir = study.trained_workdir
   if not trained_workdir:
     raise config_lib.ConfigError('config.study.trained_workdir is missing: the study whose runs to evaluate.')

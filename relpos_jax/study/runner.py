@@ -163,7 +163,7 @@ def parse_entries(encoders: Sequence[str]) -> list[Entry]:
   return entries
 
 
-def split_config(config) -> tuple[ml_collections.ConfigDict, Study]:
+def split_study_config(config) -> tuple[ml_collections.ConfigDict, Study]:
   """(the training config shared by every encoder, the `study` section)."""
   if 'study' not in config:
     raise config_lib.ConfigError(
@@ -275,7 +275,7 @@ def check_protocol(study: Study, entries: Sequence[Entry], lengths) -> None:
 def validate_study(config) -> tuple[ml_collections.ConfigDict, list[Entry]]:
   """Checks the whole study up front (every encoder's run config), so a bad entry fails in seconds,
   not after an hour of training the entries before it."""
-  base, study = split_config(config)
+  base, study = split_study_config(config)
   entries = parse_entries(study.encoders)
   parse_seeds(study, base)
   if not base.eval.lengths:
@@ -289,7 +289,7 @@ def validate_study(config) -> tuple[ml_collections.ConfigDict, list[Entry]]:
         warnings.simplefilter('ignore')  # Each run warns again when it starts; here only errors count.
         config_lib.validate(run_config(base, entry))
         if entry.eval_spec is not None:
-          config_lib.validate(transfer.eval_config(run_config(base, entry), entry.eval_spec))
+          config_lib.validate(transfer.with_eval_encoder(run_config(base, entry), entry.eval_spec))
     except ValueError as e:
       if 'config.model' not in str(e):  # A key every run shares (config.eval...): named as it is.
         raise config_lib.ConfigError(str(e)) from None
@@ -317,7 +317,7 @@ def check_transfers(base, entries: Sequence[Entry]) -> None:
         warnings.simplefilter('ignore')
         transfer.check_compatible(
             transfer.param_shapes(config),
-            transfer.param_shapes(transfer.eval_config(config, entry.eval_spec)),
+            transfer.param_shapes(transfer.with_eval_encoder(config, entry.eval_spec)),
             train_spec=entry.spec,
             eval_spec=entry.eval_spec,
         )
@@ -337,7 +337,7 @@ def training_dirs(workdir: str, entries: Sequence[Entry]) -> dict[str, str]:
   return dirs
 
 
-def load_config(path, overrides=None) -> ml_collections.ConfigDict:
+def load_study_config(path, overrides=None) -> ml_collections.ConfigDict:
   """A study config file (`configs/lm.py:study`) with dotted-key overrides, checked as `run_study` checks it."""
   config = config_lib.load_config(path, overrides, validate_config=False)
   validate_study(config)
@@ -408,7 +408,7 @@ def _run_seed(
   config = run_config(base, entry, seed, learning_rate.value)
   transferred = entry.eval_spec is not None
   # What the result records (and is checked against on reuse): the config it was evaluated with.
-  recorded = transfer.eval_config(config, entry.eval_spec) if transferred else config
+  recorded = transfer.with_eval_encoder(config, entry.eval_spec) if transferred else config
   config_json = json.loads(recorded.to_json_best_effort())
   data_id = loop.data_identity(data.describe())
   if os.path.exists(result_path):
@@ -694,7 +694,7 @@ def run_study(
       lists its own `seeds`; encoders with none are left out), e.g. while a long study is under way.
   """
   base, entries = validate_study(config)
-  _, study = split_config(config)
+  _, study = split_study_config(config)
   seeds = parse_seeds(study, base)
   train_fn = None if finished_only else (loop.train if train_fn is None else train_fn)
   workdir = os.fspath(workdir)

@@ -61,7 +61,7 @@ class ConfigError(ValueError):
   """A config that cannot run; the message names the offending key."""
 
 
-def _fail(key: str, value, allowed: str) -> ConfigError:
+def _invalid_key(key: str, value, allowed: str) -> ConfigError:
   return ConfigError(f'config.{key}={value!r} is invalid: {allowed}.')
 
 
@@ -282,7 +282,7 @@ def parse_section(cls, path: str, node, **given):
 def _value(field: dataclasses.Field, hint, value, name: str):
   ok, converted, allowed = _conform(value, hint, field.metadata)
   if not ok:
-    raise _fail(name, value, f'allowed: {allowed}')
+    raise _invalid_key(name, value, f'allowed: {allowed}')
   return converted
 
 
@@ -294,7 +294,7 @@ def _parse_model(node) -> ModelConfig:
   check_keys('config.model', node, MODEL_KEYS, required)
   fields = {k: node[k] for k in _keys(node)}
   if not isinstance(fields['encoder'], str) or not fields['encoder'].strip():
-    raise _fail('model.encoder', fields['encoder'], 'allowed: an encoder spec string, e.g. "alibi"')
+    raise _invalid_key('model.encoder', fields['encoder'], 'allowed: an encoder spec string, e.g. "alibi"')
   try:
     return ModelConfig(vocab_size=1, **fields)
   except ModelConfigError as e:
@@ -312,7 +312,7 @@ def parse(config) -> Config:
   if not isinstance(data, (ml_collections.ConfigDict, Mapping)) or 'source' not in _keys(data):
     raise ConfigError(f'missing key config.data.source; allowed: {tuple(SOURCES)}.')
   if data['source'] not in SOURCES:
-    raise _fail('data.source', data['source'], f'allowed: one of {tuple(SOURCES)}')
+    raise _invalid_key('data.source', data['source'], f'allowed: one of {tuple(SOURCES)}')
   sections = {
       'data': parse_section(SOURCES[data['source']], 'data', data),
       'optim': parse_section(Optim, 'optim', config.optim),
@@ -331,39 +331,41 @@ def _check_sections(run: Config) -> None:
   if data.source == 'task':
     run.task  # A task name or kwargs the task refuses fail here, naming the key.
     if data.min_length > data.max_length:
-      raise _fail('data.min_length', data.min_length, f'must be <= config.data.max_length={data.max_length}')
+      raise _invalid_key('data.min_length', data.min_length, f'must be <= config.data.max_length={data.max_length}')
   if data.source == 'corpus':
     try:
       data_lib.corpus.check_source(data.corpus)
     except (TypeError, ValueError) as e:
-      raise _fail('data.corpus', data.corpus, str(e)) from None
+      raise _invalid_key('data.corpus', data.corpus, str(e)) from None
   if train.tensorboard:
     from relpos_jax.train import tensorboard
 
     if not tensorboard.available():
-      raise _fail(
+      raise _invalid_key(
           'train.tensorboard',
           True,
           f'TensorBoard event files need tensorboardX: {tensorboard.INSTALL_HINT}; or set it to False',
       )
   if eval_.scored_tail is not None:
     if data.source != 'corpus':
-      raise _fail('eval.scored_tail', eval_.scored_tail, "a corpus setting; allowed: None with data.source='task'")
+      raise _invalid_key(
+          'eval.scored_tail', eval_.scored_tail, "a corpus setting; allowed: None with data.source='task'"
+      )
     if eval_.lengths and eval_.scored_tail > min(eval_.lengths):
-      raise _fail(
+      raise _invalid_key(
           'eval.scored_tail',
           eval_.scored_tail,
           f'every window scores its last scored_tail targets, so it must be <= the shortest evaluation length '
           f'(config.eval.lengths={eval_.lengths})',
       )
   if data.source == 'corpus' and eval_.pad_multiple != 1:
-    raise _fail(
+    raise _invalid_key(
         'eval.pad_multiple',
         eval_.pad_multiple,
         "corpus windows have exact lengths and are never padded; allowed: 1 with data.source='corpus'",
     )
   if optim.warmup_steps > train.steps:
-    raise _fail(
+    raise _invalid_key(
         'optim.warmup_steps',
         optim.warmup_steps,
         f'warmup must not be longer than training (config.train.steps={train.steps})',
@@ -385,7 +387,7 @@ def validate(config, *, num_devices: int | None = None) -> list[str]:
   num_devices = jax.device_count() if num_devices is None else num_devices
   for name, value in (('train.batch_size', run.train.batch_size), ('eval.batch_size', run.eval.batch_size)):
     if value % num_devices:
-      raise _fail(
+      raise _invalid_key(
           name,
           value,
           f'a global batch must split evenly over the {num_devices} devices '
@@ -397,7 +399,7 @@ def validate(config, *, num_devices: int | None = None) -> list[str]:
         'config', 'model.encoder', run.encoder_spec, layers, causal=architecture(run) == 'causal'
     )
   except validation.InvalidValue as e:
-    raise _fail('model.encoder', run.encoder_spec, f'allowed: {e.allowed}') from None
+    raise _invalid_key('model.encoder', run.encoder_spec, f'allowed: {e.allowed}') from None
   limit = train_position_limit(run.encoder)
   longest_train = longest_training_sequence(run)
   if limit is not None and longest_train > limit:
@@ -440,7 +442,7 @@ def _warnings(run: Config, limit: int | None, longest: int) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------- derived quantities
-def resolve_encoder(config) -> contract.Encoder:
+def encoder_of(config) -> contract.Encoder:
   """The Encoder object of `config.model.encoder` (a spec string), or a tuple of them for per-layer
   encoders ('(rope, rope, rope, nope)'); errors name the key."""
   return parse(config).encoder
@@ -568,7 +570,7 @@ def load_config(
   For notebooks and tests: `load_config('configs/lm.py', {'model.num_layers': 4})`, and variants:
   `load_config('configs/algorithmic.py:published')`. Unknown override keys raise (the config is locked,
   as config_flags locks it). A study config (with a `study` section) is validated by
-  `relpos_jax.study.load_config`.
+  `relpos_jax.study.load_study_config`.
   """
   config = config_from_file(path)
   for name, value in (overrides or {}).items():

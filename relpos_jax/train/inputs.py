@@ -101,11 +101,11 @@ def batches_of(arrays: Batch, batch_size: int) -> list[Batch]:
   return [{k: v[i : i + batch_size] for k, v in arrays.items()} for i in range(0, n + fill, batch_size)]
 
 
-def eval_batch_size(eval_config, length: int, num_devices: int | None = None) -> int:
+def eval_batch_size(eval_section, length: int, num_devices: int | None = None) -> int:
   """Rows per evaluation batch at `length` tokens: `eval.batch_size`, or fewer under
   `eval.max_tokens_per_batch`, but always a multiple of the device count (at least one row per device)."""
-  size = int(eval_config.batch_size)
-  budget = getattr(eval_config, 'max_tokens_per_batch', None)
+  size = int(eval_section.batch_size)
+  budget = getattr(eval_section, 'max_tokens_per_batch', None)
   if budget is None:
     return size
   if num_devices is None:
@@ -148,7 +148,7 @@ class CorpusData:
     self.seed = int(config.seed)
     self.batch_size = int(config.train.batch_size)
     self.train_length = int(config.data.train_length)
-    self.eval_config = config.eval
+    self.eval_section = config.eval
     if corpus is None:
       try:
         corpus = data_lib.Corpus.load(config.data.corpus, max_train_bytes=config.data.max_train_bytes)
@@ -167,7 +167,7 @@ class CorpusData:
   @property
   def scored_tail(self) -> int:
     """T: the targets scored per window (`eval.scored_tail`, default the shortest evaluation length)."""
-    tail = getattr(self.eval_config, 'scored_tail', None)
+    tail = getattr(self.eval_section, 'scored_tail', None)
     if tail is not None:
       return int(tail)
     return min(self.eval_lengths) if self.eval_lengths else self.train_length
@@ -178,8 +178,8 @@ class CorpusData:
     own anchors or a shorter tail), and its fingerprint then shows that it scores other targets."""
     tail = min(self.scored_tail, length)
     reach = max(self.eval_lengths + (length,))
-    num_tokens = getattr(self.eval_config, 'num_tokens', None)
-    count = int(self.eval_config.num_examples) if num_tokens is None else max(1, -(-int(num_tokens) // tail))
+    num_tokens = getattr(self.eval_section, 'num_tokens', None)
+    count = int(self.eval_section.num_examples) if num_tokens is None else max(1, -(-int(num_tokens) // tail))
     return reach, tail, count
 
   def require_split(self, split: str, lengths) -> None:
@@ -201,11 +201,11 @@ class CorpusData:
     reach, tail, count = self._window_plan(max(self.eval_lengths))
     available = len(self.corpus.anchors(reach, tail, count, split))
     if available < count:
-      num_tokens = getattr(self.eval_config, 'num_tokens', None)
+      num_tokens = getattr(self.eval_section, 'num_tokens', None)
       what = (
           f'config.eval.num_tokens={num_tokens}'
           if num_tokens is not None
-          else f'config.eval.num_examples={self.eval_config.num_examples}'
+          else f'config.eval.num_examples={self.eval_section.num_examples}'
       )
       warnings.warn(
           f'{what} asks for more {split} text than the corpus has: its {split} split '
@@ -230,7 +230,7 @@ class CorpusData:
     batch['position_mask'] = batch['loss_mask'].copy()  # every position, for the loss-against-position curve
     for mask in ('loss_mask', 'accuracy_mask'):
       batch[mask][:, : int(length) - tail] = 0.0
-    return batches_of(batch, eval_batch_size(self.eval_config, length))
+    return batches_of(batch, eval_batch_size(self.eval_section, length))
 
   def scored_set(self, length: int, split: str = 'validation') -> dict:
     reach, tail, count = self._window_plan(int(length))
@@ -248,7 +248,7 @@ class TaskData:
 
   def __init__(self, config):
     self.seed = int(config.seed)
-    self.eval_config = config.eval
+    self.eval_section = config.eval
     self.task = config_lib.resolve_task(config)
     self.spec = data_lib.BatchSpec(
         batch_size=int(config.train.batch_size),
@@ -275,12 +275,12 @@ class TaskData:
   def eval_set(self, length: int, split: str = 'validation') -> list[Batch]:
     """`eval.num_examples` examples of input length `length`, right-padded (masked) to a multiple of
     `eval.pad_multiple` tokens; 'test' examples come from another random stream than 'validation'."""
-    rng = eval_rng(self.eval_config.seed, length, split)
-    batch = self.task.sample(rng, int(self.eval_config.num_examples), int(length))
-    multiple = int(self.eval_config.pad_multiple)
+    rng = eval_rng(self.eval_section.seed, length, split)
+    batch = self.task.sample(rng, int(self.eval_section.num_examples), int(length))
+    multiple = int(self.eval_section.pad_multiple)
     total = batch['inputs'].shape[1]
     batch = data_lib.pad_batch(batch, -(-total // multiple) * multiple, self.task.pad_id)
-    return batches_of(task_batch(batch), eval_batch_size(self.eval_config, batch['inputs'].shape[1]))
+    return batches_of(task_batch(batch), eval_batch_size(self.eval_section, batch['inputs'].shape[1]))
 
   def scored_set(self, length: int, split: str = 'validation') -> dict:
     """A task's examples differ at every length by design (their input length); the fingerprint covers

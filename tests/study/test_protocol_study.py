@@ -171,7 +171,7 @@ def test_beyond_chance_by_hand():
 def test_reevaluation_refuses_unfinished_and_names_corrupt_records(tmp_path):
   run_dir = tmp_path / 'trained' / 'runs' / 'alibi' / 'seed0'
   run_dir.mkdir(parents=True)
-  base, _ = runner.split_config(tiny_study_config(encoders=('alibi',)))
+  base, _ = runner.split_study_config(tiny_study_config(encoders=('alibi',)))
   trained = runner.run_config(base, runner.Entry('alibi', 'alibi'), 0)
   (run_dir / 'config.json').write_text(trained.to_json_best_effort())
   config = tiny_study_config(encoders=('alibi',))
