@@ -493,9 +493,17 @@ def _run_seed(
   return run
 
 
+def _computed(config_json):
+  """A run's config less `train.tensorboard`: where its events go is not what it computes (and results written
+  before the shipped configs left that key None hold the machine's True or False)."""
+  if not isinstance(config_json, dict):
+    return config_json
+  return {**config_json, 'train': {k: v for k, v in (config_json.get('train') or {}).items() if k != 'tensorboard'}}
+
+
 def _check_saved(saved: dict, run_dir: str, config_json, data_id: dict, train_spec: str | None) -> None:
   """A finished result is reused only for the same config (and, for 'X -> Y', the same X) and data."""
-  if saved.get('config') != config_json or saved.get('train_spec') != train_spec:
+  if _computed(saved.get('config')) != _computed(config_json) or saved.get('train_spec') != train_spec:
     raise config_lib.ConfigError(
         f'{run_dir} holds a finished run of another config; use a new workdir or remove that directory.'
     )

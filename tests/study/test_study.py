@@ -456,3 +456,12 @@ def test_reevaluate_errors_name_the_problem(tmp_path):
   with pytest.raises(config_lib.ConfigError, match='holds no trained run'):
     reevaluate.reevaluate_study(config, tmp_path / 'out')
 
+
+def test_a_finished_run_is_reused_whatever_train_tensorboard_said(tmp_path):
+  """Results written when the shipped configs set train.tensorboard to the machine's True/False are reused
+  now that they leave it None; any other difference still refuses the reuse."""
+  config = {'seed': 0, 'train': {'steps': 10, 'tensorboard': None}}
+  saved = {'config': {'seed': 0, 'train': {'steps': 10, 'tensorboard': True}}, 'data': {'d': 1}}
+  runner._check_saved(saved, str(tmp_path), config, {'d': 1}, None)
+  with pytest.raises(config_lib.ConfigError, match='another config'):
+    runner._check_saved(saved, str(tmp_path), {**config, 'train': {'steps': 11, 'tensorboard': None}}, {'d': 1}, None)

@@ -243,12 +243,16 @@ def test_tensorboard_key_defaults_to_what_is_installed(monkeypatch, lm_config):
   from relpos_jax.train import tensorboard
 
   shipped = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'))
-  assert shipped.train.tensorboard is tensorboard.available()
+  # The same on every machine: None, decided where the events are written.
+  assert shipped.train.tensorboard is None and tensorboard.enabled(shipped.train) is tensorboard.available()
   config = lm_config()  # no train.tensorboard key: on iff installed
   assert 'tensorboard' not in config.train and tensorboard.enabled(config.train) is tensorboard.available()
   config.train.tensorboard = False
   assert not tensorboard.enabled(config.train)
   monkeypatch.setattr(tensorboard, 'available', lambda: False)
+  assert not tensorboard.enabled(shipped.train)  # absent tensorboardX: no events, no error
+  overridden = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'), {'train.tensorboard': False})
+  assert overridden.train.tensorboard is False  # the placeholder takes a bool, as --config.train.tensorboard does
   config.train.tensorboard = True
   with pytest.raises(
       ConfigError, match=r'config\.train\.tensorboard=True is invalid: .*tensorboardX.*relpos_jax\[tensorboard\]'
