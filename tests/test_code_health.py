@@ -113,3 +113,17 @@ def test_no_private_name_imported_across_modules():
   (rename it without the underscore), not an implementation detail reached into."""
   found = [line for path in sorted((ROOT / 'relpos_jax').rglob('*.py')) for line in _private_imports(path)]
   assert not found, 'private names used across modules:\n' + '\n'.join(found)
+
+
+def test_no_data_source_switch_outside_the_source_sections():
+  """What depends on the data source is a method of its section (train/config.py's CorpusSource, TaskSource):
+  no `source == 'corpus'` switch elsewhere."""
+  import re
+
+  found = [
+      f'{path}:{n}: {line.strip()}'
+      for path in sorted((ROOT / 'relpos_jax').rglob('*.py'))
+      for n, line in enumerate(path.read_text().splitlines(), 1)
+      if re.search(r'\bsource\s*[!=]=|[!=]=\s*[\w.]*\bsource\b', line)
+  ]
+  assert not found, 'switches on the data source (make them a method of the source section):\n' + '\n'.join(found)

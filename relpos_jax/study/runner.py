@@ -346,14 +346,12 @@ def load_study_config(path, overrides=None) -> ml_collections.ConfigDict:
 
 def metric_name(base) -> tuple[str, bool]:
   """(metric, lower_is_better) of a run: bits per character for the corpus, accuracy for tasks."""
-  if base.data.source == 'corpus':
-    return 'bits_per_char', True
-  return 'accuracy', False
+  return config_lib.data_source(base).metric
 
 
 def train_length(base) -> int:
   """The longest training length (the reference point of every ratio)."""
-  return int(base.data.train_length if base.data.source == 'corpus' else base.data.max_length)
+  return config_lib.data_source(base).max_train_length
 
 
 def environment() -> dict:

@@ -126,6 +126,9 @@ class Eval:
   position_draws: int = key(4, ge=1)
 
 
+# The data sources. Each section answers every question that depends on the source (its checks, the model it
+# trains, its lengths, its metric) and builds its data, so no code outside them switches on `data.source`.
+# `run` is the whole parsed Config where an answer needs more than the section (the task, the eval lengths).
 @dataclasses.dataclass(frozen=True)
 class CorpusSource:
   """data.source='corpus': byte-level language modelling on the built-in corpus or your own text."""
@@ -134,6 +137,59 @@ class CorpusSource:
   corpus: str = key()  # 'stdlib' (built in) or a path: a directory of text files, one file, or a glob
   max_train_bytes: int | None = key(ge=1)
   train_length: int = key(ge=1)
+
+  # (metric, lower_is_better) of a study's tables.
+  metric = ('bits_per_char', True)
+
+  def make_task(self) -> None:
+    """No algorithmic task (`Config.task` is None)."""
+    return None
+
+  def check(self, run: Config) -> None:
+    """The corpus path exists and holds text."""
+    try:
+      data_lib.corpus.check_source(self.corpus)
+    except (TypeError, ValueError) as e:
+      raise _invalid_key('data.corpus', self.corpus, str(e)) from None
+
+  def check_eval(self, eval_: Eval) -> None:
+    """`eval.scored_tail` fits the shortest length; windows have exact lengths, so `eval.pad_multiple` is 1."""
+    if eval_.scored_tail is not None and eval_.lengths and eval_.scored_tail > min(eval_.lengths):
+      raise _invalid_key(
+          'eval.scored_tail',
+          eval_.scored_tail,
+          f'every window scores its last scored_tail targets, so it must be <= the shortest evaluation length '
+          f'(config.eval.lengths={eval_.lengths})',
+      )
+    if eval_.pad_multiple != 1:
+      raise _invalid_key(
+          'eval.pad_multiple',
+          eval_.pad_multiple,
+          "corpus windows have exact lengths and are never padded; allowed: 1 with data.source='corpus'",
+      )
+
+  def architecture(self, run: Config) -> str:
+    return 'causal'
+
+  def vocab_sizes(self, run: Config) -> tuple[int, int | None]:
+    return data_lib.VOCAB_SIZE, None
+
+  @property
+  def max_train_length(self) -> int:
+    """The longest training length (a study's reference point): the window length."""
+    return self.train_length
+
+  def longest_training_sequence(self, run: Config) -> int:
+    return self.train_length
+
+  def longest_sequence(self, run: Config) -> int:
+    return max([self.train_length] + list(run.eval.lengths))
+
+  def build(self, config):
+    """The run's data (`relpos_jax.train.inputs.CorpusData`)."""
+    from relpos_jax.train import inputs  # inputs reads this module
+
+    return inputs.CorpusData(config)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,6 +205,54 @@ class TaskSource:
   # token_mean: mean cross-entropy over the scored positions; sequence_sum: per example, the sum over its
   # output positions, averaged over the batch (the reference code of Ruoss et al. 2023).
   loss_reduction: str = key(choices=LOSS_REDUCTIONS)
+
+  metric = ('accuracy', False)
+
+  def make_task(self) -> data_lib.Task:
+    """The Task object; a name or kwargs the task refuses raise ConfigError naming the key."""
+    try:
+      return data_lib.make_task(self.task, **self.task_kwargs)
+    except (TypeError, ValueError) as e:
+      name = 'data.task' if not self.task_kwargs else 'data.task_kwargs'
+      raise ConfigError(f'config.{name} is invalid: {e}') from None
+
+  def check(self, run: Config) -> None:
+    run.task  # A task name or kwargs the task refuses fail here, naming the key.
+    if self.min_length > self.max_length:
+      raise _invalid_key('data.min_length', self.min_length, f'must be <= config.data.max_length={self.max_length}')
+
+  def check_eval(self, eval_: Eval) -> None:
+    if eval_.scored_tail is not None:
+      raise _invalid_key(
+          'eval.scored_tail', eval_.scored_tail, "a corpus setting; allowed: None with data.source='task'"
+      )
+
+  def architecture(self, run: Config) -> str:
+    """The task's kind: 'bidirectional' (a classifier) or 'causal' (count_copy)."""
+    return run.task.kind
+
+  def vocab_sizes(self, run: Config) -> tuple[int, int | None]:
+    task = run.task
+    return task.vocab_size, (task.num_classes if task.kind == 'bidirectional' else None)
+
+  @property
+  def max_train_length(self) -> int:
+    """The longest training length (a study's reference point): `max_length`."""
+    return self.max_length
+
+  def longest_training_sequence(self, run: Config) -> int:
+    return int(run.task.total_length(self.max_length))
+
+  def longest_sequence(self, run: Config) -> int:
+    multiple = run.eval.pad_multiple
+    padded = [-(-run.task.total_length(n) // multiple) * multiple for n in run.eval.lengths]
+    return max([self.longest_training_sequence(run)] + padded)
+
+  def build(self, config):
+    """The run's data (`relpos_jax.train.inputs.TaskData`)."""
+    from relpos_jax.train import inputs  # inputs reads this module
+
+    return inputs.TaskData(config)
 
 
 SOURCES = {'corpus': CorpusSource, 'task': TaskSource}
@@ -177,13 +281,7 @@ class Config:
   @functools.cached_property
   def task(self) -> data_lib.Task | None:
     """The Task object of a task config (None for the corpus)."""
-    if self.data.source != 'task':
-      return None
-    try:
-      return data_lib.make_task(self.data.task, **self.data.task_kwargs)
-    except (TypeError, ValueError) as e:
-      name = 'data.task' if not self.data.task_kwargs else 'data.task_kwargs'
-      raise ConfigError(f'config.{name} is invalid: {e}') from None
+    return self.data.make_task()
 
 
 TOP_LEVEL_KEYS = tuple(f.name for f in dataclasses.fields(Config) if f.name != 'encoder_spec')
@@ -308,13 +406,8 @@ def parse(config) -> Config:
   if isinstance(config, Config):
     return config
   check_keys('config', config, TOP_LEVEL_KEYS, TOP_LEVEL_KEYS)
-  data = config.data
-  if not isinstance(data, (ml_collections.ConfigDict, Mapping)) or 'source' not in _keys(data):
-    raise ConfigError(f'missing key config.data.source; allowed: {tuple(SOURCES)}.')
-  if data['source'] not in SOURCES:
-    raise _invalid_key('data.source', data['source'], f'allowed: one of {tuple(SOURCES)}')
   sections = {
-      'data': parse_section(SOURCES[data['source']], 'data', data),
+      'data': data_source(config),
       'optim': parse_section(Optim, 'optim', config.optim),
       'train': parse_section(Train, 'train', config.train),
       'eval': parse_section(Eval, 'eval', config.eval),
@@ -325,18 +418,22 @@ def parse(config) -> Config:
   return run
 
 
+def data_source(config) -> CorpusSource | TaskSource:
+  """The typed data section of `config` (a ConfigDict, or a Config: its own), checked key by key."""
+  if isinstance(config, Config):
+    return config.data
+  data = config.data
+  if not isinstance(data, (ml_collections.ConfigDict, Mapping)) or 'source' not in _keys(data):
+    raise ConfigError(f'missing key config.data.source; allowed: {tuple(SOURCES)}.')
+  if data['source'] not in SOURCES:
+    raise _invalid_key('data.source', data['source'], f'allowed: one of {tuple(SOURCES)}')
+  return parse_section(SOURCES[data['source']], 'data', data)
+
+
 def _check_sections(run: Config) -> None:
   """Combinations of keys that cannot work whatever the devices."""
   data, optim, train, eval_ = run.data, run.optim, run.train, run.eval
-  if data.source == 'task':
-    run.task  # A task name or kwargs the task refuses fail here, naming the key.
-    if data.min_length > data.max_length:
-      raise _invalid_key('data.min_length', data.min_length, f'must be <= config.data.max_length={data.max_length}')
-  if data.source == 'corpus':
-    try:
-      data_lib.corpus.check_source(data.corpus)
-    except (TypeError, ValueError) as e:
-      raise _invalid_key('data.corpus', data.corpus, str(e)) from None
+  data.check(run)
   if train.tensorboard:
     from relpos_jax.train import tensorboard
 
@@ -346,24 +443,7 @@ def _check_sections(run: Config) -> None:
           True,
           f'TensorBoard event files need tensorboardX: {tensorboard.INSTALL_HINT}; or set it to False',
       )
-  if eval_.scored_tail is not None:
-    if data.source != 'corpus':
-      raise _invalid_key(
-          'eval.scored_tail', eval_.scored_tail, "a corpus setting; allowed: None with data.source='task'"
-      )
-    if eval_.lengths and eval_.scored_tail > min(eval_.lengths):
-      raise _invalid_key(
-          'eval.scored_tail',
-          eval_.scored_tail,
-          f'every window scores its last scored_tail targets, so it must be <= the shortest evaluation length '
-          f'(config.eval.lengths={eval_.lengths})',
-      )
-  if data.source == 'corpus' and eval_.pad_multiple != 1:
-    raise _invalid_key(
-        'eval.pad_multiple',
-        eval_.pad_multiple,
-        "corpus windows have exact lengths and are never padded; allowed: 1 with data.source='corpus'",
-    )
+  data.check_eval(eval_)
   if optim.warmup_steps > train.steps:
     raise _invalid_key(
         'optim.warmup_steps',
@@ -456,15 +536,13 @@ def resolve_task(config) -> data_lib.Task:
 def architecture(config) -> str:
   """'causal' (a causal LM: the corpus, causal tasks such as count_copy) or 'bidirectional' (a classifier)."""
   run = parse(config)
-  return 'causal' if run.data.source == 'corpus' else run.task.kind
+  return run.data.architecture(run)
 
 
 def vocab_sizes(config) -> tuple[int, int | None]:
   """(vocab_size, output_vocab_size) of the run's model: the data fixes them, not the config."""
   run = parse(config)
-  if run.data.source == 'corpus':
-    return data_lib.VOCAB_SIZE, None
-  return run.task.vocab_size, (run.task.num_classes if run.task.kind == 'bidirectional' else None)
+  return run.data.vocab_sizes(run)
 
 
 def model_config(config) -> ModelConfig:
@@ -476,20 +554,13 @@ def model_config(config) -> ModelConfig:
 def longest_training_sequence(config) -> int:
   """The most tokens a training batch holds (the largest bucket for tasks)."""
   run = parse(config)
-  if run.data.source == 'corpus':
-    return run.data.train_length
-  return int(run.task.total_length(run.data.max_length))
+  return run.data.longest_training_sequence(run)
 
 
 def longest_sequence(config) -> int:
   """The most tokens any training or evaluation sequence of the run holds (what position tables must cover)."""
   run = parse(config)
-  lengths = list(run.eval.lengths)
-  if run.data.source == 'corpus':
-    return max([run.data.train_length] + lengths)
-  multiple = run.eval.pad_multiple
-  padded = [-(-run.task.total_length(n) // multiple) * multiple for n in lengths]
-  return max([longest_training_sequence(run)] + padded)
+  return run.data.longest_sequence(run)
 
 
 def layer_leaves(encoder) -> tuple[contract.Encoder, ...]:

@@ -304,11 +304,5 @@ class TaskData:
 
 
 def build_data(config) -> CorpusData | TaskData:
-  """The data of `config` (`config.data.source` picks the corpus or an algorithmic task)."""
-  if config.data.source == 'corpus':
-    return CorpusData(config)
-  if config.data.source == 'task':
-    return TaskData(config)
-  raise config_lib.ConfigError(
-      f'config.data.source={config.data.source!r} is invalid; allowed: ' f'{tuple(config_lib.SOURCES)}.'
-  )
+  """The data of `config`: its data section builds it (`config_lib.CorpusSource.build`, `TaskSource.build`)."""
+  return config_lib.data_source(config).build(config)

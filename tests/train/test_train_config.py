@@ -262,3 +262,18 @@ def test_tensorboard_key_defaults_to_what_is_installed(monkeypatch, lm_config):
   config.train.tensorboard = 'yes'
   with pytest.raises(ConfigError, match=r"config\.train\.tensorboard='yes' is invalid: allowed: None or True"):
     validate(config, num_devices=4)
+
+
+def test_the_data_section_answers_for_its_source():
+  lm = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'))
+  task = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'))
+  corpus_source, task_source = config_lib.data_source(lm), config_lib.data_source(task)
+  assert isinstance(corpus_source, config_lib.CorpusSource) and isinstance(task_source, config_lib.TaskSource)
+  assert config_lib.data_source(config_lib.parse(lm)) == corpus_source
+  assert corpus_source.metric == ('bits_per_char', True) and task_source.metric == ('accuracy', False)
+  assert corpus_source.max_train_length == lm.data.train_length and task_source.max_train_length == task.data.max_length
+  assert config_lib.architecture(lm) == 'causal' and config_lib.vocab_sizes(lm) == (256, None)
+  run = config_lib.parse(task)
+  assert config_lib.architecture(task) == run.task.kind
+  assert config_lib.longest_training_sequence(task) == run.task.total_length(task.data.max_length)
+  assert config_lib.parse(lm).task is None
