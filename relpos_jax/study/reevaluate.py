@@ -194,27 +194,12 @@ def reevaluate_study(config, workdir: str | os.PathLike) -> dict:
   entries = runner.parse_entries(study.encoders)
   workdir = os.fspath(workdir)
   os.makedirs(workdir, exist_ok=True)
-  metric, lower_is_better = runner.metric_name(base)
+  metric, _ = runner.metric_name(base)
   lengths = [int(n) for n in base.eval.lengths]
   runner.check_protocol(study, entries, lengths)
-  results = {
-      'metric': metric,
-      'lower_is_better': lower_is_better,
-      'train_length': runner.train_length(base),
-      'eval_lengths': lengths,
-      'split': study.split,
-      'comparison_requests': runner.parse_comparisons(study, entries, lengths),
-      'runs': [],
-      'meta': {
-          'title': study.title,
-          'description': study.description,
-          'trained_workdir': str(trained_workdir),
-          'config': json.loads(base.to_json_best_effort()),
-          **runner.environment(),
-      },
-  }
+  comparison_requests = runner.parse_comparisons(study, entries, lengths)
   seeds = runner.parse_seeds(study, base)
-  results['seeds'] = list(seeds)
+  results = runner.new_results(base, study, seeds, comparison_requests, meta={'trained_workdir': str(trained_workdir)})
   started = time.perf_counter()
   for entry in entries:
     per_seed = [_reevaluate_seed(entry, seed, trained_workdir, base, study, workdir, metric, results) for seed in seeds]

@@ -698,18 +698,24 @@ def run_study(
     on_result: called with the results dict after each encoder (e.g. to re-plot in a notebook).
     finished_only: train nothing; report the (encoder, seed) runs that have finished so far (each run
       lists its own `seeds`; encoders with none are left out), e.g. while a long study is under way.
+
+  With `study.trained_workdir` set, nothing is trained: the runs of that study are evaluated anew
+  (`relpos_jax.study.reevaluate.reevaluate_study`; train_fn, on_result and finished_only do not apply).
   """
-  base, entries = validate_study(config)
   _, study = split_study_config(config)
+  if study.trained_workdir:
+    from relpos_jax.study import reevaluate  # reevaluate reads this module
+
+    return reevaluate.reevaluate_study(config, workdir)
+  base, entries = validate_study(config)
   seeds = parse_seeds(study, base)
   train_fn = None if finished_only else (loop.train if train_fn is None else train_fn)
   workdir = os.fspath(workdir)
   data = inputs.build_data(base)  # One corpus load (or task) shared by every encoder's run.
-  if hasattr(data, 'require_split'):
-    try:
-      data.require_split(study.split, base.eval.lengths)
-    except config_lib.ConfigError as e:
-      raise config_lib.ConfigError(f'config.study.split={study.split!r}: {e}') from None
+  try:
+    data.require_split(study.split, base.eval.lengths)
+  except config_lib.ConfigError as e:
+    raise config_lib.ConfigError(f'config.study.split={study.split!r}: {e}') from None
   check_transfers(base, entries)
   comparison_requests = parse_comparisons(study, entries, [int(n) for n in base.eval.lengths])
   # Every check above runs before the lock: a refused config leaves no trace (not even the workdir).
@@ -721,30 +727,19 @@ def run_study(
 
 
 def _run_study(base, study, entries, seeds, data, workdir, train_fn, on_result, finished_only, comparison_requests):
-  metric, lower_is_better = metric_name(base)
+  metric, _ = metric_name(base)
   os.makedirs(workdir, exist_ok=True)
   train_dirs = training_dirs(workdir, entries)
   ctx = _Context(base=base, study=study, workdir=workdir, train_fn=train_fn, metric=metric, data=data)
   rates = _LearningRates(ctx, entries, seeds, train_dirs)
-  results = {
-      'metric': metric,
-      'lower_is_better': lower_is_better,
-      'train_length': train_length(base),
-      'eval_lengths': [int(n) for n in base.eval.lengths],
-      'seeds': list(seeds),
-      'split': study.split,
-      'protocol': protocol_record(base, study, data),
-      'comparison_requests': comparison_requests,
-      'runs': [],
-      'meta': {
-          'title': study.title,
-          'description': study.description,
-          'data': data.describe(),
-          'corpus_fingerprint': data.describe().get('fingerprint'),
-          'config': json.loads(base.to_json_best_effort()),
-          **environment(),
-      },
-  }
+  results = new_results(
+      base,
+      study,
+      seeds,
+      comparison_requests,
+      protocol=protocol_record(base, study, data),
+      meta={'data': data.describe(), 'corpus_fingerprint': data.describe().get('fingerprint')},
+  )
   if finished_only:
     results['meta']['finished_only'] = True
   started = time.perf_counter()
@@ -762,6 +757,32 @@ def _run_study(base, study, entries, seeds, data, workdir, train_fn, on_result, 
       tensorboard.write_study(results, workdir)
     if on_result is not None:
       on_result(results)
+  return results
+
+
+def new_results(base, study: Study, seeds, comparison_requests, *, protocol=None, meta=None) -> dict:
+  """The results record of a study before its runs (the one place it is built, for a study and a
+  re-evaluation alike): what is measured, at which lengths, over which seeds, and the `meta` of where."""
+  metric, lower_is_better = metric_name(base)
+  results = {
+      'metric': metric,
+      'lower_is_better': lower_is_better,
+      'train_length': train_length(base),
+      'eval_lengths': [int(n) for n in base.eval.lengths],
+      'seeds': list(seeds),
+      'split': study.split,
+      'comparison_requests': comparison_requests,
+      'runs': [],
+      'meta': {
+          'title': study.title,
+          'description': study.description,
+          **(meta or {}),
+          'config': json.loads(base.to_json_best_effort()),
+          **environment(),
+      },
+  }
+  if protocol is not None:
+    results['protocol'] = protocol
   return results
 
 

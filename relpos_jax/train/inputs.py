@@ -70,6 +70,9 @@ class Data(Protocol):
   def describe(self) -> dict:
     ...
 
+  def require_split(self, split: str, lengths) -> None:
+    """ConfigError unless evaluation `split` can serve every one of `lengths` (checked before any training)."""
+
 
 def train_rng(seed: int, step: int) -> np.random.Generator:
   return np.random.default_rng((TRAIN_STREAM, int(seed), int(step)))
@@ -260,6 +263,9 @@ class TaskData:
     self.objective = Objective('task', reduction=config.data.loss_reduction)
     self.vocab_size = self.task.vocab_size
     self.num_classes = self.task.num_classes
+
+  def require_split(self, split: str, lengths) -> None:
+    """Every split holds examples of every length: a task draws them from the split's own random stream."""
 
   @property
   def buckets(self) -> tuple[int, ...]:

@@ -399,6 +399,9 @@ def test_finished_results_on_another_corpus_are_not_reused(tmp_path, monkeypatch
     def describe(self):
       return {'source': 'corpus', 'fingerprint': '0123456789abcdef'}
 
+    def require_split(self, split, lengths):
+      pass
+
   monkeypatch.setattr(inputs, 'build_data', lambda config: OtherCorpus())
   with pytest.raises(ValueError, match=r'runs/alibi/seed0 holds a finished run on other data.*0123456789abcdef'):
     study.run_study(config, tmp_path, train_fn=lambda *a, **k: pytest.fail('must not train'))
