@@ -56,7 +56,7 @@ def load_json(path: str) -> Results:
     ) from None
 
 
-def _value(run, length):
+def _mean_at(run, length):
   value = run['by_length'].get(str(length))
   return None if value is None else float(value)
 
@@ -128,7 +128,7 @@ def markdown_table(results: Results) -> str:
     return stats.mean([values[n] for n in in_dist]), stats.mean([values[n] for n in out_dist]), ratio
 
   for run in results['runs']:
-    values = {length: _value(run, length) for length in lengths}
+    values = {length: _mean_at(run, length) for length in lengths}
     per_seed = {length: _per_seed(run, length) for length in lengths}
     seeds_summaries = None
     if all(v is not None for v in per_seed.values()):
@@ -325,7 +325,7 @@ def plot(results: Results, path: str) -> str:
   ax = fig.subplots()
   cmap = matplotlib.colormaps['tab20']
   for n, run in enumerate(results['runs']):
-    values = [_value(run, length) for length in lengths]
+    values = [_mean_at(run, length) for length in lengths]
     points = [(length, v) for length, v in zip(lengths, values) if v is not None]
     if points:
       xs, ys = zip(*points)

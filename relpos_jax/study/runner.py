@@ -367,7 +367,7 @@ def environment() -> dict:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Context:
+class _StudyContext:
   """What every run of one study shares."""
 
   base: ml_collections.ConfigDict
@@ -395,7 +395,7 @@ def _training_config(config: ml_collections.ConfigDict) -> ml_collections.Config
 
 
 def _run_seed(
-    ctx: _Context, entry: Entry, seed: int, learning_rate: LearningRate, train_dir: str | None = None
+    ctx: _StudyContext, entry: Entry, seed: int, learning_rate: LearningRate, train_dir: str | None = None
 ) -> dict | None:
   """One (encoder, seed): trained and evaluated, or read back from its result.json (train_fn None: only
   read back; None if it has not finished). An 'X -> Y' entry trains X in `train_dir` (or finds it trained
@@ -589,7 +589,7 @@ def _selection_loss(run: dict | None) -> float:
 class _LearningRates:
   """Each entry's learning rate: committed, chosen on a grid (training the grid's runs), or fixed."""
 
-  def __init__(self, ctx: _Context, entries: Sequence[Entry], seeds: Sequence[int], train_dirs: dict[str, str]):
+  def __init__(self, ctx: _StudyContext, entries: Sequence[Entry], seeds: Sequence[int], train_dirs: dict[str, str]):
     self.ctx, self.entries, self.seeds, self.train_dirs = ctx, list(entries), list(seeds), train_dirs
     self.committed = committed_learning_rates(ctx.study, entries)
     self.chosen: dict[str, tuple[LearningRate, dict] | None] = {}
@@ -624,7 +624,7 @@ class _LearningRates:
     return os.path.join(self.train_dirs[entry.spec], learning_rate.directory, f'seed{seed}')
 
 
-def _run_entry(ctx: _Context, entry: Entry, seeds: Sequence[int], rates: _LearningRates) -> list[dict] | None:
+def _run_entry(ctx: _StudyContext, entry: Entry, seeds: Sequence[int], rates: _LearningRates) -> list[dict] | None:
   """The study rows of one entry (its own, and its 0..L-1 row when it is evaluated at random positions)."""
   chosen = rates.of(entry)
   if chosen is None:
@@ -730,7 +730,7 @@ def _run_study(base, study, entries, seeds, data, workdir, train_fn, on_result, 
   metric, _ = metric_name(base)
   os.makedirs(workdir, exist_ok=True)
   train_dirs = training_dirs(workdir, entries)
-  ctx = _Context(base=base, study=study, workdir=workdir, train_fn=train_fn, metric=metric, data=data)
+  ctx = _StudyContext(base=base, study=study, workdir=workdir, train_fn=train_fn, metric=metric, data=data)
   rates = _LearningRates(ctx, entries, seeds, train_dirs)
   results = new_results(
       base,

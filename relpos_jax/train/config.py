@@ -373,11 +373,11 @@ def parse_section(cls, path: str, node, **given):
   values = dict(given)
   for f in fields:
     if f.name not in given and f.name in _keys(node):
-      values[f.name] = _value(f, hints[f.name], node[f.name], f'{path}.{f.name}' if path else f.name)
+      values[f.name] = _typed_value(f, hints[f.name], node[f.name], f'{path}.{f.name}' if path else f.name)
   return cls(**values)
 
 
-def _value(field: dataclasses.Field, hint, value, name: str):
+def _typed_value(field: dataclasses.Field, hint, value, name: str):
   ok, converted, allowed = _conform(value, hint, field.metadata)
   if not ok:
     raise _invalid_key(name, value, f'allowed: {allowed}')
@@ -412,7 +412,7 @@ def parse(config) -> Config:
       'train': parse_section(Train, 'train', config.train),
       'eval': parse_section(Eval, 'eval', config.eval),
   }
-  seed = _value(_SEED, int, config.seed, 'seed')
+  seed = _typed_value(_SEED, int, config.seed, 'seed')
   run = Config(seed=seed, model=_parse_model(config.model), encoder_spec=config.model.encoder, **sections)
   _check_sections(run)
   return run
