@@ -140,6 +140,15 @@ def task_batch(batch: Batch) -> Batch:
   return out
 
 
+def _eval_section(config) -> config_lib.Eval:
+  """The typed `eval` section: its optional keys hold the schema's defaults when the ConfigDict leaves them out."""
+  return (
+      config.eval
+      if isinstance(config, config_lib.Config)
+      else config_lib.parse_section(config_lib.Eval, 'eval', config.eval)
+  )
+
+
 class CorpusData:
   """Byte-level language modelling (a causal decoder) on `config.data.corpus`: 'stdlib' (the built-in
   corpus) or a path to a directory of text files, one text file, or a glob pattern (`Corpus.load`)."""
@@ -151,7 +160,7 @@ class CorpusData:
     self.seed = int(config.seed)
     self.batch_size = int(config.train.batch_size)
     self.train_length = int(config.data.train_length)
-    self.eval_section = config.eval
+    self.eval_section = _eval_section(config)
     if corpus is None:
       try:
         corpus = data_lib.Corpus.load(config.data.corpus, max_train_bytes=config.data.max_train_bytes)
@@ -170,7 +179,7 @@ class CorpusData:
   @property
   def scored_tail(self) -> int:
     """T: the targets scored per window (`eval.scored_tail`, default the shortest evaluation length)."""
-    tail = getattr(self.eval_section, 'scored_tail', None)
+    tail = self.eval_section.scored_tail
     if tail is not None:
       return int(tail)
     return min(self.eval_lengths) if self.eval_lengths else self.train_length
@@ -181,7 +190,7 @@ class CorpusData:
     own anchors or a shorter tail), and its fingerprint then shows that it scores other targets."""
     tail = min(self.scored_tail, length)
     reach = max(self.eval_lengths + (length,))
-    num_tokens = getattr(self.eval_section, 'num_tokens', None)
+    num_tokens = self.eval_section.num_tokens
     count = int(self.eval_section.num_examples) if num_tokens is None else max(1, -(-int(num_tokens) // tail))
     return reach, tail, count
 
@@ -204,7 +213,7 @@ class CorpusData:
     reach, tail, count = self._window_plan(max(self.eval_lengths))
     available = len(self.corpus.anchors(reach, tail, count, split))
     if available < count:
-      num_tokens = getattr(self.eval_section, 'num_tokens', None)
+      num_tokens = self.eval_section.num_tokens
       what = (
           f'config.eval.num_tokens={num_tokens}'
           if num_tokens is not None
@@ -251,7 +260,7 @@ class TaskData:
 
   def __init__(self, config):
     self.seed = int(config.seed)
-    self.eval_section = config.eval
+    self.eval_section = _eval_section(config)
     self.task = config_lib.resolve_task(config)
     self.spec = data_lib.BatchSpec(
         batch_size=int(config.train.batch_size),
