@@ -81,7 +81,7 @@ class FrameworkStep:
         parts.graphdef,
         data.objective,
         optimizer,
-        config_lib.resolve_encoder(config),
+        config_lib.encoder_of(config),
         mesh=mesh,
         use_padding_mask=data.uses_padding,
     )

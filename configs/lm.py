@@ -72,7 +72,6 @@ first, so an interrupted run has the main families:
 import ml_collections
 from ml_collections.config_dict import placeholder
 
-from relpos_jax.train import tensorboard
 from relpos_jax.train.config import parse_variants
 
 TRAIN_LENGTH = 64
@@ -254,7 +253,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.train.log_every = 50
   config.train.checkpoint_every = 100
   config.train.keep_checkpoints = 2
-  config.train.tensorboard = tensorboard.available()  # events beside metrics.jsonl if tensorboardX is installed
+  # None: TensorBoard events beside metrics.jsonl iff tensorboardX is installed (decided where they are written,
+  # so this file reads the same on every machine); True: required (a clear error without it); False: off.
+  config.train.tensorboard = placeholder(bool)
 
   config.eval = ml_collections.ConfigDict()
   config.eval.every = 150

@@ -48,14 +48,12 @@ def main(argv) -> None:
 
   if _MULTIHOST.value:
     jax.distributed.initialize()
-  from relpos_jax.study import report, reevaluate, run_study, write_outputs
+  from relpos_jax.study import report, run_study, write_outputs
   from relpos_jax.train import metrics
 
   metrics.quiet_checkpoint_logs()
-  if _CONFIG.value.study.get('trained_workdir'):  # Evaluate another study's trained runs, no training.
-    results = reevaluate.reevaluate_study(_CONFIG.value, _WORKDIR.value)
-  else:
-    results = run_study(_CONFIG.value, _WORKDIR.value, finished_only=_FINISHED_ONLY.value)
+  # With config.study.trained_workdir, run_study evaluates that study's trained runs and trains nothing.
+  results = run_study(_CONFIG.value, _WORKDIR.value, finished_only=_FINISHED_ONLY.value)
   paths = write_outputs(results, _WORKDIR.value)
   print(report.markdown_table(results))
   for kind, path in paths.items():

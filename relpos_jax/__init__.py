@@ -4,8 +4,21 @@ Sign convention, kept everywhere: the relative position of key j as seen from qu
 
     rel = j - i        (key position minus query position)
 
-so keys in the past have negative relative positions (the source lecture's R[i, j] = j - i). A causal model
+so keys in the past have negative relative positions (the lecture's R[i, j] = j - i). A causal model
 only ever sees rel <= 0.
+
+"The lecture", wherever a module cites it, is the document this project started from: a lecture on improving
+the generalization of relative position encodings. Its original (in Chinese) and an English summary (SUMMARY.md)
+are in `../shared/seed/`, beside the repository's checkout. Its sections, as the modules cite them:
+  1   absolute vs relative encodings (`encoders.absolute`: sinusoids, learned tables)
+  2   the relative distance matrix R[i, j] = j - i (`positions`; `encoders.distance`)
+  3   a relative bias added to the attention scores: softmax(Q K^T / sqrt(d_k) + R) V (`nn.attention`)
+  4   Shaw's learnable relative embeddings, 2k + 1 of them, the distance clipped to [-k, k] (`encoders.shaw`)
+  5a  the range extended by piecewise-linear or logarithmic scaling of far distances (`encoders.piecewise`,
+      `encoders.t5`)
+  5b  multi-scale relative encodings: several tables, each at its own granularity (`encoders.multiscale`)
+  5c  absolute and relative combined: scores + R + P (`encoders.combine`, `encoders.absolute`)
+Where this package departs from the lecture's code (its sign, its unclipped indices), the module says so.
 
 The pieces:
   relpos_jax.encoders   pure functional encoders, by kind (scalar bias, vector relative, rotary, absolute)

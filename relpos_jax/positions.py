@@ -4,7 +4,8 @@ Sign convention (kept everywhere in relpos_jax): the relative position of key j 
 
     rel[i, j] = j - i
 
-so keys in the past have negative relative positions, as in the source lecture's R[i, j] = j - i.
+so keys in the past have negative relative positions, as in the lecture's R[i, j] = j - i (section 2; what the
+lecture is: `relpos_jax`'s docstring).
 
 A bias that depends only on j - i is a Toeplitz matrix: constant along every diagonal. For q_len queries and
 k_len keys it has exactly q_len + k_len - 1 distinct values, so `bias_matrix` evaluates the encoder on those

@@ -7,6 +7,7 @@ Both classes of drift went unnoticed before (an import left unused in train/loop
 
 from __future__ import annotations
 
+import ast
 import doctest
 import importlib
 import pathlib
@@ -77,3 +78,52 @@ def test_tree_is_formatted():
       [sys.executable, '-m', 'pyink', '--check', '--quiet', '.'], cwd=ROOT, capture_output=True, text=True, check=False
   )
   assert result.returncode == 0, f'pyink --check . failed; run `pyink .`:\n{result.stdout}{result.stderr}'
+
+
+def _private_imports(path: pathlib.Path) -> list[str]:
+  """`from relpos_jax.x import _name` or `x._name` (x a relpos_jax module) in a module other than x."""
+  module = '.'.join(path.relative_to(ROOT).with_suffix('').parts).removesuffix('.__init__')
+  tree = ast.parse(path.read_text(), str(path))
+  modules = {}  # local name -> the relpos_jax module it is bound to
+  found = []
+
+  def private(name):
+    return name.startswith('_') and not name.startswith('__')
+
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      for alias in node.names:
+        if alias.name.startswith('relpos_jax'):
+          modules[alias.asname or alias.name.split('.')[0]] = alias.asname and alias.name or 'relpos_jax'
+    elif isinstance(node, ast.ImportFrom) and (node.module or '').startswith('relpos_jax') and node.level == 0:
+      for alias in node.names:
+        if private(alias.name) and node.module != module:
+          found.append(f'{path}:{node.lineno}: from {node.module} import {alias.name}')
+        modules[alias.asname or alias.name] = f'{node.module}.{alias.name}'
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Attribute) and private(node.attr) and isinstance(node.value, ast.Name):
+      owner = modules.get(node.value.id)
+      if owner is not None and owner != module:
+        found.append(f'{path}:{node.lineno}: {node.value.id}.{node.attr} ({owner})')
+  return found
+
+
+def test_no_private_name_imported_across_modules():
+  """A name one module of relpos_jax uses from another is public: shared means part of that module's interface
+  (rename it without the underscore), not an implementation detail reached into."""
+  found = [line for path in sorted((ROOT / 'relpos_jax').rglob('*.py')) for line in _private_imports(path)]
+  assert not found, 'private names used across modules:\n' + '\n'.join(found)
+
+
+def test_no_data_source_switch_outside_the_source_sections():
+  """What depends on the data source is a method of its section (train/config.py's CorpusSource, TaskSource):
+  no `source == 'corpus'` switch elsewhere."""
+  import re
+
+  found = [
+      f'{path}:{n}: {line.strip()}'
+      for path in sorted((ROOT / 'relpos_jax').rglob('*.py'))
+      for n, line in enumerate(path.read_text().splitlines(), 1)
+      if re.search(r'\bsource\s*[!=]=|[!=]=\s*[\w.]*\bsource\b', line)
+  ]
+  assert not found, 'switches on the data source (make them a method of the source section):\n' + '\n'.join(found)

@@ -155,7 +155,7 @@ class _Tiler:
 
 
 @dataclasses.dataclass(frozen=True)
-class _ToeplitzBias(_Tiler):
+class ToeplitzBias(_Tiler):
 
   def prepare(self, part, params, ctx):
     rel = positions_lib.distinct_relative_positions(ctx.padded_q_len, ctx.padded_k_len, ctx.q_offset)
@@ -230,12 +230,12 @@ class _VectorRows(_Tiler):
     if local['v'] is not None:
       q = q + local['v']
     projected = jnp.einsum('bihd,rhd->bhir', q, local['key'])  # (B, H, bq, bq + bk - 1)
-    return skew._skew(projected, tile.bk)  # out[i, j] = projected[i, j - i + bq - 1]
+    return skew.skew(projected, tile.bk)  # out[i, j] = projected[i, j - i + bq - 1]
 
   def values(self, part, local, p_t, tile):
     if local['value'] is None:
       return None
-    rows = skew._unskew(p_t.astype(jnp.float32), tile.bq + tile.bk - 1)
+    rows = skew.unskew(p_t.astype(jnp.float32), tile.bq + tile.bk - 1)
     return jnp.einsum('bhir,rhd->bihd', rows, local['value'])
 
 
@@ -259,7 +259,7 @@ class _VectorTable(_Tiler):
 
 def _tiler(part, contiguous: bool) -> _Tiler:
   if part.kind is Kind.SCALAR_BIAS:
-    return _ToeplitzBias() if contiguous and part.is_toeplitz else _PairBias()
+    return ToeplitzBias() if contiguous and part.is_toeplitz else _PairBias()
   if part.kind is Kind.VECTOR_RELATIVE:
     if contiguous and part.clip_distance is None:
       return _VectorRows()
@@ -429,7 +429,7 @@ def _attention_fwd(cfg, q, k, v, theta, aux):
   return out, (q, k, v, theta, aux, out, lse)
 
 
-def _attention_bwd(cfg, residuals, d_out):
+def attention_bwd(cfg, residuals, d_out):
   q, k, v, theta, aux, out, lse = residuals
   d_out = d_out.astype(jnp.float32)
   # D_i = dO_i . O_i = sum_j P_ij dP_ij: the softmax's backward per row, once.
@@ -478,7 +478,7 @@ def _attention_bwd(cfg, residuals, d_out):
   return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), d_theta, None
 
 
-_attention.defvjp(_attention_fwd, _attention_bwd)
+_attention.defvjp(_attention_fwd, attention_bwd)
 
 
 def _pad_axis(x, axis: int, size: int):

@@ -52,7 +52,7 @@ def resolve_encoder(encoder) -> contract.Encoder:
   return spec.from_spec(encoder) if isinstance(encoder, str) else encoder
 
 
-def _fail(field: str, value, allowed: str) -> validation.InvalidValue:
+def _invalid_field(field: str, value, allowed: str) -> validation.InvalidValue:
   return validation.invalid('ModelConfig', field, value, allowed)
 
 
@@ -67,13 +67,13 @@ def resolve_encoders(encoder):
       encoder = split
   if isinstance(encoder, (tuple, list)):
     if not encoder:
-      raise _fail('encoder', encoder, 'a non-empty tuple of encoders or specs (one per layer, or a pattern)')
+      raise _invalid_field('encoder', encoder, 'a non-empty tuple of encoders or specs (one per layer, or a pattern)')
     out = []
     for i, item in enumerate(encoder):
       try:
         out.append(resolve_encoder(item))
       except ValueError as e:
-        raise _fail(
+        raise _invalid_field(
             f'encoder[{i}]', item, f'a valid encoder or spec for the layers i with i % ' f'{len(encoder)} == {i} ({e})'
         ) from e
     return tuple(out)
@@ -85,7 +85,7 @@ def per_layer(value, num_layers: int, field: str) -> tuple:
   if not isinstance(value, tuple):
     return (value,) * num_layers
   if len(value) > num_layers:
-    raise _fail(
+    raise _invalid_field(
         field,
         value,
         f'one entry per layer, or a shorter pattern repeated over them: at most '
@@ -120,7 +120,7 @@ def _readable(encoder) -> str:
 def _window(value, field):
   if value is None or (validation.is_int(value) and 1 <= value <= validation.MAX_POSITION):
     return value  # Bounded: attention_window=10**12 ended in JAX's OverflowError.
-  raise _fail(
+  raise _invalid_field(
       field,
       value,
       f'None (global attention) or an int in [1, {validation.MAX_POSITION}] (sliding window of that many positions)',
@@ -207,7 +207,7 @@ class ModelConfig:
     except ValueError as e:
       if str(e).startswith(who):
         raise
-      raise _fail('encoder', self.encoder, f'a valid encoder or spec ({e})') from e
+      raise _invalid_field('encoder', self.encoder, f'a valid encoder or spec ({e})') from e
     window = self.attention_window
     if isinstance(window, str):
       import ast
@@ -215,12 +215,12 @@ class ModelConfig:
       try:
         window = ast.literal_eval(window)
       except (ValueError, SyntaxError):
-        raise _fail('attention_window', window, 'None, an int >= 1, or a tuple of them per layer') from None
+        raise _invalid_field('attention_window', window, 'None, an int >= 1, or a tuple of them per layer') from None
     if isinstance(window, list):
       window = tuple(window)
     if isinstance(window, tuple):
       if not window:
-        raise _fail('attention_window', window, 'a non-empty tuple (one per layer, or a pattern)')
+        raise _invalid_field('attention_window', window, 'a non-empty tuple (one per layer, or a pattern)')
       for i, w in enumerate(window):
         _window(w, f'attention_window[{i}]')
     else:
@@ -238,14 +238,14 @@ class ModelConfig:
     first_input = position_terms.input_parts(layers[0])
     for i, e in enumerate(layers[1:], 1):
       if position_terms.input_parts(e) != first_input:
-        raise _fail(
+        raise _invalid_field(
             'encoder',
             shown,
             f'every layer with the same absolute part (added once, at the input): '
             f'layer {i} ({_readable(e)}) differs from layer 0 ({_readable(layers[0])})',
         )
       if self.share_position_bias and e != layers[0]:
-        raise _fail(
+        raise _invalid_field(
             'encoder',
             shown,
             f'one encoder for every layer with share_position_bias=True: layer {i} '

@@ -32,7 +32,7 @@ from relpos_jax.nn import blockwise
 def _check_supported(prepared: blockwise.Prepared) -> None:
   cfg = prepared.cfg
   for part, tiler in zip(cfg.parts, cfg.tilers):
-    if not isinstance(tiler, blockwise._ToeplitzBias):
+    if not isinstance(tiler, blockwise.ToeplitzBias):
       raise ValueError(
           f'attention implementation "pallas": encoder {part.name or type(part).__name__!r} of '
           f'kind {part.kind.value!r} needs {type(tiler).__name__[1:]} per tile (query-dependent '
@@ -136,7 +136,7 @@ def _attention_fwd(cfg, q, k, v, theta, aux, interpret):
 
 def _attention_bwd(cfg, interpret, residuals, d_out):
   del interpret
-  return blockwise._attention_bwd(cfg, residuals, d_out)
+  return blockwise.attention_bwd(cfg, residuals, d_out)
 
 
 _attention.defvjp(_attention_fwd, _attention_bwd)

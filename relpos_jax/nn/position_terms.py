@@ -160,10 +160,6 @@ def rotate(
 # POSITION_REMAP
 
 
-def remap_parts(parts) -> list:
-  return [i for i, p in enumerate(parts) if p.kind is Kind.POSITION_REMAP]
-
-
 def remap_scores(
     part,
     params,

@@ -121,7 +121,7 @@ def _take_masked(x: jax.Array, index: jax.Array) -> jax.Array:
   return jnp.where(valid, _take_per_query(x, jnp.clip(index, 0, k_len - 1)), 0.0)
 
 
-def _skew(projected: jax.Array, k_len: int) -> jax.Array:
+def skew(projected: jax.Array, k_len: int) -> jax.Array:
   """(B, H, Lq, R) -> (B, H, Lq, Lk): out[i, j] = projected[i, j - i + Lq - 1], the 'distinct' read.
 
   Transformer-XL's relative shift: with the rows padded to width W, entry (i, j) sits at flat offset
@@ -136,10 +136,10 @@ def _skew(projected: jax.Array, k_len: int) -> jax.Array:
   return flat.reshape(b, h, q_len, width - 1)[..., :k_len]
 
 
-def _unskew(weights: jax.Array, num_rows: int) -> jax.Array:
-  """The transpose of `_skew`: (B, H, Lq, Lk) -> (B, H, Lq, R), A[i, r] = weights[i, r + i - (Lq - 1)].
+def unskew(weights: jax.Array, num_rows: int) -> jax.Array:
+  """The transpose of `skew`: (B, H, Lq, Lk) -> (B, H, Lq, R), A[i, r] = weights[i, r + i - (Lq - 1)].
 
-  Exact when every weight `_skew` would read out of range is zero (none for a full table; rel > 0 for a
+  Exact when every weight `skew` would read out of range is zero (none for a full table; rel > 0 for a
   causal one, which the caller zeroes).
   """
   b, h, q_len, k_len = weights.shape
@@ -156,7 +156,7 @@ def _ahead(table: RelativeTable) -> jax.Array:
 
 def _gather_rows_impl(projected: jax.Array, table: RelativeTable) -> jax.Array:
   if table.mode == 'distinct':
-    out = _skew(projected, table.k_len)
+    out = skew(projected, table.k_len)
     # Pairs ahead of the query have no row in a causal table: they read zero (the causal mask drops them).
     return jnp.where(_ahead(table), 0.0, out) if table.causal else out
   return _take_per_query(projected, table.index)
@@ -168,7 +168,7 @@ def _aggregate_impl(weights: jax.Array, table: RelativeTable) -> jax.Array:
   if table.mode == 'distinct':
     if table.causal:
       weights = jnp.where(_ahead(table), 0.0, weights)
-    return _unskew(weights, table.num_rows)  # row r holds key j = r + i - (Lq - 1)
+    return unskew(weights, table.num_rows)  # row r holds key j = r + i - (Lq - 1)
   assert table.mode == 'clipped', f'mode {table.mode!r} has no row table'
   k = table.clip
   num_rows = 2 * k + 1
@@ -236,7 +236,7 @@ def gather_rows(projected: jax.Array, table: RelativeTable) -> jax.Array:
 def aggregate_weights(weights: jax.Array, table: RelativeTable) -> jax.Array:
   """Attention weights (B, H, Lq, Lk) summed per table row: (B, H, Lq, R), A[i, r] = sum_{j: row(i,j)=r} w_ij.
 
-  distinct: each row is met by at most one key per query, a skew (pad and reshape, `_unskew`; causal:
+  distinct: each row is met by at most one key per query, a skew (pad and reshape, `unskew`; causal:
   rows rel <= 0 only).
   clipped, contiguous: rows strictly inside the window (|rel| < k) are single keys (a gather); the two edge
   rows collect everything at rel <= -k and rel >= k, two masked row sums.

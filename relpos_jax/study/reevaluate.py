@@ -37,7 +37,7 @@ from relpos_jax.train import config as config_lib
 EVAL_MODEL_FIELDS = ('attention_implementation', 'attention_block_size')
 
 
-def eval_config(trained: ml_collections.ConfigDict, config) -> ml_collections.ConfigDict:
+def reevaluation_config(trained: ml_collections.ConfigDict, config) -> ml_collections.ConfigDict:
   """The trained run's config with `config`'s evaluation section and attention implementation."""
   out = ml_collections.ConfigDict(trained.to_dict())
   out.eval = ml_collections.ConfigDict(config.eval.to_dict())
@@ -110,7 +110,7 @@ def _reevaluate_seed(
         f'{run_dir} trained {trained.model.encoder!r}.'
     )
   trained_record = _finished_record(run_dir, trained)
-  config_e = eval_config(trained, base)
+  config_e = reevaluation_config(trained, base)
   result_path = os.path.join(workdir, 'runs', entry.label, f'seed{seed}', runner.RESULT_FILE)
   as_json = json.loads(config_e.to_json_best_effort())
   if os.path.exists(result_path):
@@ -187,34 +187,19 @@ def _reevaluate_seed(
 
 def reevaluate_study(config, workdir: str | os.PathLike) -> dict:
   """Evaluates the runs of `config.study.trained_workdir` at `config.eval.lengths`; returns the results."""
-  base, study = runner.split_config(config)
+  base, study = runner.split_study_config(config)
   trained_workdir = study.trained_workdir
   if not trained_workdir:
     raise config_lib.ConfigError('config.study.trained_workdir is missing: the study whose runs to evaluate.')
   entries = runner.parse_entries(study.encoders)
   workdir = os.fspath(workdir)
   os.makedirs(workdir, exist_ok=True)
-  metric, lower_is_better = runner.metric_name(base)
+  metric, _ = runner.metric_name(base)
   lengths = [int(n) for n in base.eval.lengths]
   runner.check_protocol(study, entries, lengths)
-  results = {
-      'metric': metric,
-      'lower_is_better': lower_is_better,
-      'train_length': runner.train_length(base),
-      'eval_lengths': lengths,
-      'split': study.split,
-      'comparison_requests': runner.parse_comparisons(study, entries, lengths),
-      'runs': [],
-      'meta': {
-          'title': study.title,
-          'description': study.description,
-          'trained_workdir': str(trained_workdir),
-          'config': json.loads(base.to_json_best_effort()),
-          **runner._environment(),
-      },
-  }
+  comparison_requests = runner.parse_comparisons(study, entries, lengths)
   seeds = runner.parse_seeds(study, base)
-  results['seeds'] = list(seeds)
+  results = runner.new_results(base, study, seeds, comparison_requests, meta={'trained_workdir': str(trained_workdir)})
   started = time.perf_counter()
   for entry in entries:
     per_seed = [_reevaluate_seed(entry, seed, trained_workdir, base, study, workdir, metric, results) for seed in seeds]

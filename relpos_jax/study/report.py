@@ -26,22 +26,18 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import threading
 from typing import Any
 
+from relpos_jax import files
 from relpos_jax.study import stats
 
 Results = dict[str, Any]
 
 
 def write_json(results: Results, path: str) -> str:
-  # One temporary file per writer: suite processes (--tasks) all write the same summary.json, and a shared
-  # temporary name let one rename the other's half-written file.
-  tmp = f'{path}.{os.getpid()}.{threading.get_ident()}.tmp'
-  with open(tmp, 'w') as f:
-    json.dump(results, f, indent=2, sort_keys=True)
-  os.replace(tmp, path)  # Atomic: an interrupted write never leaves a truncated results file.
+  """Writes `results` as JSON to `path` atomically (`relpos_jax.files`: an interrupted write never leaves a
+  truncated results file, and concurrent writers of one file never tear it); returns the path."""
+  files.write_text_atomic(path, json.dumps(results, indent=2, sort_keys=True))
   return path
 
 
@@ -60,7 +56,7 @@ def load_json(path: str) -> Results:
     ) from None
 
 
-def _value(run, length):
+def _mean_at(run, length):
   value = run['by_length'].get(str(length))
   return None if value is None else float(value)
 
@@ -132,7 +128,7 @@ def markdown_table(results: Results) -> str:
     return stats.mean([values[n] for n in in_dist]), stats.mean([values[n] for n in out_dist]), ratio
 
   for run in results['runs']:
-    values = {length: _value(run, length) for length in lengths}
+    values = {length: _mean_at(run, length) for length in lengths}
     per_seed = {length: _per_seed(run, length) for length in lengths}
     seeds_summaries = None
     if all(v is not None for v in per_seed.values()):
@@ -312,8 +308,7 @@ def write_markdown(results: Results, path: str) -> str:
     }
   if facts:
     text.append('\n' + '\n'.join(f'- {k}: {v}' for k, v in facts.items()) + '\n')
-  with open(path, 'w') as f:
-    f.write('\n'.join(text))
+  files.write_text_atomic(path, '\n'.join(text))
   return path
 
 
@@ -329,7 +324,7 @@ def plot(results: Results, path: str) -> str:
   ax = fig.subplots()
   cmap = matplotlib.colormaps['tab20']
   for n, run in enumerate(results['runs']):
-    values = [_value(run, length) for length in lengths]
+    values = [_mean_at(run, length) for length in lengths]
     points = [(length, v) for length, v in zip(lengths, values) if v is not None]
     if points:
       xs, ys = zip(*points)

@@ -163,7 +163,7 @@ def parse_entries(encoders: Sequence[str]) -> list[Entry]:
   return entries
 
 
-def split_config(config) -> tuple[ml_collections.ConfigDict, Study]:
+def split_study_config(config) -> tuple[ml_collections.ConfigDict, Study]:
   """(the training config shared by every encoder, the `study` section)."""
   if 'study' not in config:
     raise config_lib.ConfigError(
@@ -275,7 +275,7 @@ def check_protocol(study: Study, entries: Sequence[Entry], lengths) -> None:
 def validate_study(config) -> tuple[ml_collections.ConfigDict, list[Entry]]:
   """Checks the whole study up front (every encoder's run config), so a bad entry fails in seconds,
   not after an hour of training the entries before it."""
-  base, study = split_config(config)
+  base, study = split_study_config(config)
   entries = parse_entries(study.encoders)
   parse_seeds(study, base)
   if not base.eval.lengths:
@@ -289,7 +289,7 @@ def validate_study(config) -> tuple[ml_collections.ConfigDict, list[Entry]]:
         warnings.simplefilter('ignore')  # Each run warns again when it starts; here only errors count.
         config_lib.validate(run_config(base, entry))
         if entry.eval_spec is not None:
-          config_lib.validate(transfer.eval_config(run_config(base, entry), entry.eval_spec))
+          config_lib.validate(transfer.with_eval_encoder(run_config(base, entry), entry.eval_spec))
     except ValueError as e:
       if 'config.model' not in str(e):  # A key every run shares (config.eval...): named as it is.
         raise config_lib.ConfigError(str(e)) from None
@@ -317,7 +317,7 @@ def check_transfers(base, entries: Sequence[Entry]) -> None:
         warnings.simplefilter('ignore')
         transfer.check_compatible(
             transfer.param_shapes(config),
-            transfer.param_shapes(transfer.eval_config(config, entry.eval_spec)),
+            transfer.param_shapes(transfer.with_eval_encoder(config, entry.eval_spec)),
             train_spec=entry.spec,
             eval_spec=entry.eval_spec,
         )
@@ -337,7 +337,7 @@ def training_dirs(workdir: str, entries: Sequence[Entry]) -> dict[str, str]:
   return dirs
 
 
-def load_config(path, overrides=None) -> ml_collections.ConfigDict:
+def load_study_config(path, overrides=None) -> ml_collections.ConfigDict:
   """A study config file (`configs/lm.py:study`) with dotted-key overrides, checked as `run_study` checks it."""
   config = config_lib.load_config(path, overrides, validate_config=False)
   validate_study(config)
@@ -346,17 +346,16 @@ def load_config(path, overrides=None) -> ml_collections.ConfigDict:
 
 def metric_name(base) -> tuple[str, bool]:
   """(metric, lower_is_better) of a run: bits per character for the corpus, accuracy for tasks."""
-  if base.data.source == 'corpus':
-    return 'bits_per_char', True
-  return 'accuracy', False
+  return config_lib.data_source(base).metric
 
 
 def train_length(base) -> int:
   """The longest training length (the reference point of every ratio)."""
-  return int(base.data.train_length if base.data.source == 'corpus' else base.data.max_length)
+  return config_lib.data_source(base).max_train_length
 
 
-def _environment() -> dict:
+def environment() -> dict:
+  """Where a results file was computed: the JAX version, the devices, the platform, Python and the date."""
   device = jax.devices()[0]
   return {
       'jax_version': jax.__version__,
@@ -368,7 +367,7 @@ def _environment() -> dict:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Context:
+class _StudyContext:
   """What every run of one study shares."""
 
   base: ml_collections.ConfigDict
@@ -396,7 +395,7 @@ def _training_config(config: ml_collections.ConfigDict) -> ml_collections.Config
 
 
 def _run_seed(
-    ctx: _Context, entry: Entry, seed: int, learning_rate: LearningRate, train_dir: str | None = None
+    ctx: _StudyContext, entry: Entry, seed: int, learning_rate: LearningRate, train_dir: str | None = None
 ) -> dict | None:
   """One (encoder, seed): trained and evaluated, or read back from its result.json (train_fn None: only
   read back; None if it has not finished). An 'X -> Y' entry trains X in `train_dir` (or finds it trained
@@ -407,7 +406,7 @@ def _run_seed(
   config = run_config(base, entry, seed, learning_rate.value)
   transferred = entry.eval_spec is not None
   # What the result records (and is checked against on reuse): the config it was evaluated with.
-  recorded = transfer.eval_config(config, entry.eval_spec) if transferred else config
+  recorded = transfer.with_eval_encoder(config, entry.eval_spec) if transferred else config
   config_json = json.loads(recorded.to_json_best_effort())
   data_id = loop.data_identity(data.describe())
   if os.path.exists(result_path):
@@ -492,9 +491,17 @@ def _run_seed(
   return run
 
 
+def _computed(config_json):
+  """A run's config less `train.tensorboard`: where its events go is not what it computes (and results written
+  before the shipped configs left that key None hold the machine's True or False)."""
+  if not isinstance(config_json, dict):
+    return config_json
+  return {**config_json, 'train': {k: v for k, v in (config_json.get('train') or {}).items() if k != 'tensorboard'}}
+
+
 def _check_saved(saved: dict, run_dir: str, config_json, data_id: dict, train_spec: str | None) -> None:
   """A finished result is reused only for the same config (and, for 'X -> Y', the same X) and data."""
-  if saved.get('config') != config_json or saved.get('train_spec') != train_spec:
+  if _computed(saved.get('config')) != _computed(config_json) or saved.get('train_spec') != train_spec:
     raise config_lib.ConfigError(
         f'{run_dir} holds a finished run of another config; use a new workdir or remove that directory.'
     )
@@ -589,7 +596,7 @@ def _selection_loss(run: dict | None) -> float:
 class _LearningRates:
   """Each entry's learning rate: committed, chosen on a grid (training the grid's runs), or fixed."""
 
-  def __init__(self, ctx: _Context, entries: Sequence[Entry], seeds: Sequence[int], train_dirs: dict[str, str]):
+  def __init__(self, ctx: _StudyContext, entries: Sequence[Entry], seeds: Sequence[int], train_dirs: dict[str, str]):
     self.ctx, self.entries, self.seeds, self.train_dirs = ctx, list(entries), list(seeds), train_dirs
     self.committed = committed_learning_rates(ctx.study, entries)
     self.chosen: dict[str, tuple[LearningRate, dict] | None] = {}
@@ -624,7 +631,7 @@ class _LearningRates:
     return os.path.join(self.train_dirs[entry.spec], learning_rate.directory, f'seed{seed}')
 
 
-def _run_entry(ctx: _Context, entry: Entry, seeds: Sequence[int], rates: _LearningRates) -> list[dict] | None:
+def _run_entry(ctx: _StudyContext, entry: Entry, seeds: Sequence[int], rates: _LearningRates) -> list[dict] | None:
   """The study rows of one entry (its own, and its 0..L-1 row when it is evaluated at random positions)."""
   chosen = rates.of(entry)
   if chosen is None:
@@ -698,18 +705,24 @@ def run_study(
     on_result: called with the results dict after each encoder (e.g. to re-plot in a notebook).
     finished_only: train nothing; report the (encoder, seed) runs that have finished so far (each run
       lists its own `seeds`; encoders with none are left out), e.g. while a long study is under way.
+
+  With `study.trained_workdir` set, nothing is trained: the runs of that study are evaluated anew
+  (`relpos_jax.study.reevaluate.reevaluate_study`; train_fn, on_result and finished_only do not apply).
   """
+  _, study = split_study_config(config)
+  if study.trained_workdir:
+    from relpos_jax.study import reevaluate  # reevaluate reads this module
+
+    return reevaluate.reevaluate_study(config, workdir)
   base, entries = validate_study(config)
-  _, study = split_config(config)
   seeds = parse_seeds(study, base)
   train_fn = None if finished_only else (loop.train if train_fn is None else train_fn)
   workdir = os.fspath(workdir)
   data = inputs.build_data(base)  # One corpus load (or task) shared by every encoder's run.
-  if hasattr(data, 'require_split'):
-    try:
-      data.require_split(study.split, base.eval.lengths)
-    except config_lib.ConfigError as e:
-      raise config_lib.ConfigError(f'config.study.split={study.split!r}: {e}') from None
+  try:
+    data.require_split(study.split, base.eval.lengths)
+  except config_lib.ConfigError as e:
+    raise config_lib.ConfigError(f'config.study.split={study.split!r}: {e}') from None
   check_transfers(base, entries)
   comparison_requests = parse_comparisons(study, entries, [int(n) for n in base.eval.lengths])
   # Every check above runs before the lock: a refused config leaves no trace (not even the workdir).
@@ -721,30 +734,19 @@ def run_study(
 
 
 def _run_study(base, study, entries, seeds, data, workdir, train_fn, on_result, finished_only, comparison_requests):
-  metric, lower_is_better = metric_name(base)
+  metric, _ = metric_name(base)
   os.makedirs(workdir, exist_ok=True)
   train_dirs = training_dirs(workdir, entries)
-  ctx = _Context(base=base, study=study, workdir=workdir, train_fn=train_fn, metric=metric, data=data)
+  ctx = _StudyContext(base=base, study=study, workdir=workdir, train_fn=train_fn, metric=metric, data=data)
   rates = _LearningRates(ctx, entries, seeds, train_dirs)
-  results = {
-      'metric': metric,
-      'lower_is_better': lower_is_better,
-      'train_length': train_length(base),
-      'eval_lengths': [int(n) for n in base.eval.lengths],
-      'seeds': list(seeds),
-      'split': study.split,
-      'protocol': protocol_record(base, study, data),
-      'comparison_requests': comparison_requests,
-      'runs': [],
-      'meta': {
-          'title': study.title,
-          'description': study.description,
-          'data': data.describe(),
-          'corpus_fingerprint': data.describe().get('fingerprint'),
-          'config': json.loads(base.to_json_best_effort()),
-          **_environment(),
-      },
-  }
+  results = new_results(
+      base,
+      study,
+      seeds,
+      comparison_requests,
+      protocol=protocol_record(base, study, data),
+      meta={'data': data.describe(), 'corpus_fingerprint': data.describe().get('fingerprint')},
+  )
   if finished_only:
     results['meta']['finished_only'] = True
   started = time.perf_counter()
@@ -762,6 +764,32 @@ def _run_study(base, study, entries, seeds, data, workdir, train_fn, on_result, 
       tensorboard.write_study(results, workdir)
     if on_result is not None:
       on_result(results)
+  return results
+
+
+def new_results(base, study: Study, seeds, comparison_requests, *, protocol=None, meta=None) -> dict:
+  """The results record of a study before its runs (the one place it is built, for a study and a
+  re-evaluation alike): what is measured, at which lengths, over which seeds, and the `meta` of where."""
+  metric, lower_is_better = metric_name(base)
+  results = {
+      'metric': metric,
+      'lower_is_better': lower_is_better,
+      'train_length': train_length(base),
+      'eval_lengths': [int(n) for n in base.eval.lengths],
+      'seeds': list(seeds),
+      'split': study.split,
+      'comparison_requests': comparison_requests,
+      'runs': [],
+      'meta': {
+          'title': study.title,
+          'description': study.description,
+          **(meta or {}),
+          'config': json.loads(base.to_json_best_effort()),
+          **environment(),
+      },
+  }
+  if protocol is not None:
+    results['protocol'] = protocol
   return results
 
 

@@ -65,11 +65,11 @@ from typing import Callable, Sequence
 
 import jax
 import ml_collections
-from absl import logging
 
+from relpos_jax import files
 from relpos_jax.study import report, stats
 from relpos_jax.study.runner import SEQUENTIAL_SUFFIX, parse_entries, run_config, run_study, validate_study
-from relpos_jax.study.runner import split_config as runner_split
+from relpos_jax.study.runner import split_study_config
 from relpos_jax.study.runner import write_outputs
 from relpos_jax.train import config as config_lib
 
@@ -344,7 +344,7 @@ def evaluate_held_out(study, protocol: Protocol, results: dict, task_dir: str) -
   {label: {'seeds': [...], 'per_seed': [record or None (diverged)]}}."""
   from relpos_jax.train import inputs, loop
 
-  base, _ = runner_split(study)
+  base, _ = split_study_config(study)
   draws = int(config_lib.parse(run_config(base, parse_entries(study.study.encoders)[0])).eval.position_draws)
   request = _held_out_request(study, protocol, draws)
   collected = {}
@@ -734,27 +734,26 @@ def write_summary(summary: dict, workdir: str) -> dict[str, str]:
       if s != statistic
   )
   held_out = held_out_markdown(summary)
-  with open(path + '.tmp', 'w') as f:
-    f.write(
-        f'# {summary.get("title") or "Length-generalization suite"}\n\n'
-        f'Statistic: {statistic}. {caption(statistic)} Tasks marked "not learned" are not learned by any '
-        'encoder.\n\n'
-        + markdown(summary, statistic)
-        + f'\n![{statistic}: accuracy beyond the training lengths](heatmap.png)\n\n## The other statistics\n'
-        + others
-        + '\n## Evaluation positions\n\nHow each encoder was evaluated, as its results record it. The suite '
-        'evaluates an encoder trained on random positions at ordered random positions from [0, max_position) '
-        f"(draws deterministic per seed), and again at 0..L-1 in its row '<label>{SEQUENTIAL_SUFFIX}'; results "
-        'that record no positions predate that and were evaluated at 0..L-1, which is what they read here.\n\n'
-        + positions_markdown(summary)
-        + (f'\n## Held-out sets\n\n{held_out}' if held_out else '')
-        + '\n## Protocol\n\n'
-        + protocol_markdown(summary)
-        + '\n'
-        + NOTES_MARKER
-        + (notes or '\n')
-    )
-  os.replace(path + '.tmp', path)
+  files.write_text_atomic(  # issue 23: the one atomic writer (relpos_jax.files)
+      path,
+      f'# {summary.get("title") or "Length-generalization suite"}\n\n'
+      f'Statistic: {statistic}. {caption(statistic)} Tasks marked "not learned" are not learned by any '
+      'encoder.\n\n'
+      + markdown(summary, statistic)
+      + f'\n![{statistic}: accuracy beyond the training lengths](heatmap.png)\n\n## The other statistics\n'
+      + others
+      + '\n## Evaluation positions\n\nHow each encoder was evaluated, as its results record it. The suite '
+      'evaluates an encoder trained on random positions at ordered random positions from [0, max_position) '
+      f"(draws deterministic per seed), and again at 0..L-1 in its row '<label>{SEQUENTIAL_SUFFIX}'; results "
+      'that record no positions predate that and were evaluated at 0..L-1, which is what they read here.\n\n'
+      + positions_markdown(summary)
+      + (f'\n## Held-out sets\n\n{held_out}' if held_out else '')
+      + '\n## Protocol\n\n'
+      + protocol_markdown(summary)
+      + '\n'
+      + NOTES_MARKER
+      + (notes or '\n'),
+  )
   paths['markdown'] = path
   paths['heatmap'] = heatmap(summary, os.path.join(workdir, 'heatmap.png'))
   return paths

@@ -61,7 +61,7 @@ class ConfigError(ValueError):
   """A config that cannot run; the message names the offending key."""
 
 
-def _fail(key: str, value, allowed: str) -> ConfigError:
+def _invalid_key(key: str, value, allowed: str) -> ConfigError:
   return ConfigError(f'config.{key}={value!r} is invalid: {allowed}.')
 
 
@@ -126,6 +126,9 @@ class Eval:
   position_draws: int = key(4, ge=1)
 
 
+# The data sources. Each section answers every question that depends on the source (its checks, the model it
+# trains, its lengths, its metric) and builds its data, so no code outside them switches on `data.source`.
+# `run` is the whole parsed Config where an answer needs more than the section (the task, the eval lengths).
 @dataclasses.dataclass(frozen=True)
 class CorpusSource:
   """data.source='corpus': byte-level language modelling on the built-in corpus or your own text."""
@@ -134,6 +137,59 @@ class CorpusSource:
   corpus: str = key()  # 'stdlib' (built in) or a path: a directory of text files, one file, or a glob
   max_train_bytes: int | None = key(ge=1)
   train_length: int = key(ge=1)
+
+  # (metric, lower_is_better) of a study's tables.
+  metric = ('bits_per_char', True)
+
+  def make_task(self) -> None:
+    """No algorithmic task (`Config.task` is None)."""
+    return None
+
+  def check(self, run: Config) -> None:
+    """The corpus path exists and holds text."""
+    try:
+      data_lib.corpus.check_source(self.corpus)
+    except (TypeError, ValueError) as e:
+      raise _invalid_key('data.corpus', self.corpus, str(e)) from None
+
+  def check_eval(self, eval_: Eval) -> None:
+    """`eval.scored_tail` fits the shortest length; windows have exact lengths, so `eval.pad_multiple` is 1."""
+    if eval_.scored_tail is not None and eval_.lengths and eval_.scored_tail > min(eval_.lengths):
+      raise _invalid_key(
+          'eval.scored_tail',
+          eval_.scored_tail,
+          f'every window scores its last scored_tail targets, so it must be <= the shortest evaluation length '
+          f'(config.eval.lengths={eval_.lengths})',
+      )
+    if eval_.pad_multiple != 1:
+      raise _invalid_key(
+          'eval.pad_multiple',
+          eval_.pad_multiple,
+          "corpus windows have exact lengths and are never padded; allowed: 1 with data.source='corpus'",
+      )
+
+  def architecture(self, run: Config) -> str:
+    return 'causal'
+
+  def vocab_sizes(self, run: Config) -> tuple[int, int | None]:
+    return data_lib.VOCAB_SIZE, None
+
+  @property
+  def max_train_length(self) -> int:
+    """The longest training length (a study's reference point): the window length."""
+    return self.train_length
+
+  def longest_training_sequence(self, run: Config) -> int:
+    return self.train_length
+
+  def longest_sequence(self, run: Config) -> int:
+    return max([self.train_length] + list(run.eval.lengths))
+
+  def build(self, config):
+    """The run's data (`relpos_jax.train.inputs.CorpusData`)."""
+    from relpos_jax.train import inputs  # inputs reads this module
+
+    return inputs.CorpusData(config)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,6 +205,54 @@ class TaskSource:
   # token_mean: mean cross-entropy over the scored positions; sequence_sum: per example, the sum over its
   # output positions, averaged over the batch (the reference code of Ruoss et al. 2023).
   loss_reduction: str = key(choices=LOSS_REDUCTIONS)
+
+  metric = ('accuracy', False)
+
+  def make_task(self) -> data_lib.Task:
+    """The Task object; a name or kwargs the task refuses raise ConfigError naming the key."""
+    try:
+      return data_lib.make_task(self.task, **self.task_kwargs)
+    except (TypeError, ValueError) as e:
+      name = 'data.task' if not self.task_kwargs else 'data.task_kwargs'
+      raise ConfigError(f'config.{name} is invalid: {e}') from None
+
+  def check(self, run: Config) -> None:
+    run.task  # A task name or kwargs the task refuses fail here, naming the key.
+    if self.min_length > self.max_length:
+      raise _invalid_key('data.min_length', self.min_length, f'must be <= config.data.max_length={self.max_length}')
+
+  def check_eval(self, eval_: Eval) -> None:
+    if eval_.scored_tail is not None:
+      raise _invalid_key(
+          'eval.scored_tail', eval_.scored_tail, "a corpus setting; allowed: None with data.source='task'"
+      )
+
+  def architecture(self, run: Config) -> str:
+    """The task's kind: 'bidirectional' (a classifier) or 'causal' (count_copy)."""
+    return run.task.kind
+
+  def vocab_sizes(self, run: Config) -> tuple[int, int | None]:
+    task = run.task
+    return task.vocab_size, (task.num_classes if task.kind == 'bidirectional' else None)
+
+  @property
+  def max_train_length(self) -> int:
+    """The longest training length (a study's reference point): `max_length`."""
+    return self.max_length
+
+  def longest_training_sequence(self, run: Config) -> int:
+    return int(run.task.total_length(self.max_length))
+
+  def longest_sequence(self, run: Config) -> int:
+    multiple = run.eval.pad_multiple
+    padded = [-(-run.task.total_length(n) // multiple) * multiple for n in run.eval.lengths]
+    return max([self.longest_training_sequence(run)] + padded)
+
+  def build(self, config):
+    """The run's data (`relpos_jax.train.inputs.TaskData`)."""
+    from relpos_jax.train import inputs  # inputs reads this module
+
+    return inputs.TaskData(config)
 
 
 SOURCES = {'corpus': CorpusSource, 'task': TaskSource}
@@ -177,13 +281,7 @@ class Config:
   @functools.cached_property
   def task(self) -> data_lib.Task | None:
     """The Task object of a task config (None for the corpus)."""
-    if self.data.source != 'task':
-      return None
-    try:
-      return data_lib.make_task(self.data.task, **self.data.task_kwargs)
-    except (TypeError, ValueError) as e:
-      name = 'data.task' if not self.data.task_kwargs else 'data.task_kwargs'
-      raise ConfigError(f'config.{name} is invalid: {e}') from None
+    return self.data.make_task()
 
 
 TOP_LEVEL_KEYS = tuple(f.name for f in dataclasses.fields(Config) if f.name != 'encoder_spec')
@@ -275,14 +373,14 @@ def parse_section(cls, path: str, node, **given):
   values = dict(given)
   for f in fields:
     if f.name not in given and f.name in _keys(node):
-      values[f.name] = _value(f, hints[f.name], node[f.name], f'{path}.{f.name}' if path else f.name)
+      values[f.name] = _typed_value(f, hints[f.name], node[f.name], f'{path}.{f.name}' if path else f.name)
   return cls(**values)
 
 
-def _value(field: dataclasses.Field, hint, value, name: str):
+def _typed_value(field: dataclasses.Field, hint, value, name: str):
   ok, converted, allowed = _conform(value, hint, field.metadata)
   if not ok:
-    raise _fail(name, value, f'allowed: {allowed}')
+    raise _invalid_key(name, value, f'allowed: {allowed}')
   return converted
 
 
@@ -294,7 +392,7 @@ def _parse_model(node) -> ModelConfig:
   check_keys('config.model', node, MODEL_KEYS, required)
   fields = {k: node[k] for k in _keys(node)}
   if not isinstance(fields['encoder'], str) or not fields['encoder'].strip():
-    raise _fail('model.encoder', fields['encoder'], 'allowed: an encoder spec string, e.g. "alibi"')
+    raise _invalid_key('model.encoder', fields['encoder'], 'allowed: an encoder spec string, e.g. "alibi"')
   try:
     return ModelConfig(vocab_size=1, **fields)
   except ModelConfigError as e:
@@ -308,62 +406,46 @@ def parse(config) -> Config:
   if isinstance(config, Config):
     return config
   check_keys('config', config, TOP_LEVEL_KEYS, TOP_LEVEL_KEYS)
-  data = config.data
-  if not isinstance(data, (ml_collections.ConfigDict, Mapping)) or 'source' not in _keys(data):
-    raise ConfigError(f'missing key config.data.source; allowed: {tuple(SOURCES)}.')
-  if data['source'] not in SOURCES:
-    raise _fail('data.source', data['source'], f'allowed: one of {tuple(SOURCES)}')
   sections = {
-      'data': parse_section(SOURCES[data['source']], 'data', data),
+      'data': data_source(config),
       'optim': parse_section(Optim, 'optim', config.optim),
       'train': parse_section(Train, 'train', config.train),
       'eval': parse_section(Eval, 'eval', config.eval),
   }
-  seed = _value(_SEED, int, config.seed, 'seed')
+  seed = _typed_value(_SEED, int, config.seed, 'seed')
   run = Config(seed=seed, model=_parse_model(config.model), encoder_spec=config.model.encoder, **sections)
   _check_sections(run)
   return run
 
 
+def data_source(config) -> CorpusSource | TaskSource:
+  """The typed data section of `config` (a ConfigDict, or a Config: its own), checked key by key."""
+  if isinstance(config, Config):
+    return config.data
+  data = config.data
+  if not isinstance(data, (ml_collections.ConfigDict, Mapping)) or 'source' not in _keys(data):
+    raise ConfigError(f'missing key config.data.source; allowed: {tuple(SOURCES)}.')
+  if data['source'] not in SOURCES:
+    raise _invalid_key('data.source', data['source'], f'allowed: one of {tuple(SOURCES)}')
+  return parse_section(SOURCES[data['source']], 'data', data)
+
+
 def _check_sections(run: Config) -> None:
   """Combinations of keys that cannot work whatever the devices."""
   data, optim, train, eval_ = run.data, run.optim, run.train, run.eval
-  if data.source == 'task':
-    run.task  # A task name or kwargs the task refuses fail here, naming the key.
-    if data.min_length > data.max_length:
-      raise _fail('data.min_length', data.min_length, f'must be <= config.data.max_length={data.max_length}')
-  if data.source == 'corpus':
-    try:
-      data_lib.corpus.check_source(data.corpus)
-    except (TypeError, ValueError) as e:
-      raise _fail('data.corpus', data.corpus, str(e)) from None
+  data.check(run)
   if train.tensorboard:
     from relpos_jax.train import tensorboard
 
     if not tensorboard.available():
-      raise _fail(
+      raise _invalid_key(
           'train.tensorboard',
           True,
           f'TensorBoard event files need tensorboardX: {tensorboard.INSTALL_HINT}; or set it to False',
       )
-  if eval_.scored_tail is not None:
-    if data.source != 'corpus':
-      raise _fail('eval.scored_tail', eval_.scored_tail, "a corpus setting; allowed: None with data.source='task'")
-    if eval_.lengths and eval_.scored_tail > min(eval_.lengths):
-      raise _fail(
-          'eval.scored_tail',
-          eval_.scored_tail,
-          f'every window scores its last scored_tail targets, so it must be <= the shortest evaluation length '
-          f'(config.eval.lengths={eval_.lengths})',
-      )
-  if data.source == 'corpus' and eval_.pad_multiple != 1:
-    raise _fail(
-        'eval.pad_multiple',
-        eval_.pad_multiple,
-        "corpus windows have exact lengths and are never padded; allowed: 1 with data.source='corpus'",
-    )
+  data.check_eval(eval_)
   if optim.warmup_steps > train.steps:
-    raise _fail(
+    raise _invalid_key(
         'optim.warmup_steps',
         optim.warmup_steps,
         f'warmup must not be longer than training (config.train.steps={train.steps})',
@@ -385,7 +467,7 @@ def validate(config, *, num_devices: int | None = None) -> list[str]:
   num_devices = jax.device_count() if num_devices is None else num_devices
   for name, value in (('train.batch_size', run.train.batch_size), ('eval.batch_size', run.eval.batch_size)):
     if value % num_devices:
-      raise _fail(
+      raise _invalid_key(
           name,
           value,
           f'a global batch must split evenly over the {num_devices} devices '
@@ -397,7 +479,7 @@ def validate(config, *, num_devices: int | None = None) -> list[str]:
         'config', 'model.encoder', run.encoder_spec, layers, causal=architecture(run) == 'causal'
     )
   except validation.InvalidValue as e:
-    raise _fail('model.encoder', run.encoder_spec, f'allowed: {e.allowed}') from None
+    raise _invalid_key('model.encoder', run.encoder_spec, f'allowed: {e.allowed}') from None
   limit = train_position_limit(run.encoder)
   longest_train = longest_training_sequence(run)
   if limit is not None and longest_train > limit:
@@ -440,7 +522,7 @@ def _warnings(run: Config, limit: int | None, longest: int) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------- derived quantities
-def resolve_encoder(config) -> contract.Encoder:
+def encoder_of(config) -> contract.Encoder:
   """The Encoder object of `config.model.encoder` (a spec string), or a tuple of them for per-layer
   encoders ('(rope, rope, rope, nope)'); errors name the key."""
   return parse(config).encoder
@@ -454,15 +536,13 @@ def resolve_task(config) -> data_lib.Task:
 def architecture(config) -> str:
   """'causal' (a causal LM: the corpus, causal tasks such as count_copy) or 'bidirectional' (a classifier)."""
   run = parse(config)
-  return 'causal' if run.data.source == 'corpus' else run.task.kind
+  return run.data.architecture(run)
 
 
 def vocab_sizes(config) -> tuple[int, int | None]:
   """(vocab_size, output_vocab_size) of the run's model: the data fixes them, not the config."""
   run = parse(config)
-  if run.data.source == 'corpus':
-    return data_lib.VOCAB_SIZE, None
-  return run.task.vocab_size, (run.task.num_classes if run.task.kind == 'bidirectional' else None)
+  return run.data.vocab_sizes(run)
 
 
 def model_config(config) -> ModelConfig:
@@ -474,20 +554,13 @@ def model_config(config) -> ModelConfig:
 def longest_training_sequence(config) -> int:
   """The most tokens a training batch holds (the largest bucket for tasks)."""
   run = parse(config)
-  if run.data.source == 'corpus':
-    return run.data.train_length
-  return int(run.task.total_length(run.data.max_length))
+  return run.data.longest_training_sequence(run)
 
 
 def longest_sequence(config) -> int:
   """The most tokens any training or evaluation sequence of the run holds (what position tables must cover)."""
   run = parse(config)
-  lengths = list(run.eval.lengths)
-  if run.data.source == 'corpus':
-    return max([run.data.train_length] + lengths)
-  multiple = run.eval.pad_multiple
-  padded = [-(-run.task.total_length(n) // multiple) * multiple for n in lengths]
-  return max([longest_training_sequence(run)] + padded)
+  return run.data.longest_sequence(run)
 
 
 def layer_leaves(encoder) -> tuple[contract.Encoder, ...]:
@@ -568,7 +641,7 @@ def load_config(
   For notebooks and tests: `load_config('configs/lm.py', {'model.num_layers': 4})`, and variants:
   `load_config('configs/algorithmic.py:published')`. Unknown override keys raise (the config is locked,
   as config_flags locks it). A study config (with a `study` section) is validated by
-  `relpos_jax.study.load_config`.
+  `relpos_jax.study.load_study_config`.
   """
   config = config_from_file(path)
   for name, value in (overrides or {}).items():

@@ -70,6 +70,9 @@ class Data(Protocol):
   def describe(self) -> dict:
     ...
 
+  def require_split(self, split: str, lengths) -> None:
+    """ConfigError unless evaluation `split` can serve every one of `lengths` (checked before any training)."""
+
 
 def train_rng(seed: int, step: int) -> np.random.Generator:
   return np.random.default_rng((TRAIN_STREAM, int(seed), int(step)))
@@ -101,11 +104,11 @@ def batches_of(arrays: Batch, batch_size: int) -> list[Batch]:
   return [{k: v[i : i + batch_size] for k, v in arrays.items()} for i in range(0, n + fill, batch_size)]
 
 
-def eval_batch_size(eval_config, length: int, num_devices: int | None = None) -> int:
+def eval_batch_size(eval_section, length: int, num_devices: int | None = None) -> int:
   """Rows per evaluation batch at `length` tokens: `eval.batch_size`, or fewer under
   `eval.max_tokens_per_batch`, but always a multiple of the device count (at least one row per device)."""
-  size = int(eval_config.batch_size)
-  budget = getattr(eval_config, 'max_tokens_per_batch', None)
+  size = int(eval_section.batch_size)
+  budget = getattr(eval_section, 'max_tokens_per_batch', None)
   if budget is None:
     return size
   if num_devices is None:
@@ -137,6 +140,15 @@ def task_batch(batch: Batch) -> Batch:
   return out
 
 
+def _eval_section(config) -> config_lib.Eval:
+  """The typed `eval` section: its optional keys hold the schema's defaults when the ConfigDict leaves them out."""
+  return (
+      config.eval
+      if isinstance(config, config_lib.Config)
+      else config_lib.parse_section(config_lib.Eval, 'eval', config.eval)
+  )
+
+
 class CorpusData:
   """Byte-level language modelling (a causal decoder) on `config.data.corpus`: 'stdlib' (the built-in
   corpus) or a path to a directory of text files, one text file, or a glob pattern (`Corpus.load`)."""
@@ -148,7 +160,7 @@ class CorpusData:
     self.seed = int(config.seed)
     self.batch_size = int(config.train.batch_size)
     self.train_length = int(config.data.train_length)
-    self.eval_config = config.eval
+    self.eval_section = _eval_section(config)
     if corpus is None:
       try:
         corpus = data_lib.Corpus.load(config.data.corpus, max_train_bytes=config.data.max_train_bytes)
@@ -167,7 +179,7 @@ class CorpusData:
   @property
   def scored_tail(self) -> int:
     """T: the targets scored per window (`eval.scored_tail`, default the shortest evaluation length)."""
-    tail = getattr(self.eval_config, 'scored_tail', None)
+    tail = self.eval_section.scored_tail
     if tail is not None:
       return int(tail)
     return min(self.eval_lengths) if self.eval_lengths else self.train_length
@@ -178,8 +190,8 @@ class CorpusData:
     own anchors or a shorter tail), and its fingerprint then shows that it scores other targets."""
     tail = min(self.scored_tail, length)
     reach = max(self.eval_lengths + (length,))
-    num_tokens = getattr(self.eval_config, 'num_tokens', None)
-    count = int(self.eval_config.num_examples) if num_tokens is None else max(1, -(-int(num_tokens) // tail))
+    num_tokens = self.eval_section.num_tokens
+    count = int(self.eval_section.num_examples) if num_tokens is None else max(1, -(-int(num_tokens) // tail))
     return reach, tail, count
 
   def require_split(self, split: str, lengths) -> None:
@@ -201,11 +213,11 @@ class CorpusData:
     reach, tail, count = self._window_plan(max(self.eval_lengths))
     available = len(self.corpus.anchors(reach, tail, count, split))
     if available < count:
-      num_tokens = getattr(self.eval_config, 'num_tokens', None)
+      num_tokens = self.eval_section.num_tokens
       what = (
           f'config.eval.num_tokens={num_tokens}'
           if num_tokens is not None
-          else f'config.eval.num_examples={self.eval_config.num_examples}'
+          else f'config.eval.num_examples={self.eval_section.num_examples}'
       )
       warnings.warn(
           f'{what} asks for more {split} text than the corpus has: its {split} split '
@@ -230,7 +242,7 @@ class CorpusData:
     batch['position_mask'] = batch['loss_mask'].copy()  # every position, for the loss-against-position curve
     for mask in ('loss_mask', 'accuracy_mask'):
       batch[mask][:, : int(length) - tail] = 0.0
-    return batches_of(batch, eval_batch_size(self.eval_config, length))
+    return batches_of(batch, eval_batch_size(self.eval_section, length))
 
   def scored_set(self, length: int, split: str = 'validation') -> dict:
     reach, tail, count = self._window_plan(int(length))
@@ -248,7 +260,7 @@ class TaskData:
 
   def __init__(self, config):
     self.seed = int(config.seed)
-    self.eval_config = config.eval
+    self.eval_section = _eval_section(config)
     self.task = config_lib.resolve_task(config)
     self.spec = data_lib.BatchSpec(
         batch_size=int(config.train.batch_size),
@@ -260,6 +272,9 @@ class TaskData:
     self.objective = Objective('task', reduction=config.data.loss_reduction)
     self.vocab_size = self.task.vocab_size
     self.num_classes = self.task.num_classes
+
+  def require_split(self, split: str, lengths) -> None:
+    """Every split holds examples of every length: a task draws them from the split's own random stream."""
 
   @property
   def buckets(self) -> tuple[int, ...]:
@@ -275,12 +290,12 @@ class TaskData:
   def eval_set(self, length: int, split: str = 'validation') -> list[Batch]:
     """`eval.num_examples` examples of input length `length`, right-padded (masked) to a multiple of
     `eval.pad_multiple` tokens; 'test' examples come from another random stream than 'validation'."""
-    rng = eval_rng(self.eval_config.seed, length, split)
-    batch = self.task.sample(rng, int(self.eval_config.num_examples), int(length))
-    multiple = int(self.eval_config.pad_multiple)
+    rng = eval_rng(self.eval_section.seed, length, split)
+    batch = self.task.sample(rng, int(self.eval_section.num_examples), int(length))
+    multiple = int(self.eval_section.pad_multiple)
     total = batch['inputs'].shape[1]
     batch = data_lib.pad_batch(batch, -(-total // multiple) * multiple, self.task.pad_id)
-    return batches_of(task_batch(batch), eval_batch_size(self.eval_config, batch['inputs'].shape[1]))
+    return batches_of(task_batch(batch), eval_batch_size(self.eval_section, batch['inputs'].shape[1]))
 
   def scored_set(self, length: int, split: str = 'validation') -> dict:
     """A task's examples differ at every length by design (their input length); the fingerprint covers
@@ -304,11 +319,5 @@ class TaskData:
 
 
 def build_data(config) -> CorpusData | TaskData:
-  """The data of `config` (`config.data.source` picks the corpus or an algorithmic task)."""
-  if config.data.source == 'corpus':
-    return CorpusData(config)
-  if config.data.source == 'task':
-    return TaskData(config)
-  raise config_lib.ConfigError(
-      f'config.data.source={config.data.source!r} is invalid; allowed: ' f'{tuple(config_lib.SOURCES)}.'
-  )
+  """The data of `config`: its data section builds it (`config_lib.CorpusSource.build`, `TaskSource.build`)."""
+  return config_lib.data_source(config).build(config)

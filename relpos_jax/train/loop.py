@@ -46,6 +46,7 @@ from absl import logging
 from etils import epath
 from flax import nnx
 
+from relpos_jax import files
 from relpos_jax.nn.models import BidirectionalModel, DecoderLM
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import metrics as metrics_lib
@@ -63,7 +64,6 @@ CONFIG_FILE = 'config.json'
 DATA_FILE = 'data.json'
 PARAMS_STREAM = 2
 EVAL_POSITIONS_STREAM = 3  # under run_key(seed): the evaluation draws of random positions
-DEFAULT_MAX_NONFINITE_STEPS = 1
 # Keys that change what a run computes; resuming a workdir with different values is refused.
 TRAJECTORY_KEYS = ('seed', 'model', 'data', 'optim', 'train.steps', 'train.batch_size')
 
@@ -120,15 +120,16 @@ def build_model(config, *, seed: int | None = None) -> nnx.Module:
   process the longest sequence the run uses (a learned absolute table that is too short).
   """
   seed = int(config.seed if seed is None else seed)
-  cls = DecoderLM if config_lib.architecture(config) == 'causal' else BidirectionalModel
+  run = config_lib.parse(config)  # once: the derived quantities below read the parsed Config
+  cls = DecoderLM if config_lib.architecture(run) == 'causal' else BidirectionalModel
   base = jax.random.key(seed)
   with warnings.catch_warnings():
     # config.validate already warned about a position-free bidirectional model, naming the config key.
     warnings.filterwarnings('ignore', message='BidirectionalModel with encoder', category=UserWarning)
     model = cls(
-        config_lib.model_config(config), rngs=nnx.Rngs(params=jax.random.fold_in(base, PARAMS_STREAM), dropout=base)
+        config_lib.model_config(run), rngs=nnx.Rngs(params=jax.random.fold_in(base, PARAMS_STREAM), dropout=base)
     )
-  longest = config_lib.longest_sequence(config)
+  longest = config_lib.longest_sequence(run)
   try:
     model.check_length(longest)
   except ValueError as e:
@@ -352,8 +353,9 @@ def train(
   )
   from relpos_jax.nn.models import positions_encoder  # Per-layer encoders share one position draw.
 
-  encoder = positions_encoder(config_lib.resolve_encoder(config))
-  eval_positions = EvalPositions.of(encoder, config_lib.parse(config).eval.position_draws, config.seed)
+  run = config_lib.parse(config)
+  encoder = positions_encoder(run.encoder)
+  eval_positions = EvalPositions.of(encoder, run.eval.position_draws, config.seed)
   train_step = make_train_step(
       parts.graphdef, data.objective, optimizer, encoder, mesh=mesh, use_padding_mask=data.uses_padding
   )
@@ -362,7 +364,7 @@ def train(
   eval_lengths = [int(n) for n in config.eval.lengths]
   extra_keys = ('bits_per_char',) if data.objective.kind == 'language_model' else ('accuracy',)
   throughput = metrics_lib.Throughput()
-  guard = NonFiniteGuard(getattr(config.train, 'max_nonfinite_steps', None) or DEFAULT_MAX_NONFINITE_STEPS, mesh)
+  guard = NonFiniteGuard(run.train.max_nonfinite_steps, mesh)  # The schema's default when the key is absent.
   last_record: dict = {}
   done = start
   end = total if stop_after is None else min(total, max(int(stop_after), start))
@@ -585,7 +587,7 @@ def _check_run_directory(config, data, workdir: str) -> dict[str, dict]:
 def _write_records(workdir: str, records: Mapping[str, dict]) -> None:
   for name, content in records.items():
     # Atomic: the other processes of a multi-process run read these records while the chief writes them.
-    metrics_lib.write_text_atomic(epath.Path(workdir) / name, json.dumps(content, indent=2, sort_keys=True))
+    files.write_text_atomic(epath.Path(workdir) / name, json.dumps(content, indent=2, sort_keys=True))
 
 
 def load_model(

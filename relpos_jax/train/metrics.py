@@ -24,6 +24,8 @@ from typing import Iterable
 import numpy as np
 from etils import epath
 
+from relpos_jax import files
+
 METRICS_FILE = 'metrics.jsonl'
 
 
@@ -61,7 +63,7 @@ class MetricsWriter:
     records = read_metrics(self.path) if self.path is not None and self.path.exists() else []
     self.history = [r for r in records if r.get('step', 0) <= step]
     if self.enabled:
-      write_text_atomic(self.path, ''.join(json.dumps(record) + '\n' for record in self.history))
+      files.write_text_atomic(self.path, ''.join(json.dumps(record) + '\n' for record in self.history))
     if self.tensorboard and self._events is None:  # A resumed run hides the lost steps' events too.
       from relpos_jax.train import tensorboard
 
@@ -84,14 +86,6 @@ class MetricsWriter:
     if self._events is not None:
       self._events.close()
       self._events = None
-
-
-def write_text_atomic(path: epath.Path, text: str) -> None:
-  """Writes `text` to a temporary file beside `path`, then renames it over `path`: a reader (another
-  process) sees the old content or the new, never a part."""
-  temporary = path.parent / f'.{path.name}.tmp-{os.getpid()}'
-  temporary.write_text(text)
-  temporary.replace(path)
 
 
 def read_metrics(path: str | os.PathLike) -> list[dict]:

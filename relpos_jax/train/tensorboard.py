@@ -1,8 +1,9 @@
 """TensorBoard scalars beside metrics.jsonl: `tensorboard --logdir=<workdir>` (or a study's workdir).
 
 Optional: `pip install 'relpos_jax[tensorboard]'` installs tensorboardX. `config.train.tensorboard`: True
-writes (an error at config validation if tensorboardX is missing), False does not, absent means "if
-tensorboardX is installed" (the shipped configs set it that way).
+writes (an error at config validation if tensorboardX is missing), False does not, absent or None means "if
+tensorboardX is installed", decided where the events are written (`enabled`), so that a config file reads the
+same on every machine (the shipped configs set it to None, a bool placeholder the command line can override).
 
 Why tensorboardX: it writes the standard event files TensorBoard reads, in pure Python, with what a JAX
 install already has (numpy, protobuf, packaging) — no TensorFlow, which tf.summary and clu's metric writers

@@ -92,7 +92,7 @@ def check_compatible(trained, evaluated, *, train_spec: str | None = None, eval_
   )
 
 
-def eval_config(config, eval_spec: str):
+def with_eval_encoder(config, eval_spec: str):
   """The run config with the evaluation encoder in place of the trained one."""
   out = copy.deepcopy(config)
   out.model.encoder = eval_spec
@@ -111,7 +111,7 @@ def with_encoder(model: nnx.Module, config, eval_spec: str) -> nnx.Module:
   """A model of `config` with encoder `eval_spec`, holding `model`'s (trained) parameters."""
   from relpos_jax.train import loop
 
-  target = loop.build_model(eval_config(config, eval_spec))
+  target = loop.build_model(with_eval_encoder(config, eval_spec))
   check_compatible(model, target, train_spec=str(config.model.encoder), eval_spec=eval_spec)
   nnx.update(target, nnx.state(model, nnx.Param))
   return target

@@ -171,7 +171,7 @@ def test_beyond_chance_by_hand():
 def test_reevaluation_refuses_unfinished_and_names_corrupt_records(tmp_path):
   run_dir = tmp_path / 'trained' / 'runs' / 'alibi' / 'seed0'
   run_dir.mkdir(parents=True)
-  base, _ = runner.split_config(tiny_study_config(encoders=('alibi',)))
+  base, _ = runner.split_study_config(tiny_study_config(encoders=('alibi',)))
   trained = runner.run_config(base, runner.Entry('alibi', 'alibi'), 0)
   (run_dir / 'config.json').write_text(trained.to_json_best_effort())
   config = tiny_study_config(encoders=('alibi',))
@@ -228,3 +228,17 @@ def test_position_curve_bins_by_hand():
   assert curve['loss'] == pytest.approx([0.0, 1.0, (2 * 2 + 3 * 6) / 8, 4.0, 6.0])
   assert curve['tokens'] == [2.0, 2.0, 8.0, 2.0, 6.0]
   assert curve['bits_per_char'][1] == pytest.approx(1 / np.log(2))
+
+
+def test_run_study_obeys_trained_workdir_and_trains_nothing(tmp_path):
+  """The study owns config.study.trained_workdir: run_study re-evaluates that study's runs (the command line
+  no longer decides it)."""
+  run_dir = tmp_path / 'trained' / 'runs' / 'alibi' / 'seed0'
+  run_dir.mkdir(parents=True)
+  base, _ = runner.split_study_config(tiny_study_config(encoders=('alibi',)))
+  (run_dir / 'config.json').write_text(runner.run_config(base, runner.Entry('alibi', 'alibi'), 0).to_json_best_effort())
+  config = tiny_study_config(encoders=('alibi',))
+  with config.unlocked():
+    config.study.trained_workdir = str(tmp_path / 'trained')
+  with pytest.raises(config_lib.ConfigError, match=r'seed0 has not finished \(no result\.json'):
+    runner.run_study(config, tmp_path / 'out', train_fn=lambda *a, **k: pytest.fail('must not train'))

@@ -91,19 +91,19 @@ def test_unknown_study_key_is_named():
 
 
 def test_eval_batches_shrink_with_length_and_text_is_budgeted():
-  eval_config = ml_collections.ConfigDict(dict(batch_size=32, max_tokens_per_batch=4096))
-  assert inputs.eval_batch_size(eval_config, 64, num_devices=1) == 32
-  assert inputs.eval_batch_size(eval_config, 1024, num_devices=1) == 4
-  assert inputs.eval_batch_size(eval_config, 1024, num_devices=4) == 4
-  assert inputs.eval_batch_size(eval_config, 4096, num_devices=4) == 4  # one row per device at least
-  assert inputs.eval_batch_size(eval_config, 100_000, num_devices=1) == 1
+  eval_section = ml_collections.ConfigDict(dict(batch_size=32, max_tokens_per_batch=4096))
+  assert inputs.eval_batch_size(eval_section, 64, num_devices=1) == 32
+  assert inputs.eval_batch_size(eval_section, 1024, num_devices=1) == 4
+  assert inputs.eval_batch_size(eval_section, 1024, num_devices=4) == 4
+  assert inputs.eval_batch_size(eval_section, 4096, num_devices=4) == 4  # one row per device at least
+  assert inputs.eval_batch_size(eval_section, 100_000, num_devices=1) == 1
   data = inputs.build_data(config_lib_free_config())
   windows = {n: sum(int(b['loss_mask'].sum()) for b in data.eval_set(n)) for n in (8, 16, 32)}
   assert windows == {8: 128, 16: 128, 32: 128}  # the same amount of validation text at every length
 
 
 def config_lib_free_config():
-  base, _ = runner.split_config(tiny_study_config())
+  base, _ = runner.split_study_config(tiny_study_config())
   return base
 
 
@@ -368,7 +368,7 @@ def _fake_result(base, metric='bits_per_char'):
 
 def test_a_diverged_encoder_is_marked_diverged_not_printed_as_a_number(tmp_path):
   config = tiny_study_config()
-  base, _ = runner.split_config(config)
+  base, _ = runner.split_study_config(config)
 
   def diverges_on_sinusoidal(cfg, workdir, **kwargs):
     if cfg.model.encoder == 'sinusoidal':
@@ -389,7 +389,7 @@ def test_a_diverged_encoder_is_marked_diverged_not_printed_as_a_number(tmp_path)
 
 def test_finished_results_on_another_corpus_are_not_reused(tmp_path, monkeypatch):
   config = tiny_study_config()
-  base, _ = runner.split_config(config)
+  base, _ = runner.split_study_config(config)
   study.run_study(config, tmp_path, train_fn=lambda *a, **k: _fake_result(base))
   saved = report.load_json(tmp_path / 'runs' / 'alibi' / 'seed0' / runner.RESULT_FILE)
   assert saved['data'] == {'fingerprint': inputs.build_data(base).describe()['fingerprint']}
@@ -398,6 +398,9 @@ def test_finished_results_on_another_corpus_are_not_reused(tmp_path, monkeypatch
 
     def describe(self):
       return {'source': 'corpus', 'fingerprint': '0123456789abcdef'}
+
+    def require_split(self, split, lengths):
+      pass
 
   monkeypatch.setattr(inputs, 'build_data', lambda config: OtherCorpus())
   with pytest.raises(ValueError, match=r'runs/alibi/seed0 holds a finished run on other data.*0123456789abcdef'):
@@ -418,7 +421,7 @@ def test_finished_results_on_another_corpus_are_not_reused(tmp_path, monkeypatch
 def test_shipped_study_variants_validate(variant, task):
   """Each study is a variant of its training config: the same run plus a `study` section, checked up front."""
   repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-  config = study.load_config(os.path.join(repo, 'configs', variant))
+  config = study.load_study_config(os.path.join(repo, 'configs', variant))
   base, entries = runner.validate_study(config)
   assert len(entries) >= (3 if variant.endswith(',long') else 9) and 'study' not in base
   assert base.data.get('task') == task
@@ -455,3 +458,13 @@ def test_reevaluate_errors_name_the_problem(tmp_path):
   config.study.trained_workdir = str(tmp_path / 'nothing')
   with pytest.raises(config_lib.ConfigError, match='holds no trained run'):
     reevaluate.reevaluate_study(config, tmp_path / 'out')
+
+
+def test_a_finished_run_is_reused_whatever_train_tensorboard_said(tmp_path):
+  """Results written when the shipped configs set train.tensorboard to the machine's True/False are reused
+  now that they leave it None; any other difference still refuses the reuse."""
+  config = {'seed': 0, 'train': {'steps': 10, 'tensorboard': None}}
+  saved = {'config': {'seed': 0, 'train': {'steps': 10, 'tensorboard': True}}, 'data': {'d': 1}}
+  runner._check_saved(saved, str(tmp_path), config, {'d': 1}, None)
+  with pytest.raises(config_lib.ConfigError, match='another config'):
+    runner._check_saved(saved, str(tmp_path), {**config, 'train': {'steps': 11, 'tensorboard': None}}, {'d': 1}, None)

@@ -244,12 +244,16 @@ def test_tensorboard_key_defaults_to_what_is_installed(monkeypatch, lm_config):
   from relpos_jax.train import tensorboard
 
   shipped = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'))
-  assert shipped.train.tensorboard is tensorboard.available()
+  # The same on every machine: None, decided where the events are written.
+  assert shipped.train.tensorboard is None and tensorboard.enabled(shipped.train) is tensorboard.available()
   config = lm_config()  # no train.tensorboard key: on iff installed
   assert 'tensorboard' not in config.train and tensorboard.enabled(config.train) is tensorboard.available()
   config.train.tensorboard = False
   assert not tensorboard.enabled(config.train)
   monkeypatch.setattr(tensorboard, 'available', lambda: False)
+  assert not tensorboard.enabled(shipped.train)  # absent tensorboardX: no events, no error
+  overridden = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'), {'train.tensorboard': False})
+  assert overridden.train.tensorboard is False  # the placeholder takes a bool, as --config.train.tensorboard does
   config.train.tensorboard = True
   with pytest.raises(
       ConfigError, match=r'config\.train\.tensorboard=True is invalid: .*tensorboardX.*relpos_jax\[tensorboard\]'
@@ -259,3 +263,18 @@ def test_tensorboard_key_defaults_to_what_is_installed(monkeypatch, lm_config):
   config.train.tensorboard = 'yes'
   with pytest.raises(ConfigError, match=r"config\.train\.tensorboard='yes' is invalid: allowed: None or True"):
     validate(config, num_devices=4)
+
+
+def test_the_data_section_answers_for_its_source():
+  lm = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'))
+  task = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'))
+  corpus_source, task_source = config_lib.data_source(lm), config_lib.data_source(task)
+  assert isinstance(corpus_source, config_lib.CorpusSource) and isinstance(task_source, config_lib.TaskSource)
+  assert config_lib.data_source(config_lib.parse(lm)) == corpus_source
+  assert corpus_source.metric == ('bits_per_char', True) and task_source.metric == ('accuracy', False)
+  assert corpus_source.max_train_length == lm.data.train_length and task_source.max_train_length == task.data.max_length
+  assert config_lib.architecture(lm) == 'causal' and config_lib.vocab_sizes(lm) == (256, None)
+  run = config_lib.parse(task)
+  assert config_lib.architecture(task) == run.task.kind
+  assert config_lib.longest_training_sequence(task) == run.task.total_length(task.data.max_length)
+  assert config_lib.parse(lm).task is None
