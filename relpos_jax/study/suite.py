@@ -256,7 +256,7 @@ def _check_max_position(task: str, study: ml_collections.ConfigDict, longest: in
       config.model.encoder = spec
       with warnings.catch_warnings():
         warnings.simplefilter('ignore')
-        limit = config_lib.train_position_limit(config_lib.resolve_encoder(config))
+        limit = config_lib.train_position_limit(config_lib.encoder_of(config))
       if limit is not None and limit < longest:
         raise config_lib.ConfigError(
             f'config.suite.encoders entry {entry.label!r} ({spec!r}) on task {task!r}: max_position={limit} is '
