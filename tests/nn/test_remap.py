@@ -77,7 +77,7 @@ def test_rerope_clips_or_compresses_distances_past_the_window(w, leak):
   np.testing.assert_allclose(_causal(got), _causal(want), atol=2e-4)
 
 
-@pytest.mark.parametrize('chunk,local', [(6, 2), (8, 3)])
+@pytest.mark.parametrize('chunk,local', [(6, 2), (8, 3), (6, 4), (9, 5)])
 def test_dual_chunk_intra_successive_inter_as_chunkllama(chunk, local):
   q, k = _qk(2)
   size = chunk - local
@@ -85,7 +85,8 @@ def test_dual_chunk_intra_successive_inter_as_chunkllama(chunk, local):
   k_t = pos % size
   intra = _scores(q, k, pos % size, k_t)
   successive = _scores(q, k, np.minimum(pos % size + size, chunk), k_t)
-  inter = _scores(q, k, np.full(L, chunk), k_t)
+  # ChunkLlama's inter-chunk queries: qc_t[chunk_len - 1] = min(chunk_len - 1 + chunk_len, chunk_size).
+  inter = _scores(q, k, np.full(L, min(size - 1 + size, chunk)), k_t)
   cq, ck = (pos // size)[:, None], (pos // size)[None, :]
   want = np.where(cq == ck, intra, np.where(cq - ck == 1, successive, inter))
   got, _ = _ours(f'dual_chunk(rope, chunk={chunk}, local_window={local})', q, k)
