@@ -37,6 +37,8 @@ ENCODERS = (
     ('rope + ssmax', 'rope + ssmax', 'temperature', 0.05, 1.5, None),
     ('rope + logn', 'rope + logn', 'temperature', 0.05, 1.5, None),
     ('rope + stick_breaking', 'rope + stick_breaking', 'normalizer', 0.05, 1.5, None),
+    ('self_extend(rope)', 'self_extend(rope, group_size=8, window=1024)', 'position remap', 0.05, 1.5, None),
+    ('rerope(rope)', 'rerope(rope, window=512)', 'position remap', 0.05, 1.5, None),
 )
 
 

@@ -40,6 +40,11 @@ What a tile needs, per kind (`_tiler`; the layer still knows kinds, never names)
                                       keys, O(L H)); a tile adds their outer sum.
   temperature (SSMax, log-n)          t_h(n_i) per row before the loop (`content_terms.visible_counts` and
                                       `temperature_factor`, as the explicit path); a tile scales its rows.
+  position remap (Self-Extend,        a rotary base's q and k rotated under each position set once
+  ReRoPE, Dual Chunk)                 (`position_terms.remap_rotations`, O(L) per set); a tile merges its
+                                      sets by region (`position_terms.remap_merge`, the explicit path's own
+                                      merge, on the tile's positions). A scalar base: its bias per region.
+                                      (Every tile computes every set, even one wholly inside a region.)
   normalizer (stick-breaking)         no softmax: key tiles from the nearest to the farthest, the encoder's
                                       `tile_weights` with a per-row carry of sum log(1 - beta) (see the
                                       normalizer kernel below); the remainder (1 - sum_j A_ij) v_own outside.
@@ -159,6 +164,10 @@ class _Tiler:
   def values(self, part, local, p_t, tile: Tile):
     """The output term (B, bq, H, D) float32 of the weights p_t (B, H, bq, bk), or None."""
     return None
+
+  def content(self, part, local, content_q, k_t, scores, tile: Tile):
+    """(the content scores, replaced or None to keep q . k, a bias or None): a remap merges its sets here."""
+    return scores, None
 
   def transform(self, part, local, s, tile: Tile):
     """The tile's logits after every score and bias (a temperature scales them per row)."""
@@ -322,6 +331,47 @@ class _RowTemperature(_Tiler):
 
 
 @dataclasses.dataclass(frozen=True)
+class _Remap(_Tiler):
+  """A position remap (Self-Extend, ReRoPE, Dual Chunk): a rotary base's queries and keys rotated under each
+  position set once (`position_terms.remap_rotations`, O(L) per set); a tile merges its sets by region with
+  the explicit path's `position_terms.remap_merge` on the tile's positions (a scalar base: its bias there)."""
+
+  rotary: bool
+
+  def prepare(self, part, params, ctx):
+    if not self.rotary:
+      return {'params': params}
+    rotations = position_terms.remap_rotations(part, params, ctx.query, ctx.key, ctx.q_pos, ctx.k_pos)
+    return {'params': params, 'q': [q for q, _ in rotations], 'k': [k for _, k in rotations]}
+
+  def local(self, theta, tile):
+    if not self.rotary:
+      return theta
+    return {
+        'params': theta['params'],
+        'q': [jax.lax.dynamic_slice_in_dim(q, tile.qs, tile.bq, axis=1) for q in theta['q']],
+        'k': [jax.lax.dynamic_slice_in_dim(k, tile.ks, tile.bk, axis=1) for k in theta['k']],
+    }
+
+  def accumulate(self, acc, d_local, tile):
+    params = jax.tree.map(jnp.add, acc['params'], d_local['params'])
+    if not self.rotary:
+      return {'params': params}
+    add = lambda a, d, start: jax.lax.dynamic_update_slice_in_dim(
+        a, jax.lax.dynamic_slice_in_dim(a, start, d.shape[1], axis=1) + d, start, axis=1
+    )
+    return {
+        'params': params,
+        'q': [add(a, d, tile.qs) for a, d in zip(acc['q'], d_local['q'])],
+        'k': [add(a, d, tile.ks) for a, d in zip(acc['k'], d_local['k'])],
+    }
+
+  def content(self, part, local, content_q, k_t, scores, tile):
+    rotations = list(zip(local['q'], local['k'])) if self.rotary else None
+    return position_terms.remap_merge(part, local['params'], rotations, content_q, k_t, tile.q_pos, tile.k_pos, scores)
+
+
+@dataclasses.dataclass(frozen=True)
 class _Normalizer(_Tiler):
   """Replaces the softmax (stick-breaking): no term of its own; the kernel folds its `tile_weights`."""
 
@@ -336,6 +386,8 @@ def _tiler(part, contiguous: bool) -> _Tiler:
     if contiguous and part.clip_distance is None:
       return _VectorRows()
     return _VectorTable(contiguous)
+  if part.kind is Kind.POSITION_REMAP:
+    return _Remap(part.base.kind is Kind.ROTARY)
   if part.kind is Kind.CONTEXTUAL and part.separable:
     return _RowColumnBias()
   if part.kind is Kind.TEMPERATURE:
@@ -382,6 +434,10 @@ class _Context:
   key_mask: jax.Array | None = None  # (B, Lk) bool (all True when none was given)
   counts: jax.Array | None = None  # (B or 1, Lq) float32: keys each query sees (temperatures)
   feature: jax.Array | None = None  # this part's token features of the keys (B, Lk, F)
+  query: jax.Array | None = None  # (B, padded Lq, H, D) the content queries (+ u), padded
+  key: jax.Array | None = None  # (B, padded Lk, H, D)
+  q_pos: jax.Array | None = None  # (B, padded Lq) int32 positions the position terms read
+  k_pos: jax.Array | None = None  # (B, padded Lk) int32
 
 
 def _tile(cfg: _Config, aux, qs, ks) -> Tile:
@@ -429,7 +485,13 @@ def _logits(cfg: _Config, aux, tile: Tile, q_t, k_t, local):
   if local['u'] is not None:
     content_q = q_t.astype(jnp.float32) + local['u']
     k_t = k_t.astype(jnp.float32)
-  s = jnp.einsum('bihd,bjhd->bhij', content_q, k_t, preferred_element_type=jnp.float32)
+  s, remap_bias = None, None
+  for part, tiler, th in zip(cfg.parts, cfg.tilers, local['parts']):
+    s, b = tiler.content(part, th, content_q, k_t, s, tile)
+    if b is not None:
+      remap_bias = b if remap_bias is None else remap_bias + b
+  if s is None:
+    s = jnp.einsum('bihd,bjhd->bhij', content_q, k_t, preferred_element_type=jnp.float32)
   for part, tiler, th in zip(cfg.parts, cfg.tilers, local['parts']):
     extra = tiler.scores(part, th, q_t, tile)
     if extra is not None:
@@ -441,6 +503,8 @@ def _logits(cfg: _Config, aux, tile: Tile, q_t, k_t, local):
       s = s + b
   if cfg.given_bias:
     s = s + local['given']
+  if remap_bias is not None:
+    s = s + remap_bias
   for part, tiler, th in zip(cfg.parts, cfg.tilers, local['parts']):
     s = tiler.transform(part, th, s, tile)
   valid = _valid(cfg, aux, tile)
@@ -760,6 +824,16 @@ def prepare(
     terms = [(part, p, f) for part, p, f in terms if part.kind is not Kind.SCALAR_BIAS]
   tilers = tuple(_tiler(part, contiguous) for part, _, _ in terms)
   q_index = jnp.arange(q_len, dtype=jnp.int32) + q_offset
+  if contiguous:
+    q_pos = (jnp.arange(padded_q, dtype=jnp.int32) + q_offset)[None]
+    k_pos = jnp.arange(padded_k, dtype=jnp.int32)[None]
+  else:
+    q_pos = _pad_axis(jnp.asarray(q_positions, jnp.int32), 1, padded_q)
+    k_pos = _pad_axis(jnp.asarray(k_positions, jnp.int32), 1, padded_k)
+  u = position_terms.query_biases([part for part, _, _ in terms], [p for _, p, _ in terms])
+  content_q, content_k = _pad_axis(query, 1, padded_q), _pad_axis(key, 1, padded_k)
+  if u is not None:  # As _logits: the content queries carry Transformer-XL's u.
+    content_q, content_k = content_q.astype(jnp.float32) + u, content_k.astype(jnp.float32)
   counts = None
   if any(part.kind is Kind.TEMPERATURE for part, _, _ in terms):
     counts = content_terms.visible_counts(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
@@ -770,24 +844,22 @@ def prepare(
       q_index=q_index,
       key_mask=jnp.ones((b, k_len), bool) if key_mask is None else jnp.asarray(key_mask, bool),
       counts=counts,
+      query=content_q,
+      key=content_k,
+      q_pos=jnp.broadcast_to(q_pos, (b, padded_q)),
+      k_pos=jnp.broadcast_to(k_pos, (b, padded_k)),
   )
   normalizers = [i for i, (part, _, _) in enumerate(terms) if part.kind is Kind.NORMALIZER]
   theta = {
       'parts': [t.prepare(part, p, dataclasses.replace(ctx, feature=f)) for t, (part, p, f) in zip(tilers, terms)],
       'given': None,
-      'u': position_terms.query_biases([part for part, _, _ in terms], [p for _, p, _ in terms]),
+      'u': u,
   }
   if position_bias is not None:
     bias = jnp.asarray(position_bias, jnp.float32)
     bias = bias[None] if bias.ndim == 3 else bias
     theta['given'] = _pad_axis(_pad_axis(bias, 2, padded_q), 3, padded_k)
 
-  if contiguous:
-    q_pos = (jnp.arange(padded_q, dtype=jnp.int32) + q_offset)[None]
-    k_pos = jnp.arange(padded_k, dtype=jnp.int32)[None]
-  else:
-    q_pos = _pad_axis(jnp.asarray(q_positions, jnp.int32), 1, padded_q)
-    k_pos = _pad_axis(jnp.asarray(k_positions, jnp.int32), 1, padded_k)
   aux = {'q_offset': q_offset, 'q_pos': q_pos, 'k_pos': k_pos}
   if key_mask is not None:
     aux['key_mask'] = _pad_axis(jnp.asarray(key_mask, bool), 1, padded_k)

@@ -13,8 +13,10 @@ Which path runs is decided by the parts' kinds:
   contextual, score transform,           ->  the explicit path, with their terms (`content_terms`): CoPE, FoX,
   normalizer, temperature                    PaTH, DAPE, stick-breaking, SSMax / log-n
 
-  any kind, implementation='blockwise'    ->  `blockwise.attend`: query and key tiles, an online softmax, every
-                                             position term built per tile; O(L) memory, training included
+  implementation='blockwise'             ->  `blockwise.attend`: query and key tiles, an online softmax (or
+                                             stick-breaking's fold), every position term built per tile; O(L)
+                                             memory, training included. Every kind but CoPE, PaTH and DAPE
+                                             (refused by name)
   Toeplitz biases, rotary, none, 'pallas' ->  `pallas_attention.attend`: the same as a Pallas kernel (interpret
                                              mode on CPU), the bias built in-kernel from its distinct values
 
@@ -270,15 +272,6 @@ def attend(
     )
 
   if implementation in TILED_IMPLEMENTATIONS:
-    for part, _ in remaps:
-      raise validation.invalid(
-          'attend',
-          'implementation',
-          implementation,
-          f'"einsum" or None with encoder {part.name or type(part).__name__!r} of kind '
-          f'{part.kind.value!r} (a remap merges whole score matrices per region; it has '
-          f'no per-tile form)',
-      )
     validation.require(
         query.shape[-1] == value.shape[-1],
         'attend',
