@@ -247,7 +247,20 @@ def _largest_intermediate(jaxpr) -> int:
   return biggest
 
 
-@pytest.mark.parametrize('name', ['t5', 'fire', 'shaw_vector', 'transformer_xl'])
+@pytest.mark.parametrize(
+    'name',
+    [
+        't5',
+        'fire',
+        'shaw_vector',
+        'transformer_xl',
+        'rope + ssmax',
+        'alibi + logn',
+        'rope + stick_breaking',
+        'self_extend(rope, group_size=2, window=4)',
+        'dual_chunk(alibi, chunk=8, local_window=2)',
+    ],
+)
 def test_no_length_squared_array_in_forward_or_backward(name):
   """The traced program (forward and gradient, loops included) has no intermediate of L^2 elements."""
   length, heads, head_dim = 256, 2, 4
