@@ -18,7 +18,7 @@ from __future__ import annotations
 import jax
 
 from relpos_jax.encoders import spec
-from relpos_jax.nn import functional, position_terms
+from relpos_jax.nn import content_terms, functional, position_terms
 from benchmarks import attention_kinds, measure, report
 
 LENGTH, QUICK_LENGTH = 2048, 512
@@ -33,6 +33,12 @@ ENCODERS = (
     ('rope', 'rope', 'rotary', 0.05, 1.5, None),
     ('shaw_vector', 'shaw_vector', 'vector relative', 0.05, 1.5, None),
     ('transformer_xl', 'transformer_xl', 'vector relative', None, 1.5, 1.5),
+    ('fox', 'fox', 'contextual (separable)', 0.05, 1.5, None),
+    ('rope + ssmax', 'rope + ssmax', 'temperature', 0.05, 1.5, None),
+    ('rope + logn', 'rope + logn', 'temperature', 0.05, 1.5, None),
+    ('rope + stick_breaking', 'rope + stick_breaking', 'normalizer', 0.05, 1.5, None),
+    ('self_extend(rope)', 'self_extend(rope, group_size=8, window=1024)', 'position remap', 0.05, 1.5, None),
+    ('rerope(rope)', 'rerope(rope, window=512)', 'position remap', 0.05, 1.5, None),
 )
 
 
@@ -44,6 +50,11 @@ def core(parts, implementation):
     if position_terms.has_kind(parts, position_terms.Kind.ROTARY):
       pos = position_terms.contiguous_positions(b, length)
       q, k = position_terms.rotate(parts, params, q, k, pos, pos)
+    features = None
+    if position_terms.has_kind(parts, position_terms.Kind.CONTEXTUAL):
+      # FoX's gates read the layer input x: a fixed stand-in, as in attention_kinds.layer_core.
+      x = jax.random.normal(jax.random.PRNGKey(2), (b, length, q.shape[2] * q.shape[3]), jax.numpy.float32)
+      features = content_terms.token_features(parts, params, x)
     return functional.attend(
         q,
         k,
@@ -53,6 +64,7 @@ def core(parts, implementation):
         causal=True,
         implementation=implementation,
         block_size=BLOCK_SIZE if implementation == 'blockwise' else None,
+        features=features,
     )
 
   return fn

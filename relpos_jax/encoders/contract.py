@@ -538,6 +538,9 @@ class ContextualEncoder(Encoder):
   requires_causal: ClassVar[bool] = True
   reads_positions: ClassVar[bool] = False
   replaces_content: ClassVar[bool] = False
+  # A separable term (FoX) is an outer sum row_i + column_j of per-position values (`row_column_terms`):
+  # the tiled paths build it per tile from those two vectors, O(L) memory.
+  separable: ClassVar[bool] = False
   needs_head_dim = True
   needs_model_dim = True
 
@@ -553,12 +556,26 @@ class ContextualEncoder(Encoder):
   def score_term(self, params: Params, ctx: AttentionContext) -> jax.Array:
     raise NotImplementedError
 
+  def row_column_terms(
+      self, params: Params, features: jax.Array | None, key_mask: jax.Array, q_index: jax.Array
+  ) -> tuple[jax.Array, jax.Array]:
+    """Separable terms only: (row (B, H, Lq), column (B, H, Lk)) float32 with score_term = row_i + column_j."""
+    raise NotImplementedError
+
 
 class NormalizerEncoder(Encoder):
-  """Replaces the softmax: attention weights from the (masked) logits."""
+  """Replaces the softmax: attention weights from the (masked) logits.
+
+  A normalizer with `tiles` folds key tiles from the nearest to the farthest: `allowed` marks the pairs that
+  get weight, `tile_weights(logits, allowed, carry)` gives one tile's weights and the carry for the next
+  (farther) tile, starting from `initial_carry`; the explicit path is the one-tile case. `remainder_to_self`:
+  1 - sum_j w_ij goes to query i's own value.
+  """
 
   kind = Kind.NORMALIZER
   reads_positions: ClassVar[bool] = False  # The causal order of the keys, not their positions.
+  tiles: ClassVar[bool] = False
+  remainder_to_self = False
 
   def weights(self, params: Params, logits: jax.Array, ctx: AttentionContext) -> tuple[jax.Array, jax.Array | None]:
     """logits (B, H, Lq, Lk) float32 -> (weights (B, H, Lq, Lk), remainder (B, H, Lq) or None).

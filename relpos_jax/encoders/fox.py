@@ -46,16 +46,6 @@ def log_forget(gate_logits: jax.Array, key_mask: jax.Array) -> jax.Array:
   return jnp.where(jnp.asarray(key_mask, bool)[..., None], log_f, 0.0)
 
 
-def decay(log_f: jax.Array, q_index: jax.Array) -> jax.Array:
-  """D_ij = c_{q_index[i]} - c_j with c the cumulative sum of log f over keys: (B, L, H) -> (B, H, Lq, Lk).
-
-  Entries with j > q_index[i] are positive and meaningless (the causal mask removes them).
-  """
-  c = jnp.cumsum(log_f, axis=1)  # (B, Lk, H)
-  c_q = jnp.take(c, q_index, axis=1)  # (B, Lq, H)
-  return jnp.moveaxis(c_q, -1, 1)[:, :, :, None] - jnp.moveaxis(c, -1, 1)[:, :, None, :]
-
-
 @register('fox')
 @dataclasses.dataclass(frozen=True)
 class FoX(contract.ContextualEncoder):
@@ -118,5 +108,15 @@ class FoX(contract.ContextualEncoder):
     x = jnp.asarray(x, jnp.float32)
     return x @ params['gate_kernel'] + params['gate_bias']
 
+  separable = True  # D_ij = c_i - c_j: the tiled paths read c per tile (`row_column_terms`).
+
+  def row_column_terms(self, params, features, key_mask, q_index):
+    """(c at the queries (B, H, Lq), -c at the keys (B, H, Lk)): D_ij is their outer sum."""
+    del params
+    c = jnp.cumsum(log_forget(features, key_mask), axis=1)  # (B, Lk, H)
+    c_q = jnp.take(c, q_index, axis=1)  # (B, Lq, H)
+    return jnp.moveaxis(c_q, -1, 1), -jnp.moveaxis(c, -1, 1)
+
   def score_term(self, params, ctx):
-    return decay(log_forget(ctx.features, ctx.key_mask), ctx.q_index)
+    row, column = self.row_column_terms(params, ctx.features, ctx.key_mask, ctx.q_index)
+    return row[:, :, :, None] + column[:, :, None, :]

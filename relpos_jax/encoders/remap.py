@@ -17,7 +17,8 @@ d = i - j >= 0 (query minus key; the package's rel = j - i = -d). All remaps are
   dual_chunk(base, chunk=S, local_window=w)      An et al. 2024, "Training-Free Long-Context Scaling of LLMs"
       (reference: HKUNLP/ChunkLlama). Sequences are cut into chunks of c = S - w tokens; keys sit at j mod c.
       Queries sit at i mod c for keys of their own chunk (intra), at min(i mod c + c, S) for keys of the
-      previous chunk (successive), and at S for older keys (inter); no distance seen exceeds S.
+      previous chunk (successive), and at min(2c - 1, S) for older keys (inter: S unless the local window
+      exceeds (S - 1) / 2, as the reference's table index c - 1 gives); no distance seen exceeds S.
 
 Published defaults: Self-Extend's Llama-2 setting G = 8 (they use 2-16), W = 1024 (512-2048); ReRoPE's
 W = 512 (for a 4k model; leaky k = 16); ChunkLlama's S = 3/4 and w = 1/16 of a 4096 pretraining length.
@@ -174,6 +175,13 @@ class DualChunk(_Remap):
         f'an int < chunk={self.chunk} (chunks hold chunk - local_window tokens)',
     )
 
+  @property
+  def inter_query_position(self) -> int:
+    """Where queries sit for keys two or more chunks back: ChunkLlama rotates them with its successive table
+    at index c - 1 (`qc_t[chunk_len - 1]`), i.e. min(2 c - 1, S), c = S - w: S unless w > (S - 1) / 2."""
+    size = self.chunk - self.local_window
+    return min(2 * size - 1, self.chunk)
+
   def score_sets(self, q_positions, k_positions):
     size = self.chunk - self.local_window  # Tokens per chunk.
     q_chunk = (q_positions // size)[..., :, None]
@@ -183,5 +191,5 @@ class DualChunk(_Remap):
     return (
         contract.ScoreSet(q_local, k_local, q_chunk == k_chunk),
         contract.ScoreSet(jnp.minimum(q_local + size, self.chunk), k_local, q_chunk - k_chunk == 1),
-        contract.ScoreSet(jnp.full_like(q_positions, self.chunk), k_local, q_chunk - k_chunk > 1),
+        contract.ScoreSet(jnp.full_like(q_positions, self.inter_query_position), k_local, q_chunk - k_chunk > 1),
     )

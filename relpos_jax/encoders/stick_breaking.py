@@ -43,11 +43,16 @@ def reverse_exclusive_cumsum(x: jax.Array) -> jax.Array:
   return jnp.flip(jnp.cumsum(jnp.flip(x, -1), axis=-1), -1) - x
 
 
-def stick_breaking_weights(logits: jax.Array, allowed: jax.Array) -> jax.Array:
-  """A_ij = sigmoid(z_ij) prod_{k > j, allowed} (1 - sigmoid(z_ik)) where allowed, else 0."""
+def stick_breaking_weights(logits: jax.Array, allowed: jax.Array, carry=0.0) -> tuple[jax.Array, jax.Array]:
+  """A_ij = sigmoid(z_ij) prod_{k > j, allowed} (1 - sigmoid(z_ik)) where allowed, else 0, for one tile of keys.
+
+  carry (..., Lq): sum_k log(1 - sigmoid(z_ik)) over the allowed keys after the tile (nearer the query; 0 for
+  the nearest tile). Returns (A, the carry for the next, farther, tile).
+  """
   log_beta = jnp.where(allowed, jax.nn.log_sigmoid(-logits), 0.0)
-  log_att = jax.nn.log_sigmoid(logits) + reverse_exclusive_cumsum(log_beta)
-  return jnp.where(allowed, jnp.exp(jnp.where(allowed, log_att, 0.0)), 0.0)
+  log_att = jax.nn.log_sigmoid(logits) + reverse_exclusive_cumsum(log_beta) + jnp.asarray(carry)[..., None]
+  weights = jnp.where(allowed, jnp.exp(jnp.where(allowed, log_att, 0.0)), 0.0)
+  return weights, carry + jnp.sum(log_beta, axis=-1)
 
 
 @register('stick_breaking')
@@ -58,18 +63,28 @@ class StickBreaking(contract.NormalizerEncoder):
 
   requires_causal = True
   carries_position = True  # The break order is the key order: the layer knows position without any term.
+  tiles = True  # Key tiles from the nearest to the farthest, carrying sum log(1 - beta) per row.
 
   def __post_init__(self):
     for field in ('attend_current', 'remainder_to_self'):
       value = getattr(self, field)
       validation.require(isinstance(value, bool), self.name, field, value, 'True or False')
 
+  def allowed(self, valid: jax.Array, q_index: jax.Array, k_index: jax.Array) -> jax.Array:
+    """valid (B|1, 1, Lq, Lk) bool, the key index of each query (Lq,) and key (Lk,): the pairs given weight."""
+    if self.attend_current:
+      return valid
+    return valid & (k_index[None, :] != q_index[:, None])[None, None]
+
+  def initial_carry(self, shape) -> jax.Array:
+    return jnp.zeros(shape, jnp.float32)
+
+  def tile_weights(self, logits, allowed, carry):
+    return stick_breaking_weights(jnp.asarray(logits, jnp.float32), allowed, carry)
+
   def weights(self, params, logits, ctx):
     del params
-    allowed = ctx.valid
-    if not self.attend_current:
-      k_index = jnp.arange(logits.shape[-1], dtype=jnp.int32)
-      allowed = allowed & (k_index[None, :] != ctx.q_index[:, None])[None, None]
-    weights = stick_breaking_weights(jnp.asarray(logits, jnp.float32), allowed)
+    allowed = self.allowed(ctx.valid, ctx.q_index, jnp.arange(logits.shape[-1], dtype=jnp.int32))
+    weights, _ = self.tile_weights(logits, allowed, self.initial_carry(logits.shape[:-1]))
     remainder = 1.0 - jnp.sum(weights, axis=-1) if self.remainder_to_self else None
     return weights, remainder

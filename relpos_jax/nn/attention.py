@@ -374,19 +374,21 @@ class RelativeMultiHeadAttention(nnx.Module):
     max_length = cache.max_length
     check_cache_room(cache.index, chunk, max_length)
     params = self._params(position_params)
-    index = cache.index
+    index = jnp.asarray(cache.index, jnp.int32)
     new_positions = explicit if explicit is not None else position_terms.contiguous_positions(b, chunk, index)
     q, k, v = self._project(x)
     new_mask = jnp.ones((b, chunk), bool) if padding_mask is None else padding_mask
-    start = (0, index)
+    # All int32 (dynamic_update_slice wants one index type): a literal 0 is int64 under jax_enable_x64.
+    zero = jnp.zeros((), jnp.int32)
+    start = (zero, index)
     new_features = content_terms.token_features(self.parts, params, x)
     features = tuple(
-        None if cached is None else jax.lax.dynamic_update_slice(cached, new, start + (0,))
+        None if cached is None else jax.lax.dynamic_update_slice(cached, new, start + (zero,))
         for cached, new in zip(self._cached_features(cache), new_features)
     )
     cache = KVCache(
-        key=jax.lax.dynamic_update_slice(cache.key, k.astype(cache.key.dtype), start + (0, 0)),
-        value=jax.lax.dynamic_update_slice(cache.value, v.astype(cache.value.dtype), start + (0, 0)),
+        key=jax.lax.dynamic_update_slice(cache.key, k.astype(cache.key.dtype), start + (zero, zero)),
+        value=jax.lax.dynamic_update_slice(cache.value, v.astype(cache.value.dtype), start + (zero, zero)),
         positions=jax.lax.dynamic_update_slice(cache.positions, new_positions, start),
         mask=jax.lax.dynamic_update_slice(cache.mask, new_mask, start),
         index=index + chunk,

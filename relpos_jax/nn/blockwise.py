@@ -36,6 +36,18 @@ What a tile needs, per kind (`_tiler`; the layer still knows kinds, never names)
   clipped tables, explicit positions) `skew.relative_table`, `position_terms.vector_scores` / `vector_values`.
   rotary                              applied to q and k before attention (nothing to do here).
   a precomputed `position_bias`       sliced per tile (it is (H, Lq, Lk) already: no memory saving).
+  separable contextual term (FoX)     the encoder's `row_column_terms` once (c at the queries, -c at the
+                                      keys, O(L H)); a tile adds their outer sum.
+  temperature (SSMax, log-n)          t_h(n_i) per row before the loop (`content_terms.visible_counts` and
+                                      `temperature_factor`, as the explicit path); a tile scales its rows.
+  position remap (Self-Extend,        a rotary base's q and k rotated under each position set once
+  ReRoPE, Dual Chunk)                 (`position_terms.remap_rotations`, O(L) per set); a tile merges its
+                                      sets by region (`position_terms.remap_merge`, the explicit path's own
+                                      merge, on the tile's positions). A scalar base: its bias per region.
+                                      (Every tile computes every set, even one wholly inside a region.)
+  normalizer (stick-breaking)         no softmax: key tiles from the nearest to the farthest, the encoder's
+                                      `tile_weights` with a per-row carry of sum log(1 - beta) (see the
+                                      normalizer kernel below); the remainder (1 - sum_j A_ij) v_own outside.
 
 A kind without a tiler (a future one) is a ValueError naming the encoder and its kind.
 
@@ -57,7 +69,7 @@ import numpy as np
 
 from relpos_jax import positions as positions_lib
 from relpos_jax.encoders import contract
-from relpos_jax.nn import position_terms, skew
+from relpos_jax.nn import content_terms, position_terms, skew
 
 Kind = contract.Kind
 
@@ -152,6 +164,14 @@ class _Tiler:
   def values(self, part, local, p_t, tile: Tile):
     """The output term (B, bq, H, D) float32 of the weights p_t (B, H, bq, bk), or None."""
     return None
+
+  def content(self, part, local, content_q, k_t, scores, tile: Tile):
+    """(the content scores, replaced or None to keep q . k, a bias or None): a remap merges its sets here."""
+    return scores, None
+
+  def transform(self, part, local, s, tile: Tile):
+    """The tile's logits after every score and bias (a temperature scales them per row)."""
+    return s
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,6 +277,108 @@ class _VectorTable(_Tiler):
     return position_terms.vector_values(part, local, p_t, self._table(part, tile))
 
 
+def _slice_rows(x, start, size):
+  """The tile's share (..., size) of per-position values (..., L) on the last axis."""
+  return jax.lax.dynamic_slice_in_dim(x, start, size, axis=-1)
+
+
+def _add_rows(acc, update, start):
+  size = update.shape[-1]
+  return jax.lax.dynamic_update_slice_in_dim(acc, _slice_rows(acc, start, size) + update, start, axis=-1)
+
+
+@dataclasses.dataclass(frozen=True)
+class _RowColumnBias(_Tiler):
+  """A separable contextual term (FoX's c_i - c_j): the encoder's `row_column_terms` once, an outer sum per tile."""
+
+  def prepare(self, part, params, ctx):
+    row, column = part.row_column_terms(params, ctx.feature, ctx.key_mask, ctx.q_index)
+    row = _pad_axis(jnp.asarray(row, jnp.float32), 2, ctx.padded_q_len)
+    return {'row': row, 'column': _pad_axis(jnp.asarray(column, jnp.float32), 2, ctx.padded_k_len)}
+
+  def local(self, theta, tile):
+    return {
+        'row': _slice_rows(theta['row'], tile.qs, tile.bq),
+        'column': _slice_rows(theta['column'], tile.ks, tile.bk),
+    }
+
+  def accumulate(self, acc, d_local, tile):
+    return {
+        'row': _add_rows(acc['row'], d_local['row'], tile.qs),
+        'column': _add_rows(acc['column'], d_local['column'], tile.ks),
+    }
+
+  def bias(self, part, local, tile):
+    return local['row'][:, :, :, None] + local['column'][:, :, None, :]
+
+
+@dataclasses.dataclass(frozen=True)
+class _RowTemperature(_Tiler):
+  """A temperature: t_h(n_i) per row (`content_terms.temperature_factor`), known before the tile loop."""
+
+  def prepare(self, part, params, ctx):
+    factor = content_terms.temperature_factor([part], [params], ctx.counts, ctx.q_index)
+    return _pad_axis(factor, 2, ctx.padded_q_len)  # (B|1, H, padded Lq)
+
+  def local(self, theta, tile):
+    return _slice_rows(theta, tile.qs, tile.bq)
+
+  def accumulate(self, acc, d_local, tile):
+    return _add_rows(acc, d_local, tile.qs)
+
+  def transform(self, part, local, s, tile):
+    return s * local[..., None]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Remap(_Tiler):
+  """A position remap (Self-Extend, ReRoPE, Dual Chunk): a rotary base's queries and keys rotated under each
+  position set once (`position_terms.remap_rotations`, O(L) per set); a tile merges its sets by region with
+  the explicit path's `position_terms.remap_merge` on the tile's positions (a scalar base: its bias there)."""
+
+  rotary: bool
+
+  def prepare(self, part, params, ctx):
+    if not self.rotary:
+      return {'params': params}
+    rotations = position_terms.remap_rotations(part, params, ctx.query, ctx.key, ctx.q_pos, ctx.k_pos)
+    return {'params': params, 'q': [q for q, _ in rotations], 'k': [k for _, k in rotations]}
+
+  def local(self, theta, tile):
+    if not self.rotary:
+      return theta
+    return {
+        'params': theta['params'],
+        'q': [jax.lax.dynamic_slice_in_dim(q, tile.qs, tile.bq, axis=1) for q in theta['q']],
+        'k': [jax.lax.dynamic_slice_in_dim(k, tile.ks, tile.bk, axis=1) for k in theta['k']],
+    }
+
+  def accumulate(self, acc, d_local, tile):
+    params = jax.tree.map(jnp.add, acc['params'], d_local['params'])
+    if not self.rotary:
+      return {'params': params}
+    add = lambda a, d, start: jax.lax.dynamic_update_slice_in_dim(
+        a, jax.lax.dynamic_slice_in_dim(a, start, d.shape[1], axis=1) + d, start, axis=1
+    )
+    return {
+        'params': params,
+        'q': [add(a, d, tile.qs) for a, d in zip(acc['q'], d_local['q'])],
+        'k': [add(a, d, tile.ks) for a, d in zip(acc['k'], d_local['k'])],
+    }
+
+  def content(self, part, local, content_q, k_t, scores, tile):
+    rotations = list(zip(local['q'], local['k'])) if self.rotary else None
+    return position_terms.remap_merge(part, local['params'], rotations, content_q, k_t, tile.q_pos, tile.k_pos, scores)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Normalizer(_Tiler):
+  """Replaces the softmax (stick-breaking): no term of its own; the kernel folds its `tile_weights`."""
+
+  def prepare(self, part, params, ctx):
+    return None
+
+
 def _tiler(part, contiguous: bool) -> _Tiler:
   if part.kind is Kind.SCALAR_BIAS:
     return ToeplitzBias() if contiguous and part.is_toeplitz else _PairBias()
@@ -264,8 +386,16 @@ def _tiler(part, contiguous: bool) -> _Tiler:
     if contiguous and part.clip_distance is None:
       return _VectorRows()
     return _VectorTable(contiguous)
+  if part.kind is Kind.POSITION_REMAP:
+    return _Remap(part.base.kind is Kind.ROTARY)
+  if part.kind is Kind.CONTEXTUAL and part.separable:
+    return _RowColumnBias()
+  if part.kind is Kind.TEMPERATURE:
+    return _RowTemperature()
+  if part.kind is Kind.NORMALIZER and part.tiles:
+    return _Normalizer()
   raise ValueError(
-      f'attention implementation "blockwise": encoder {part.name or type(part).__name__!r} is of '
+      f'tiled attention (implementation "blockwise" or "pallas"): encoder {part.name or type(part).__name__!r} is of '
       f'kind {part.kind.value!r}, which has no per-tile form; use implementation "einsum".'
   )
 
@@ -290,13 +420,24 @@ class _Config:
   k_len: int  # real keys (later ones are padding)
   has_key_mask: bool
   has_mask: bool
+  normalizer: int | None = None  # index in parts of a normalizer replacing the softmax (stick-breaking)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Context:
+  """What `_Tiler.prepare` may read: sizes, the real queries' key indices, masks, counts, the part's features."""
+
   padded_q_len: int
   padded_k_len: int
   q_offset: jax.Array
+  q_index: jax.Array | None = None  # (Lq,) int32, the real queries' key indices
+  key_mask: jax.Array | None = None  # (B, Lk) bool (all True when none was given)
+  counts: jax.Array | None = None  # (B or 1, Lq) float32: keys each query sees (temperatures)
+  feature: jax.Array | None = None  # this part's token features of the keys (B, Lk, F)
+  query: jax.Array | None = None  # (B, padded Lq, H, D) the content queries (+ u), padded
+  key: jax.Array | None = None  # (B, padded Lk, H, D)
+  q_pos: jax.Array | None = None  # (B, padded Lq) int32 positions the position terms read
+  k_pos: jax.Array | None = None  # (B, padded Lk) int32
 
 
 def _tile(cfg: _Config, aux, qs, ks) -> Tile:
@@ -344,7 +485,13 @@ def _logits(cfg: _Config, aux, tile: Tile, q_t, k_t, local):
   if local['u'] is not None:
     content_q = q_t.astype(jnp.float32) + local['u']
     k_t = k_t.astype(jnp.float32)
-  s = jnp.einsum('bihd,bjhd->bhij', content_q, k_t, preferred_element_type=jnp.float32)
+  s, remap_bias = None, None
+  for part, tiler, th in zip(cfg.parts, cfg.tilers, local['parts']):
+    s, b = tiler.content(part, th, content_q, k_t, s, tile)
+    if b is not None:
+      remap_bias = b if remap_bias is None else remap_bias + b
+  if s is None:
+    s = jnp.einsum('bihd,bjhd->bhij', content_q, k_t, preferred_element_type=jnp.float32)
   for part, tiler, th in zip(cfg.parts, cfg.tilers, local['parts']):
     extra = tiler.scores(part, th, q_t, tile)
     if extra is not None:
@@ -356,6 +503,10 @@ def _logits(cfg: _Config, aux, tile: Tile, q_t, k_t, local):
       s = s + b
   if cfg.given_bias:
     s = s + local['given']
+  if remap_bias is not None:
+    s = s + remap_bias
+  for part, tiler, th in zip(cfg.parts, cfg.tilers, local['parts']):
+    s = tiler.transform(part, th, s, tile)
   valid = _valid(cfg, aux, tile)
   return s if valid is None else jnp.where(valid, s, LARGE_NEGATIVE)
 
@@ -481,6 +632,142 @@ def attention_bwd(cfg, residuals, d_out):
 _attention.defvjp(_attention_fwd, attention_bwd)
 
 
+# ----------------------------------------------------------------------------------------------------------
+# A normalizer instead of the softmax (stick-breaking): key tiles from the nearest to the farthest.
+#
+# Forward, per query tile: C = 0 (sum of log(1 - beta) over the allowed keys already visited, all nearer the
+# query), then for each key tile, nearest first: (A, C) = tile_weights(s, allowed, C), acc += A v (+ a^V
+# term), w += rowsum A. Outputs (acc, w); the remainder (1 - w) v_own is added outside, by plain autodiff.
+#
+# Backward: with g_ij = dL/dA_ij (from the values' VJP, plus the cotangent of w), A_ij depends on z_ij and on
+# the carry entering its tile, which the nearer tiles' log(1 - beta) make up. The carry leaving a tile feeds
+# every farther key, so its cotangent is sum_{farther j} g_ij A_ij = G_i - R_i, with G_i = sum_j g_ij A_ij =
+# dacc_i . acc_i + dw_i w_i (known before the loop) and R_i the same sum over the tiles visited so far
+# (this one included). Each tile is then `jax.vjp` of its own tile_weights: no (Lq, Lk) array.
+
+
+def _reverse_key_tiles(cfg, aux, qs):
+  lo, hi = _key_tile_range(cfg, aux, qs)
+  return lo, hi, lambda i: hi - 1 - (i - lo)  # loop index -> key tile, nearest first
+
+
+def _allowed(cfg, aux, tile, normalizer):
+  valid = _valid(cfg, aux, tile)
+  if valid is None:
+    valid = jnp.ones((1, 1, cfg.bq, cfg.bk), bool)
+  q_index = tile.qs + jnp.arange(cfg.bq, dtype=jnp.int32) + tile.q_offset
+  return normalizer.allowed(valid, q_index, tile.ks + jnp.arange(cfg.bk, dtype=jnp.int32))
+
+
+def _normalized_forward(cfg: _Config, q, k, v, theta, aux):
+  b, _, h, d = q.shape
+  normalizer = cfg.parts[cfg.normalizer]
+
+  def query_tile(t):
+    qs = t * cfg.bq
+    q_t = jax.lax.dynamic_slice_in_dim(q, qs, cfg.bq, axis=1)
+    lo, hi, key_tile_of = _reverse_key_tiles(cfg, aux, qs)
+
+    def key_tile(i, carry):
+      c, w, acc = carry
+      ks = key_tile_of(i) * cfg.bk
+      tile = _tile(cfg, aux, qs, ks)
+      local = _locals(cfg, theta, tile)
+      k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
+      v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
+      s = _logits(cfg, aux, tile, q_t, k_t, local)
+      weights, c = normalizer.tile_weights(s, _allowed(cfg, aux, tile, normalizer), c)
+      return c, w + jnp.sum(weights, axis=-1), acc + _values(cfg, tile, weights, v_t, local)
+
+    init = (
+        normalizer.initial_carry((b, h, cfg.bq)),
+        jnp.zeros((b, h, cfg.bq), jnp.float32),
+        jnp.zeros((b, cfg.bq, h, d), jnp.float32),
+    )
+    _, w, acc = jax.lax.fori_loop(lo, hi, key_tile, init)
+    return acc, w
+
+  acc, w = jax.lax.map(query_tile, jnp.arange(cfg.num_q_tiles, dtype=jnp.int32))
+  acc = jnp.moveaxis(acc, 0, 1).reshape(b, cfg.num_q_tiles * cfg.bq, h, d)
+  w = jnp.moveaxis(w, 0, 2).reshape(b, h, cfg.num_q_tiles * cfg.bq)
+  return acc, w
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _normalized_attention(cfg: _Config, q, k, v, theta, aux):
+  """(sum_j A_ij (v_j + a^V_ij) (B, Lq, H, D) float32, sum_j A_ij (B, H, Lq)) of a tiled normalizer."""
+  return _normalized_forward(cfg, q, k, v, theta, aux)
+
+
+def _normalized_fwd(cfg, q, k, v, theta, aux):
+  acc, w = _normalized_forward(cfg, q, k, v, theta, aux)
+  return (acc, w), (q, k, v, theta, aux, acc, w)
+
+
+def _normalized_bwd(cfg, residuals, cotangents):
+  q, k, v, theta, aux, acc, w = residuals
+  d_acc, d_w = cotangents
+  d_acc = d_acc.astype(jnp.float32)
+  normalizer = cfg.parts[cfg.normalizer]
+  total = jnp.einsum('bihd,bihd->bhi', d_acc, acc) + d_w * w  # G_i = sum_j g_ij A_ij
+  zeros = lambda x: jax.tree.map(jnp.zeros_like, x)
+
+  def query_tile(carry, t):
+    dk, dv, d_theta = carry
+    qs = t * cfg.bq
+    q_t = jax.lax.dynamic_slice_in_dim(q, qs, cfg.bq, axis=1)
+    do_t = jax.lax.dynamic_slice_in_dim(d_acc, qs, cfg.bq, axis=1)
+    dw_t = jax.lax.dynamic_slice_in_dim(d_w, qs, cfg.bq, axis=2)
+    total_t = jax.lax.dynamic_slice_in_dim(total, qs, cfg.bq, axis=2)
+    lo, hi, key_tile_of = _reverse_key_tiles(cfg, aux, qs)
+
+    def key_tile(i, inner):
+      dq_t, dk, dv, d_theta, c, seen = inner
+      ks = key_tile_of(i) * cfg.bk
+      tile = _tile(cfg, aux, qs, ks)
+      local = _locals(cfg, theta, tile)
+      k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
+      v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
+      s, logits_vjp = jax.vjp(lambda q_, k_, l_: _logits(cfg, aux, tile, q_, k_, l_), q_t, k_t, local)
+      allowed = _allowed(cfg, aux, tile, normalizer)
+      (weights, c_next), weights_vjp = jax.vjp(lambda s_, c_: normalizer.tile_weights(s_, allowed, c_), s, c)
+      _, values_vjp = jax.vjp(lambda p_, v_, l_: _values(cfg, tile, p_, v_, l_), weights, v_t, local)
+      d_weights, dv_t, d_local_v = values_vjp(do_t)
+      g = d_weights + dw_t[..., None]
+      seen = seen + jnp.sum(g * weights, axis=-1)
+      # The carry into the farther tiles: its cotangent is what those tiles' weights still owe, G - R.
+      ds, _ = weights_vjp((g, total_t - seen))
+      dq_part, dk_t, d_local_s = logits_vjp(ds)
+      d_local = jax.tree.map(jnp.add, d_local_s, d_local_v)
+      dk = jax.lax.dynamic_update_slice_in_dim(
+          dk, jax.lax.dynamic_slice_in_dim(dk, ks, cfg.bk, axis=1) + dk_t.astype(dk.dtype), ks, axis=1
+      )
+      dv = jax.lax.dynamic_update_slice_in_dim(
+          dv, jax.lax.dynamic_slice_in_dim(dv, ks, cfg.bk, axis=1) + dv_t.astype(dv.dtype), ks, axis=1
+      )
+      return dq_t + dq_part.astype(jnp.float32), dk, dv, _accumulate(cfg, d_theta, d_local, tile), c_next, seen
+
+    b, _, h, _ = q.shape
+    init = (
+        jnp.zeros(q_t.shape, jnp.float32),
+        dk,
+        dv,
+        d_theta,
+        normalizer.initial_carry((b, h, cfg.bq)),
+        jnp.zeros((b, h, cfg.bq), jnp.float32),
+    )
+    dq_t, dk, dv, d_theta, _, _ = jax.lax.fori_loop(lo, hi, key_tile, init)
+    return (dk, dv, d_theta), dq_t
+
+  init = (jnp.zeros(k.shape, jnp.float32), jnp.zeros(v.shape, jnp.float32), zeros(theta))
+  (dk, dv, d_theta), dq = jax.lax.scan(query_tile, init, jnp.arange(cfg.num_q_tiles, dtype=jnp.int32))
+  dq = jnp.moveaxis(dq, 0, 1).reshape(q.shape)
+  return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), d_theta, None
+
+
+_normalized_attention.defvjp(_normalized_fwd, _normalized_bwd)
+
+
 def _pad_axis(x, axis: int, size: int):
   if x.shape[axis] == size:
     return x
@@ -518,6 +805,7 @@ def prepare(
     k_positions=None,
     position_bias=None,
     block_size=None,
+    features=None,
 ) -> Prepared:
   """Tiles, padding, and each part's prepared data (`_Tiler.prepare`, differentiable by plain autodiff)."""
   bq, bk = block_sizes(block_size)
@@ -529,27 +817,49 @@ def prepare(
   contiguous = q_positions is None
   q_offset = jnp.asarray(q_offset, jnp.int32)
 
-  terms = [(part, p) for part, p in zip(parts, params) if part.kind is not Kind.ROTARY]
+  if features is None:
+    features = [None] * len(parts)
+  terms = [(part, p, f) for part, p, f in zip(parts, params, features) if part.kind is not Kind.ROTARY]
   if position_bias is not None:  # It replaces the scalar parts' own bias (functional.attend's contract).
-    terms = [(part, p) for part, p in terms if part.kind is not Kind.SCALAR_BIAS]
-  tilers = tuple(_tiler(part, contiguous) for part, _ in terms)
-  ctx = _Context(padded_q, padded_k, q_offset)
-  theta = {
-      'parts': [t.prepare(part, p, ctx) for t, (part, p) in zip(tilers, terms)],
-      'given': None,
-      'u': position_terms.query_biases([part for part, _ in terms], [p for _, p in terms]),
-  }
-  if position_bias is not None:
-    bias = jnp.asarray(position_bias, jnp.float32)
-    bias = bias[None] if bias.ndim == 3 else bias
-    theta['given'] = _pad_axis(_pad_axis(bias, 2, padded_q), 3, padded_k)
-
+    terms = [(part, p, f) for part, p, f in terms if part.kind is not Kind.SCALAR_BIAS]
+  tilers = tuple(_tiler(part, contiguous) for part, _, _ in terms)
+  q_index = jnp.arange(q_len, dtype=jnp.int32) + q_offset
   if contiguous:
     q_pos = (jnp.arange(padded_q, dtype=jnp.int32) + q_offset)[None]
     k_pos = jnp.arange(padded_k, dtype=jnp.int32)[None]
   else:
     q_pos = _pad_axis(jnp.asarray(q_positions, jnp.int32), 1, padded_q)
     k_pos = _pad_axis(jnp.asarray(k_positions, jnp.int32), 1, padded_k)
+  u = position_terms.query_biases([part for part, _, _ in terms], [p for _, p, _ in terms])
+  content_q, content_k = _pad_axis(query, 1, padded_q), _pad_axis(key, 1, padded_k)
+  if u is not None:  # As _logits: the content queries carry Transformer-XL's u.
+    content_q, content_k = content_q.astype(jnp.float32) + u, content_k.astype(jnp.float32)
+  counts = None
+  if any(part.kind is Kind.TEMPERATURE for part, _, _ in terms):
+    counts = content_terms.visible_counts(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
+  ctx = _Context(
+      padded_q,
+      padded_k,
+      q_offset,
+      q_index=q_index,
+      key_mask=jnp.ones((b, k_len), bool) if key_mask is None else jnp.asarray(key_mask, bool),
+      counts=counts,
+      query=content_q,
+      key=content_k,
+      q_pos=jnp.broadcast_to(q_pos, (b, padded_q)),
+      k_pos=jnp.broadcast_to(k_pos, (b, padded_k)),
+  )
+  normalizers = [i for i, (part, _, _) in enumerate(terms) if part.kind is Kind.NORMALIZER]
+  theta = {
+      'parts': [t.prepare(part, p, dataclasses.replace(ctx, feature=f)) for t, (part, p, f) in zip(tilers, terms)],
+      'given': None,
+      'u': u,
+  }
+  if position_bias is not None:
+    bias = jnp.asarray(position_bias, jnp.float32)
+    bias = bias[None] if bias.ndim == 3 else bias
+    theta['given'] = _pad_axis(_pad_axis(bias, 2, padded_q), 3, padded_k)
+
   aux = {'q_offset': q_offset, 'q_pos': q_pos, 'k_pos': k_pos}
   if key_mask is not None:
     aux['key_mask'] = _pad_axis(jnp.asarray(key_mask, bool), 1, padded_k)
@@ -560,7 +870,7 @@ def prepare(
     aux['mask'] = _pad_axis(_pad_axis(m, 2, padded_q), 3, padded_k)
 
   cfg = _Config(
-      parts=tuple(part for part, _ in terms),
+      parts=tuple(part for part, _, _ in terms),
       tilers=tilers,
       given_bias=position_bias is not None,
       causal=bool(causal),
@@ -572,6 +882,7 @@ def prepare(
       k_len=k_len,
       has_key_mask=key_mask is not None,
       has_mask=mask is not None,
+      normalizer=normalizers[0] if normalizers else None,
   )
   return Prepared(
       cfg, _pad_axis(query, 1, padded_q), _pad_axis(key, 1, padded_k), _pad_axis(value, 1, padded_k), theta, aux, q_len
@@ -584,4 +895,12 @@ def attend(query, key, value, **kwargs) -> jax.Array:
   The caller (functional.attend) has checked the shapes and zeroes the queries that see no key.
   """
   p = prepare(query, key, value, **kwargs)
-  return _attention(p.cfg, p.q, p.k, p.v, p.theta, p.aux)[:, : p.q_len]
+  if p.cfg.normalizer is None:
+    return _attention(p.cfg, p.q, p.k, p.v, p.theta, p.aux)[:, : p.q_len]
+  acc, w = _normalized_attention(p.cfg, p.q, p.k, p.v, p.theta, p.aux)
+  out, w = acc[:, : p.q_len], w[:, :, : p.q_len]
+  if p.cfg.parts[p.cfg.normalizer].remainder_to_self:  # What the keys leave goes to the query's own value.
+    own_index = jnp.clip(jnp.arange(p.q_len, dtype=jnp.int32) + p.aux['q_offset'], 0, p.cfg.k_len - 1)
+    own = jnp.take(value, own_index, axis=1).astype(jnp.float32)  # (B, Lq, H, D)
+    out = out + jnp.moveaxis(1.0 - w, 1, 2)[..., None] * own
+  return out.astype(value.dtype)

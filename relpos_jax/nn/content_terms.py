@@ -6,13 +6,15 @@ Shared by the NNX layer and its Linen twin through `functional.attend`, dispatch
                    added to the scaled logits (CoPE, FoX), or, with `replaces_content`, the content logit
                    itself (PaTH's q_i^T H_i ... H_{j+1} k_j in place of q_i . k_j).
   SCORE_TRANSFORM  logits <- transform(logits, base bias): A + B + f([A; B]) (DAPE).
-  TEMPERATURE      logits of query i multiplied by t_h(n_i), n_i the keys it sees (SSMax, log-n).
+  TEMPERATURE      logits of query i multiplied by t_h(n_i), n_i the keys it sees (SSMax, log-n):
+                   `temperature_factor` of `visible_counts`, per row, before any score (tiled alike).
   NORMALIZER       the weights from the logits instead of the softmax (stick-breaking), plus a remainder on
                    the query's own value.
 
 The order inside attention: content (or its replacement) and vector terms, scaled; + scalar biases;
-+ contextual terms; score transform; temperature; mask; normalizer (or softmax). These kinds always take the
-explicit path (never jax.nn.dot_product_attention, which has no hook for them).
++ contextual terms; score transform; temperature; mask; normalizer (or softmax). These kinds never take
+jax.nn.dot_product_attention (it has no hook for them); `blockwise` tiles the separable contextual terms
+(FoX), the temperatures and the tiling normalizers (stick-breaking) with the same per-kind functions.
 """
 
 from __future__ import annotations
@@ -104,20 +106,40 @@ def transform_scores(parts, params, logits, valid, q_len, k_len, *, q_offset, q_
   return logits
 
 
-def apply_temperature(parts, params, logits, valid, q_index) -> jax.Array:
-  parts_params = [(part, p) for part, p in zip(parts, params) if part.kind is Kind.TEMPERATURE]
-  if not parts_params:
-    return logits
-  k_len = logits.shape[-1]
-  full = jnp.broadcast_to(valid, valid.shape[:2] + logits.shape[2:]) if valid is not None else None
-  num_visible = (
-      jnp.sum(full[:, 0], axis=-1).astype(jnp.float32)
-      if full is not None
-      else jnp.full((1, logits.shape[2]), float(k_len), jnp.float32)
-  )  # (B|1, Lq)
-  for part, p in parts_params:
-    logits = logits * part.temperature(p, num_visible, q_index)[..., None]
-  return logits
+def visible_counts(q_len: int, k_len: int, *, causal: bool, q_offset, key_mask, mask) -> jax.Array:
+  """(B or 1, Lq) float32: the keys each query sees (causal mask, padding, any further mask's first head).
+
+  O(B Lk) from a running count of the real keys unless an arbitrary `mask` is given (then its own size):
+  the temperatures' n_i, known before any score, on every path.
+  """
+  q_index = jnp.arange(q_len, dtype=jnp.int32) + jnp.asarray(q_offset, jnp.int32)
+  k_index = jnp.arange(k_len, dtype=jnp.int32)
+  if mask is not None:
+    valid = jnp.broadcast_to(jnp.asarray(mask, bool), jnp.shape(mask)[:2] + (q_len, k_len))[:, 0]
+    if causal:
+      valid = valid & (k_index[None, :] <= q_index[:, None])[None]
+    if key_mask is not None:
+      valid = valid & key_mask[:, None, :]
+    return jnp.sum(valid, axis=-1).astype(jnp.float32)
+  if key_mask is None:
+    if not causal:
+      return jnp.full((1, q_len), float(k_len), jnp.float32)
+    return jnp.clip(q_index + 1, 0, k_len).astype(jnp.float32)[None]
+  if not causal:
+    return jnp.broadcast_to(jnp.sum(key_mask, axis=-1, keepdims=True), (key_mask.shape[0], q_len)).astype(jnp.float32)
+  real_so_far = jnp.cumsum(key_mask.astype(jnp.int32), axis=-1)  # (B, Lk)
+  last = jnp.take(real_so_far, jnp.clip(q_index, 0, k_len - 1), axis=-1)
+  return jnp.where(q_index >= 0, last, 0).astype(jnp.float32)
+
+
+def temperature_factor(parts, params, counts: jax.Array, q_index: jax.Array) -> jax.Array | None:
+  """The product of the temperature parts' t_h(n_i): (B or 1, H, Lq) float32, or None without one."""
+  factor = None
+  for part, p in zip(parts, params):
+    if part.kind is Kind.TEMPERATURE:
+      t = jnp.asarray(part.temperature(p, counts, q_index), jnp.float32)
+      factor = t if factor is None else factor * t
+  return factor
 
 
 def normalizer(parts, params):

@@ -13,8 +13,10 @@ Which path runs is decided by the parts' kinds:
   contextual, score transform,           ->  the explicit path, with their terms (`content_terms`): CoPE, FoX,
   normalizer, temperature                    PaTH, DAPE, stick-breaking, SSMax / log-n
 
-  any kind, implementation='blockwise'    ->  `blockwise.attend`: query and key tiles, an online softmax, every
-                                             position term built per tile; O(L) memory, training included
+  implementation='blockwise'             ->  `blockwise.attend`: query and key tiles, an online softmax (or
+                                             stick-breaking's fold), every position term built per tile; O(L)
+                                             memory, training included. Every kind but CoPE, PaTH and DAPE
+                                             (refused by name)
   Toeplitz biases, rotary, none, 'pallas' ->  `pallas_attention.attend`: the same as a Pallas kernel (interpret
                                              mode on CPU), the bias built in-kernel from its distinct values
 
@@ -228,9 +230,9 @@ def attend(
       global). Distances are positions' (explicit ones when given), like the position terms. On the tiled
       paths it is an arbitrary mask ('blockwise' only).
     features: per part, the contextual parts' token features of the keys (B, Lk, F) or None
-      (`content_terms.token_features` of the layer input; the cached ones in decoding). The content kinds
-      (contextual, score transform, normalizer, temperature) have no tiled form: 'blockwise' / 'pallas'
-      raise a ValueError naming the encoder and its kind.
+      (`content_terms.token_features` of the layer input; the cached ones in decoding). 'blockwise' tiles
+      FoX, the temperatures and stick-breaking; the other content kinds (CoPE, PaTH, DAPE) have no tiled
+      form, and 'pallas' none of them: a ValueError naming the encoder and its kind.
 
   Returns:
     (B, Lq, H, D) in value's dtype. Queries that see no key at all output zeros.
@@ -270,15 +272,6 @@ def attend(
     )
 
   if implementation in TILED_IMPLEMENTATIONS:
-    for part, _ in remaps:
-      raise validation.invalid(
-          'attend',
-          'implementation',
-          implementation,
-          f'"einsum" or None with encoder {part.name or type(part).__name__!r} of kind '
-          f'{part.kind.value!r} (a remap merges whole score matrices per region; it has '
-          f'no per-tile form)',
-      )
     validation.require(
         query.shape[-1] == value.shape[-1],
         'attend',
@@ -290,6 +283,8 @@ def attend(
     )
     if position_bias is not None:
       checks.assert_bias_shape(position_bias, q_len=q_len, k_len=k_len, num_heads=num_heads)
+    if content_terms.has_content_kind(parts):
+      features = content_terms.check_features(parts, features, b, k_len)
     if implementation == 'pallas':
       from relpos_jax.nn import pallas_attention  # Local: jax.experimental.pallas only when asked for.
 
@@ -311,6 +306,7 @@ def attend(
         k_positions=k_positions,
         position_bias=position_bias,
         block_size=block_size,
+        features=features,
     )
     return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
 
@@ -409,7 +405,12 @@ def attend(
           q_positions=q_positions,
           k_positions=k_positions,
       )
-      scores = content_terms.apply_temperature(parts, params, scores, full_mask, ctx.q_index)
+      counts = content_terms.visible_counts(
+          q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask
+      )
+      factor = content_terms.temperature_factor(parts, params, counts, ctx.q_index)
+      if factor is not None:
+        scores = scores * factor[..., None]
     if full_mask is not None:
       scores = jnp.where(full_mask, scores, _LARGE_NEGATIVE)
     normalizer = content_terms.normalizer(parts, params)

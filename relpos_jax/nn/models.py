@@ -460,7 +460,9 @@ class DecoderLM(_Transformer):
       if explicit is None:
         bias = position_terms.scalar_bias(self.attention_parts, shared, chunk, max_length, q_offset=index)
       else:
-        key_positions = jax.lax.dynamic_update_slice(first.positions, explicit, (0, index))
+        key_positions = jax.lax.dynamic_update_slice(
+            first.positions, explicit, (jnp.zeros((), jnp.int32), jnp.asarray(index, jnp.int32))
+        )
         bias = position_terms.scalar_bias(
             self.attention_parts, shared, chunk, max_length, q_positions=explicit, k_positions=key_positions
         )

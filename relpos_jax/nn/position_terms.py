@@ -160,28 +160,36 @@ def rotate(
 # POSITION_REMAP
 
 
-def remap_scores(
-    part,
-    params,
-    query: jax.Array,
-    key: jax.Array,
-    q_positions: jax.Array,
-    k_positions: jax.Array,
-    scores: jax.Array | None = None,
-):
-  """A remap's contribution: (content scores (B, H, Lq, Lk) float32, bias (B, H, Lq, Lk) float32 or None).
+def remap_rotations(part, params, query: jax.Array, key: jax.Array, q_positions: jax.Array, k_positions: jax.Array):
+  """A rotary-base remap's queries and keys rotated under each of its position sets: [(q_s, k_s)], each as
+  query / key. A set's query positions depend on the queries' only (and its keys' on the keys'), so each
+  axis is remapped against one position of the other: O(L), never a (Lq, Lk) region."""
+  base = part.base
+  q_sets = part.score_sets(q_positions, k_positions[..., :1])
+  k_sets = part.score_sets(q_positions[..., :1], k_positions)
+  return [
+      (
+          _rotate_set(base, params, query, qs.q_positions, qs.divisor),
+          _rotate_set(base, params, key, ks.k_positions, ks.divisor),
+      )
+      for qs, ks in zip(q_sets, k_sets)
+  ]
 
-  Rotary base: the content scores are <R(q_s) q, R(k_s) k> of the set s whose region holds the pair, so
-  `scores` (the plain q . k of the other parts) is replaced. Scalar-bias base: `scores` (computed if None)
-  stays, and the bias is the base's pair_bias at the set's positions, per region. Positions (B, Lq), (B, Lk).
+
+def remap_merge(part, params, rotations, query, key, q_positions, k_positions, scores=None):
+  """A remap's (content scores (B, H, Lq, Lk) float32, bias (B, H, Lq, Lk) float32 or None) for the pairs of
+  q_positions (B, Lq) x k_positions (B, Lk): the whole matrix (explicit path) or one tile (blockwise).
+
+  Rotary base: each pair's <R(q_s) q, R(k_s) k> from `rotations` (`remap_rotations` of these queries and
+  keys), of the set whose region holds it; `scores` (the plain q . k of the other parts) is replaced.
+  Scalar-bias base: `scores` (q . k if None) stays, and the bias is the base's pair_bias at the set's
+  positions, per region.
   """
   base = part.base
   sets = part.score_sets(q_positions, k_positions)
   if base.kind is Kind.ROTARY:
     merged = None
-    for s in sets:
-      q = _rotate_set(base, params, query, s.q_positions, s.divisor)
-      k = _rotate_set(base, params, key, s.k_positions, s.divisor)
+    for s, (q, k) in zip(sets, rotations):
       part_scores = jnp.einsum('bihd,bjhd->bhij', q, k, preferred_element_type=jnp.float32)
       merged = part_scores if merged is None else jnp.where(s.region[:, None], part_scores, merged)
     # Pairs in no region (keys ahead of the query for chunked remaps) keep the last set's score: masked.
@@ -198,6 +206,22 @@ def remap_scores(
     )
     bias = b if bias is None else jnp.where(s.region[:, None], b, bias)
   return scores, bias
+
+
+def remap_scores(
+    part,
+    params,
+    query: jax.Array,
+    key: jax.Array,
+    q_positions: jax.Array,
+    k_positions: jax.Array,
+    scores: jax.Array | None = None,
+):
+  """A remap's contribution over the whole matrix: `remap_merge` of `remap_rotations`. Positions (B, Lq), (B, Lk)."""
+  rotations = None
+  if part.base.kind is Kind.ROTARY:
+    rotations = remap_rotations(part, params, query, key, q_positions, k_positions)
+  return remap_merge(part, params, rotations, query, key, q_positions, k_positions, scores)
 
 
 def _rotate_set(base, params, x, positions, divisor):

@@ -112,7 +112,7 @@ def test_verdicts():
 def test_blockwise_runs():
   from benchmarks import blockwise
 
-  rows = blockwise.ENCODERS[:1] + blockwise.ENCODERS[-1:]
+  rows = blockwise.ENCODERS[:1] + tuple(r for r in blockwise.ENCODERS if r[0] == 'transformer_xl')
   memory, timing = blockwise.run(length=TINY, memory_length=TINY, repeats=1, warmup=0, rows=rows)
   assert [row[1] for row in memory.rows] == [row[1] for row in timing.rows] == ['alibi', 'transformer_xl']
   assert memory.rows[0][-1].startswith(('met', '**missed**')) and memory.rows[1][-1] == ''

@@ -155,12 +155,8 @@ def resizes_queries(encoder) -> bool:
 
 
 def tiled_capable(encoder) -> bool:
-  """What the tiled paths take; a remap or resized q/k is refused by name there (tests/nn/test_remap.py)."""
-  return (
-      has_attention_term(encoder)
-      and not resizes_queries(encoder)
-      and not position_terms.has_kind(parts_of(encoder), contract.Kind.POSITION_REMAP)
-  )
+  """What the tiled paths take; resized q/k is refused by name there (tests/nn/test_remap.py)."""
+  return has_attention_term(encoder) and not resizes_queries(encoder)
 
 
 _FILTERS = {

@@ -64,17 +64,17 @@ def _x(length=L, batch=B):
   return jax.random.normal(jax.random.key(1), (batch, length, DIM))
 
 
-# The kinds computed from q, k (and x) along whole rows: no per-tile form, a clear error in the tiled paths.
-_UNTILED = (
-    contract.Kind.CONTEXTUAL,
-    contract.Kind.SCORE_TRANSFORM,
-    contract.Kind.NORMALIZER,
-    contract.Kind.TEMPERATURE,
-)
+# The kinds with no per-tile form yet: a clear error in the tiled paths. The other content kinds tile: FoX (a
+# separable contextual term), the temperatures (per row) and stick-breaking (a normalizer folded over key tiles).
+_UNTILED = (contract.Kind.CONTEXTUAL, contract.Kind.SCORE_TRANSFORM)
 
 
 def _untiled(encoder):
-  return [p for p in contract.leaves(encoder) if p.kind in _UNTILED]
+  return [
+      p
+      for p in contract.leaves(encoder)
+      if p.kind in _UNTILED and not (p.kind is contract.Kind.CONTEXTUAL and p.separable)
+  ]
 
 
 def test_blockwise_equals_explicit_causal_with_padding(tiled_case):
@@ -89,16 +89,56 @@ def test_blockwise_equals_explicit_causal_with_padding(tiled_case):
   _assert_same(fast, slow, _x(), padding_mask=padding)
 
 
+# Beyond the registry-wide cases above (BLOCK tiles): compositions, options, and other tile shapes.
+_TILED_CONTENT = [
+    'fox',
+    'alibi + logn(train_length=4)',
+    'rope + stick_breaking',
+    'stick_breaking(attend_current=True, remainder_to_self=False)',
+    'fox + stick_breaking + ssmax',
+    'transformer_xl + stick_breaking',
+]
+
+
+@pytest.mark.parametrize('block', [(3, 2), 16], ids=['3x2', 'one_tile'])
+@pytest.mark.parametrize('spec', _TILED_CONTENT)
+def test_content_kinds_tile_like_the_explicit_path(spec, block):
+  """FoX, SSMax / log-n and stick-breaking, alone and composed: outputs and gradients (inputs and every
+  parameter, the forget gates' included) equal the explicit path's, causal with padding, for tiles that do
+  not divide L and for one tile larger than the sequence."""
+  encoder = encoders.from_spec(spec)
+  assert not _untiled(encoder)
+  padding = jnp.array([[False] * 2 + [True] * (L - 2), [True] * (L - 3) + [False] * 3])
+  fast, slow = _layers(encoder, causal=True)
+  fast.block_size = block
+  _assert_same(fast, slow, _x(), padding_mask=padding)
+
+
+@pytest.mark.parametrize(
+    'spec', ['cope', 'path', 'dape(alibi)', 'dape(alibi, version=2)', 'path + fox', 'cope + alibi']
+)
+def test_kinds_without_tiles_are_an_error_naming_the_encoder(spec):
+  """The content kinds with no tiled form yet reach blockwise's error (encoder and kind named)."""
+  encoder = encoders.from_spec(spec)
+  part = _untiled(encoder)[0]
+  layer = RelativeMultiHeadAttention(HEADS, DIM, encoder, causal=True, implementation='blockwise', rngs=nnx.Rngs(0))
+  with pytest.raises(ValueError, match=f'{part.name!r} is of kind {part.kind.value!r}, which has no per-tile'):
+    layer(_x())
+
+
 @pytest.mark.parametrize(
     'spec', ['cope', 'fox', 'path', 'dape(alibi)', 'stick_breaking', 'rope + ssmax', 'alibi + logn(train_length=8)']
 )
-@pytest.mark.parametrize('implementation', ['blockwise', 'pallas'])
-def test_content_kinds_are_an_error_in_the_tiled_paths(spec, implementation):
-  """The content kinds reach blockwise's error (encoder and kind named), never a tiled result without them."""
+def test_content_kinds_are_an_error_in_the_pallas_kernel(spec):
+  """The Pallas kernel builds Toeplitz biases only: a content kind is refused with the encoder named."""
   encoder = encoders.from_spec(spec)
-  (part,) = _untiled(encoder)
-  layer = RelativeMultiHeadAttention(HEADS, DIM, encoder, causal=True, implementation=implementation, rngs=nnx.Rngs(0))
-  with pytest.raises(ValueError, match=f'{part.name!r} is of kind {part.kind.value!r}, which has no per-tile'):
+  part = [
+      p
+      for p in contract.leaves(encoder)
+      if p.kind.value in ('contextual', 'score_transform', 'normalizer', 'temperature')
+  ][0]
+  layer = RelativeMultiHeadAttention(HEADS, DIM, encoder, causal=True, implementation='pallas', rngs=nnx.Rngs(0))
+  with pytest.raises(ValueError, match=f'"pallas".*{part.name!r}.*(no per-tile form|Toeplitz scalar biases only)'):
     layer(_x())
 
 
@@ -121,7 +161,9 @@ def test_blockwise_equals_explicit_bidirectional_and_explicit_positions(name):
 _decode = nnx.jit(lambda layer, x, cache: layer.decode(x, cache))
 
 
-@pytest.mark.parametrize('name', ['t5', 'fire', 'rope', 'shaw_vector', 'transformer_xl'])
+@pytest.mark.parametrize(
+    'name', ['t5', 'fire', 'rope', 'shaw_vector', 'transformer_xl', 'fox', 'rope + stick_breaking', 'rope + ssmax']
+)
 def test_blockwise_cached_decoding_equals_explicit_forward(name):
   """Chunks at q_offset = cache index (a traced offset inside jit), keys past the index masked."""
   fast, slow = _layers(encoders.from_spec(name), causal=True)
@@ -205,7 +247,20 @@ def _largest_intermediate(jaxpr) -> int:
   return biggest
 
 
-@pytest.mark.parametrize('name', ['t5', 'fire', 'shaw_vector', 'transformer_xl'])
+@pytest.mark.parametrize(
+    'name',
+    [
+        't5',
+        'fire',
+        'shaw_vector',
+        'transformer_xl',
+        'rope + ssmax',
+        'alibi + logn',
+        'rope + stick_breaking',
+        'self_extend(rope, group_size=2, window=4)',
+        'dual_chunk(alibi, chunk=8, local_window=2)',
+    ],
+)
 def test_no_length_squared_array_in_forward_or_backward(name):
   """The traced program (forward and gradient, loops included) has no intermediate of L^2 elements."""
   length, heads, head_dim = 256, 2, 4

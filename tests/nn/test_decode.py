@@ -104,3 +104,33 @@ def test_decode_needs_a_causal_layer():
   layer = _layer(encoders.make('t5'), causal=False)
   with pytest.raises(ValueError, match='causal'):
     layer.decode(_x(), layer.init_cache(B, L))
+
+
+@pytest.mark.parametrize('name', ['rope', 't5', 'shaw_vector', 'fox'])
+def test_decoding_under_x64_equals_full_forward(name):
+  """jax_enable_x64 makes a literal index int64: the cache writes keep one index type (used to be a TypeError)."""
+  with jax.enable_x64(True):
+    layer = _layer(encoders.make(name))
+    x = _x()
+    full = layer(x)
+    cache = layer.init_cache(B, L + 1)
+    outs = []
+    for start, size in ((0, 3), (3, 1), (4, 3)):
+      y, cache = layer.decode(x[:, start : start + size], cache)
+      outs.append(y)
+    np.testing.assert_allclose(jnp.concatenate(outs, axis=1), full, atol=2e-5, rtol=1e-5)
+    positions = jnp.broadcast_to(jnp.arange(3, dtype=jnp.int32) + 5, (B, 3))
+    model = DecoderLM(
+        ModelConfig(
+            vocab_size=11,
+            encoder='t5(bidirectional=False)',
+            num_layers=1,
+            model_dim=DIM,
+            num_heads=2,
+            share_position_bias=True,
+        ),
+        rngs=nnx.Rngs(0),
+    )
+    tokens = jax.random.randint(jax.random.key(0), (B, 3), 0, 11)
+    y, _ = model.decode(tokens, model.init_cache(B, 4), positions=positions)
+    np.testing.assert_allclose(y, model(tokens, positions=positions), atol=2e-5, rtol=1e-5)

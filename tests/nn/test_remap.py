@@ -77,7 +77,7 @@ def test_rerope_clips_or_compresses_distances_past_the_window(w, leak):
   np.testing.assert_allclose(_causal(got), _causal(want), atol=2e-4)
 
 
-@pytest.mark.parametrize('chunk,local', [(6, 2), (8, 3)])
+@pytest.mark.parametrize('chunk,local', [(6, 2), (8, 3), (6, 4), (9, 5)])
 def test_dual_chunk_intra_successive_inter_as_chunkllama(chunk, local):
   q, k = _qk(2)
   size = chunk - local
@@ -85,7 +85,8 @@ def test_dual_chunk_intra_successive_inter_as_chunkllama(chunk, local):
   k_t = pos % size
   intra = _scores(q, k, pos % size, k_t)
   successive = _scores(q, k, np.minimum(pos % size + size, chunk), k_t)
-  inter = _scores(q, k, np.full(L, chunk), k_t)
+  # ChunkLlama's inter-chunk queries: qc_t[chunk_len - 1] = min(chunk_len - 1 + chunk_len, chunk_size).
+  inter = _scores(q, k, np.full(L, min(size - 1 + size, chunk)), k_t)
   cq, ck = (pos // size)[:, None], (pos // size)[None, :]
   want = np.where(cq == ck, intra, np.where(cq - ck == 1, successive, inter))
   got, _ = _ours(f'dual_chunk(rope, chunk={chunk}, local_window={local})', q, k)
@@ -144,7 +145,55 @@ def test_remap_params_are_the_base_params():
     np.testing.assert_array_equal(x, y)
 
 
-@pytest.mark.parametrize('implementation', ['blockwise', 'pallas'])
+_TILED_REMAPS = [
+    'self_extend(rope, group_size=2, window=4)',
+    'rerope(rope, window=4)',
+    'rerope(rope, window=3, leak=2)',
+    'dual_chunk(rope, chunk=6, local_window=4)',
+    'dual_chunk(t5(bidirectional=False), chunk=8, local_window=2)',
+    'self_extend(alibi, group_size=3, window=2) + transformer_xl',
+]
+
+
+@pytest.mark.parametrize('block', [(4, 3), 32], ids=['4x3', 'one_tile'])
+@pytest.mark.parametrize('text', _TILED_REMAPS)
+def test_blockwise_merges_each_tile_like_the_explicit_path(text, block):
+  """Each tile merges its score sets by region: outputs and gradients (q, k, v, params) equal the explicit
+  path's, causal with padding and a cache offset, for tiles that do not divide L and for one tile > L."""
+  from relpos_jax.nn import functional
+
+  encoder = spec.from_spec(text)
+  parts = position_terms.attention_parts(encoder)
+  params = position_terms.init_params(parts, jax.random.PRNGKey(0), num_heads=H, head_dim=D, model_dim=H * D)
+  params = jax.tree.map(lambda x: x + 0.1 * jax.random.normal(jax.random.PRNGKey(5), x.shape), params)
+  q, k, v, ct = (jax.random.normal(r, (2, L, H, D)) for r in jax.random.split(jax.random.PRNGKey(2), 4))
+  key_mask = jnp.arange(L)[None, :] >= jnp.array([[0], [3]])
+
+  def loss(impl, q, k, v, params):
+    out = functional.attend(
+        q,
+        k,
+        v,
+        parts=parts,
+        params=params,
+        causal=True,
+        key_mask=key_mask,
+        q_offset=2,
+        implementation=impl,
+        block_size=block if impl == 'blockwise' else None,
+    )
+    return jnp.sum(out[:, : L - 2] * ct[:, : L - 2]), out
+
+  grads = {
+      impl: jax.jit(jax.value_and_grad(lambda *a: loss(impl, *a), argnums=(0, 1, 2, 3), has_aux=True))(q, k, v, params)
+      for impl in ('blockwise', 'einsum')
+  }
+  leaves = [jax.tree.leaves(grads[impl]) for impl in ('blockwise', 'einsum')]
+  assert len(leaves[0]) == len(leaves[1]) >= 5
+  for a, b in zip(*leaves):
+    np.testing.assert_allclose(a, b, atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.parametrize(
     'text',
     [
@@ -153,16 +202,16 @@ def test_remap_params_are_the_base_params():
         'dual_chunk(t5(bidirectional=False), chunk=8, local_window=2)',
     ],
 )
-def test_the_tiled_paths_refuse_a_remap_by_name(text, implementation):
-  """A remap merges whole score matrices per region: the tiled paths raise instead of dropping the remap."""
+def test_the_pallas_kernel_refuses_a_remap_by_name(text):
+  """The Pallas kernel builds Toeplitz biases only: a remap is a ValueError naming it, never dropped."""
   from relpos_jax.nn import functional
 
   encoder = spec.from_spec(text)
   parts = position_terms.attention_parts(encoder)
   params = [p.init(jax.random.PRNGKey(0), H, head_dim=D) for p in parts]
   q = jnp.ones((B, L, H, D), jnp.float32)
-  with pytest.raises(ValueError, match=f"{encoder.name}'.*'position_remap'.*no per-tile form"):
-    functional.attend(q, q, q, parts=parts, params=params, causal=True, implementation=implementation)
+  with pytest.raises(ValueError, match=f"\"pallas\".*{encoder.name}'.*'position_remap'"):
+    functional.attend(q, q, q, parts=parts, params=params, causal=True, implementation='pallas')
 
 
 def test_the_tiled_paths_refuse_pope_sized_queries():
