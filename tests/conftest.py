@@ -19,13 +19,14 @@ hypothesis.settings.load_profile(os.environ.get('HYPOTHESIS_PROFILE', 'default')
 
 
 # The registry-wide sweeps: one test x every registered encoder (and composition). Encoders of one attention
-# kind take the same path through the layer, so the default run keeps one representative per kind (and each
-# content-dependent encoder, which is a kind of its own); the rest of each sweep is marked `slow`, which the
-# README's test command deselects and `.ci/run` runs after it (`pytest -m slow`). Per-encoder formulas and
-# properties (tests/encoders/test_<encoder>.py, the Toeplitz properties) are not sweeps and always run.
+# kind take the same path through the layer, so the default run keeps one representative per kind; the
+# encoder-level property sweeps (Toeplitz structure, any-rank inputs, far distances) keep the lecture's
+# variants. The rest of each sweep is marked `slow`, which the README's test command deselects and `.ci/run`
+# runs after it (`pytest -m slow`). Each encoder's own formulas (tests/encoders/test_<encoder>.py) always run.
 REGISTRY_SWEEPS = frozenset(
     {
         'test_blockwise_equals_explicit_causal_with_padding',
+        'test_blockwise_equals_explicit_bidirectional_and_explicit_positions',
         'test_jit_with_static_encoder',
         'test_reads_positions_is_what_the_layer_computes',
         'test_layer_is_causal_and_masks_padding',
@@ -35,43 +36,49 @@ REGISTRY_SWEEPS = frozenset(
         'test_bfloat16_follows_float32',
         'test_jit_with_the_encoder_static',
         'test_gradients_are_finite_with_padding',
+        'test_structure_flags',
+        'test_far_distances_stay_finite',
+        'test_finite_values_and_gradients_at_long_lengths',
+        'test_vmap_over_the_batch_equals_the_batched_call',
+    }
+)
+PROPERTY_SWEEPS = frozenset(
+    {
+        'test_bias_matrix_is_toeplitz_and_offset_rows_are_the_full_matrix_rows',
+        'test_bias_of_any_rank_is_elementwise_and_finite',
+        'test_is_toeplitz_is_honest_pair_bias_agrees_with_bias_matrix',
+        'test_far_distances_give_finite_values',
     }
 )
 KIND_REPRESENTATIVES = frozenset(
     {
         'alibi',  # scalar bias in closed form
         't5',  # scalar bias from a table (the lecture's tables: shaw, piecewise, multiscale take this path)
-        'fire',  # scalar bias from an MLP of the distance
         'rope',  # rotary
         'shaw_vector',  # vector relative embeddings (keys and values)
-        'transformer_xl',  # vector relative with global content/position biases
         'absolute_score',  # absolute score term
-        'sinusoidal',  # absolute, added to the inputs
         'rope+alibi',  # a sum of kinds
-        'sinusoidal+t5',  # the lecture's absolute + relative
-        'randomized(rope)',  # a position wrapper
-        'randomized',  # (the registry sweeps build wrappers with their default base)
         'self_extend(rope)',  # a position remap
         'self_extend',
-        'fox',  # the content-dependent kinds, one each
-        'stick_breaking',
-        'cope',
-        'dape(kerple_log)',
-        'dape',
-        'path',
-        'ssmax',  # score temperature
+        'fox',  # a content-dependent bias
+        'stick_breaking',  # a content-dependent score transform (no softmax)
     }
 )
+LECTURE_BIASES = frozenset({'distance', 'shaw', 'piecewise', 't5', 'multiscale', 'alibi'})
 
 
-def _represents_a_kind(param_id: str) -> bool:
+def _represents(param_id: str, names: frozenset) -> bool:
   compact = param_id.replace(' ', '')
-  return any(part in KIND_REPRESENTATIVES for part in (compact, compact.split(',')[0], compact.split('-')[0]))
+  return any(part in names for part in (compact, compact.split(',')[0], compact.split('-')[0]))
 
 
 def pytest_collection_modifyitems(config, items):
   del config
   for item in items:
     callspec = getattr(item, 'callspec', None)
-    if item.originalname in REGISTRY_SWEEPS and callspec is not None and not _represents_a_kind(callspec.id):
+    if callspec is None:
+      continue
+    if (item.originalname in REGISTRY_SWEEPS and not _represents(callspec.id, KIND_REPRESENTATIVES)) or (
+        item.originalname in PROPERTY_SWEEPS and not _represents(callspec.id, LECTURE_BIASES)
+    ):
       item.add_marker(pytest.mark.slow)
