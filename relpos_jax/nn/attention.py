@@ -266,6 +266,13 @@ class RelativeMultiHeadAttention(nnx.Module):
     """x (B, L, model_dim), and positions / padding_mask (B, L) when given: the layer's input boundary."""
     validation.shaped('RelativeMultiHeadAttention', 'x', x, ('batch', 'length', self.model_dim))
     shape = x.shape[:2]
+    validation.require(
+        min(shape) > 0,
+        'RelativeMultiHeadAttention',
+        'x',
+        f'<shape {tuple(x.shape)}>',
+        'at least one sequence of at least one token (batch >= 1, length >= 1)',
+    )
     if positions is not None:
       positions = validation.positions('RelativeMultiHeadAttention', positions, shape)
     if padding_mask is not None:
@@ -371,6 +378,13 @@ class RelativeMultiHeadAttention(nnx.Module):
     explicit, padding_mask = self._check_input(x, positions, padding_mask)
     b, chunk, _ = x.shape
     validation.require(cache.key.shape[0] == b, 'decode', 'x', f'<batch {b}>', f'the cache batch {cache.key.shape[0]}')
+    validation.require(
+        tuple(cache.key.shape[2:]) == (self.num_heads, self.head_dim),
+        'decode',
+        'cache',
+        f'<heads x head_dim {tuple(cache.key.shape[2:])}>',
+        f'a cache of this layer ({self.num_heads} heads x head_dim {self.head_dim}): build it with init_cache',
+    )
     max_length = cache.max_length
     check_cache_room(cache.index, chunk, max_length)
     params = self._params(position_params)

@@ -100,16 +100,17 @@ def _attention_mask(q_len, k_len, *, causal, q_offset, key_mask):
 
 
 def sliding_window_mask(
-    q_len: int, k_len: int, window: int, *, q_offset=0, q_positions=None, k_positions=None
+    q_len: int, k_len: int, window: int, *, q_offset=0, q_positions=None, k_positions=None, symmetric=False
 ) -> jax.Array:
   """Bool (B or 1, 1, Lq, Lk): True where the key is less than `window` positions before the query
-  (keys ahead are left to the causal mask)."""
+  (keys ahead are left to the causal mask), or, `symmetric` (a bidirectional model), |i - j| < window."""
   if q_positions is None:
     q_pos = (jnp.arange(q_len, dtype=jnp.int32) + jnp.asarray(q_offset, jnp.int32))[None]
     k_pos = jnp.arange(k_len, dtype=jnp.int32)[None]
   else:
     q_pos, k_pos = jnp.asarray(q_positions, jnp.int32), jnp.asarray(k_positions, jnp.int32)
-  return (q_pos[:, :, None] - k_pos[:, None, :] < window)[:, None]
+  distance = q_pos[:, :, None] - k_pos[:, None, :]
+  return ((jnp.abs(distance) if symmetric else distance) < window)[:, None]
 
 
 def _positions_or_contiguous(b, q_len, k_len, q_offset, q_positions, k_positions):
@@ -226,8 +227,8 @@ def attend(
     block_size: the tiles of 'blockwise' / 'pallas': None (default), an int or (block_q, block_k).
     debug_checks: check the realised bias of Toeplitz encoders with `checks.assert_toeplitz` (not with
       the tiled paths, whose Toeplitz biases are built from their distinct values and never realised).
-    window: sliding-window (local) attention: a query sees keys at distance i - j < window only (None:
-      global). Distances are positions' (explicit ones when given), like the position terms. On the tiled
+    window: sliding-window (local) attention: a query sees keys at distance i - j < window only, or
+      |i - j| < window when not causal (a bidirectional window is symmetric; None: global). Distances are positions' (explicit ones when given), like the position terms. On the tiled
       paths it is an arbitrary mask ('blockwise' only).
     features: per part, the contextual parts' token features of the keys (B, Lk, F) or None
       (`content_terms.token_features` of the layer input; the cached ones in decoding). 'blockwise' tiles
@@ -261,7 +262,7 @@ def attend(
     window = validation.positive_int('attend', 'window', window)
     # Folded into the mask before the non-finite keys are sanitized: a key beyond the window is masked.
     window_mask = sliding_window_mask(
-        q_len, k_len, window, q_offset=q_offset, q_positions=q_positions, k_positions=k_positions
+        q_len, k_len, window, q_offset=q_offset, q_positions=q_positions, k_positions=k_positions, symmetric=not causal
     )
     mask = window_mask if mask is None else mask & window_mask
   remaps = [(part, p) for part, p in zip(parts, params) if part.kind is Kind.POSITION_REMAP]
