@@ -35,9 +35,11 @@ The protocol (relpos_jax.study.protocol; every key is checked before anything is
   study.lr_grid          peak learning rates tried per encoder at the first seed; the lowest validation loss
                          at the training length wins and the other seeds train with it (LR_GRID:
                          --config.study.lr_grid='(1e-3,3e-3,1e-2)'); None: no grid
-  study.learning_rates   committed choices, 'label: lr' (STUDY_LEARNING_RATES: what the grid chose), so the
-                         quick start does not search again; the table's last column names each rate and how
-                         it was chosen (grid, committed, fixed = optim.learning_rate)
+  study.default_learning_rates  committed choices, 'label: lr' (STUDY_LEARNING_RATES: what the grid chose),
+                         applied to the labels the study has, so the quick start does not search again
+                         (study.learning_rates: your own, every label one of the study's); the table's
+                         last column names each rate and how it was chosen (grid, committed, fixed =
+                         optim.learning_rate)
   study.comparisons      'A vs B' or 'A vs B at <length | train | ood | longest>': paired differences over
                          seeds with 95% t intervals (results.md, results.json 'comparisons'); a randomized
                          entry's 0..L-1 row is '<label>@0..L-1'
@@ -88,9 +90,28 @@ LR_GRID = (1e-3, 3e-3, 1e-2)
 STUDY_LEARNING_RATES = tuple(
     f'{label}: 0.01'
     for label in (
-        'nope', 'sinusoidal', 'learned', 'distance', 'shaw', 'piecewise', 't5', 't5-32', 'multiscale',
-        'sinusoidal+t5', 'monotone-t5-32', 'monotone-lin', 'alibi', 'kerple_log', 'fire', 'fire-512', 'rope',
-        'rope+randomized', 'stick_breaking', 'dape2-kerple', 'fox', 'fox-bias',
+        'nope',
+        'sinusoidal',
+        'learned',
+        'distance',
+        'shaw',
+        'piecewise',
+        't5',
+        't5-32',
+        'multiscale',
+        'sinusoidal+t5',
+        'monotone-t5-32',
+        'monotone-lin',
+        'alibi',
+        'kerple_log',
+        'fire',
+        'fire-512',
+        'rope',
+        'rope+randomized',
+        'stick_breaking',
+        'dape2-kerple',
+        'fox',
+        'fox-bias',
     )
 )
 # The comparisons the README states, as paired differences over seeds with 95% intervals.
@@ -188,16 +209,6 @@ INFERENCE_EXTENSION_ENCODERS = (
     'rerope_leaky: rope -> rerope(rope, window=32, leak=32)',
     'dual_chunk: rope -> dual_chunk(rope, chunk=48, local_window=4)',
 )
-
-
-def _label(entry: str) -> str:
-  return entry.partition(':')[0].strip()
-
-
-def committed_rates(entries) -> tuple[str, ...]:
-  """The committed learning rates (STUDY_LEARNING_RATES) of the labels among `entries`."""
-  labels = {_label(e) for e in entries}
-  return tuple(rate for rate in STUDY_LEARNING_RATES if _label(rate) in labels)
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -346,5 +357,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if 'study' in variants:
     # The rates committed for these labels: the default study's grid chose them at 400 steps, so variant
     # 'long' (1,600 steps) chooses its own (--config.study.lr_grid) rather than reuse them.
-    config.study.learning_rates = () if 'long' in variants else committed_rates(config.study.encoders)
+    config.study.default_learning_rates = () if 'long' in variants else STUDY_LEARNING_RATES
+    config.study.learning_rates = ()  # your own commitments: every label one of the study's
   return config

@@ -23,7 +23,8 @@ position_draws` draws; with `config.study.sequential_positions` also at 0..L-1, 
 '<label>@0..L-1'), and each run records its loss against position at the longest length.
 
 Learning rates (per encoder, at equal budget): `config.study.learning_rates=('label: lr', ...)` commits an
-encoder's rate (recorded 'committed'); else with `config.study.lr_grid=(1e-3, 3e-3, 1e-2)` the encoder is
+encoder's rate (recorded 'committed'; a config file's own commitments are `config.study.default_learning_rates`,
+applied to the labels the study has); else with `config.study.lr_grid=(1e-3, 3e-3, 1e-2)` the encoder is
 trained at every rate of the grid at the first seed, the rate with the lowest validation loss at the training
 length is chosen ('grid'; that run is the first seed's run) and the other seeds train with it; else
 `config.optim.learning_rate` ('fixed'). A chosen rate's runs live in `runs/<label>/lr<rate>/seed<s>/`, a
@@ -90,6 +91,9 @@ class Study:
   lr_grid: tuple[float, ...] | None = config_lib.key(None, gt=0)
   # Committed per-encoder rates, 'label: lr' (e.g. what a grid chose): not searched again.
   learning_rates: tuple[str, ...] = config_lib.key(())
+  # A config file's committed rates, 'label: lr': as learning_rates, for the labels the study has (a study
+  # whose encoders were overridden keeps them for the labels it shares); learning_rates wins where both name one.
+  default_learning_rates: tuple[str, ...] = config_lib.key(())
   # Paired differences over seeds: 'A vs B' (at the training length, the out-of-distribution mean and the
   # longest length) or 'A vs B at <length | train | ood | longest>'.
   comparisons: tuple[str, ...] = config_lib.key(())
@@ -202,11 +206,9 @@ def run_config(
   return config
 
 
-def committed_learning_rates(study: Study, entries: Sequence[Entry]) -> dict[str, float]:
-  """`config.study.learning_rates` ('label: lr' entries) as {label: lr}, every label an entry's."""
-  labels = [e.label for e in entries]
+def _parse_rates(key: str, items, labels, strict: bool) -> dict[str, float]:
   rates = {}
-  for item in study.learning_rates:
+  for item in items:
     label, sep, value = str(item).partition(':')
     label = label.strip()
     try:
@@ -215,18 +217,29 @@ def committed_learning_rates(study: Study, entries: Sequence[Entry]) -> dict[str
       rate = float('nan')
     if not sep or not rate > 0 or rate == float('inf'):
       raise config_lib.ConfigError(
-          f"config.study.learning_rates entry {item!r} is invalid: allowed: 'label: lr' with a learning rate > 0, "
+          f"config.study.{key} entry {item!r} is invalid: allowed: 'label: lr' with a learning rate > 0, "
           "e.g. 'alibi: 3e-3'."
       )
     if label not in labels:
+      if not strict:
+        continue
       raise config_lib.ConfigError(
-          f'config.study.learning_rates entry {item!r} names no encoder of config.study.encoders; allowed labels: '
-          f'{labels}.'
+          f'config.study.{key} entry {item!r} names no encoder of config.study.encoders; allowed labels: {labels}.'
       )
     if label in rates:
-      raise config_lib.ConfigError(f'config.study.learning_rates gives {label!r} twice.')
+      raise config_lib.ConfigError(f'config.study.{key} gives {label!r} twice.')
     rates[label] = rate
   return rates
+
+
+def committed_learning_rates(study: Study, entries: Sequence[Entry]) -> dict[str, float]:
+  """{label: lr} committed for this study's entries: `config.study.default_learning_rates` for the labels the
+  study has, then `config.study.learning_rates` (every label an entry's)."""
+  labels = [e.label for e in entries]
+  return {
+      **_parse_rates('default_learning_rates', study.default_learning_rates, labels, strict=False),
+      **_parse_rates('learning_rates', study.learning_rates, labels, strict=True),
+  }
 
 
 def parse_comparisons(study: Study, entries: Sequence[Entry], lengths) -> list[dict]:
