@@ -10,6 +10,10 @@ import hypothesis  # noqa: E402
 import pytest  # noqa: E402
 
 jax.config.update('jax_default_matmul_precision', 'highest')
+# The tests compile thousands of tiny programs, where XLA's optimisation passes cost more than running them (the
+# README's test command takes about a third less time without them). RELPOS_TESTS_OPTIMIZED=1 compiles as a
+# training run does; .ci/run runs the `slow` set that way, so both compilers are exercised.
+jax.config.update('jax_disable_most_optimizations', os.environ.get('RELPOS_TESTS_OPTIMIZED') != '1')
 
 # JIT compilation makes the first example slow, so no per-example deadline; few examples keep tests fast (each new
 # shape compiles again); HYPOTHESIS_PROFILE=thorough for 500.
@@ -66,6 +70,84 @@ KIND_REPRESENTATIVES = frozenset(
 )
 LECTURE_BIASES = frozenset({'distance', 'shaw', 'piecewise', 't5', 'multiscale', 'alibi'})
 
+# Model-level sweeps (cached decoding, causality, translation invariance) also keep every kind whose cache or
+# mask has code of its own: the vector and content kinds, each remap, the temperatures.
+MODEL_SWEEPS = frozenset(
+    {
+        'test_cached_decoding_equals_full_forward',
+        'test_decoder_is_causal',
+        'test_translation_invariance_of_relative_encoders',
+    }
+)
+MODEL_REPRESENTATIVES = KIND_REPRESENTATIVES | {
+    'transformer_xl',
+    'xpos',
+    'pope',
+    'randomized(rope)',
+    'cope',
+    'path',
+    'dape(kerple_log)',
+    'dape(alibi,version=2)',
+    'rerope(rope)',
+    'dual_chunk(rope)',
+    'rope+ssmax',
+    'nope+logn',
+    'absolute_score+shaw_vector',
+    'rope(scaling="yarn",factor=8.0,truncate=False)',
+}
+
+# Path-equality tests whose cases share code paths: the ids kept by default (compact, spaces removed); the
+# others are `slow`.
+FAST_CASES = {
+    # the cache-index type is one code path; t5 (a table) and fox (a content kind) carry it
+    'test_decoding_under_x64_equals_full_forward': {'t5', 'fox'},
+    'test_decoder_decode_equals_full_forward': {'t5-True', 'cope+alibi-True', 'path+fox-False'},
+    'test_linen_twin_matches_the_nnx_layer_given_the_same_weights': {
+        't5',
+        'rope',
+        'shaw_vector',
+        'fox+rope',
+        'cope+alibi',
+        'stick_breaking',
+    },
+    'test_long_sequence_values_and_gradients_are_finite': {
+        't5-True-float32',
+        'rope-False-bfloat16',
+        'transformer_xl-False-float32',
+    },
+    'test_blockwise_cached_decoding_equals_explicit_forward': {'rope', 'shaw_vector', 'fox', 'rope+stick_breaking'},
+    'test_blockwise_merges_each_tile_like_the_explicit_path': {
+        'self_extend(rope,group_size=2,window=4)-4x3',
+        'rerope(rope,window=3,leak=2)-4x3',
+        'dual_chunk(rope,chunk=6,local_window=4)-4x3',
+        'dual_chunk(rope,chunk=6,local_window=4)-one_tile',
+        'self_extend(alibi,group_size=3,window=2)+transformer_xl-4x3',
+    },
+    'test_vector_paths_match_naive_values_and_gradients': {
+        'shaw_clipped_causal',
+        'shaw_distinct',
+        'shaw_k0',
+        'shaw_no_values',
+        'xl_clipped',
+        'shaw_cache_distinct',
+        'xl_cache_clipped',
+        'shaw_explicit',
+        'xl_explicit_pairwise',
+    },
+    'test_linen_model_init_apply_grad': {'alibi', 'rope', 'transformer_xl'},
+    'test_pallas_equals_explicit': {'rope-False', 'kerple_log+rope-True', 'shaw-False'},
+    'test_cached_decoding_with_explicit_positions': {'alibi', 'rope', 'shaw_vector', 'transformer_xl'},
+    'test_content_kinds_tile_like_the_explicit_path': {
+        'fox-3x2',
+        'fox-one_tile',
+        'alibi+logn(train_length=4)-3x2',
+        'rope+stick_breaking-3x2',
+        'stick_breaking(attend_current=True,remainder_to_self=False)-3x2',
+        'fox+stick_breaking+ssmax-3x2',
+        'transformer_xl+stick_breaking-3x2',
+    },
+}
+
 
 def _represents(param_id: str, names: frozenset) -> bool:
   compact = param_id.replace(' ', '')
@@ -78,7 +160,11 @@ def pytest_collection_modifyitems(config, items):
     callspec = getattr(item, 'callspec', None)
     if callspec is None:
       continue
-    if (item.originalname in REGISTRY_SWEEPS and not _represents(callspec.id, KIND_REPRESENTATIVES)) or (
-        item.originalname in PROPERTY_SWEEPS and not _represents(callspec.id, LECTURE_BIASES)
+    name = item.originalname
+    if (
+        (name in REGISTRY_SWEEPS and not _represents(callspec.id, KIND_REPRESENTATIVES))
+        or (name in PROPERTY_SWEEPS and not _represents(callspec.id, LECTURE_BIASES))
+        or (name in MODEL_SWEEPS and not _represents(callspec.id, MODEL_REPRESENTATIVES))
+        or (name in FAST_CASES and callspec.id.replace(' ', '') not in FAST_CASES[name])
     ):
       item.add_marker(pytest.mark.slow)
