@@ -196,6 +196,7 @@ def test_gather_and_aggregate_are_transposes():
     weights = jax.random.normal(kw, (1, 2, table.q_len, table.k_len))
     if table.causal:  # pairs ahead read zero, so only weights the causal mask keeps are transposed
       weights = jnp.where(table.rel <= 0, weights, 0.0)
+
     # One compiled function per layout: op-by-op dispatch compiled each small op separately (2 s a table).
     @jax.jit
     def both_sides(projected, weights, table=table):
