@@ -73,7 +73,7 @@ def test_attention_kinds_runs():
   names = [row[1] for row in section.rows]
   assert names == ['plain', 'core (none)'] + [name for name, *_ in attention_kinds.ENCODERS]
   with_target = {row[1]: row[-2] for row in section.rows if row[-2]}
-  # Only issue 6's rows carry targets; issue 11's contextual rows are measured without one.
+  # Only the position-term rows of section 2 carry targets; the contextual rows are measured without one.
   assert sorted(with_target) == sorted(name for name, _, _, target, _ in attention_kinds.ENCODERS if target)
   assert all(cell.startswith(('met', '**missed**')) for cell in with_target.values())
 

@@ -1,5 +1,5 @@
 """Every size, count and scale of every registered encoder is bounded, values whose results overflow float32 are
-refused, initial parameters are finite, and the encoder methods check their positions (issue 22, items 15-18)."""
+refused, initial parameters are finite, and the encoder methods check their positions."""
 
 from __future__ import annotations
 

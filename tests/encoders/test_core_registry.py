@@ -1,7 +1,7 @@
 """Every registered encoder, found by iterating the registry: jit with the encoder static, and gradients.
 
 An encoder another engineer registers later is covered automatically (the Toeplitz properties of scalar
-biases are in test_core_props.py). Gradients are taken under jit: eager mode would compile every primitive.
+biases are in test_core_properties.py). Gradients are taken under jit: eager mode would compile every primitive.
 """
 
 from __future__ import annotations

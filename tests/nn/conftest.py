@@ -11,7 +11,7 @@ The cases come from `encoders.names()` at collection time, so an encoder that la
 covered without touching these tests. Wrappers whose required fields are encoders (randomized) are built
 around one representative base per attention kind (the bases a wrapper refuses with a ValueError -- DAPE
 takes scalar biases only, monotone the lecture's tables -- are left out, but at least one must be accepted); a
-few combinations (the lecture's absolute + relative, issue 11's composed specs) are added when their parts
+few combinations (the lecture's absolute + relative, composed specs) are added when their parts
 exist. A registered encoder that cannot be built this way fails collection loudly rather than being skipped.
 """
 
@@ -35,8 +35,8 @@ _COMBINATIONS = (
     ('learned', 'transformer_xl'),
 )
 # Specs whose options are off by default, or whose defaults are a no-op at test lengths (remap windows of
-# hundreds of positions): cases that exercise them at L ~ 6 (issue 12's list), and composed specs that must
-# work (issue 11): content-dependent kinds beside the others.
+# hundreds of positions): cases that exercise them at L ~ 6, and composed specs that must
+# work: content-dependent kinds beside the others.
 _SPECS = (
     'rope(partial_rotary_factor=0.5)',
     'rope(frequency_fraction=0.75)',

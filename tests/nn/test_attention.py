@@ -192,5 +192,5 @@ def test_attend_rejects_half_given_positions():
   q = jnp.ones((1, 3, 1, 4))
   with pytest.raises(ValueError, match='both q_positions and k_positions'):
     attend(q, q, q, parts=(), params=[], q_positions=jnp.zeros((1, 3), jnp.int32))
-  with pytest.raises(ValueError, match="implementation='flash'"):  # 'pallas' is one since issue 17
+  with pytest.raises(ValueError, match="implementation='flash'"):  # 'pallas' is an implementation
     functional.check_implementation('flash')

@@ -1,5 +1,5 @@
 """Length-dependent rotary rules (dynamic NTK, dynamic YaRN, LongRoPE) read each row's real length: padding does
-not change the real tokens' outputs (issue 22, item 14; the README promises the scores of the unpadded
+not change the real tokens' outputs (the README promises the scores of the unpadded
 sequences). Before, the padded length picked the scaling and moved the outputs by 0.02-0.08."""
 
 from __future__ import annotations

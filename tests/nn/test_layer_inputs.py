@@ -1,5 +1,5 @@
-"""The layer's input boundary (issue 22 items 13 and 19): a sliding window in a bidirectional layer is
-symmetric, and empty inputs or a cache built for another layer are clear errors at the entry, not JAX's."""
+"""The layer's input boundary: a sliding window in a bidirectional layer is symmetric, and empty inputs or a cache
+built for another layer are clear errors at the entry, not JAX's."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The study's protocol: per-encoder learning rates chosen on validation at the training length, refused
 inputs (nothing written), runs beyond chance kept out of the means, honest re-evaluation, and one real tiny
-study with every field issue 24 asks results.json to hold."""
+study with every field the protocol records in results.json."""
 
 from __future__ import annotations
 
@@ -193,7 +193,7 @@ def test_reevaluation_refuses_unfinished_and_names_corrupt_records(tmp_path):
 
 
 def test_a_real_tiny_study_records_the_protocol(tmp_path):
-  """nope and randomized RoPE, two seeds: every field issue 24's 'done when' lists, from a real run."""
+  """nope and randomized RoPE, two seeds: every field the protocol records, from a real run."""
   config = tiny_study_config(encoders=('nope', 'rr: randomized(rope, max_position=64)'))
   config.study.seeds = (0, 1)
   config.eval.position_draws = 2

@@ -160,7 +160,7 @@ def test_a_tiny_suite_runs_resumes_and_summarizes(tmp_path):
     suite.run_suite(config, tmp_path, tasks=['parity_check'])
 
 
-# ------------------------------------------------------------------------ issue 21: protocol, statistics
+# --------------------------------------------------------------- the papers' protocol, statistics
 def test_bad_input_is_named_before_any_run(tmp_path):
   """An unknown task or statistic, a draw count <= 0, a max_position below the longest test sequence: each
   refused with the key named, before anything is written."""

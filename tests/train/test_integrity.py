@@ -1,4 +1,4 @@
-"""Runs that can't be fooled: resume integrity, damaged run directories, full disks, divergence (issue 14)."""
+"""Runs that can't be fooled: resume integrity, damaged run directories, full disks, divergence."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Strict, uniform inputs (issue 14): every class of bad input that used to be accepted silently is refused where it
+"""Strict, uniform inputs: every class of bad input that used to be accepted silently is refused where it
 enters, with a ValueError naming the value; what cannot be checked under jit behaves as documented."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Compositions that would mean nothing are refused where they are built, with the reason (issue 22, items 6-12);
+"""Compositions that would mean nothing are refused where they are built, with the reason;
 the flags the rules read (reads_positions, one_rotation) are checked against what the encoders compute."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The entry points under a careless or unlucky user (issue 22, items 20 and 21): errors the user can fix are one
+"""The entry points under a careless or unlucky user: errors the user can fix are one
 message and exit status 1, without a traceback; Ctrl-C before the first training step exits at once, cleanly."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Every (task, encoder) pair of a suite or study is checked before the first run starts (issue 22, items 10,
-11 and 12): a causal-only encoder for a bidirectional task, differing per-layer randomized settings and a
-transfer to another encoder fail in seconds, not after the encoders before them have trained."""
+"""Every (task, encoder) pair of a suite or study is checked before the first run starts: a causal-only encoder for a
+bidirectional task, differing per-layer randomized settings and a transfer to another encoder fail in seconds,
+not after the encoders before them have trained."""
 
 from __future__ import annotations
 
