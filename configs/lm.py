@@ -55,7 +55,7 @@ training? (docs/study_long/: --config.study.seeds='(0,1,2)')
 
 Variant `inference_extension` (`--config=configs/lm.py:inference_extension`): train with RoPE once (the
 `study` variant's run), evaluate its parameters unchanged with inference-time extensions up to 16x, each set
-for 16x from L_orig = 64 (docs/study_inference_extension/: --config.study.seeds='(0,1,2)'). Entries
+for 16x from L_orig = 64 (docs/study_inference_extension/: --config.study.seeds='(0,1,2,3,4)'). Entries
 'label: rope -> Y' reuse the trained run of each seed (relpos_jax.study.runner). Self-Extend and leaky ReRoPE are sized
 so that the largest distance they show the model at 1024 stays inside the 64 trained positions:
 Self-Extend (1023 // 32) + 32 - 1 = 62, leaky ReRoPE 32 + (1023 - 32) / 32 < 64.
@@ -331,7 +331,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         'parameters evaluated unchanged with each extension (no retraining).'
     )
     config.study.encoders = INFERENCE_EXTENSION_ENCODERS
-    config.study.comparisons = ('yarn vs ntk', 'rerope_leaky vs self_extend')
+    config.study.comparisons = (
+        'yarn vs ntk',
+        'rerope_leaky vs self_extend',
+        'rerope vs self_extend',
+        'self_extend vs dual_chunk',
+    )
   if 'long_context' in variants:
     config.eval.lengths = LONG_CONTEXT_LENGTHS
     # Windows of every length end at 4 common anchors and score their last 1,024 targets: the same 4,096
