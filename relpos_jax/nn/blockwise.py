@@ -580,6 +580,24 @@ def _attention_fwd(cfg, q, k, v, theta, aux):
   return out, (q, k, v, theta, aux, out, lse)
 
 
+def _query_tile_rows(cfg, t, q, d_out, *per_row):
+  """Query tile t's start and rows: q and d_out are (B, L, H, D) (rows on axis 1), per_row are (B, H, L)."""
+  qs = t * cfg.bq
+  rows = [jax.lax.dynamic_slice_in_dim(x, qs, cfg.bq, axis=1) for x in (q, d_out)]
+  rows += [jax.lax.dynamic_slice_in_dim(x, qs, cfg.bq, axis=2) for x in per_row]
+  return qs, rows
+
+
+def _add_key_rows(cfg, ks, totals, parts):
+  """Each (B, L, H, D) total plus its key tile's part at rows ks .. ks + bk."""
+  return tuple(
+      jax.lax.dynamic_update_slice_in_dim(
+          total, jax.lax.dynamic_slice_in_dim(total, ks, cfg.bk, axis=1) + part.astype(total.dtype), ks, axis=1
+      )
+      for total, part in zip(totals, parts)
+  )
+
+
 def attention_bwd(cfg, residuals, d_out):
   q, k, v, theta, aux, out, lse = residuals
   d_out = d_out.astype(jnp.float32)
@@ -589,11 +607,7 @@ def attention_bwd(cfg, residuals, d_out):
 
   def query_tile(carry, t):
     dk, dv, d_theta = carry
-    qs = t * cfg.bq
-    q_t = jax.lax.dynamic_slice_in_dim(q, qs, cfg.bq, axis=1)
-    do_t = jax.lax.dynamic_slice_in_dim(d_out, qs, cfg.bq, axis=1)
-    lse_t = jax.lax.dynamic_slice_in_dim(lse, qs, cfg.bq, axis=2)
-    delta_t = jax.lax.dynamic_slice_in_dim(delta, qs, cfg.bq, axis=2)
+    qs, (q_t, do_t, lse_t, delta_t) = _query_tile_rows(cfg, t, q, d_out, lse, delta)
 
     def key_tile(n, inner):
       dq_t, dk, dv, d_theta = inner
@@ -609,12 +623,7 @@ def attention_bwd(cfg, residuals, d_out):
       ds = p * (dp - delta_t[..., None])
       dq_part, dk_t, d_local_s = logits_vjp(ds)
       d_local = jax.tree.map(jnp.add, d_local_s, d_local_v)
-      dk = jax.lax.dynamic_update_slice_in_dim(
-          dk, jax.lax.dynamic_slice_in_dim(dk, ks, cfg.bk, axis=1) + dk_t.astype(dk.dtype), ks, axis=1
-      )
-      dv = jax.lax.dynamic_update_slice_in_dim(
-          dv, jax.lax.dynamic_slice_in_dim(dv, ks, cfg.bk, axis=1) + dv_t.astype(dv.dtype), ks, axis=1
-      )
+      dk, dv = _add_key_rows(cfg, ks, (dk, dv), (dk_t, dv_t))
       return dq_t + dq_part.astype(jnp.float32), dk, dv, _accumulate(cfg, d_theta, d_local, tile)
 
     lo, hi = _key_tile_range(cfg, aux, qs)
@@ -714,11 +723,7 @@ def _normalized_bwd(cfg, residuals, cotangents):
 
   def query_tile(carry, t):
     dk, dv, d_theta = carry
-    qs = t * cfg.bq
-    q_t = jax.lax.dynamic_slice_in_dim(q, qs, cfg.bq, axis=1)
-    do_t = jax.lax.dynamic_slice_in_dim(d_acc, qs, cfg.bq, axis=1)
-    dw_t = jax.lax.dynamic_slice_in_dim(d_w, qs, cfg.bq, axis=2)
-    total_t = jax.lax.dynamic_slice_in_dim(total, qs, cfg.bq, axis=2)
+    qs, (q_t, do_t, dw_t, total_t) = _query_tile_rows(cfg, t, q, d_acc, d_w, total)
     lo, hi, key_tile_of = _reverse_key_tiles(cfg, aux, qs)
 
     def key_tile(i, inner):
@@ -739,12 +744,7 @@ def _normalized_bwd(cfg, residuals, cotangents):
       ds, _ = weights_vjp((g, total_t - seen))
       dq_part, dk_t, d_local_s = logits_vjp(ds)
       d_local = jax.tree.map(jnp.add, d_local_s, d_local_v)
-      dk = jax.lax.dynamic_update_slice_in_dim(
-          dk, jax.lax.dynamic_slice_in_dim(dk, ks, cfg.bk, axis=1) + dk_t.astype(dk.dtype), ks, axis=1
-      )
-      dv = jax.lax.dynamic_update_slice_in_dim(
-          dv, jax.lax.dynamic_slice_in_dim(dv, ks, cfg.bk, axis=1) + dv_t.astype(dv.dtype), ks, axis=1
-      )
+      dk, dv = _add_key_rows(cfg, ks, (dk, dv), (dk_t, dv_t))
       return dq_t + dq_part.astype(jnp.float32), dk, dv, _accumulate(cfg, d_theta, d_local, tile), c_next, seen
 
     b, _, h, _ = q.shape
