@@ -406,12 +406,11 @@ def attend(
           q_positions=q_positions,
           k_positions=k_positions,
       )
-      counts = content_terms.visible_counts(
-          q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask
-      )
-      factor = content_terms.temperature_factor(parts, params, counts, ctx.q_index)
-      if factor is not None:
-        scores = scores * factor[..., None]
+      if position_terms.has_kind(parts, Kind.TEMPERATURE):  # the counts only a temperature reads
+        counts = content_terms.visible_counts(
+            q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask
+        )
+        scores = scores * content_terms.temperature_factor(parts, params, counts, ctx.q_index)[..., None]
     if full_mask is not None:
       scores = jnp.where(full_mask, scores, _LARGE_NEGATIVE)
     normalizer = content_terms.normalizer(parts, params)
