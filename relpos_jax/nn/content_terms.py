@@ -3,8 +3,8 @@
 Shared by the NNX layer and its Linen twin through `functional.attend`, dispatching on `encoder.kind` only:
 
   CONTEXTUAL       `token_features` from the layer input x (cached for decoding), then `score_term(ctx)`
-                   added to the scaled logits (CoPE, FoX), or, with `replaces_content`, the content logit
-                   itself (PaTH's q_i^T H_i ... H_{j+1} k_j in place of q_i . k_j).
+                   added to the scaled logits (CoPE, FoX; beside PaTH, scaled with its logit), or, with
+                   `replaces_content`, the content logit itself (PaTH's q_i^T H_i ... H_{j+1} k_j in place of q_i . k_j).
   SCORE_TRANSFORM  logits <- transform(logits, base bias): A + B + f([A; B]) (DAPE).
   TEMPERATURE      logits of query i multiplied by t_h(n_i), n_i the keys it sees (SSMax, log-n):
                    `temperature_factor` of `visible_counts`, per row, before any score (tiled alike).
@@ -91,10 +91,18 @@ def _with_features(ctx, feature):
 
 
 def add_contextual(parts, params, features, ctx, logits: jax.Array) -> jax.Array:
-  """logits + every additive contextual term (CoPE, FoX)."""
+  """logits + every additive contextual term (CoPE, FoX).
+
+  Beside a replaced content logit (PaTH) the terms join that logit before the 1/sqrt(d) scaling, as the
+  PaTH-FoX reference does (fla `naive_path_attn`: softmax((A + g_i - g_j) * scale)); `logits` are already
+  scaled here, so the terms are scaled to match. Alone, FoX adds its gate sums after the scaling, as the FoX
+  reference does.
+  """
+  joins_logit = any(part.kind is Kind.CONTEXTUAL and part.replaces_content for part in parts)
   for part, p, f in zip(parts, params, features):
     if part.kind is Kind.CONTEXTUAL and not part.replaces_content:
-      logits = logits + jnp.asarray(part.score_term(p, _with_features(ctx, f)), jnp.float32)
+      term = jnp.asarray(part.score_term(p, _with_features(ctx, f)), jnp.float32)
+      logits = logits + (term * jnp.float32(ctx.scale) if joins_logit else term)
   return logits
 
 

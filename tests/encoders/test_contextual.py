@@ -467,6 +467,47 @@ def test_path_layer_matches_the_reference_values_and_gradients():
   _check_values_and_grad(run, ref, x, grad_atol=5e-4)
 
 
+def test_path_with_fox_adds_the_gate_sums_before_the_scaling_as_the_reference():
+  """PaTH-FoX (fla naive_path_attn): softmax((A + g_i - g_j) * scale), the gate sums inside the scaled logit;
+  FoX alone adds them after the scaling (its own reference, above)."""
+  path, fox = encoders.make('path', rank=5), encoders.make('fox')
+  path_params = path.init(jax.random.key(0), H, head_dim=D, model_dim=MODEL)
+  path_params = {**path_params, 'w_down': path_params['w_down'] * 20, 'w_up': path_params['w_up'] * 20}
+  kernel, bias = _weights((MODEL, H), 2), _weights((H,), 3)
+  fox_params = {**fox.init(jax.random.key(1), H, head_dim=D, model_dim=MODEL), 'gate_bias': jnp.asarray(bias)}
+  q, k, v, x = _inputs()
+  parts = (path, fox)
+
+  def run(w):
+    params = [path_params, {**fox_params, 'gate_kernel': w}]
+    features = content_terms.token_features(parts, params, jnp.asarray(x, jnp.float32))
+    f32 = lambda a: jnp.asarray(a, jnp.float32)
+    return attend(f32(q), f32(k), f32(v), parts=parts, params=params, causal=True, features=features)
+
+  def reference(w):
+    out = np.zeros(q.shape)
+    for b in range(B):
+      p = {name: np.asarray(value, np.float64) for name, value in path_params.items() if name != 'dims'}
+      wd = x[b] @ p['w_down'] @ p['w_up']
+      size = p['w_conv'].shape[0]
+      conv = np.zeros_like(wd)
+      for t in range(wd.shape[0]):
+        for m in range(size):
+          if t - (size - 1) + m >= 0:
+            conv[t] += p['w_conv'][m] * wd[t - (size - 1) + m]
+      wd = (conv * _sigmoid(conv)).reshape(L, H, D)
+      wd = wd / np.sqrt(np.sum(wd * wd, -1, keepdims=True) + 1e-6)
+      beta = 2 * _sigmoid(x[b] @ p['beta_kernel'] + p['beta_bias'])
+      g = np.cumsum(_log_sigmoid(x[b] @ w + bias), axis=0)  # (L, H)
+      for h in range(H):
+        a = _np_naive_path_logits(q[b, :, h], k[b, :, h], wd[:, h], beta[:, h], chunk_size=4)
+        logits = (a + g[:, None, h] - g[None, :, h]) / math.sqrt(D)
+        out[b, :, h] = _np_softmax_attend(logits, _causal(L), v[b, :, h])
+    return out
+
+  _check_values_and_grad(run, reference, kernel, grad_atol=5e-4)
+
+
 def test_path_memory_has_no_length_squared_head_dim_buffer():
   """The logits' backward pass keeps O(L^2 d / block_size + L^2) floats, not O(L^2 d) (nor L^2 d^2)."""
   length, d = 256, 16
