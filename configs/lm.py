@@ -64,11 +64,18 @@ Variant `long_context` (`--config=configs/lm.py:long_context`): the `study` vari
 as the reference, with `model.attention_implementation='blockwise'` (tiles, every position term built per tile:
 no (L, L) array at any length). The same targets at every length: windows end at 4 common anchors and score
 their last 1,024 bytes (eval.scored_tail; 1,024 is the reference length, 4,096 scored bytes per length, four
-windows of 65,536 at the longest). `learned` is left out (its table ends at position 1,023); the extrapolating biases come
-first, so an interrupted run has the main families:
+windows of 65,536 at the longest). `learned` is left out (its table ends at position 1,023); the families the README
+compares come first, so an interrupted run has them, then RoPE's trained runs under inference-time
+extensions sized for 1024x ('label: rope -> Y', LONG_CONTEXT_EXTENSIONS):
 
     python -m experiments.length_generalization --config=configs/lm.py:long_context \
         --config.study.trained_workdir=results/default --workdir=results/long_context
+
+Variant `long_context,contextual`: the same evaluation of the contextual study's runs whose kinds tile
+(stick-breaking, FoX, its bias-only gate) beside that study's own baselines (LONG_CONTEXT_CONTEXTUAL_LABELS):
+
+    python -m experiments.length_generalization --config=configs/lm.py:long_context,contextual \
+        --config.study.trained_workdir=results/contextual --workdir=results/long_context_contextual
 """
 
 import ml_collections
@@ -124,21 +131,33 @@ STUDY_COMPARISONS = (
 )
 CONTEXTUAL_COMPARISONS = ('stick_breaking vs dape2-kerple', 'fox vs fox-bias', 'kerple_log vs fire')
 
-# The study's encoders that can encode 65,536 positions, in the order the long-context variant runs them.
+# The study's encoders that can encode 65,536 positions, in the order the long-context variant runs them (the
+# families the README compares first, so an interrupted run has them), then RoPE's inference-time extensions,
+# each sized for 1024x from L_orig = 64: Self-Extend's largest shown distance (65535 // 2048) + 32 - 1 = 62
+# and leaky ReRoPE's 32 + 65503 / 2048 < 64 stay inside the trained positions; YaRN at factor 1024.
 LONG_CONTEXT_LABELS = (
     'alibi',
     'kerple_log',
     'fire',
-    'fire-512',
     'rope',
     'nope',
+    'distance',
+    't5',
+    'monotone-lin',
+    'fire-512',
+    'rope+randomized',
     't5-32',
     'shaw',
-    't5',
     'sinusoidal',
     'multiscale',
-    'rope+randomized',
 )
+LONG_CONTEXT_EXTENSIONS = (
+    'self_extend: rope -> self_extend(rope, group_size=2048, window=32)',
+    'yarn: rope -> rope(scaling="yarn", factor=1024.0, original_max_position=64)',
+    'rerope: rope -> rerope(rope, window=32)',
+)
+# Variant `long_context,contextual`: the contextual study's runs whose kinds tile, beside its own baselines.
+LONG_CONTEXT_CONTEXTUAL_LABELS = ('stick_breaking', 'fox', 'kerple_log', 'alibi', 'rope', 'fox-bias', 'nope')
 LONG_CONTEXT_LENGTHS = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
 
 # The position-free control, absolute tables, every variant of the lecture (relative distance, Shaw's
@@ -213,6 +232,8 @@ INFERENCE_EXTENSION_ENCODERS = (
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   variants = parse_variants(arg, ('study', 'long', 'contextual', 'inference_extension', 'long_context'))
+  if 'long_context' in variants:
+    variants.add('study')  # it evaluates a study's runs: the default study's, or with 'contextual' that one's
   for extension in ('long', 'contextual'):
     if extension in variants and 'study' not in variants:
       raise ValueError(f"configs/lm.py: variant {extension!r} extends the study: use 'study,{extension}'.")
@@ -229,12 +250,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       raise ValueError(
           f"configs/lm.py: 'inference_extension' is a study of its own (RoPE trained once, "
           f'evaluated with each extension); it does not combine with {others}.'
-      )
-    variants.add('study')
-  if 'long_context' in variants:
-    if 'contextual' in variants:
-      raise ValueError(
-          "configs/lm.py: 'long_context' evaluates the default study's runs; it does not combine " "with 'contextual'."
       )
     variants.add('study')
   config = ml_collections.ConfigDict()
@@ -345,15 +360,22 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.eval.num_tokens = 4096
     config.eval.max_tokens_per_batch = 65_536
     config.model.attention_implementation = 'blockwise'
-    by_label = {e.partition(':')[0].strip(): e for e in STUDY_ENCODERS}
-    config.study.encoders = tuple(by_label[label] for label in LONG_CONTEXT_LABELS)
-    config.study.comparisons = (
-        'kerple_log vs fire',
-        'fire vs fire-512',
-        'rope+randomized vs rope',
-        'rope+randomized vs rope+randomized@0..L-1',
-    )
-    config.study.trained_workdir = 'results/default'  # where `python -m experiments.length_generalization` trains
+    by_label = {e.partition(':')[0].strip(): e for e in STUDY_ENCODERS + CONTEXTUAL_ENCODERS}
+    if 'contextual' in variants:
+      config.study.encoders = tuple(by_label[label] for label in LONG_CONTEXT_CONTEXTUAL_LABELS)
+      config.study.comparisons = ('stick_breaking vs kerple_log', 'fox vs fox-bias', 'fox vs alibi')
+      config.study.trained_workdir = 'results/contextual'  # --config=configs/lm.py:study,contextual trains here
+    else:
+      config.study.encoders = tuple(by_label[label] for label in LONG_CONTEXT_LABELS) + LONG_CONTEXT_EXTENSIONS
+      config.study.comparisons = (
+          'kerple_log vs fire',
+          'fire vs fire-512',
+          'monotone-lin vs distance',
+          'rope+randomized vs rope',
+          'rope+randomized vs rope+randomized@0..L-1',
+          'rerope vs self_extend',
+      )
+      config.study.trained_workdir = 'results/default'  # where `python -m experiments.length_generalization` trains
     config.study.title = 'Byte-level LM on the Python stdlib: trained at 64, evaluated up to 1024x'
     config.study.description = (
         "The default study's trained runs (no retraining), evaluated with blockwise "

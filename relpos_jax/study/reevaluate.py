@@ -32,6 +32,7 @@ from flax import nnx
 
 from relpos_jax.study import protocol, report, runner
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import transfer
 
 # What a re-evaluation may change in a trained run's config; everything else is the trained run's.
 EVAL_MODEL_FIELDS = ('attention_implementation', 'attention_block_size')
@@ -60,14 +61,25 @@ def _trained_config(run_dir: str) -> ml_collections.ConfigDict:
 
 def _trained_run_dir(trained_workdir: str, entry, seed: int) -> str:
   """The run directory of (entry, seed) in the trained study: the one its results.json names (a run of a
-  chosen learning rate lives under lr<rate>/), else runs/<label>/seed<s>."""
+  chosen learning rate lives under lr<rate>/), else runs/<label>/seed<s>. An entry 'label: X -> Y' reads the
+  trained study's run of X itself (the entry whose spec is X, trained as X), whatever its label there."""
   results_path = os.path.join(trained_workdir, 'results.json')
   if os.path.exists(results_path):
     for run in report.load_json(results_path).get('runs', []):
-      if run.get('name') == entry.label and seed in run.get('seeds', []) and run.get('run_dirs'):
+      if entry.eval_spec is None:
+        same = run.get('name') == entry.label
+      else:
+        same = run.get('spec') == entry.spec and '->' not in str(run.get('spec')) and not run.get('sequential')
+      if same and seed in run.get('seeds', []) and run.get('run_dirs'):
         relative = run['run_dirs'][run['seeds'].index(seed)]
         if relative:
           return os.path.join(trained_workdir, relative)
+  if entry.eval_spec is not None:
+    raise config_lib.ConfigError(
+        f'config.study.encoders entry {entry.label!r} ({entry.spec} -> {entry.eval_spec}): the trained study '
+        f'in {trained_workdir} has no finished run of {entry.spec!r} at seed {seed} in its results.json; '
+        f'allowed: an entry whose trained spec is one of that study\'s encoders.'
+    )
   return os.path.join(trained_workdir, 'runs', entry.label, f'seed{seed}')
 
 
@@ -111,6 +123,9 @@ def _reevaluate_seed(
     )
   trained_record = _finished_record(run_dir, trained)
   config_e = reevaluation_config(trained, base)
+  if entry.eval_spec is not None:  # 'X -> Y': X's trained parameters evaluated with Y
+    transfer.check_same_encoders(entry.spec, entry.eval_spec)
+    config_e = transfer.with_eval_encoder(config_e, entry.eval_spec)
   result_path = os.path.join(workdir, 'runs', entry.label, f'seed{seed}', runner.RESULT_FILE)
   as_json = json.loads(config_e.to_json_best_effort())
   if os.path.exists(result_path):
@@ -121,7 +136,8 @@ def _reevaluate_seed(
   step = int(trained_record.get('steps', trained.train.steps))
   run = {
       'name': entry.label,
-      'spec': entry.spec,
+      'spec': entry.reported_spec,
+      **({'trained_spec': entry.spec} if entry.eval_spec is not None else {}),
       'seed': seed,
       'trained_in': run_dir,
       'steps': step,
@@ -140,12 +156,14 @@ def _reevaluate_seed(
     logging.info('reevaluate: %s (%s) seed %d at %s', entry.label, entry.spec, seed, lengths)
     entry_started = time.perf_counter()
     try:  # The step it finished at, exactly: never an older checkpoint in place of a corrupt one.
-      model, data = loop.load_model(run_dir, config_e, step=step)
+      model, data = loop.load_model(run_dir, reevaluation_config(trained, base), step=step)
     except Exception as e:  # noqa: BLE001 - any restore failure is this run's, named with its directory
       raise config_lib.ConfigError(
           f'config.study.trained_workdir: the checkpoint of step {step} in {run_dir} cannot be read ({e}); '
           'train that run again (remove its directory and rerun the trained study).'
       ) from None
+    if entry.eval_spec is not None:
+      model = transfer.with_encoder(model, reevaluation_config(trained, base), entry.eval_spec)
     run.update(
         protocol.evaluate_run(
             model,

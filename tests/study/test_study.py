@@ -416,6 +416,7 @@ def test_finished_results_on_another_corpus_are_not_reused(tmp_path, monkeypatch
         ('algorithmic.py:study', 'even_pairs'),
         ('algorithmic.py:published,study', 'reverse_string'),
         ('lm.py:long_context', None),
+        ('lm.py:long_context,contextual', None),
     ],
 )
 def test_shipped_study_variants_validate(variant, task):
@@ -423,7 +424,7 @@ def test_shipped_study_variants_validate(variant, task):
   repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   config = study.load_study_config(os.path.join(repo, 'configs', variant))
   base, entries = runner.validate_study(config)
-  assert len(entries) >= (3 if variant.endswith(',long') else 9) and 'study' not in base
+  assert len(entries) >= (3 if variant.endswith(',long') else 7) and 'study' not in base
   assert base.data.get('task') == task
 
 
@@ -449,6 +450,32 @@ def test_reevaluate_reuses_trained_runs_at_new_lengths_with_blockwise(tmp_path):
     assert run['config']['train'] == trained_run['config']['train']
   # Rerunning reuses the saved results.
   assert reevaluate.reevaluate_study(config, tmp_path / 'long')['runs'] == long['runs']
+
+
+def test_reevaluate_evaluates_a_trained_run_with_an_inference_time_extension(tmp_path):
+  """'label: X -> Y' reads the trained study's run of X (whatever its label there) and evaluates Y on it."""
+  trained = tiny_study_config(encoders=('r: rope',))
+  trained.eval.lengths = (8, 16)
+  study.run_study(trained, tmp_path / 'trained')
+  config = tiny_study_config(
+      encoders=(
+          'r: rope',
+          'same: rope -> self_extend(rope, group_size=1, window=16)',  # no grouping: RoPE itself
+          'grouped: rope -> self_extend(rope, group_size=4, window=2)',
+      )
+  )
+  config.eval.lengths = (8, 16)
+  config.study.trained_workdir = str(tmp_path / 'trained')
+  runs = {r['name']: r for r in reevaluate.reevaluate_study(config, tmp_path / 'ext')['runs']}
+  assert runs['same']['trained_in'] == runs['r']['trained_in']
+  np.testing.assert_allclose(runs['same']['by_length']['16'], runs['r']['by_length']['16'], rtol=1e-5)
+  assert abs(runs['grouped']['by_length']['16'] - runs['r']['by_length']['16']) > 1e-4
+  saved = report.load_json(tmp_path / 'ext' / 'runs' / 'grouped' / 'seed0' / runner.RESULT_FILE)
+  assert saved['spec'] == 'self_extend(rope, group_size=4, window=2)' and saved['trained_spec'] == 'rope'
+  assert saved['config']['model']['encoder'] == 'self_extend(rope, group_size=4, window=2)'
+  config.study.encoders = ('x: alibi -> alibi',)
+  with pytest.raises(config_lib.ConfigError, match=r"'x'.*no finished run of 'alibi' at seed 0"):
+    reevaluate.reevaluate_study(config, tmp_path / 'other')
 
 
 def test_reevaluate_errors_name_the_problem(tmp_path):
