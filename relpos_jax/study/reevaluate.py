@@ -173,7 +173,7 @@ def _reevaluate_seed(
             train_length=runner.train_length(base),
             metric=metric,
             seed=seed,
-            draws=config_lib.parse(config_e).eval.position_draws,
+            draws=data.eval_section.position_draws,
             sequential_row=study.sequential_positions,
             selection=False,
         )

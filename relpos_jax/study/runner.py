@@ -472,7 +472,7 @@ def _run_seed(
           train_length=train_length(base),
           metric=ctx.metric,
           seed=seed,
-          draws=config_lib.parse(base).eval.position_draws,
+          draws=data.eval_section.position_draws,
           sequential_row=ctx.study.sequential_positions,
       )
   )
@@ -681,7 +681,7 @@ def protocol_record(base, study: Study, data) -> dict:
   record = {
       'split': study.split,
       'selection': f'{protocol.SELECTION_SPLIT} loss at the training length {train_length(base)}',
-      'position_draws': config_lib.parse(base).eval.position_draws,
+      'position_draws': config_lib.eval_section(base).position_draws,
       'sequential_positions_row': study.sequential_positions,
       'plus_minus': stats.PLUS_MINUS,
       'lr_grid': list(study.lr_grid) if study.lr_grid is not None else None,

@@ -345,7 +345,7 @@ def evaluate_held_out(study, protocol: Protocol, results: dict, task_dir: str) -
   from relpos_jax.train import inputs, loop
 
   base, _ = split_study_config(study)
-  draws = int(config_lib.parse(run_config(base, parse_entries(study.study.encoders)[0])).eval.position_draws)
+  draws = config_lib.eval_section(base).position_draws
   request = _held_out_request(study, protocol, draws)
   collected = {}
   for run in results['runs']:

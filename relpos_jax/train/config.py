@@ -418,6 +418,12 @@ def parse(config) -> Config:
   return run
 
 
+def eval_section(config) -> Eval:
+  """The typed `eval` section of a ConfigDict (its optional keys hold the schema's defaults when left out), or
+  a Config's own: what evaluation alone needs, without parsing the whole config again."""
+  return config.eval if isinstance(config, Config) else parse_section(Eval, 'eval', config.eval)
+
+
 def data_source(config) -> CorpusSource | TaskSource:
   """The typed data section of `config` (a ConfigDict, or a Config: its own), checked key by key."""
   if isinstance(config, Config):

@@ -140,15 +140,6 @@ def task_batch(batch: Batch) -> Batch:
   return out
 
 
-def _eval_section(config) -> config_lib.Eval:
-  """The typed `eval` section: its optional keys hold the schema's defaults when the ConfigDict leaves them out."""
-  return (
-      config.eval
-      if isinstance(config, config_lib.Config)
-      else config_lib.parse_section(config_lib.Eval, 'eval', config.eval)
-  )
-
-
 class CorpusData:
   """Byte-level language modelling (a causal decoder) on `config.data.corpus`: 'stdlib' (the built-in
   corpus) or a path to a directory of text files, one text file, or a glob pattern (`Corpus.load`)."""
@@ -160,7 +151,7 @@ class CorpusData:
     self.seed = int(config.seed)
     self.batch_size = int(config.train.batch_size)
     self.train_length = int(config.data.train_length)
-    self.eval_section = _eval_section(config)
+    self.eval_section = config_lib.eval_section(config)
     if corpus is None:
       try:
         corpus = data_lib.Corpus.load(config.data.corpus, max_train_bytes=config.data.max_train_bytes)
@@ -260,7 +251,7 @@ class TaskData:
 
   def __init__(self, config):
     self.seed = int(config.seed)
-    self.eval_section = _eval_section(config)
+    self.eval_section = config_lib.eval_section(config)
     self.task = config_lib.resolve_task(config)
     self.spec = data_lib.BatchSpec(
         batch_size=int(config.train.batch_size),

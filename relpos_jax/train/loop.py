@@ -119,8 +119,8 @@ def build_model(config, *, seed: int | None = None) -> nnx.Module:
   data source without loading the data (`config.model_config`). Raises ConfigError if the model cannot
   process the longest sequence the run uses (a learned absolute table that is too short).
   """
-  seed = int(config.seed if seed is None else seed)
-  run = config_lib.parse(config)  # once: the derived quantities below read the parsed Config
+  run = config_lib.parse(config)  # a Config passes through: train() hands over the one it parsed
+  seed = int(run.seed if seed is None else seed)
   cls = DecoderLM if config_lib.architecture(run) == 'causal' else BidirectionalModel
   base = jax.random.key(seed)
   with warnings.catch_warnings():
@@ -134,7 +134,7 @@ def build_model(config, *, seed: int | None = None) -> nnx.Module:
     model.check_length(longest)
   except ValueError as e:
     raise config_lib.ConfigError(
-        f'config.model.encoder={config.model.encoder!r} cannot run this config, whose longest sequence '
+        f'config.model.encoder={run.encoder_spec!r} cannot run this config, whose longest sequence '
         f'(training or config.eval.lengths) has {longest} tokens: {e}'
     ) from None
   return model
@@ -311,26 +311,29 @@ def train(
     data: the run's data, if already built (`build_data(config)`; e.g. one corpus load for many runs).
   """
   devices = list(jax.devices() if devices is None else devices)
-  config_lib.validate(config, num_devices=len(devices))
+  # The one parse of the ConfigDict: everything below reads the typed Config, except config.json (written
+  # from the ConfigDict, which is what a resume compares and `file.py:variant` reproduces).
+  run = config_lib.parse(config)
+  config_lib.validate(run, num_devices=len(devices))
   mesh = sharding.make_mesh(devices)
-  data = build_data(config) if data is None else data
-  model = build_model(config)
+  data = build_data(run) if data is None else data
+  model = build_model(run)
   parts, params = split_model(model)
   del model
-  total = int(config.train.steps)
-  optimizer = OptimizerSpec.from_config(config)
+  total = run.train.steps
+  optimizer = OptimizerSpec.from_config(run)
   schedule = optimizer.schedule_fn()
   state = sharding.replicate(init_train_state(params, optimizer.build()), mesh)
   is_chief = jax.process_index() == 0
 
-  writer = metrics_lib.MetricsWriter(workdir, enabled=is_chief, tensorboard=tensorboard_lib.enabled(config.train))
+  writer = metrics_lib.MetricsWriter(workdir, enabled=is_chief, tensorboard=tensorboard_lib.enabled(run.train))
   checkpoints = None
   start = 0
   if workdir is not None:
     workdir = os.fspath(workdir)
     epath.Path(workdir).mkdir(parents=True, exist_ok=True)
     records = _check_run_directory(config, data, workdir)  # Refuses before anything is written.
-    checkpoints = Checkpoints(workdir, keep=config.train.keep_checkpoints)
+    checkpoints = Checkpoints(workdir, keep=run.train.keep_checkpoints)
     try:
       restored = checkpoints.restore_latest_intact(state, set_aside=is_chief)
     except BaseException:
@@ -346,29 +349,28 @@ def train(
 
   logging.info(
       'training %s: %d parameters, %d devices, data %s',
-      config.model.encoder,
+      run.encoder_spec,
       count_params(state.params),
       len(devices),
       json.dumps(metrics_lib.to_python(data.describe())),
   )
   from relpos_jax.nn.models import positions_encoder  # Per-layer encoders share one position draw.
 
-  run = config_lib.parse(config)
   encoder = positions_encoder(run.encoder)
-  eval_positions = EvalPositions.of(encoder, run.eval.position_draws, config.seed)
+  eval_positions = EvalPositions.of(encoder, run.eval.position_draws, run.seed)
   train_step = make_train_step(
       parts.graphdef, data.objective, optimizer, encoder, mesh=mesh, use_padding_mask=data.uses_padding
   )
   rest = sharding.replicate(parts.rest, mesh)
-  key = sharding.replicate(run_key(config.seed), mesh)
-  eval_lengths = [int(n) for n in config.eval.lengths]
+  key = sharding.replicate(run_key(run.seed), mesh)
+  eval_lengths = [int(n) for n in run.eval.lengths]
   extra_keys = ('bits_per_char',) if data.objective.kind == 'language_model' else ('accuracy',)
   throughput = metrics_lib.Throughput()
   guard = NonFiniteGuard(run.train.max_nonfinite_steps, mesh)  # The schema's default when the key is absent.
   last_record: dict = {}
   done = start
   end = total if stop_after is None else min(total, max(int(stop_after), start))
-  batch_size = int(config.train.batch_size)
+  batch_size = run.train.batch_size
   rows = sharding.local_rows(mesh, batch_size)  # This process's rows of every batch (all, in one process).
   failed = False
   try:
@@ -379,7 +381,7 @@ def train(
       guard.update(step_metrics['finite'], step)
       # Every row of a batch holds as many real tokens (one length per batch): scale this process's count.
       throughput.add(int(np.sum(host_batch['padding_mask'])) * batch_size // (rows.stop - rows.start))
-      if done % config.train.log_every == 0 or done == total:
+      if done % run.train.log_every == 0 or done == total:
         values = jax.device_get({k: v for k, v in step_metrics.items() if k != 'finite'})
         record = {
             'step': done,
@@ -390,10 +392,10 @@ def train(
         last_record = writer.write(record)
         logging.info('%s', metrics_lib.progress_line(done, total, record, extra_keys))
       side_start = time.perf_counter()
-      evaluate_now = config.eval.every and done % config.eval.every == 0 and done < total and eval_lengths
-      save_now = checkpoints is not None and (done % config.train.checkpoint_every == 0 or done == total)
-      if evaluate_now or save_now or done % config.train.log_every == 0:
-        guard.check(config)  # Before anything is evaluated or saved.
+      evaluate_now = run.eval.every and done % run.eval.every == 0 and done < total and eval_lengths
+      save_now = checkpoints is not None and (done % run.train.checkpoint_every == 0 or done == total)
+      if evaluate_now or save_now or done % run.train.log_every == 0:
+        guard.check(run)  # Before anything is evaluated or saved.
         if checkpoints is not None:
           checkpoints.check_for_errors()  # A failed background save stops the run here, not later.
       if evaluate_now:
@@ -403,7 +405,7 @@ def train(
       throughput.exclude(time.perf_counter() - side_start)
       for hook in hooks:
         hook(done, state, step_metrics)
-    guard.check(config)
+    guard.check(run)
   except BaseException:
     failed = True
     writer.close()  # TensorBoard events written so far: flushed when interrupted too.
@@ -598,12 +600,13 @@ def load_model(
   workdir = os.fspath(workdir)
   if config is None:
     config = ml_collections.ConfigDict(_read_json(epath.Path(workdir) / CONFIG_FILE, f'the run in {workdir}'))
+  run = config_lib.parse(config)
   devices = list(jax.devices() if devices is None else devices)
   mesh = sharding.make_mesh(devices)
-  data = build_data(config)
-  parts, params = split_model(build_model(config))
-  like = sharding.replicate(init_train_state(params, OptimizerSpec.from_config(config).build()), mesh)
-  with Checkpoints(workdir, keep=config.train.keep_checkpoints) as checkpoints:
+  data = build_data(run)
+  parts, params = split_model(build_model(run))
+  like = sharding.replicate(init_train_state(params, OptimizerSpec.from_config(run).build()), mesh)
+  with Checkpoints(workdir, keep=run.train.keep_checkpoints) as checkpoints:
     state = checkpoints.restore(like, step) if step is not None else checkpoints.restore_latest_intact(like)
   if state is None:
     raise ValueError(f'no checkpoint to load in {checkpoints.directory}.')

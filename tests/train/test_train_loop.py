@@ -157,3 +157,26 @@ def test_training_on_your_own_corpus_is_one_override(tmp_path):
     config_lib.load_config(lm, {'data.corpus': str(tmp_path / 'nowhere')})
   with pytest.raises(ConfigError, match=r'config\.data\.corpus=.* matches no file'):
     config_lib.load_config(lm, {'data.corpus': str(tmp_path / '*.md')})
+
+
+def test_a_run_parses_its_config_dict_once(lm_config, monkeypatch, tmp_path):
+  """train() validates the ConfigDict into the typed Config once and reads that object from then on (data,
+  model, optimizer, evaluation); a Config handed to the parser passes through without a second parse."""
+  from relpos_jax.train import config as config_lib
+
+  parse = config_lib.parse
+  parsed = []
+
+  def counting_parse(config):
+    if not isinstance(config, config_lib.Config):
+      parsed.append(config)
+    return parse(config)
+
+  monkeypatch.setattr(config_lib, 'parse', counting_parse)
+  config = lm_config()
+  config.train.checkpoint_every = 2
+  loop.train(config, tmp_path, stop_after=2)
+  assert len(parsed) == 1
+  parsed.clear()
+  loop.load_model(tmp_path)  # config.json, read back: one parse too
+  assert len(parsed) == 1
