@@ -78,7 +78,7 @@ def _trained_run_dir(trained_workdir: str, entry, seed: int) -> str:
     raise config_lib.ConfigError(
         f'config.study.encoders entry {entry.label!r} ({entry.spec} -> {entry.eval_spec}): the trained study '
         f'in {trained_workdir} has no finished run of {entry.spec!r} at seed {seed} in its results.json; '
-        f'allowed: an entry whose trained spec is one of that study\'s encoders.'
+        f"allowed: an entry whose trained spec is one of that study's encoders."
     )
   return os.path.join(trained_workdir, 'runs', entry.label, f'seed{seed}')
 
