@@ -22,18 +22,13 @@ Where this package departs from the lecture's code (its sign, its unclipped indi
 
 The pieces:
   relpos_jax.encoders   pure functional encoders, by kind (scalar bias, vector relative, rotary, absolute)
-  relpos_jax.positions  relative_positions, and bias_matrix: a Toeplitz bias built from its 2L - 1 values
+  relpos_jax.positions  relative_positions, toeplitz; bias_matrix (encoders.matrices): a bias from its 2L - 1 values
   relpos_jax.checks     shape assertions and assert_toeplitz
 """
 
 from relpos_jax import checks
 from relpos_jax import encoders
-from relpos_jax.positions import (
-    bias_at_positions,
-    bias_matrix,
-    distinct_relative_positions,
-    relative_positions,
-    toeplitz,
-)
+from relpos_jax.encoders.matrices import bias_at_positions, bias_matrix
+from relpos_jax.positions import distinct_relative_positions, relative_positions, toeplitz
 
 __version__ = '0.1.0'

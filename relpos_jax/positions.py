@@ -8,8 +8,9 @@ so keys in the past have negative relative positions, as in the lecture's R[i, j
 lecture is: `relpos_jax`'s docstring).
 
 A bias that depends only on j - i is a Toeplitz matrix: constant along every diagonal. For q_len queries and
-k_len keys it has exactly q_len + k_len - 1 distinct values, so `bias_matrix` evaluates the encoder on those
-values only and expands them with one gather, instead of evaluating the encoder on all q_len * k_len pairs.
+k_len keys it has exactly q_len + k_len - 1 distinct values, so `relpos_jax.bias_matrix` evaluates an encoder
+on those values only and expands them here (`toeplitz`, one gather), instead of evaluating it on all
+q_len * k_len pairs. This module is the ground floor of the package: it knows positions, never encoders.
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from relpos_jax import checks, validation
-from relpos_jax.encoders import contract
+from relpos_jax import validation
 
 
-def _check(who: str, q_len, k_len, q_offset=0):
+def check_lengths(who: str, q_len, k_len, q_offset=0):
   """Lengths fix array shapes (Python ints >= 1); q_offset is an integer (static or traced) in range."""
   return (
       validation.positive_int(who, 'q_len', q_len),
@@ -42,7 +42,7 @@ def relative_positions(q_len: int, k_len: int, q_offset=0) -> jax.Array:
   `q_offset` places the queries at positions q_offset .. q_offset + q_len - 1 while the keys sit at
   0 .. k_len - 1: the layout of cached decoding, where the queries are the last positions.
   """
-  q_len, k_len, q_offset = _check('relative_positions', q_len, k_len, q_offset)
+  q_len, k_len, q_offset = check_lengths('relative_positions', q_len, k_len, q_offset)
   q = jnp.arange(q_len, dtype=jnp.int32) + jnp.asarray(q_offset, jnp.int32)
   k = jnp.arange(k_len, dtype=jnp.int32)
   return k[None, :] - q[:, None]
@@ -54,7 +54,7 @@ def distinct_relative_positions(q_len: int, k_len: int, q_offset=0) -> jax.Array
   Entry n holds the relative position n - (q_len - 1) - q_offset, so diagonal j - i = d of the full matrix
   reads entry d + q_len - 1 (see `toeplitz`).
   """
-  q_len, k_len, q_offset = _check('distinct_relative_positions', q_len, k_len, q_offset)
+  q_len, k_len, q_offset = check_lengths('distinct_relative_positions', q_len, k_len, q_offset)
   return jnp.arange(q_len + k_len - 1, dtype=jnp.int32) - (q_len - 1) - jnp.asarray(q_offset, jnp.int32)
 
 
@@ -64,50 +64,10 @@ def toeplitz(values: jax.Array, q_len: int, k_len: int) -> jax.Array:
   out[..., i, j] = values[..., j - i + q_len - 1], i.e. the layout of `distinct_relative_positions`.
   The index matrix is an iota expression XLA fuses into the gather; no encoder work is repeated.
   """
-  q_len, k_len, _ = _check('toeplitz', q_len, k_len)
+  q_len, k_len, _ = check_lengths('toeplitz', q_len, k_len)
   if values.shape[-1] != q_len + k_len - 1:
     raise ValueError(
         f'toeplitz: values has {values.shape[-1]} diagonals on its last axis; q_len={q_len} and '
         f'k_len={k_len} need q_len + k_len - 1 = {q_len + k_len - 1}.'
     )
   return jnp.take(values, toeplitz_index(q_len, k_len), axis=-1)
-
-
-def bias_matrix(encoder, params, q_len: int, k_len: int, q_offset=0) -> jax.Array:
-  """The (num_heads, q_len, k_len) attention bias of a scalar-bias encoder.
-
-  Toeplitz encoders (`encoder.is_toeplitz`) are evaluated on the q_len + k_len - 1 distinct relative
-  positions only and expanded with `toeplitz`. Encoders whose bias also depends on the query position
-  (FIRE) are not Toeplitz; they take their own path, `encoder.pair_bias` on the position grid.
-  """
-  if encoder.kind is not contract.Kind.SCALAR_BIAS:
-    raise ValueError(
-        f'bias_matrix needs a scalar-bias encoder; {type(encoder).__name__} is of kind '
-        f'{encoder.kind.value!r}. Rotary, vector-relative and absolute encoders act inside the '
-        f'attention layer (relpos_jax.nn) instead.'
-    )
-  q_len, k_len, q_offset = _check('bias_matrix', q_len, k_len, q_offset)
-  contract.check_params(encoder, params)
-  if encoder.is_toeplitz:
-    rel = distinct_relative_positions(q_len, k_len, q_offset)
-    values = encoder.bias(params, rel)  # (q_len + k_len - 1, H)
-    checks.assert_bias_values(values, rel.shape[0])
-    out = toeplitz(values.T, q_len, k_len)
-  else:
-    q_pos = jnp.arange(q_len, dtype=jnp.int32) + jnp.asarray(q_offset, jnp.int32)
-    k_pos = jnp.arange(k_len, dtype=jnp.int32)
-    out = jnp.moveaxis(encoder.pair_bias(params, q_pos[:, None], k_pos[None, :]), -1, 0)
-  checks.assert_bias_shape(out, q_len=q_len, k_len=k_len)
-  return out
-
-
-def bias_at_positions(encoder, params, q_positions: jax.Array, k_positions: jax.Array) -> jax.Array:
-  """The (..., num_heads, q_len, k_len) bias for arbitrary (e.g. randomized) integer positions.
-
-  With non-contiguous positions the bias is no longer Toeplitz in the index space, so every pair is
-  evaluated: `q_positions` (..., q_len) and `k_positions` (..., k_len) broadcast over leading axes.
-  """
-  contract.check_params(encoder, params)
-  q = validation.int_array('bias_at_positions', 'q_positions', q_positions)[..., :, None]
-  k = validation.int_array('bias_at_positions', 'k_positions', k_positions)[..., None, :]
-  return jnp.moveaxis(encoder.pair_bias(params, q, k), -1, -3)

@@ -32,9 +32,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from relpos_jax import positions as positions_lib
+
 from relpos_jax import validation
-from relpos_jax.encoders import contract, rope, spec
+from relpos_jax.encoders import contract, matrices, rope, spec
 
 Kind = contract.Kind
 BIAS_CMAP = 'RdBu_r'
@@ -56,7 +56,7 @@ def _pair_bias(encoder, params, q_pos, k_pos):
 
 @functools.partial(jax.jit, static_argnums=(0, 2, 3, 4))
 def _bias_matrix(encoder, params, q_len, k_len, q_offset):
-  return positions_lib.bias_matrix(encoder, params, q_len, k_len, q_offset=q_offset)
+  return matrices.bias_matrix(encoder, params, q_len, k_len, q_offset=q_offset)
 
 
 @functools.partial(jax.jit, static_argnums=0)

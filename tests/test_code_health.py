@@ -127,3 +127,28 @@ def test_no_data_source_switch_outside_the_source_sections():
       if re.search(r'\bsource\s*[!=]=|[!=]=\s*[\w.]*\bsource\b', line)
   ]
   assert not found, 'switches on the data source (make them a method of the source section):\n' + '\n'.join(found)
+
+
+def test_positions_is_the_ground_floor():
+  """relpos_jax.positions (relative positions, the Toeplitz expansion) imports no encoder and no layer: the
+  encoders build on it (encoders.matrices.bias_matrix), never the reverse; no function-local import hides a
+  cycle either."""
+  tree = ast.parse((ROOT / 'relpos_jax' / 'positions.py').read_text())
+  imported = [
+      node.module if isinstance(node, ast.ImportFrom) else alias.name
+      for node in ast.walk(tree)
+      if isinstance(node, (ast.Import, ast.ImportFrom))
+      for alias in node.names
+  ]
+  assert not [m for m in imported if m and m.startswith(('relpos_jax.encoders', 'relpos_jax.nn', 'relpos_jax.train'))]
+  local = [
+      f'{path}:{node.lineno}'
+      for path in sorted((ROOT / 'relpos_jax' / 'encoders').glob('*.py'))
+      for func in ast.walk(ast.parse(path.read_text()))
+      if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
+      for node in ast.walk(func)
+      if isinstance(node, ast.ImportFrom)
+      and node.module == 'relpos_jax'
+      and any(a.name == 'positions' for a in node.names)
+  ]
+  assert not local, f'function-local imports of positions in the encoders: {local}'

@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 
 from relpos_jax import validation
-from relpos_jax.encoders import contract
+from relpos_jax.encoders import contract, matrices
 from relpos_jax.encoders.registry import register
 
 LEAKY_SLOPE = 0.01  # torch.nn.LeakyReLU's default negative slope.
@@ -127,11 +127,9 @@ class DAPE(contract.WrapsBase, contract.Encoder):
 
   def base_bias(self, params, q_len: int, k_len: int, *, q_offset=0, q_positions=None, k_positions=None):
     """B: the base's bias, (H, Lq, Lk) for contiguous positions, (B, H, Lq, Lk) at explicit ones."""
-    from relpos_jax import positions as positions_lib  # Local: positions imports the encoders' contract.
-
     if q_positions is None:
-      return positions_lib.bias_matrix(self.base, params['base'], q_len, k_len, q_offset)
-    return positions_lib.bias_at_positions(self.base, params['base'], q_positions, k_positions)
+      return matrices.bias_matrix(self.base, params['base'], q_len, k_len, q_offset)
+    return matrices.bias_at_positions(self.base, params['base'], q_positions, k_positions)
 
   def correction(self, params, scores: jax.Array, bias: jax.Array, valid: jax.Array | None = None) -> jax.Array:
     """f([A; B]): scores, bias (B, H, Lq, Lk) float32 (zero where masked) -> (B, H, Lq, Lk).

@@ -27,9 +27,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from relpos_jax import positions as positions_lib
+
 from relpos_jax import validation
-from relpos_jax.encoders import contract
+from relpos_jax.encoders import contract, matrices
 from relpos_jax.nn import skew
 
 Kind = contract.Kind
@@ -124,9 +124,9 @@ def scalar_bias(
     if part.kind is not Kind.SCALAR_BIAS:
       continue
     if q_positions is None:
-      b = positions_lib.bias_matrix(part, p, q_len, k_len, q_offset)
+      b = matrices.bias_matrix(part, p, q_len, k_len, q_offset)
     else:
-      b = positions_lib.bias_at_positions(part, p, q_positions, k_positions)
+      b = matrices.bias_at_positions(part, p, q_positions, k_positions)
     b = jnp.asarray(b, jnp.float32)
     total = b if total is None else total + b
   return total
