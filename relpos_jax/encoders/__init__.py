@@ -19,6 +19,7 @@ from relpos_jax.encoders.contract import (
     RotaryEncoder,
     TemperatureEncoder,
     ScalarBiasEncoder,
+    ScoreTransformEncoder,
     VectorRelativeEncoder,
 )
 from relpos_jax.encoders.registry import encoder_class, make, make_default, names, register

@@ -563,6 +563,25 @@ class ContextualEncoder(Encoder):
     raise NotImplementedError
 
 
+class ScoreTransformEncoder(Encoder):
+  """Corrects the logits with a function of them and of its base's bias: logits <- transform(A, B, valid),
+  A the scaled logits of every other term, B = `base_bias` (the base is a scalar-bias encoder).
+
+  `key_halo`: how many neighbouring keys on each side the correction of one logit reads (0: it is per pair).
+  A tiled path computes that many extra key columns on each side of a tile before the transform.
+  """
+
+  kind = Kind.SCORE_TRANSFORM
+
+  @property
+  def key_halo(self) -> int:
+    return 0
+
+  def transform(self, params: Params, scores: jax.Array, bias: jax.Array, valid: jax.Array | None) -> jax.Array:
+    """scores (B, H, Lq, Lk) float32, bias broadcastable to it, valid (B|1, 1, Lq, Lk) bool or None."""
+    raise NotImplementedError
+
+
 class NormalizerEncoder(Encoder):
   """Replaces the softmax: attention weights from the (masked) logits.
 

@@ -82,15 +82,13 @@ def conv_along_keys(x: jax.Array, kernel: jax.Array, bias: jax.Array) -> jax.Arr
 
 @register('dape')
 @dataclasses.dataclass(frozen=True)
-class DAPE(contract.WrapsBase, contract.Encoder):
+class DAPE(contract.WrapsBase, contract.ScoreTransformEncoder):
   """`dape(alibi)`, `dape(kerple_log, version=2)`: the base's bias, corrected by a function of (A, B)."""
 
   base: contract.Encoder
   version: int = 1
   mlp_width: int = 32
   kernel_size: int = 3
-
-  kind = contract.Kind.SCORE_TRANSFORM
 
   def __post_init__(self):
     ok = isinstance(self.base, contract.Encoder) and self.base.kind is contract.Kind.SCALAR_BIAS
@@ -124,6 +122,11 @@ class DAPE(contract.WrapsBase, contract.Encoder):
 
   def children(self):
     return (self.base,)
+
+  @property
+  def key_halo(self) -> int:
+    """Version 2's two 1 x k convolutions: the logit at (i, j) reads keys j - 2 (k // 2) .. j + 2 (k // 2)."""
+    return 0 if self.version == 1 else 2 * (self.kernel_size // 2)
 
   def base_bias(self, params, q_len: int, k_len: int, *, q_offset=0, q_positions=None, k_positions=None):
     """B: the base's bias, (H, Lq, Lk) for contiguous positions, (B, H, Lq, Lk) at explicit ones."""

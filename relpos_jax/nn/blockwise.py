@@ -45,6 +45,10 @@ What a tile needs, per kind (`_tiler`; the layer still knows kinds, never names)
                                       sets by region (`position_terms.remap_merge`, the explicit path's own
                                       merge, on the tile's positions). A scalar base: its bias per region.
                                       (Every tile computes every set, even one wholly inside a region.)
+  score transform (DAPE)              A + B + f([A; B]) on the tile: B from the base's own tiler, f per pair
+                                      (v1); v2's convolutions along the keys read `key_halo` keys on each
+                                      side, so a tile also scores a strip of that many keys left and right
+                                      (as `_logits` scores its own) and crops f's output to the tile.
   normalizer (stick-breaking)         no softmax: key tiles from the nearest to the farthest, the encoder's
                                       `tile_weights` with a per-row carry of sum log(1 - beta) (see the
                                       normalizer kernel below); the remainder (1 - sum_j A_ij) v_own outside.
@@ -379,6 +383,31 @@ class _Normalizer(_Tiler):
     return None
 
 
+@dataclasses.dataclass(frozen=True)
+class _ScoreTransform(_Tiler):
+  """A score transform (DAPE): A + B + f([A; B]) on the tile, B from the base's own tiler. A correction that
+  reads neighbouring keys (`key_halo`, version 2's convolutions) sees `halo` extra key columns on each side,
+  scored exactly like the tile's own (`_logits`), then cropped: the explicit path's result, tile by tile."""
+
+  base: _Tiler
+  halo: int = 0
+
+  def prepare(self, part, params, ctx):
+    return {'layers': params['layers'], 'base': self.base.prepare(part.base, params['base'], ctx)}
+
+  def local(self, theta, tile):
+    return {'layers': theta['layers'], 'base': self.base.local(theta['base'], tile)}
+
+  def accumulate(self, acc, d_local, tile):
+    return {
+        'layers': jax.tree.map(jnp.add, acc['layers'], d_local['layers']),
+        'base': self.base.accumulate(acc['base'], d_local['base'], tile),
+    }
+
+  def base_bias(self, part, local, tile):
+    return self.base.bias(part.base, local['base'], tile)
+
+
 def _tiler(part, contiguous: bool) -> _Tiler:
   if part.kind is Kind.SCALAR_BIAS:
     return ToeplitzBias() if contiguous and part.is_toeplitz else _PairBias()
@@ -394,6 +423,8 @@ def _tiler(part, contiguous: bool) -> _Tiler:
     return _RowTemperature()
   if part.kind is Kind.NORMALIZER and part.tiles:
     return _Normalizer()
+  if part.kind is Kind.SCORE_TRANSFORM:
+    return _ScoreTransform(_tiler(part.base, contiguous), int(part.key_halo))
   raise ValueError(
       f'tiled attention (implementation "blockwise" or "pallas"): encoder {part.name or type(part).__name__!r} is of '
       f'kind {part.kind.value!r}, which has no per-tile form; use implementation "einsum".'
@@ -421,6 +452,7 @@ class _Config:
   has_key_mask: bool
   has_mask: bool
   normalizer: int | None = None  # index in parts of a normalizer replacing the softmax (stick-breaking)
+  halo: int = 0  # extra key columns on each side of a tile that a score transform reads (DAPE version 2)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -446,41 +478,114 @@ def _tile(cfg: _Config, aux, qs, ks) -> Tile:
   return Tile(qs, ks, cfg.bq, cfg.bk, aux['q_offset'], q_pos, k_pos, cfg.num_q_tiles * cfg.bq, cfg.num_k_tiles * cfg.bk)
 
 
-def _locals(cfg: _Config, theta, tile: Tile):
+def _locals(cfg: _Config, theta, tile: Tile, k=None, aux=None):
+  """The tile's share of every part's data; with a halo (and k given), also each side strip's keys and share."""
   terms = [t.local(th, tile) for t, th in zip(cfg.tilers, theta['parts'])]
   given = _GivenBias().local(theta['given'], tile) if cfg.given_bias else None
-  return {'parts': terms, 'given': given, 'u': theta['u']}
+  out = {'parts': terms, 'given': given, 'u': theta['u']}
+  if cfg.halo and k is not None:
+    out['halo'] = tuple(
+        (jax.lax.dynamic_slice_in_dim(k, side.ks, cfg.halo, axis=1), _locals(cfg, theta, side))
+        for side in _halo_tiles(cfg, aux, tile)
+    )
+  return out
 
 
-def _accumulate(cfg: _Config, acc, d_local, tile: Tile):
+def _accumulate(cfg: _Config, acc, d_local, tile: Tile, aux=None):
   terms = [t.accumulate(a, d, tile) for t, a, d in zip(cfg.tilers, acc['parts'], d_local['parts'])]
   given = _GivenBias().accumulate(acc['given'], d_local['given'], tile) if cfg.given_bias else None
   u = None if acc['u'] is None else acc['u'] + d_local['u']
-  return {'parts': terms, 'given': given, 'u': u}
+  out = {'parts': terms, 'given': given, 'u': u}
+  for side, (_, d_side) in zip(_halo_tiles(cfg, aux, tile) if 'halo' in d_local else (), d_local.get('halo', ())):
+    out = _accumulate(cfg, out, d_side, side)
+  return out
+
+
+def _halo_tiles(cfg: _Config, aux, tile: Tile) -> tuple[Tile, Tile]:
+  """The strips of `cfg.halo` keys left and right of a tile. A strip that starts outside the keys (before
+  the first, after the padded last) is clamped by the slices but wholly masked (`_valid`): its values never
+  count, and its gradient is zero. Every other strip lies inside the keys (`prepare` keeps bk >= halo)."""
+  h = cfg.halo
+
+  def side(ks):
+    return dataclasses.replace(tile, ks=ks, bk=h, k_pos=jax.lax.dynamic_slice_in_dim(aux['k_pos'], ks, h, axis=1))
+
+  return side(tile.ks - h), side(tile.ks + tile.bk)
+
+
+def _add_halo_keys(cfg: _Config, dk, d_local, tile: Tile):
+  """dk plus the gradients of the side strips' keys (zero for a strip outside the keys)."""
+  for (d_k_side, _), start in zip(d_local.get('halo', ()), (tile.ks - cfg.halo, tile.ks + tile.bk)):
+    start = jnp.clip(start, 0, dk.shape[1] - cfg.halo)  # where the forward's clamped slice read
+    dk = jax.lax.dynamic_update_slice_in_dim(
+        dk, jax.lax.dynamic_slice_in_dim(dk, start, cfg.halo, axis=1) + d_k_side.astype(dk.dtype), start, axis=1
+    )
+  return dk
 
 
 def _valid(cfg: _Config, aux, tile: Tile):
   """(B or 1, 1, bq, bk) bool of the pairs that may attend, or None when none is masked."""
-  k_index = tile.ks + jnp.arange(cfg.bk, dtype=jnp.int32)
+  k_index = tile.ks + jnp.arange(tile.bk, dtype=jnp.int32)
   valid = None
   if cfg.causal:
     q_index = tile.qs + jnp.arange(cfg.bq, dtype=jnp.int32) + tile.q_offset
     valid = (k_index[None, :] <= q_index[:, None])[None, None]
-  if cfg.num_k_tiles * cfg.bk != cfg.k_len:
-    real = (k_index < cfg.k_len)[None, None, None, :]
+  strip = tile.bk != cfg.bk  # a halo strip may lie outside the keys
+  if strip or cfg.num_k_tiles * cfg.bk != cfg.k_len:
+    real = ((k_index < cfg.k_len) & (k_index >= 0))[None, None, None, :]
     valid = real if valid is None else valid & real
   if cfg.has_key_mask:
-    km = jax.lax.dynamic_slice_in_dim(aux['key_mask'], tile.ks, cfg.bk, axis=1)[:, None, None, :]
+    km = jax.lax.dynamic_slice_in_dim(aux['key_mask'], tile.ks, tile.bk, axis=1)[:, None, None, :]
     valid = km if valid is None else valid & km
   if cfg.has_mask:
     m = aux['mask']
-    m = jax.lax.dynamic_slice(m, (0, 0, tile.qs, tile.ks), m.shape[:2] + (cfg.bq, cfg.bk))
+    m = jax.lax.dynamic_slice(m, (0, 0, tile.qs, tile.ks), m.shape[:2] + (cfg.bq, tile.bk))
     valid = m if valid is None else valid & m
   return valid
 
 
 def _logits(cfg: _Config, aux, tile: Tile, q_t, k_t, local):
-  """The tile's masked scores (B, H, bq, bk) float32, exactly as the explicit path computes them."""
+  """The tile's masked scores (B, H, bq, bk) float32, exactly as the explicit path computes them: every score
+  and bias, then the score transforms (DAPE), then the other transforms (temperatures), then the mask."""
+  s = _scores(cfg, tile, q_t, k_t, local)
+  valid = _valid(cfg, aux, tile)
+  for index, (part, tiler) in enumerate(zip(cfg.parts, cfg.tilers)):
+    if part.kind is Kind.SCORE_TRANSFORM:
+      s = _transformed(cfg, aux, tile, q_t, s, valid, index, local)
+  for part, tiler, th in zip(cfg.parts, cfg.tilers, local['parts']):
+    if part.kind is not Kind.SCORE_TRANSFORM:
+      s = tiler.transform(part, th, s, tile)
+  return s if valid is None else jnp.where(valid, s, LARGE_NEGATIVE)
+
+
+def _transformed(cfg: _Config, aux, tile: Tile, q_t, s, valid, index: int, local):
+  """A score transform on the tile: with a halo, on [left strip | tile | right strip], cropped to the tile."""
+  part, tiler = cfg.parts[index], cfg.tilers[index]
+  layers = {'layers': local['parts'][index]['layers']}
+  bias = tiler.base_bias(part, local['parts'][index], tile)
+  if not tiler.halo:
+    return part.transform(layers, s, bias, valid)
+  pieces = []
+  for side, (k_side, side_local) in zip(_halo_tiles(cfg, aux, tile), local['halo']):
+    side_scores = _scores(cfg, side, q_t, k_side, side_local)
+    pieces.append((side_scores, tiler.base_bias(part, side_local['parts'][index], side), _valid(cfg, aux, side)))
+  (s_left, b_left, v_left), (s_right, b_right, v_right) = pieces
+  everything = (s, s_left, s_right, v_left, v_right) + (() if valid is None else (valid,))
+  batch = max(x.shape[0] for x in everything)
+  scores = jnp.concatenate([s_left, s, s_right], axis=-1)
+  widths = (cfg.halo, tile.bk, cfg.halo)
+  full = lambda x, width: jnp.broadcast_to(x, (batch, s.shape[1], cfg.bq, width))
+  biases = jnp.concatenate([full(b, w) for b, w in zip((b_left, bias, b_right), widths)], axis=-1)
+  middle = jnp.ones((1, 1, cfg.bq, tile.bk), bool) if valid is None else valid
+  flags = jnp.concatenate(
+      [jnp.broadcast_to(v, (batch, 1, cfg.bq, w)) for v, w in zip((v_left, middle, v_right), widths)], -1
+  )
+  out = part.transform(layers, jnp.broadcast_to(scores, (batch,) + scores.shape[1:]), biases, flags)
+  return out[..., cfg.halo : cfg.halo + tile.bk]
+
+
+def _scores(cfg: _Config, tile: Tile, q_t, k_t, local):
+  """Every score and bias of the tile, scaled and summed, before any transform (unmasked)."""
   content_q = q_t
   if local['u'] is not None:
     content_q = q_t.astype(jnp.float32) + local['u']
@@ -505,10 +610,7 @@ def _logits(cfg: _Config, aux, tile: Tile, q_t, k_t, local):
     s = s + local['given']
   if remap_bias is not None:
     s = s + remap_bias
-  for part, tiler, th in zip(cfg.parts, cfg.tilers, local['parts']):
-    s = tiler.transform(part, th, s, tile)
-  valid = _valid(cfg, aux, tile)
-  return s if valid is None else jnp.where(valid, s, LARGE_NEGATIVE)
+  return s
 
 
 def _values(cfg: _Config, tile: Tile, p_t, v_t, local):
@@ -541,7 +643,7 @@ def _forward(cfg: _Config, q, k, v, theta, aux):
       m, l, acc = carry
       ks = n * cfg.bk
       tile = _tile(cfg, aux, qs, ks)
-      local = _locals(cfg, theta, tile)
+      local = _locals(cfg, theta, tile, k, aux)
       k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
       v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
       s = _logits(cfg, aux, tile, q_t, k_t, local)
@@ -613,7 +715,7 @@ def attention_bwd(cfg, residuals, d_out):
       dq_t, dk, dv, d_theta = inner
       ks = n * cfg.bk
       tile = _tile(cfg, aux, qs, ks)
-      local = _locals(cfg, theta, tile)
+      local = _locals(cfg, theta, tile, k, aux)
       k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
       v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
       s, logits_vjp = jax.vjp(lambda q_, k_, l_: _logits(cfg, aux, tile, q_, k_, l_), q_t, k_t, local)
@@ -624,7 +726,8 @@ def attention_bwd(cfg, residuals, d_out):
       dq_part, dk_t, d_local_s = logits_vjp(ds)
       d_local = jax.tree.map(jnp.add, d_local_s, d_local_v)
       dk, dv = _add_key_rows(cfg, ks, (dk, dv), (dk_t, dv_t))
-      return dq_t + dq_part.astype(jnp.float32), dk, dv, _accumulate(cfg, d_theta, d_local, tile)
+      dk = _add_halo_keys(cfg, dk, d_local, tile)
+      return dq_t + dq_part.astype(jnp.float32), dk, dv, _accumulate(cfg, d_theta, d_local, tile, aux)
 
     lo, hi = _key_tile_range(cfg, aux, qs)
     dq_t = jnp.zeros(q_t.shape, jnp.float32)
@@ -681,7 +784,7 @@ def _normalized_forward(cfg: _Config, q, k, v, theta, aux):
       c, w, acc = carry
       ks = key_tile_of(i) * cfg.bk
       tile = _tile(cfg, aux, qs, ks)
-      local = _locals(cfg, theta, tile)
+      local = _locals(cfg, theta, tile, k, aux)
       k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
       v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
       s = _logits(cfg, aux, tile, q_t, k_t, local)
@@ -730,7 +833,7 @@ def _normalized_bwd(cfg, residuals, cotangents):
       dq_t, dk, dv, d_theta, c, seen = inner
       ks = key_tile_of(i) * cfg.bk
       tile = _tile(cfg, aux, qs, ks)
-      local = _locals(cfg, theta, tile)
+      local = _locals(cfg, theta, tile, k, aux)
       k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
       v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
       s, logits_vjp = jax.vjp(lambda q_, k_, l_: _logits(cfg, aux, tile, q_, k_, l_), q_t, k_t, local)
@@ -745,7 +848,8 @@ def _normalized_bwd(cfg, residuals, cotangents):
       dq_part, dk_t, d_local_s = logits_vjp(ds)
       d_local = jax.tree.map(jnp.add, d_local_s, d_local_v)
       dk, dv = _add_key_rows(cfg, ks, (dk, dv), (dk_t, dv_t))
-      return dq_t + dq_part.astype(jnp.float32), dk, dv, _accumulate(cfg, d_theta, d_local, tile), c_next, seen
+      dk = _add_halo_keys(cfg, dk, d_local, tile)
+      return dq_t + dq_part.astype(jnp.float32), dk, dv, _accumulate(cfg, d_theta, d_local, tile, aux), c_next, seen
 
     b, _, h, _ = q.shape
     init = (
@@ -811,9 +915,6 @@ def prepare(
   bq, bk = block_sizes(block_size)
   b, q_len, num_heads, _ = query.shape
   k_len = key.shape[1]
-  bq, bk = min(bq, q_len), min(bk, k_len)
-  num_q_tiles, num_k_tiles = -(-q_len // bq), -(-k_len // bk)
-  padded_q, padded_k = num_q_tiles * bq, num_k_tiles * bk
   contiguous = q_positions is None
   q_offset = jnp.asarray(q_offset, jnp.int32)
 
@@ -823,6 +924,22 @@ def prepare(
   if position_bias is not None:  # It replaces the scalar parts' own bias (functional.attend's contract).
     terms = [(part, p, f) for part, p, f in terms if part.kind is not Kind.SCALAR_BIAS]
   tilers = tuple(_tiler(part, contiguous) for part, _, _ in terms)
+  normalizers = [i for i, (part, _, _) in enumerate(terms) if part.kind is Kind.NORMALIZER]
+  halos = [(part, t.halo) for (part, _, _), t in zip(terms, tilers) if isinstance(t, _ScoreTransform) and t.halo]
+  halo = max((h for _, h in halos), default=0)
+  if halos and (normalizers or len(halos) > 1):
+    raise ValueError(
+        f'tiled attention: {halos[0][0].name!r} reads {halo} neighbouring keys on each side of a logit; it tiles '
+        'alone or beside softmax terms, not beside a normalizer or a second such transform; use implementation "einsum".'
+    )
+  if halo and min(bk, k_len) < halo and k_len > bk:
+    raise ValueError(
+        f'block_size={block_size!r}: key tiles of {bk} are narrower than the {halo} neighbouring keys '
+        f'{halos[0][0].name!r} reads on each side of a logit; allowed: key tiles of at least {halo}.'
+    )
+  bq, bk = min(bq, q_len), max(min(bk, k_len), halo)  # one key tile of at least the halo (padding masked)
+  num_q_tiles, num_k_tiles = -(-q_len // bq), -(-k_len // bk)
+  padded_q, padded_k = num_q_tiles * bq, num_k_tiles * bk
   q_index = jnp.arange(q_len, dtype=jnp.int32) + q_offset
   if contiguous:
     q_pos = (jnp.arange(padded_q, dtype=jnp.int32) + q_offset)[None]
@@ -849,7 +966,6 @@ def prepare(
       q_pos=jnp.broadcast_to(q_pos, (b, padded_q)),
       k_pos=jnp.broadcast_to(k_pos, (b, padded_k)),
   )
-  normalizers = [i for i, (part, _, _) in enumerate(terms) if part.kind is Kind.NORMALIZER]
   theta = {
       'parts': [t.prepare(part, p, dataclasses.replace(ctx, feature=f)) for t, (part, p, f) in zip(tilers, terms)],
       'given': None,
@@ -883,6 +999,7 @@ def prepare(
       has_key_mask=key_mask is not None,
       has_mask=mask is not None,
       normalizer=normalizers[0] if normalizers else None,
+      halo=halo,
   )
   return Prepared(
       cfg, _pad_axis(query, 1, padded_q), _pad_axis(key, 1, padded_k), _pad_axis(value, 1, padded_k), theta, aux, q_len

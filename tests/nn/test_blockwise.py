@@ -64,9 +64,10 @@ def _x(length=L, batch=B):
   return jax.random.normal(jax.random.key(1), (batch, length, DIM))
 
 
-# The kinds with no per-tile form yet: a clear error in the tiled paths. The other content kinds tile: FoX (a
-# separable contextual term), the temperatures (per row) and stick-breaking (a normalizer folded over key tiles).
-_UNTILED = (contract.Kind.CONTEXTUAL, contract.Kind.SCORE_TRANSFORM)
+# The kinds with no per-tile form yet: a clear error in the tiled paths (CoPE, PaTH: contextual terms that are
+# not separable). The other content kinds tile: FoX (a separable contextual term), the temperatures (per row),
+# stick-breaking (a normalizer folded over key tiles) and DAPE (a score transform, with a key halo for v2).
+_UNTILED = (contract.Kind.CONTEXTUAL,)
 
 
 def _untiled(encoder):
@@ -97,15 +98,20 @@ _TILED_CONTENT = [
     'stick_breaking(attend_current=True, remainder_to_self=False)',
     'fox + stick_breaking + ssmax',
     'transformer_xl + stick_breaking',
+    'dape(alibi)',
+    'dape(kerple_log, version=2)',
+    'dape(fire, version=2) + fox',
+    'rope + dape(t5(bidirectional=False), version=2) + ssmax',
 ]
 
 
 @pytest.mark.parametrize('block', [(3, 2), 16], ids=['3x2', 'one_tile'])
 @pytest.mark.parametrize('spec', _TILED_CONTENT)
 def test_content_kinds_tile_like_the_explicit_path(spec, block):
-  """FoX, SSMax / log-n and stick-breaking, alone and composed: outputs and gradients (inputs and every
-  parameter, the forget gates' included) equal the explicit path's, causal with padding, for tiles that do
-  not divide L and for one tile larger than the sequence."""
+  """FoX, SSMax / log-n, stick-breaking and DAPE (v2: its convolutions read 2 keys on each side, across tile
+  edges), alone and composed: outputs and gradients (inputs and every parameter, the forget gates' and DAPE's
+  layers included) equal the explicit path's, causal with padding, for tiles that do not divide L and for one
+  tile larger than the sequence."""
   encoder = encoders.from_spec(spec)
   assert not _untiled(encoder)
   padding = jnp.array([[False] * 2 + [True] * (L - 2), [True] * (L - 3) + [False] * 3])
@@ -114,9 +120,24 @@ def test_content_kinds_tile_like_the_explicit_path(spec, block):
   _assert_same(fast, slow, _x(), padding_mask=padding)
 
 
-@pytest.mark.parametrize(
-    'spec', ['cope', 'path', 'dape(alibi)', 'dape(alibi, version=2)', 'path + fox', 'cope + alibi']
-)
+def test_dape_v2_tiles_bidirectional_and_refuses_what_it_cannot_tile():
+  """Bidirectional too (the halo reads keys on both sides); a key tile narrower than the halo, or a halo beside
+  a normalizer, is a clear error naming the encoder."""
+  encoder = encoders.from_spec('dape(alibi, version=2, kernel_size=5)')
+  padding = jnp.array([[False] * 2 + [True] * (L - 2), [True] * (L - 3) + [False] * 3])
+  fast, slow = _layers(encoder, causal=False)
+  fast.block_size = (3, 4)
+  _assert_same(fast, slow, _x(), padding_mask=padding)
+  fast.block_size = (3, 2)
+  with pytest.raises(ValueError, match=r"key tiles of 2 are narrower than the 4 neighbouring keys 'dape'"):
+    fast(_x())
+  both = encoders.from_spec('dape(alibi, version=2) + stick_breaking')
+  layer = RelativeMultiHeadAttention(HEADS, DIM, both, causal=True, implementation='blockwise', rngs=nnx.Rngs(0))
+  with pytest.raises(ValueError, match="'dape' reads 2 neighbouring keys.*not beside a normalizer"):
+    layer(_x())
+
+
+@pytest.mark.parametrize('spec', ['cope', 'path', 'path + fox', 'cope + alibi'])
 def test_kinds_without_tiles_are_an_error_naming_the_encoder(spec):
   """The content kinds with no tiled form yet reach blockwise's error (encoder and kind named)."""
   encoder = encoders.from_spec(spec)
