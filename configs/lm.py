@@ -72,7 +72,8 @@ extensions sized for 1024x ('label: rope -> Y', LONG_CONTEXT_EXTENSIONS):
         --config.study.trained_workdir=results/default --workdir=results/long_context
 
 Variant `long_context,contextual`: the same evaluation of the contextual study's runs whose kinds tile
-(stick-breaking, FoX, its bias-only gate) beside that study's own baselines (LONG_CONTEXT_CONTEXTUAL_LABELS):
+(stick-breaking, FoX, DAPE v2, FoX's bias-only gate) beside that study's own baselines
+(LONG_CONTEXT_CONTEXTUAL_LABELS):
 
     python -m experiments.length_generalization --config=configs/lm.py:long_context,contextual \
         --config.study.trained_workdir=results/contextual --workdir=results/long_context_contextual
@@ -157,7 +158,16 @@ LONG_CONTEXT_EXTENSIONS = (
     'rerope: rope -> rerope(rope, window=32)',
 )
 # Variant `long_context,contextual`: the contextual study's runs whose kinds tile, beside its own baselines.
-LONG_CONTEXT_CONTEXTUAL_LABELS = ('stick_breaking', 'fox', 'kerple_log', 'alibi', 'rope', 'fox-bias', 'nope')
+LONG_CONTEXT_CONTEXTUAL_LABELS = (
+    'stick_breaking',
+    'fox',
+    'dape2-kerple',
+    'kerple_log',
+    'fox-bias',
+    'alibi',
+    'rope',
+    'nope',
+)
 LONG_CONTEXT_LENGTHS = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
 
 # The position-free control, absolute tables, every variant of the lecture (relative distance, Shaw's
@@ -363,7 +373,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     by_label = {e.partition(':')[0].strip(): e for e in STUDY_ENCODERS + CONTEXTUAL_ENCODERS}
     if 'contextual' in variants:
       config.study.encoders = tuple(by_label[label] for label in LONG_CONTEXT_CONTEXTUAL_LABELS)
-      config.study.comparisons = ('stick_breaking vs kerple_log', 'fox vs fox-bias', 'fox vs alibi')
+      config.study.comparisons = ('stick_breaking vs dape2-kerple', 'stick_breaking vs kerple_log', 'fox vs fox-bias')
       config.study.trained_workdir = 'results/contextual'  # --config=configs/lm.py:study,contextual trains here
     else:
       config.study.encoders = tuple(by_label[label] for label in LONG_CONTEXT_LABELS) + LONG_CONTEXT_EXTENSIONS
