@@ -145,6 +145,8 @@ FAST_CASES = {
         'stick_breaking(attend_current=True,remainder_to_self=False)-3x2',
         'fox+stick_breaking+ssmax-3x2',
         'transformer_xl+stick_breaking-3x2',
+        'dape(kerple_log,version=2)-3x2',
+        'cope-3x2',
     },
 }
 

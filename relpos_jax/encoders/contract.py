@@ -541,6 +541,9 @@ class ContextualEncoder(Encoder):
   # A separable term (FoX) is an outer sum row_i + column_j of per-position values (`row_column_terms`):
   # the tiled paths build it per tile from those two vectors, O(L) memory.
   separable: ClassVar[bool] = False
+  # A term of counts p_ij = sum_{t = j .. i} g_it of per-pair gates (CoPE: `gates`, `counted_term`): the tiled
+  # paths add, per tile, the row sums of the gates on the nearer key tiles (a carry known before the loop).
+  counts_along_keys: ClassVar[bool] = False
   needs_head_dim = True
   needs_model_dim = True
 

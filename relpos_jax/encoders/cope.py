@@ -13,6 +13,9 @@ symbol...). The logit gains the interpolated embedding of that position,
 with one learned table e of npos vectors of the head dimension, shared by the heads. q_i . e[n] is computed
 once per query and position (L x npos, not L x L x d), then read at floor/ceil p_ij.
 
+Tiled (`relpos_jax.nn.blockwise`): p_ij = (the gates of query i on the keys of j's own tile from j on) + (the
+gates on every nearer key tile), a per-row carry summed once per (query tile, key tile) before the tile loop.
+
 Reference: facebookresearch/RAM, projects/cope/src/cope/context_position.py (`ContextPosSelfAttn`): gates
 from the attention logits, multiplied by the attention mask (padded and future keys count nothing),
 `positions = gates.flip(-1).cumsum(-1).flip(-1).clamp(max=npos - 1)`, the table `pos_emb` of shape
@@ -56,6 +59,8 @@ def interpolate(position_logits: jax.Array, positions: jax.Array) -> jax.Array:
 class CoPE(contract.ContextualEncoder):
   npos: int = 65
 
+  counts_along_keys = True  # p_ij sums gates from j to i: tiles carry the nearer key tiles' row sums
+
   uses_head_vectors = True  # Its position embeddings have head_dim features, dotted with the queries.
 
   def __post_init__(self):
@@ -66,11 +71,17 @@ class CoPE(contract.ContextualEncoder):
     del rng
     return {'embedding': jnp.zeros((dims_.head_dim, self.npos), jnp.float32)}
 
+  def gates(self, scaled_logits, valid) -> jax.Array:
+    """g_ij = sigmoid(q_i . k_j * scale) from the scaled content logits, zero where `valid` is False."""
+    gates = jax.nn.sigmoid(jnp.asarray(scaled_logits, jnp.float32))
+    return gates if valid is None else jnp.where(valid, gates, 0.0)
+
+  def counted_term(self, params, query, counts, scale) -> jax.Array:
+    """The logit term at counts p_ij (B, H, Lq, Lk), clamped to npos - 1: z_ij * scale."""
+    position_logits = jnp.einsum('bihd,dn->bhin', jnp.asarray(query, jnp.float32), params['embedding'])
+    return interpolate(position_logits, jnp.minimum(counts, self.npos - 1)) * scale
+
   def score_term(self, params, ctx):
-    q = jnp.asarray(ctx.query, jnp.float32)
-    k = jnp.asarray(ctx.key, jnp.float32)
-    gates = jax.nn.sigmoid(jnp.einsum('bihd,bjhd->bhij', q, k) * ctx.scale)
-    gates = jnp.where(ctx.valid, gates, 0.0)
-    positions = contextual_positions(gates, self.npos)  # (B, H, Lq, Lk)
-    position_logits = jnp.einsum('bihd,dn->bhin', q, params['embedding'])  # (B, H, Lq, npos)
-    return interpolate(position_logits, positions) * ctx.scale
+    q, k = jnp.asarray(ctx.query, jnp.float32), jnp.asarray(ctx.key, jnp.float32)
+    gates = self.gates(jnp.einsum('bihd,bjhd->bhij', q, k) * ctx.scale, ctx.valid)
+    return self.counted_term(params, ctx.query, contextual_positions(gates, self.npos), ctx.scale)

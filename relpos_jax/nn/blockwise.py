@@ -169,9 +169,14 @@ class _Tiler:
     """The output term (B, bq, H, D) float32 of the weights p_t (B, H, bq, bk), or None."""
     return None
 
-  def content(self, part, local, content_q, k_t, scores, tile: Tile):
-    """(the content scores, replaced or None to keep q . k, a bias or None): a remap merges its sets here."""
+  def content(self, part, local, content_q, k_t, scores, tile: Tile, valid=None):
+    """(the content scores, replaced or None to keep q . k, a bias or None): a remap merges its sets here.
+    `valid`: the tile's mask (None: nothing masked)."""
     return scores, None
+
+  def complete(self, part, theta, cfg, aux, q, k):
+    """The prepared data once the tiles are known (`prepare` runs before): a carry over tiles goes here."""
+    return theta
 
   def transform(self, part, local, s, tile: Tile):
     """The tile's logits after every score and bias (a temperature scales them per row)."""
@@ -370,7 +375,7 @@ class _Remap(_Tiler):
         'k': [add(a, d, tile.ks) for a, d in zip(acc['k'], d_local['k'])],
     }
 
-  def content(self, part, local, content_q, k_t, scores, tile):
+  def content(self, part, local, content_q, k_t, scores, tile, valid=None):
     rotations = list(zip(local['q'], local['k'])) if self.rotary else None
     return position_terms.remap_merge(part, local['params'], rotations, content_q, k_t, tile.q_pos, tile.k_pos, scores)
 
@@ -408,7 +413,58 @@ class _ScoreTransform(_Tiler):
     return self.base.bias(part.base, local['base'], tile)
 
 
-def _tiler(part, contiguous: bool) -> _Tiler:
+@dataclasses.dataclass(frozen=True)
+class _CountedPositions(_Tiler):
+  """A term of counts along the keys (CoPE): p_ij = (query i's gates on the keys of j's tile from j on) +
+  (its gates on every nearer key tile). The second sum is a carry per (query tile, key tile), from the row
+  sums of every tile's gates (`complete`, once, by plain autodiff: O(L^2 / bk) floats); a tile adds its own
+  suffix sums and reads the encoder's `counted_term` at p."""
+
+  scale: float
+
+  def prepare(self, part, params, ctx):
+    return {'params': params, 'carry': None}
+
+  def complete(self, part, theta, cfg, aux, q, k):
+    def query_tile(t):
+      qs = t * cfg.bq
+      q_t = jax.lax.dynamic_slice_in_dim(q, qs, cfg.bq, axis=1).astype(jnp.float32)
+
+      @jax.checkpoint  # the gates of a tile are recomputed in the backward pass, never stored
+      def row_sums(n):
+        ks = n * cfg.bk
+        k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1).astype(jnp.float32)
+        logits = jnp.einsum('bihd,bjhd->bhij', q_t, k_t) * np.float32(self.scale)
+        return jnp.sum(part.gates(logits, _valid(cfg, aux, _tile(cfg, aux, qs, ks))), axis=-1)
+
+      return jax.lax.map(row_sums, jnp.arange(cfg.num_k_tiles, dtype=jnp.int32))  # (nk, B, H, bq)
+
+    sums = jax.lax.map(query_tile, jnp.arange(cfg.num_q_tiles, dtype=jnp.int32))  # (nq, nk, B, H, bq)
+    nearer = jnp.flip(jnp.cumsum(jnp.flip(sums, 1), axis=1), 1) - sums  # the key tiles after n
+    return {'params': theta['params'], 'carry': nearer}
+
+  def local(self, theta, tile):
+    t, n = tile.qs // tile.bq, tile.ks // tile.bk
+    carry = jax.lax.dynamic_index_in_dim(jax.lax.dynamic_index_in_dim(theta['carry'], t, 0, False), n, 0, False)
+    return {'params': theta['params'], 'carry': carry}
+
+  def accumulate(self, acc, d_local, tile):
+    start = (tile.qs // tile.bq, tile.ks // tile.bk) + (0,) * (acc['carry'].ndim - 2)
+    update = d_local['carry'][None, None]
+    carry = jax.lax.dynamic_update_slice(
+        acc['carry'], jax.lax.dynamic_slice(acc['carry'], start, update.shape) + update, start
+    )
+    return {'params': jax.tree.map(jnp.add, acc['params'], d_local['params']), 'carry': carry}
+
+  def content(self, part, local, content_q, k_t, scores, tile, valid=None):
+    if scores is None:
+      scores = jnp.einsum('bihd,bjhd->bhij', content_q, k_t, preferred_element_type=jnp.float32)
+    gates = part.gates(scores * np.float32(self.scale), valid)
+    counts = local['carry'][..., None] + jnp.flip(jnp.cumsum(jnp.flip(gates, -1), axis=-1), -1)
+    return scores, part.counted_term(local['params'], content_q, counts, self.scale)
+
+
+def _tiler(part, contiguous: bool, scale: float = 1.0) -> _Tiler:
   if part.kind is Kind.SCALAR_BIAS:
     return ToeplitzBias() if contiguous and part.is_toeplitz else _PairBias()
   if part.kind is Kind.VECTOR_RELATIVE:
@@ -419,6 +475,8 @@ def _tiler(part, contiguous: bool) -> _Tiler:
     return _Remap(part.base.kind is Kind.ROTARY)
   if part.kind is Kind.CONTEXTUAL and part.separable:
     return _RowColumnBias()
+  if part.kind is Kind.CONTEXTUAL and part.counts_along_keys:
+    return _CountedPositions(scale)
   if part.kind is Kind.TEMPERATURE:
     return _RowTemperature()
   if part.kind is Kind.NORMALIZER and part.tiles:
@@ -547,8 +605,8 @@ def _valid(cfg: _Config, aux, tile: Tile):
 def _logits(cfg: _Config, aux, tile: Tile, q_t, k_t, local):
   """The tile's masked scores (B, H, bq, bk) float32, exactly as the explicit path computes them: every score
   and bias, then the score transforms (DAPE), then the other transforms (temperatures), then the mask."""
-  s = _scores(cfg, tile, q_t, k_t, local)
   valid = _valid(cfg, aux, tile)
+  s = _scores(cfg, tile, q_t, k_t, local, valid)
   for index, (part, tiler) in enumerate(zip(cfg.parts, cfg.tilers)):
     if part.kind is Kind.SCORE_TRANSFORM:
       s = _transformed(cfg, aux, tile, q_t, s, valid, index, local)
@@ -567,8 +625,9 @@ def _transformed(cfg: _Config, aux, tile: Tile, q_t, s, valid, index: int, local
     return part.transform(layers, s, bias, valid)
   pieces = []
   for side, (k_side, side_local) in zip(_halo_tiles(cfg, aux, tile), local['halo']):
-    side_scores = _scores(cfg, side, q_t, k_side, side_local)
-    pieces.append((side_scores, tiler.base_bias(part, side_local['parts'][index], side), _valid(cfg, aux, side)))
+    side_valid = _valid(cfg, aux, side)
+    side_scores = _scores(cfg, side, q_t, k_side, side_local, side_valid)
+    pieces.append((side_scores, tiler.base_bias(part, side_local['parts'][index], side), side_valid))
   (s_left, b_left, v_left), (s_right, b_right, v_right) = pieces
   everything = (s, s_left, s_right, v_left, v_right) + (() if valid is None else (valid,))
   batch = max(x.shape[0] for x in everything)
@@ -584,15 +643,16 @@ def _transformed(cfg: _Config, aux, tile: Tile, q_t, s, valid, index: int, local
   return out[..., cfg.halo : cfg.halo + tile.bk]
 
 
-def _scores(cfg: _Config, tile: Tile, q_t, k_t, local):
-  """Every score and bias of the tile, scaled and summed, before any transform (unmasked)."""
+def _scores(cfg: _Config, tile: Tile, q_t, k_t, local, valid=None):
+  """Every score and bias of the tile, scaled and summed, before any transform (unmasked; `valid` is for the
+  terms that read the mask, CoPE's gates)."""
   content_q = q_t
   if local['u'] is not None:
     content_q = q_t.astype(jnp.float32) + local['u']
     k_t = k_t.astype(jnp.float32)
   s, remap_bias = None, None
   for part, tiler, th in zip(cfg.parts, cfg.tilers, local['parts']):
-    s, b = tiler.content(part, th, content_q, k_t, s, tile)
+    s, b = tiler.content(part, th, content_q, k_t, s, tile, valid)
     if b is not None:
       remap_bias = b if remap_bias is None else remap_bias + b
   if s is None:
@@ -923,7 +983,7 @@ def prepare(
   terms = [(part, p, f) for part, p, f in zip(parts, params, features) if part.kind is not Kind.ROTARY]
   if position_bias is not None:  # It replaces the scalar parts' own bias (functional.attend's contract).
     terms = [(part, p, f) for part, p, f in terms if part.kind is not Kind.SCALAR_BIAS]
-  tilers = tuple(_tiler(part, contiguous) for part, _, _ in terms)
+  tilers = tuple(_tiler(part, contiguous, scale) for part, _, _ in terms)
   normalizers = [i for i, (part, _, _) in enumerate(terms) if part.kind is Kind.NORMALIZER]
   halos = [(part, t.halo) for (part, _, _), t in zip(terms, tilers) if isinstance(t, _ScoreTransform) and t.halo]
   halo = max((h for _, h in halos), default=0)
@@ -948,6 +1008,13 @@ def prepare(
     q_pos = _pad_axis(jnp.asarray(q_positions, jnp.int32), 1, padded_q)
     k_pos = _pad_axis(jnp.asarray(k_positions, jnp.int32), 1, padded_k)
   u = position_terms.query_biases([part for part, _, _ in terms], [p for _, p, _ in terms])
+  counted = [part for (part, _, _), t in zip(terms, tilers) if isinstance(t, _CountedPositions)]
+  if counted and (u is not None or halo or any(isinstance(t, _Remap) for t in tilers)):
+    raise ValueError(
+        f'tiled attention: {counted[0].name!r} counts its gates on the plain content logits q . k; it tiles beside '
+        'biases, rotary parts, temperatures and normalizers, not beside a query bias (Transformer-XL), a remap '
+        'or a score transform that reads neighbouring keys; use implementation "einsum".'
+    )
   content_q, content_k = _pad_axis(query, 1, padded_q), _pad_axis(key, 1, padded_k)
   if u is not None:  # As _logits: the content queries carry Transformer-XL's u.
     content_q, content_k = content_q.astype(jnp.float32) + u, content_k.astype(jnp.float32)
@@ -1001,9 +1068,11 @@ def prepare(
       normalizer=normalizers[0] if normalizers else None,
       halo=halo,
   )
-  return Prepared(
-      cfg, _pad_axis(query, 1, padded_q), _pad_axis(key, 1, padded_k), _pad_axis(value, 1, padded_k), theta, aux, q_len
-  )
+  padded_query, padded_key = _pad_axis(query, 1, padded_q), _pad_axis(key, 1, padded_k)
+  theta['parts'] = [
+      t.complete(part, th, cfg, aux, padded_query, padded_key) for t, part, th in zip(tilers, cfg.parts, theta['parts'])
+  ]
+  return Prepared(cfg, padded_query, padded_key, _pad_axis(value, 1, padded_k), theta, aux, q_len)
 
 
 def attend(query, key, value, **kwargs) -> jax.Array:

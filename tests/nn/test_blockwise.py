@@ -64,18 +64,12 @@ def _x(length=L, batch=B):
   return jax.random.normal(jax.random.key(1), (batch, length, DIM))
 
 
-# The kinds with no per-tile form yet: a clear error in the tiled paths (CoPE, PaTH: contextual terms that are
-# not separable). The other content kinds tile: FoX (a separable contextual term), the temperatures (per row),
-# stick-breaking (a normalizer folded over key tiles) and DAPE (a score transform, with a key halo for v2).
-_UNTILED = (contract.Kind.CONTEXTUAL,)
-
-
+# The one kind with no per-tile form: PaTH's replaced content logit (a clear error in the tiled paths). The other
+# content kinds tile: FoX (a separable contextual term), CoPE (counts along the keys, a carry per tile), the
+# temperatures (per row), stick-breaking (a normalizer folded over key tiles) and DAPE (a score transform, with
+# a key halo for v2).
 def _untiled(encoder):
-  return [
-      p
-      for p in contract.leaves(encoder)
-      if p.kind in _UNTILED and not (p.kind is contract.Kind.CONTEXTUAL and p.separable)
-  ]
+  return [p for p in contract.leaves(encoder) if p.kind is contract.Kind.CONTEXTUAL and p.replaces_content]
 
 
 def test_blockwise_equals_explicit_causal_with_padding(tiled_case):
@@ -102,6 +96,10 @@ _TILED_CONTENT = [
     'dape(kerple_log, version=2)',
     'dape(fire, version=2) + fox',
     'rope + dape(t5(bidirectional=False), version=2) + ssmax',
+    'cope',
+    'cope(npos=4) + alibi',
+    'rope + cope + stick_breaking',
+    'cope + ssmax + fox',
 ]
 
 
@@ -137,7 +135,17 @@ def test_dape_v2_tiles_bidirectional_and_refuses_what_it_cannot_tile():
     layer(_x())
 
 
-@pytest.mark.parametrize('spec', ['cope', 'path', 'path + fox', 'cope + alibi'])
+def test_cope_tiles_only_on_the_plain_content_logits():
+  """CoPE's gates read q . k: beside a query bias (Transformer-XL's u) or a remap the tiled path refuses it."""
+  for spec in ('transformer_xl + cope', 'self_extend(rope, group_size=2, window=4) + cope'):
+    layer = RelativeMultiHeadAttention(
+        HEADS, DIM, encoders.from_spec(spec), causal=True, implementation='blockwise', rngs=nnx.Rngs(0)
+    )
+    with pytest.raises(ValueError, match="'cope' counts its gates on the plain content logits"):
+      layer(_x())
+
+
+@pytest.mark.parametrize('spec', ['path', 'path + fox', 'path + alibi'])
 def test_kinds_without_tiles_are_an_error_naming_the_encoder(spec):
   """The content kinds with no tiled form yet reach blockwise's error (encoder and kind named)."""
   encoder = encoders.from_spec(spec)
