@@ -39,6 +39,7 @@ ENCODERS = (
     ('rope + stick_breaking', 'rope + stick_breaking', 'normalizer', 0.05, 1.5, None),
     ('self_extend(rope)', 'self_extend(rope, group_size=8, window=1024)', 'position remap', 0.05, 1.5, None),
     ('rerope(rope)', 'rerope(rope, window=512)', 'position remap', 0.05, 1.5, None),
+    ('cope', 'cope', 'contextual (counts along the keys)', 0.05, 1.5, None),
     ('dape(kerple_log)', 'dape(kerple_log)', 'score transform', 0.05, 1.5, None),
     ('dape(kerple_log, version=2)', 'dape(kerple_log, version=2)', 'score transform (key halo)', 0.05, 1.5, None),
 )
