@@ -131,6 +131,11 @@ class Tile:
     return self.ks - self.qs + (self.padded_q_len - 1) - (self.bq - 1)
 
 
+def _start(*index):
+  """A dynamic_slice start of one index type (int32): a literal 0 is int64 under jax_enable_x64."""
+  return tuple(jnp.asarray(i, jnp.int32) for i in index)
+
+
 def _slice_diagonals(x, tile: Tile, axis: int):
   return jax.lax.dynamic_slice_in_dim(x, tile.diagonal_start, tile.bq + tile.bk - 1, axis=axis)
 
@@ -169,9 +174,9 @@ class _Tiler:
     """The output term (B, bq, H, D) float32 of the weights p_t (B, H, bq, bk), or None."""
     return None
 
-  def content(self, part, local, content_q, k_t, scores, tile: Tile, valid=None):
+  def content(self, part, local, content_q, k_t, scores, tile: Tile, valid=None, query=None):
     """(the content scores, replaced or None to keep q . k, a bias or None): a remap merges its sets here.
-    `valid`: the tile's mask (None: nothing masked)."""
+    `valid`: the tile's mask (None: nothing masked); `query`: the queries without a query bias u."""
     return scores, None
 
   def complete(self, part, theta, cfg, aux, q, k):
@@ -216,10 +221,10 @@ class _GivenBias(_Tiler):
     raise AssertionError('a given bias is prepared by the caller')
 
   def local(self, theta, tile):
-    return jax.lax.dynamic_slice(theta, (0, 0, tile.qs, tile.ks), theta.shape[:2] + (tile.bq, tile.bk))
+    return jax.lax.dynamic_slice(theta, _start(0, 0, tile.qs, tile.ks), theta.shape[:2] + (tile.bq, tile.bk))
 
   def accumulate(self, acc, d_local, tile):
-    start = (0, 0, tile.qs, tile.ks)
+    start = _start(0, 0, tile.qs, tile.ks)
     return jax.lax.dynamic_update_slice(acc, jax.lax.dynamic_slice(acc, start, d_local.shape) + d_local, start)
 
   def bias(self, part, local, tile):
@@ -298,7 +303,11 @@ def _add_rows(acc, update, start):
 
 @dataclasses.dataclass(frozen=True)
 class _RowColumnBias(_Tiler):
-  """A separable contextual term (FoX's c_i - c_j): the encoder's `row_column_terms` once, an outer sum per tile."""
+  """A separable contextual term (FoX's c_i - c_j): the encoder's `row_column_terms` once, an outer sum per tile.
+  Beside a replaced content logit (PaTH) it joins that logit before the 1/sqrt(d) scaling, as the PaTH-FoX
+  reference does (fla `naive_path_attn`: softmax((A + g_i - g_j) * scale)): `factor` = the scale then."""
+
+  factor: float = 1.0
 
   def prepare(self, part, params, ctx):
     row, column = part.row_column_terms(params, ctx.feature, ctx.key_mask, ctx.q_index)
@@ -318,7 +327,8 @@ class _RowColumnBias(_Tiler):
     }
 
   def bias(self, part, local, tile):
-    return local['row'][:, :, :, None] + local['column'][:, :, None, :]
+    outer = local['row'][:, :, :, None] + local['column'][:, :, None, :]
+    return outer if self.factor == 1.0 else outer * np.float32(self.factor)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -375,7 +385,7 @@ class _Remap(_Tiler):
         'k': [add(a, d, tile.ks) for a, d in zip(acc['k'], d_local['k'])],
     }
 
-  def content(self, part, local, content_q, k_t, scores, tile, valid=None):
+  def content(self, part, local, content_q, k_t, scores, tile, valid=None, query=None):
     rotations = list(zip(local['q'], local['k'])) if self.rotary else None
     return position_terms.remap_merge(part, local['params'], rotations, content_q, k_t, tile.q_pos, tile.k_pos, scores)
 
@@ -421,6 +431,7 @@ class _CountedPositions(_Tiler):
   suffix sums and reads the encoder's `counted_term` at p."""
 
   scale: float
+  shares_scores: bool = True  # its q . k is the content score too (no query bias u, no remap replacing it)
 
   def prepare(self, part, params, ctx):
     return {'params': params, 'carry': None}
@@ -439,6 +450,9 @@ class _CountedPositions(_Tiler):
 
       return jax.lax.map(row_sums, jnp.arange(cfg.num_k_tiles, dtype=jnp.int32))  # (nk, B, H, bq)
 
+    if cfg.num_k_tiles == 1:  # one key tile: no nearer tile, nothing to carry
+      b, _, h, _ = q.shape
+      return {'params': theta['params'], 'carry': jnp.zeros((cfg.num_q_tiles, 1, b, h, cfg.bq), jnp.float32)}
     sums = jax.lax.map(query_tile, jnp.arange(cfg.num_q_tiles, dtype=jnp.int32))  # (nq, nk, B, H, bq)
     nearer = jnp.flip(jnp.cumsum(jnp.flip(sums, 1), axis=1), 1) - sums  # the key tiles after n
     return {'params': theta['params'], 'carry': nearer}
@@ -449,22 +463,51 @@ class _CountedPositions(_Tiler):
     return {'params': theta['params'], 'carry': carry}
 
   def accumulate(self, acc, d_local, tile):
-    start = (tile.qs // tile.bq, tile.ks // tile.bk) + (0,) * (acc['carry'].ndim - 2)
+    start = _start(tile.qs // tile.bq, tile.ks // tile.bk, *(0,) * (acc['carry'].ndim - 2))
     update = d_local['carry'][None, None]
     carry = jax.lax.dynamic_update_slice(
         acc['carry'], jax.lax.dynamic_slice(acc['carry'], start, update.shape) + update, start
     )
     return {'params': jax.tree.map(jnp.add, acc['params'], d_local['params']), 'carry': carry}
 
-  def content(self, part, local, content_q, k_t, scores, tile, valid=None):
-    if scores is None:
-      scores = jnp.einsum('bihd,bjhd->bhij', content_q, k_t, preferred_element_type=jnp.float32)
-    gates = part.gates(scores * np.float32(self.scale), valid)
+  def content(self, part, local, content_q, k_t, scores, tile, valid=None, query=None):
+    query = content_q if query is None else query
+    logits = jnp.einsum('bihd,bjhd->bhij', query, k_t, preferred_element_type=jnp.float32)  # q . k, no u
+    if scores is None and self.shares_scores:
+      scores = logits
+    gates = part.gates(logits * np.float32(self.scale), valid)
     counts = local['carry'][..., None] + jnp.flip(jnp.cumsum(jnp.flip(gates, -1), axis=-1), -1)
-    return scores, part.counted_term(local['params'], content_q, counts, self.scale)
+    return scores, part.counted_term(local['params'], query, counts, self.scale)
 
 
-def _tiler(part, contiguous: bool, scale: float = 1.0) -> _Tiler:
+@dataclasses.dataclass(frozen=True)
+class _ReplacedContent(_Tiler):
+  """A contextual part whose logit replaces q . k (PaTH): a_ij reads every token between j and i through its
+  own sequential scan, so it has no per-tile form; the one-tile (explicit) path builds it whole."""
+
+  def prepare(self, part, params, ctx):
+    return {'params': params, 'feature': ctx.feature, 'logits': None}
+
+  def complete(self, part, theta, cfg, aux, q, k):
+    tile = _tile(cfg, aux, jnp.int32(0), jnp.int32(0))
+    valid = _valid(cfg, aux, tile)
+    b, q_len = q.shape[:2]
+    ctx = contract.AttentionContext(
+        query=q.astype(jnp.float32),
+        key=k.astype(jnp.float32),
+        features=theta['feature'],
+        valid=jnp.ones((1, 1, cfg.bq, cfg.bk), bool) if valid is None else valid,
+        key_mask=aux.get('key_mask', jnp.ones((b, cfg.k_len), bool)),
+        q_index=jnp.arange(q_len, dtype=jnp.int32) + aux['q_offset'],
+        scale=cfg.scale,
+    )
+    return {**theta, 'logits': jnp.asarray(part.score_term(theta['params'], ctx), jnp.float32)}
+
+  def content(self, part, local, content_q, k_t, scores, tile, valid=None, query=None):
+    return local['logits'], None
+
+
+def _tiler(part, contiguous: bool, scale: float = 1.0, one_tile: bool = False) -> _Tiler:
   if part.kind is Kind.SCALAR_BIAS:
     return ToeplitzBias() if contiguous and part.is_toeplitz else _PairBias()
   if part.kind is Kind.VECTOR_RELATIVE:
@@ -477,6 +520,8 @@ def _tiler(part, contiguous: bool, scale: float = 1.0) -> _Tiler:
     return _RowColumnBias()
   if part.kind is Kind.CONTEXTUAL and part.counts_along_keys:
     return _CountedPositions(scale)
+  if part.kind is Kind.CONTEXTUAL and part.replaces_content and one_tile:
+    return _ReplacedContent()
   if part.kind is Kind.TEMPERATURE:
     return _RowTemperature()
   if part.kind is Kind.NORMALIZER and part.tiles:
@@ -597,7 +642,7 @@ def _valid(cfg: _Config, aux, tile: Tile):
     valid = km if valid is None else valid & km
   if cfg.has_mask:
     m = aux['mask']
-    m = jax.lax.dynamic_slice(m, (0, 0, tile.qs, tile.ks), m.shape[:2] + (cfg.bq, tile.bk))
+    m = jax.lax.dynamic_slice(m, _start(0, 0, tile.qs, tile.ks), m.shape[:2] + (cfg.bq, tile.bk))
     valid = m if valid is None else valid & m
   return valid
 
@@ -652,7 +697,7 @@ def _scores(cfg: _Config, tile: Tile, q_t, k_t, local, valid=None):
     k_t = k_t.astype(jnp.float32)
   s, remap_bias = None, None
   for part, tiler, th in zip(cfg.parts, cfg.tilers, local['parts']):
-    s, b = tiler.content(part, th, content_q, k_t, s, tile, valid)
+    s, b = tiler.content(part, th, content_q, k_t, s, tile, valid, q_t)
     if b is not None:
       remap_bias = b if remap_bias is None else remap_bias + b
   if s is None:
@@ -970,11 +1015,12 @@ def prepare(
     position_bias=None,
     block_size=None,
     features=None,
+    one_tile: bool = False,
 ) -> Prepared:
   """Tiles, padding, and each part's prepared data (`_Tiler.prepare`, differentiable by plain autodiff)."""
-  bq, bk = block_sizes(block_size)
   b, q_len, num_heads, _ = query.shape
   k_len = key.shape[1]
+  bq, bk = (q_len, k_len) if one_tile else block_sizes(block_size)  # one_tile: the explicit path
   contiguous = q_positions is None
   q_offset = jnp.asarray(q_offset, jnp.int32)
 
@@ -983,7 +1029,13 @@ def prepare(
   terms = [(part, p, f) for part, p, f in zip(parts, params, features) if part.kind is not Kind.ROTARY]
   if position_bias is not None:  # It replaces the scalar parts' own bias (functional.attend's contract).
     terms = [(part, p, f) for part, p, f in terms if part.kind is not Kind.SCALAR_BIAS]
-  tilers = tuple(_tiler(part, contiguous, scale) for part, _, _ in terms)
+  tilers = tuple(_tiler(part, contiguous, scale, one_tile) for part, _, _ in terms)
+  if any(isinstance(t, _ReplacedContent) for t in tilers):
+    tilers = tuple(dataclasses.replace(t, factor=scale) if isinstance(t, _RowColumnBias) else t for t in tilers)
+  if any(isinstance(t, _Remap) for t in tilers):  # a remap replaces q . k: CoPE computes its own
+    tilers = tuple(
+        dataclasses.replace(t, shares_scores=False) if isinstance(t, _CountedPositions) else t for t in tilers
+    )
   normalizers = [i for i, (part, _, _) in enumerate(terms) if part.kind is Kind.NORMALIZER]
   halos = [(part, t.halo) for (part, _, _), t in zip(terms, tilers) if isinstance(t, _ScoreTransform) and t.halo]
   halo = max((h for _, h in halos), default=0)
@@ -1008,12 +1060,15 @@ def prepare(
     q_pos = _pad_axis(jnp.asarray(q_positions, jnp.int32), 1, padded_q)
     k_pos = _pad_axis(jnp.asarray(k_positions, jnp.int32), 1, padded_k)
   u = position_terms.query_biases([part for part, _, _ in terms], [p for _, p, _ in terms])
+  if u is not None and any(isinstance(t, _CountedPositions) for t in tilers):
+    tilers = tuple(
+        dataclasses.replace(t, shares_scores=False) if isinstance(t, _CountedPositions) else t for t in tilers
+    )
   counted = [part for (part, _, _), t in zip(terms, tilers) if isinstance(t, _CountedPositions)]
-  if counted and (u is not None or halo or any(isinstance(t, _Remap) for t in tilers)):
+  if counted and halo and not one_tile:
     raise ValueError(
-        f'tiled attention: {counted[0].name!r} counts its gates on the plain content logits q . k; it tiles beside '
-        'biases, rotary parts, temperatures and normalizers, not beside a query bias (Transformer-XL), a remap '
-        'or a score transform that reads neighbouring keys; use implementation "einsum".'
+        f'tiled attention: {counted[0].name!r} counts gates along the keys; it does not tile beside a score '
+        'transform that reads neighbouring keys (DAPE version 2); use implementation "einsum".'
     )
   content_q, content_k = _pad_axis(query, 1, padded_q), _pad_axis(key, 1, padded_k)
   if u is not None:  # As _logits: the content queries carry Transformer-XL's u.
@@ -1075,6 +1130,35 @@ def prepare(
   return Prepared(cfg, padded_query, padded_key, _pad_axis(value, 1, padded_k), theta, aux, q_len)
 
 
+def attend_one_tile(query, key, value, **kwargs) -> jax.Array:
+  """The explicit path: the same per-kind Terms on one tile that holds every query and key ((B, H, Lq, Lk)
+  scores), a plain softmax (or the normalizer's weights), differentiated by plain autodiff. Keywords as
+  `prepare`; the one kind with no per-tile form, PaTH's replaced logit, is built whole here."""
+  p = prepare(query, key, value, one_tile=True, **kwargs)
+  cfg = p.cfg
+  tile = _tile(cfg, p.aux, jnp.int32(0), jnp.int32(0))
+  local = _locals(cfg, p.theta, tile, p.k, p.aux)
+  s = _logits(cfg, p.aux, tile, p.q, p.k, local)
+  if cfg.normalizer is None:
+    return _values(cfg, tile, jax.nn.softmax(s, axis=-1), p.v, local)[:, : p.q_len].astype(value.dtype)
+  normalizer = cfg.parts[cfg.normalizer]
+  b, _, h, _ = p.q.shape
+  carry = normalizer.initial_carry((b, h, cfg.bq))
+  weights, _ = normalizer.tile_weights(s, _allowed(cfg, p.aux, tile, normalizer), carry)
+  out = _values(cfg, tile, weights, p.v, local)
+  return _with_remainder(p, value, out, jnp.sum(weights, axis=-1))
+
+
+def _with_remainder(p: Prepared, value, out, w):
+  """A normalizer's output: what the keys leave (1 - sum_j A_ij) goes to the query's own value if it says so."""
+  out, w = out[:, : p.q_len], w[:, :, : p.q_len]
+  if p.cfg.parts[p.cfg.normalizer].remainder_to_self:
+    own_index = jnp.clip(jnp.arange(p.q_len, dtype=jnp.int32) + p.aux['q_offset'], 0, p.cfg.k_len - 1)
+    own = jnp.take(value, own_index, axis=1).astype(jnp.float32)  # (B, Lq, H, D)
+    out = out + jnp.moveaxis(1.0 - w, 1, 2)[..., None] * own
+  return out.astype(value.dtype)
+
+
 def attend(query, key, value, **kwargs) -> jax.Array:
   """`functional.attend`'s contract, blockwise (keywords as `prepare`): (B, Lq, H, D) in value's dtype.
 
@@ -1084,9 +1168,4 @@ def attend(query, key, value, **kwargs) -> jax.Array:
   if p.cfg.normalizer is None:
     return _attention(p.cfg, p.q, p.k, p.v, p.theta, p.aux)[:, : p.q_len]
   acc, w = _normalized_attention(p.cfg, p.q, p.k, p.v, p.theta, p.aux)
-  out, w = acc[:, : p.q_len], w[:, :, : p.q_len]
-  if p.cfg.parts[p.cfg.normalizer].remainder_to_self:  # What the keys leave goes to the query's own value.
-    own_index = jnp.clip(jnp.arange(p.q_len, dtype=jnp.int32) + p.aux['q_offset'], 0, p.cfg.k_len - 1)
-    own = jnp.take(value, own_index, axis=1).astype(jnp.float32)  # (B, Lq, H, D)
-    out = out + jnp.moveaxis(1.0 - w, 1, 2)[..., None] * own
-  return out.astype(value.dtype)
+  return _with_remainder(p, value, acc, w)

@@ -1,20 +1,19 @@
-"""The terms of the kinds that read the content (issue 11): contextual, score transform, normalizer, temperature.
+"""The per-token and per-row helpers of the kinds that read the content (contextual, score transform,
+normalizer, temperature); the per-pair terms themselves are the encoders' own methods, which
+`relpos_jax.nn.blockwise`'s per-kind Terms call, tile by tile (the explicit path is the one-tile case).
 
-Shared by the NNX layer and its Linen twin through `functional.attend`, dispatching on `encoder.kind` only:
-
-  CONTEXTUAL       `token_features` from the layer input x (cached for decoding), then `score_term(ctx)`
-                   added to the scaled logits (CoPE, FoX; beside PaTH, scaled with its logit), or, with
-                   `replaces_content`, the content logit itself (PaTH's q_i^T H_i ... H_{j+1} k_j in place of q_i . k_j).
+  CONTEXTUAL       `token_features` from the layer input x (cached for decoding): FoX's gates, PaTH's
+                   Householder directions. FoX is separable (row_i + column_j), CoPE counts gates along
+                   the keys, PaTH replaces the content logit (one tile only).
   SCORE_TRANSFORM  logits <- transform(logits, base bias): A + B + f([A; B]) (DAPE).
   TEMPERATURE      logits of query i multiplied by t_h(n_i), n_i the keys it sees (SSMax, log-n):
-                   `temperature_factor` of `visible_counts`, per row, before any score (tiled alike).
+                   `temperature_factor` of `visible_counts`, per row, before any score.
   NORMALIZER       the weights from the logits instead of the softmax (stick-breaking), plus a remainder on
                    the query's own value.
 
 The order inside attention: content (or its replacement) and vector terms, scaled; + scalar biases;
 + contextual terms; score transform; temperature; mask; normalizer (or softmax). These kinds never take
-jax.nn.dot_product_attention (it has no hook for them); `blockwise` tiles the separable contextual terms
-(FoX), the temperatures and the tiling normalizers (stick-breaking) with the same per-kind functions.
+jax.nn.dot_product_attention (it has no hook for them).
 """
 
 from __future__ import annotations
@@ -63,57 +62,6 @@ def check_features(parts, features, batch: int, k_len: int) -> list:
   return list(features)
 
 
-def context(query, key, feature, valid, key_mask, q_index, scale) -> contract.AttentionContext:
-  return contract.AttentionContext(
-      query=query, key=key, features=feature, valid=valid, key_mask=key_mask, q_index=q_index, scale=float(scale)
-  )
-
-
-def content_logits(parts, params, features, ctx) -> jax.Array | None:
-  """The unscaled content logit of a part that replaces q . k (PaTH), or None."""
-  replaced = None
-  for part, p, f in zip(parts, params, features):
-    if part.kind is Kind.CONTEXTUAL and part.replaces_content:
-      replaced = part.score_term(p, _with_features(ctx, f))
-  return replaced
-
-
-def _with_features(ctx, feature):
-  return contract.AttentionContext(
-      query=ctx.query,
-      key=ctx.key,
-      features=feature,
-      valid=ctx.valid,
-      key_mask=ctx.key_mask,
-      q_index=ctx.q_index,
-      scale=ctx.scale,
-  )
-
-
-def add_contextual(parts, params, features, ctx, logits: jax.Array) -> jax.Array:
-  """logits + every additive contextual term (CoPE, FoX).
-
-  Beside a replaced content logit (PaTH) the terms join that logit before the 1/sqrt(d) scaling, as the
-  PaTH-FoX reference does (fla `naive_path_attn`: softmax((A + g_i - g_j) * scale)); `logits` are already
-  scaled here, so the terms are scaled to match. Alone, FoX adds its gate sums after the scaling, as the FoX
-  reference does.
-  """
-  joins_logit = any(part.kind is Kind.CONTEXTUAL and part.replaces_content for part in parts)
-  for part, p, f in zip(parts, params, features):
-    if part.kind is Kind.CONTEXTUAL and not part.replaces_content:
-      term = jnp.asarray(part.score_term(p, _with_features(ctx, f)), jnp.float32)
-      logits = logits + (term * jnp.float32(ctx.scale) if joins_logit else term)
-  return logits
-
-
-def transform_scores(parts, params, logits, valid, q_len, k_len, *, q_offset, q_positions, k_positions):
-  for part, p in zip(parts, params):
-    if part.kind is Kind.SCORE_TRANSFORM:
-      bias = part.base_bias(p, q_len, k_len, q_offset=q_offset, q_positions=q_positions, k_positions=k_positions)
-      logits = part.transform(p, logits, bias, valid)
-  return logits
-
-
 def visible_counts(q_len: int, k_len: int, *, causal: bool, q_offset, key_mask, mask) -> jax.Array:
   """(B or 1, Lq) float32: the keys each query sees (causal mask, padding, any further mask's first head).
 
@@ -148,9 +96,3 @@ def temperature_factor(parts, params, counts: jax.Array, q_index: jax.Array) -> 
       t = jnp.asarray(part.temperature(p, counts, q_index), jnp.float32)
       factor = t if factor is None else factor * t
   return factor
-
-
-def normalizer(parts, params):
-  """(the normalizer part, its params), or None for the softmax."""
-  found = [(part, p) for part, p in zip(parts, params) if part.kind is Kind.NORMALIZER]
-  return found[0] if found else None

@@ -1,22 +1,18 @@
 """The attention core as a pure function: projected q, k, v plus position terms -> per-head outputs.
 
 Both the NNX layer and its Linen twin call `attend`, so given the same weights they compute the same thing.
-Which path runs is decided by the parts' kinds:
+Which path runs is decided by the parts' kinds; every path but dot_product_attention asks the same per-kind
+Terms (`blockwise._Tiler`: prepare, the tile's share, scores, biases, transform, value term):
 
   no position term, scalar bias, rotary  ->  `jax.nn.dot_product_attention(q, k, v, bias, mask,
                                              implementation=...)`, so cuDNN flash attention can be chosen on
                                              GPU (`implementation='cudnn'`)
-  vector relative (Shaw a^K/a^V, XL)     ->  an explicit einsum path that adds the position scores and the
-                                             a^V output term (`position_terms.vector_*`)
-  position remap (Self-Extend, ReRoPE)   ->  the explicit path, its scores merged from the remap's position
-                                             sets (`position_terms.remap_scores`)
-  contextual, score transform,           ->  the explicit path, with their terms (`content_terms`): CoPE, FoX,
-  normalizer, temperature                    PaTH, DAPE, stick-breaking, SSMax / log-n
-
+  every kind (vector relative, remaps,   ->  the explicit path: `blockwise.attend_one_tile`, the Terms on one
+  content kinds, PaTH)                       tile that holds every query and key ((B, H, Lq, Lk) scores), a
+                                             plain softmax or normalizer, plain autodiff
   implementation='blockwise'             ->  `blockwise.attend`: query and key tiles, an online softmax (or
-                                             stick-breaking's fold), every position term built per tile; O(L)
-                                             memory, training included. Every kind but CoPE, PaTH and DAPE
-                                             (refused by name)
+                                             stick-breaking's fold), every term built per tile; O(L) memory,
+                                             training included. Every kind but PaTH (refused by name)
   Toeplitz biases, rotary, none, 'pallas' ->  `pallas_attention.attend`: the same as a Pallas kernel (interpret
                                              mode on CPU), the bias built in-kernel from its distinct values
 
@@ -44,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from relpos_jax import checks, validation
-from relpos_jax.nn import blockwise, content_terms, position_terms, skew
+from relpos_jax.nn import blockwise, content_terms, position_terms
 
 Kind = position_terms.Kind
 
@@ -111,14 +107,6 @@ def sliding_window_mask(
     q_pos, k_pos = jnp.asarray(q_positions, jnp.int32), jnp.asarray(k_positions, jnp.int32)
   distance = q_pos[:, :, None] - k_pos[:, None, :]
   return ((jnp.abs(distance) if symmetric else distance) < window)[:, None]
-
-
-def _positions_or_contiguous(b, q_len, k_len, q_offset, q_positions, k_positions):
-  """Explicit positions, or the contiguous layout's (queries at q_offset + i, keys at j), as (B, L)."""
-  if q_positions is not None:
-    return jnp.asarray(q_positions, jnp.int32), jnp.asarray(k_positions, jnp.int32)
-  q_pos = jnp.arange(q_len, dtype=jnp.int32) + jnp.asarray(q_offset, jnp.int32)
-  return (jnp.broadcast_to(q_pos, (b, q_len)), jnp.broadcast_to(jnp.arange(k_len, dtype=jnp.int32), (b, k_len)))
 
 
 def _check_toeplitz_callback(bias):
@@ -228,12 +216,12 @@ def attend(
     debug_checks: check the realised bias of Toeplitz encoders with `checks.assert_toeplitz` (not with
       the tiled paths, whose Toeplitz biases are built from their distinct values and never realised).
     window: sliding-window (local) attention: a query sees keys at distance i - j < window only, or
-      |i - j| < window when not causal (a bidirectional window is symmetric; None: global). Distances are positions' (explicit ones when given), like the position terms. On the tiled
-      paths it is an arbitrary mask ('blockwise' only).
+      |i - j| < window when not causal (a bidirectional window is symmetric; None: global). Distances are
+      positions' (explicit ones when given), like the position terms. On the tiled paths it is an arbitrary
+      mask ('blockwise' only).
     features: per part, the contextual parts' token features of the keys (B, Lk, F) or None
       (`content_terms.token_features` of the layer input; the cached ones in decoding). 'blockwise' tiles
-      FoX, the temperatures and stick-breaking; the other content kinds (CoPE, PaTH, DAPE) have no tiled
-      form, and 'pallas' none of them: a ValueError naming the encoder and its kind.
+      every content kind but PaTH, 'pallas' none of them: a ValueError naming the encoder and its kind.
 
   Returns:
     (B, Lq, H, D) in value's dtype. Queries that see no key at all output zeros.
@@ -265,7 +253,6 @@ def attend(
         q_len, k_len, window, q_offset=q_offset, q_positions=q_positions, k_positions=k_positions, symmetric=not causal
     )
     mask = window_mask if mask is None else mask & window_mask
-  remaps = [(part, p) for part, p in zip(parts, params) if part.kind is Kind.POSITION_REMAP]
   sees_nonfinite = None
   if causal or key_mask is not None or mask is not None:
     key, value, sees_nonfinite = _without_nonfinite_keys(
@@ -311,123 +298,104 @@ def attend(
     )
     return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
 
+  if debug_checks and contiguous and position_terms.toeplitz_parts(parts):
+    realised = position_terms.scalar_bias(parts, params, q_len, k_len, q_offset=q_offset)
+    if realised is not None:
+      debug_check_bias(parts, params, jnp.asarray(realised, jnp.float32), q_len, k_len, q_offset)
+  if position_bias is not None:
+    checks.assert_bias_shape(position_bias, q_len=q_len, k_len=k_len, num_heads=num_heads)
+  use_dot_product_attention = implementation in ('xla', 'cudnn') or (
+      implementation is None and jax.default_backend() != 'cpu'
+  )
+  # dot_product_attention takes a scalar bias and a mask only, and one head size for q, k and v (PoPE's polar
+  # q and k are twice v's).
+  plain = all(part.kind in (Kind.SCALAR_BIAS, Kind.ROTARY, Kind.ABSOLUTE) for part in parts)
+  if plain and query.shape[-1] == value.shape[-1] and use_dot_product_attention:
+    out = _dot_product_attention(
+        query,
+        key,
+        value,
+        parts,
+        params,
+        causal=causal,
+        key_mask=key_mask,
+        mask=mask,
+        q_offset=q_offset,
+        q_positions=q_positions,
+        k_positions=k_positions,
+        position_bias=position_bias,
+        implementation=implementation,
+        scale=scale,
+    )
+  else:
+    # The explicit path: the tiled path's per-kind Terms on one tile holding every query and key.
+    if content_terms.has_content_kind(parts):
+      features = content_terms.check_features(parts, features, b, k_len)
+    out = blockwise.attend_one_tile(
+        query,
+        key,
+        value,
+        parts=parts,
+        params=params,
+        causal=causal,
+        scale=scale,
+        key_mask=key_mask,
+        mask=mask,
+        q_offset=q_offset,
+        q_positions=q_positions,
+        k_positions=k_positions,
+        position_bias=position_bias,
+        features=features,
+    )
+  return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
+
+
+def _dot_product_attention(
+    query,
+    key,
+    value,
+    parts,
+    params,
+    *,
+    causal,
+    key_mask,
+    mask,
+    q_offset,
+    q_positions,
+    k_positions,
+    position_bias,
+    implementation,
+    scale,
+):
+  """jax.nn.dot_product_attention with the scalar parts' bias realised (XLA's or cuDNN's fused kernel)."""
+  q_len, k_len = query.shape[1], key.shape[1]
   bias = position_bias
   if bias is None:
     bias = position_terms.scalar_bias(
         parts, params, q_len, k_len, q_offset=q_offset, q_positions=q_positions, k_positions=k_positions
     )
   if bias is not None:
-    checks.assert_bias_shape(bias, q_len=q_len, k_len=k_len, num_heads=num_heads)
+    checks.assert_bias_shape(bias, q_len=q_len, k_len=k_len, num_heads=query.shape[2])
     bias = jnp.asarray(bias, jnp.float32)
-    if debug_checks and contiguous and position_terms.toeplitz_parts(parts):
-      debug_check_bias(parts, params, bias, q_len, k_len, q_offset)
     if bias.ndim == 3:
       bias = bias[None]
-
-  vector_parts = [(part, p) for part, p in zip(parts, params) if part.kind is Kind.VECTOR_RELATIVE]
-  content_kind = content_terms.has_content_kind(parts)
-
-  use_dot_product_attention = implementation in ('xla', 'cudnn') or (
-      implementation is None and jax.default_backend() != 'cpu'
+  # A plain causal square lets the kernel skip the masked half (cuDNN) instead of reading a mask.
+  native_causal = causal and q_len == k_len and _is_static_zero(q_offset)
+  dpa_mask = _attention_mask(q_len, k_len, causal=causal and not native_causal, q_offset=q_offset, key_mask=key_mask)
+  if mask is not None:
+    dpa_mask = mask if dpa_mask is None else dpa_mask & mask
+  # cuDNN takes the bias in the inputs' dtype; XLA adds it to float32 logits as it is.
+  dpa_bias = bias.astype(query.dtype) if (bias is not None and implementation == 'cudnn') else bias
+  return jax.nn.dot_product_attention(
+      query,
+      key,
+      value,
+      bias=dpa_bias,
+      mask=dpa_mask,
+      scale=scale,
+      is_causal=native_causal,
+      implementation=implementation,
   )
-  # dot_product_attention needs one head size for q, k and v (PoPE's polar q and k are twice v's).
-  same_size = query.shape[-1] == value.shape[-1]
-  if not vector_parts and not remaps and not content_kind and same_size and use_dot_product_attention:
-    # A plain causal square lets the kernel skip the masked half (cuDNN) instead of reading a mask.
-    native_causal = causal and q_len == k_len and _is_static_zero(q_offset)
-    dpa_mask = _attention_mask(q_len, k_len, causal=causal and not native_causal, q_offset=q_offset, key_mask=key_mask)
-    if mask is not None:
-      dpa_mask = mask if dpa_mask is None else dpa_mask & mask
-    # cuDNN takes the bias in the inputs' dtype; XLA adds it to float32 logits as it is.
-    dpa_bias = bias.astype(query.dtype) if (bias is not None and implementation == 'cudnn') else bias
-    out = jax.nn.dot_product_attention(
-        query,
-        key,
-        value,
-        bias=dpa_bias,
-        mask=dpa_mask,
-        scale=scale,
-        is_causal=native_causal,
-        implementation=implementation,
-    )
-  else:
-    full_mask = _attention_mask(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask)
-    if mask is not None:
-      full_mask = mask if full_mask is None else full_mask & mask
-    ctx = replaced = None
-    if content_kind:
-      q_index = jnp.arange(q_len, dtype=jnp.int32) + jnp.asarray(q_offset, jnp.int32)
-      ctx = content_terms.context(
-          query.astype(jnp.float32),
-          key.astype(jnp.float32),
-          None,
-          full_mask if full_mask is not None else jnp.ones((1, 1, q_len, k_len), bool),
-          key_mask if key_mask is not None else jnp.ones((b, k_len), bool),
-          q_index,
-          scale,
-      )
-      features = content_terms.check_features(parts, features, b, k_len)
-      replaced = content_terms.content_logits(parts, params, features, ctx)
-    content_query = query
-    u = position_terms.query_biases(parts, params)
-    if u is not None:
-      content_query = query.astype(jnp.float32) + u
-      key = key.astype(jnp.float32)
-    scores = replaced  # PaTH: q_i^T H_i ... H_{j+1} k_j instead of q_i . k_j
-    if remaps:  # Never beside PaTH's replaced logit: `Combined` refuses that sum.
-      q_pos, k_pos = _positions_or_contiguous(b, q_len, k_len, q_offset, q_positions, k_positions)
-      for part, p in remaps:
-        scores, remap_bias = position_terms.remap_scores(part, p, content_query, key, q_pos, k_pos, scores)
-        if remap_bias is not None:
-          bias = remap_bias if bias is None else bias + remap_bias
-    if scores is None:
-      scores = jnp.einsum('bihd,bjhd->bhij', content_query, key, preferred_element_type=jnp.float32)
-    tables = []
-    for part, p in vector_parts:
-      table = skew.relative_table(
-          part, q_len, k_len, q_offset=q_offset, causal=causal, q_positions=q_positions, k_positions=k_positions
-      )
-      tables.append(table)
-      scores = scores + position_terms.vector_scores(part, p, query, table)
-    scores = scores * np.float32(scale)
-    if bias is not None:
-      scores = scores + bias
-    remainder = None
-    if content_kind:
-      scores = content_terms.add_contextual(parts, params, features, ctx, scores)
-      scores = content_terms.transform_scores(
-          parts,
-          params,
-          scores,
-          full_mask,
-          q_len,
-          k_len,
-          q_offset=q_offset,
-          q_positions=q_positions,
-          k_positions=k_positions,
-      )
-      if position_terms.has_kind(parts, Kind.TEMPERATURE):  # the counts only a temperature reads
-        counts = content_terms.visible_counts(
-            q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask
-        )
-        scores = scores * content_terms.temperature_factor(parts, params, counts, ctx.q_index)[..., None]
-    if full_mask is not None:
-      scores = jnp.where(full_mask, scores, _LARGE_NEGATIVE)
-    normalizer = content_terms.normalizer(parts, params)
-    if normalizer is not None:
-      weights, remainder = normalizer[0].weights(normalizer[1], scores, ctx)
-    else:
-      weights = jax.nn.softmax(scores, axis=-1)
-    out = jnp.einsum('bhij,bjhd->bihd', weights.astype(value.dtype), value, preferred_element_type=jnp.float32)
-    if remainder is not None:  # stick-breaking: what the keys leave goes to the query's own value
-      own = jnp.take(value, ctx.q_index, axis=1).astype(jnp.float32)  # (B, Lq, H, D)
-      out = out + jnp.moveaxis(remainder, 1, 2)[..., None] * own
-    for (part, p), table in zip(vector_parts, tables):
-      extra = position_terms.vector_values(part, p, weights, table)
-      if extra is not None:
-        out = out + extra
-    out = out.astype(value.dtype)
-  return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
 
 
 def _finish(out, sees_nonfinite, q_len, k_len, *, causal, q_offset, key_mask, mask):

@@ -100,6 +100,8 @@ _TILED_CONTENT = [
     'cope(npos=4) + alibi',
     'rope + cope + stick_breaking',
     'cope + ssmax + fox',
+    'transformer_xl + cope',  # CoPE's gates read q . k without the query bias u
+    'self_extend(rope, group_size=2, window=4) + cope',  # and without the remap that replaces q . k
 ]
 
 
@@ -133,16 +135,6 @@ def test_dape_v2_tiles_bidirectional_and_refuses_what_it_cannot_tile():
   layer = RelativeMultiHeadAttention(HEADS, DIM, both, causal=True, implementation='blockwise', rngs=nnx.Rngs(0))
   with pytest.raises(ValueError, match="'dape' reads 2 neighbouring keys.*not beside a normalizer"):
     layer(_x())
-
-
-def test_cope_tiles_only_on_the_plain_content_logits():
-  """CoPE's gates read q . k: beside a query bias (Transformer-XL's u) or a remap the tiled path refuses it."""
-  for spec in ('transformer_xl + cope', 'self_extend(rope, group_size=2, window=4) + cope'):
-    layer = RelativeMultiHeadAttention(
-        HEADS, DIM, encoders.from_spec(spec), causal=True, implementation='blockwise', rngs=nnx.Rngs(0)
-    )
-    with pytest.raises(ValueError, match="'cope' counts its gates on the plain content logits"):
-      layer(_x())
 
 
 @pytest.mark.parametrize('spec', ['path', 'path + fox', 'path + alibi'])
