@@ -17,8 +17,9 @@ Terms (`blockwise._Tiler`: prepare, the tile's share, scores, biases, transform,
                                              mode on CPU), the bias built in-kernel from its distinct values
 
 `implementation='einsum'` forces the explicit path for every kind (tests compare the two). The default
-(`None`) takes dot_product_attention on accelerators and the explicit path on CPU, where XLA's
-dot_product_attention measured about 8% slower per train step at our shapes (docs/benchmarks.md). A causal square
+(`None`) takes dot_product_attention on accelerators; on CPU, where XLA's dot_product_attention measured about
+8% slower per train step at our shapes (docs/benchmarks.md), the explicit path up to one default tile and the
+blockwise path beyond (`default_is_tiled`: faster for every kind at 2,048, and O(L) memory). A causal square
 (no cache offset) goes to dot_product_attention as `is_causal=True` rather than as a mask, so the cuDNN
 kernel can skip the masked half; padding and cache masks go in `mask`.
 
@@ -65,6 +66,21 @@ def check_block_size(implementation, block_size) -> None:
         f'{TILED_IMPLEMENTATIONS}; implementation={implementation!r} has no tiles (drop block_size).'
     )
   blockwise.block_sizes(block_size)
+
+
+def default_is_tiled(parts, query, value) -> bool:
+  """implementation=None on a CPU: the blockwise path once queries and keys span more than one default tile (measured
+  faster than the explicit path at L = 2,048 for every kind, docs/benchmarks.md 4b-4h, and O(L) memory), the
+  explicit path below (one tile either way, without the recomputing backward). Not for PaTH (no per-tile
+  form) or q, k and v of different head sizes (PoPE); on accelerators None keeps dot_product_attention or the
+  explicit path."""
+  return (
+      jax.default_backend() == 'cpu'
+      and query.shape[1] > blockwise.DEFAULT_BLOCK_SIZE[0]
+      and value.shape[1] > blockwise.DEFAULT_BLOCK_SIZE[1]
+      and query.shape[-1] == value.shape[-1]
+      and not any(part.kind is Kind.CONTEXTUAL and part.replaces_content for part in parts)
+  )
 
 
 def attention_mask(
@@ -259,6 +275,8 @@ def attend(
         key, value, q_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask
     )
 
+  if implementation is None and default_is_tiled(parts, query, value):
+    implementation = 'blockwise'
   if implementation in TILED_IMPLEMENTATIONS:
     validation.require(
         query.shape[-1] == value.shape[-1],

@@ -358,3 +358,23 @@ def test_block_size_without_tiles_and_kinds_without_tiles_are_errors():
   assert absolute.kind is contract.Kind.ABSOLUTE
   with pytest.raises(ValueError, match="'sinusoidal'.*'absolute'"):
     blockwise._tiler(absolute, True)
+
+
+def test_the_default_implementation_tiles_beyond_one_default_tile_on_cpu(monkeypatch):
+  """implementation=None on a CPU: the explicit path up to one default tile, the blockwise path beyond (the
+  same numbers); PaTH stays explicit."""
+  calls = []
+  for name in ('attend', 'attend_one_tile'):
+    original = getattr(blockwise, name)
+    monkeypatch.setattr(blockwise, name, lambda *a, _name=name, _f=original, **k: (calls.append(_name), _f(*a, **k))[1])
+  monkeypatch.setattr(blockwise, 'DEFAULT_BLOCK_SIZE', (8, 8))
+  parts = (encoders.make('transformer_xl'),)
+  params = [parts[0].init(jax.random.key(0), HEADS, head_dim=DIM // HEADS, model_dim=DIM)]
+  for length, path in ((8, 'attend_one_tile'), (20, 'attend')):
+    q, k, v = jax.random.normal(jax.random.key(length), (3, 1, length, HEADS, DIM // HEADS))
+    calls.clear()
+    out = functional.attend(q, k, v, parts=parts, params=params, causal=True)
+    assert calls == [path]
+    explicit = functional.attend(q, k, v, parts=parts, params=params, causal=True, implementation='einsum')
+    np.testing.assert_allclose(out, explicit, **TOL)
+  assert not functional.default_is_tiled((encoders.make('path'),), q, v)
