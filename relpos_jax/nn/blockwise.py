@@ -44,7 +44,7 @@ What a tile needs, per kind (`_tiler`; the layer still knows kinds, never names)
   ReRoPE, Dual Chunk)                 (`position_terms.remap_rotations`, O(L) per set); a tile merges its
                                       sets by region (`position_terms.remap_merge`, the explicit path's own
                                       merge, on the tile's positions). A scalar base: its bias per region.
-                                      (Every tile computes every set, even one wholly inside a region.)
+                                      A tile wholly inside one region computes that set only.
   score transform (DAPE)              A + B + f([A; B]) on the tile: B from the base's own tiler, f per pair
                                       (v1); v2's convolutions along the keys read `key_halo` keys on each
                                       side, so a tile also scores a strip of that many keys left and right

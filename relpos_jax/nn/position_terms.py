@@ -188,24 +188,41 @@ def remap_merge(part, params, rotations, query, key, q_positions, k_positions, s
   base = part.base
   sets = part.score_sets(q_positions, k_positions)
   if base.kind is Kind.ROTARY:
-    merged = None
-    for s, (q, k) in zip(sets, rotations):
-      part_scores = jnp.einsum('bihd,bjhd->bhij', q, k, preferred_element_type=jnp.float32)
-      merged = part_scores if merged is None else jnp.where(s.region[:, None], part_scores, merged)
+    terms = [
+        lambda q=q, k=k: jnp.einsum('bihd,bjhd->bhij', q, k, preferred_element_type=jnp.float32) for q, k in rotations
+    ]
     # Pairs in no region (keys ahead of the query for chunked remaps) keep the last set's score: masked.
-    return merged, None
+    return _merge_regions(sets, terms), None
   if scores is None:
     scores = jnp.einsum('bihd,bjhd->bhij', query, key, preferred_element_type=jnp.float32)
-  bias = None
   for s in sets:
     if s.divisor != 1:
       raise ValueError(f'{part.name}: a scalar-bias base cannot read fractional positions (divisor ' f'{s.divisor}).')
-    b = jnp.asarray(
-        jnp.moveaxis(base.pair_bias(params, s.q_positions[..., :, None], s.k_positions[..., None, :]), -1, -3),
-        jnp.float32,
-    )
-    bias = b if bias is None else jnp.where(s.region[:, None], b, bias)
-  return scores, bias
+  terms = [
+      lambda s=s: jnp.asarray(
+          jnp.moveaxis(base.pair_bias(params, s.q_positions[..., :, None], s.k_positions[..., None, :]), -1, -3),
+          jnp.float32,
+      )
+      for s in sets
+  ]
+  return scores, _merge_regions(sets, terms)
+
+
+def _merge_regions(sets, terms):
+  """Each pair's term from the set whose region holds it (the regions are disjoint). A block of pairs that one
+  region holds whole (most tiles far from the diagonal) computes that set's term only (`lax.switch`)."""
+
+  def merged():
+    out = None
+    for s, term in zip(sets, terms):
+      out = term() if out is None else jnp.where(s.region[:, None], term(), out)
+    return out
+
+  if len(sets) == 1:
+    return terms[0]()
+  whole = jnp.stack([jnp.all(s.region) for s in sets])
+  index = jnp.where(jnp.any(whole), jnp.argmax(whole), len(sets))
+  return jax.lax.switch(index, [*terms, merged])
 
 
 def remap_scores(
