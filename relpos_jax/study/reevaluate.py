@@ -32,7 +32,7 @@ from flax import nnx
 
 from relpos_jax.study import protocol, report, runner
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import transfer
+from relpos_jax.train import transfer, workdir_lock
 
 # What a re-evaluation may change in a trained run's config; everything else is the trained run's.
 EVAL_MODEL_FIELDS = ('attention_implementation', 'attention_block_size')
@@ -211,12 +211,18 @@ def reevaluate_study(config, workdir: str | os.PathLike) -> dict:
     raise config_lib.ConfigError('config.study.trained_workdir is missing: the study whose runs to evaluate.')
   entries = runner.parse_entries(study.encoders)
   workdir = os.fspath(workdir)
-  os.makedirs(workdir, exist_ok=True)
   metric, _ = runner.metric_name(base)
   lengths = [int(n) for n in base.eval.lengths]
   runner.check_protocol(study, entries, lengths)
   comparison_requests = runner.parse_comparisons(study, entries, lengths)
   seeds = runner.parse_seeds(study, base)
+  # Every check above runs before the lock; one writer per directory, as for a trained study.
+  with workdir_lock.held(workdir, enabled=jax.process_index() == 0):
+    os.makedirs(workdir, exist_ok=True)
+    return _reevaluate(base, study, entries, seeds, trained_workdir, workdir, metric, comparison_requests)
+
+
+def _reevaluate(base, study, entries, seeds, trained_workdir, workdir, metric, comparison_requests) -> dict:
   results = runner.new_results(base, study, seeds, comparison_requests, meta={'trained_workdir': str(trained_workdir)})
   started = time.perf_counter()
   for entry in entries:

@@ -12,6 +12,7 @@ import pytest
 
 from relpos_jax import study
 from relpos_jax.study import reevaluate, report, runner, stats
+from relpos_jax.train import workdir_lock
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import inputs, loop
 
@@ -476,6 +477,11 @@ def test_reevaluate_evaluates_a_trained_run_with_an_inference_time_extension(tmp
   config.study.encoders = ('x: alibi -> alibi',)
   with pytest.raises(config_lib.ConfigError, match=r"'x'.*no finished run of 'alibi' at seed 0"):
     reevaluate.reevaluate_study(config, tmp_path / 'other')
+  # One writer per directory, as for a trained study: a second re-evaluation of it is refused, untouched.
+  config.study.encoders = ('r: rope',)
+  with workdir_lock.held(tmp_path / 'ext'):
+    with pytest.raises(workdir_lock.WorkdirBusyError, match=str(tmp_path / 'ext')):
+      reevaluate.reevaluate_study(config, tmp_path / 'ext')
 
 
 def test_reevaluate_errors_name_the_problem(tmp_path):
