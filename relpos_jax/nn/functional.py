@@ -277,6 +277,23 @@ def attend(
 
   if implementation is None and default_is_tiled(parts, query, value):
     implementation = 'blockwise'
+  if position_bias is not None:
+    checks.assert_bias_shape(position_bias, q_len=q_len, k_len=k_len, num_heads=num_heads)
+  if content_terms.has_content_kind(parts):
+    features = content_terms.check_features(parts, features, b, k_len)
+  # What every path reads: the parts, their params, the masks and positions.
+  terms = dict(
+      parts=parts,
+      params=params,
+      causal=causal,
+      scale=scale,
+      key_mask=key_mask,
+      mask=mask,
+      q_offset=q_offset,
+      q_positions=q_positions,
+      k_positions=k_positions,
+      position_bias=position_bias,
+  )
   if implementation in TILED_IMPLEMENTATIONS:
     validation.require(
         query.shape[-1] == value.shape[-1],
@@ -287,41 +304,19 @@ def attend(
         f"(head size {value.shape[-1]}) differ in size (pope's polar q and k): the tiled paths "
         f"accumulate in the query's size",
     )
-    if position_bias is not None:
-      checks.assert_bias_shape(position_bias, q_len=q_len, k_len=k_len, num_heads=num_heads)
-    if content_terms.has_content_kind(parts):
-      features = content_terms.check_features(parts, features, b, k_len)
     if implementation == 'pallas':
       from relpos_jax.nn import pallas_attention  # Local: jax.experimental.pallas only when asked for.
 
       tiled = pallas_attention.attend
     else:
       tiled = blockwise.attend
-    out = tiled(
-        query,
-        key,
-        value,
-        parts=parts,
-        params=params,
-        causal=causal,
-        scale=scale,
-        key_mask=key_mask,
-        mask=mask,
-        q_offset=q_offset,
-        q_positions=q_positions,
-        k_positions=k_positions,
-        position_bias=position_bias,
-        block_size=block_size,
-        features=features,
-    )
+    out = tiled(query, key, value, block_size=block_size, features=features, **terms)
     return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
 
-  if debug_checks and contiguous and position_terms.toeplitz_parts(parts):
+  if debug_checks and contiguous and position_terms.toeplitz_parts(parts):  # the realised bias: untiled only
     realised = position_terms.scalar_bias(parts, params, q_len, k_len, q_offset=q_offset)
     if realised is not None:
       debug_check_bias(parts, params, jnp.asarray(realised, jnp.float32), q_len, k_len, q_offset)
-  if position_bias is not None:
-    checks.assert_bias_shape(position_bias, q_len=q_len, k_len=k_len, num_heads=num_heads)
   use_dot_product_attention = implementation in ('xla', 'cudnn') or (
       implementation is None and jax.default_backend() != 'cpu'
   )
@@ -329,42 +324,10 @@ def attend(
   # q and k are twice v's).
   plain = all(part.kind in (Kind.SCALAR_BIAS, Kind.ROTARY, Kind.ABSOLUTE) for part in parts)
   if plain and query.shape[-1] == value.shape[-1] and use_dot_product_attention:
-    out = _dot_product_attention(
-        query,
-        key,
-        value,
-        parts,
-        params,
-        causal=causal,
-        key_mask=key_mask,
-        mask=mask,
-        q_offset=q_offset,
-        q_positions=q_positions,
-        k_positions=k_positions,
-        position_bias=position_bias,
-        implementation=implementation,
-        scale=scale,
-    )
+    out = _dot_product_attention(query, key, value, implementation=implementation, **terms)
   else:
     # The explicit path: the tiled path's per-kind Terms on one tile holding every query and key.
-    if content_terms.has_content_kind(parts):
-      features = content_terms.check_features(parts, features, b, k_len)
-    out = blockwise.attend_one_tile(
-        query,
-        key,
-        value,
-        parts=parts,
-        params=params,
-        causal=causal,
-        scale=scale,
-        key_mask=key_mask,
-        mask=mask,
-        q_offset=q_offset,
-        q_positions=q_positions,
-        k_positions=k_positions,
-        position_bias=position_bias,
-        features=features,
-    )
+    out = blockwise.attend_one_tile(query, key, value, features=features, **terms)
   return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
 
 
@@ -372,9 +335,9 @@ def _dot_product_attention(
     query,
     key,
     value,
+    *,
     parts,
     params,
-    *,
     causal,
     key_mask,
     mask,
