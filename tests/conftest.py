@@ -147,6 +147,7 @@ FAST_CASES = {
         'transformer_xl+stick_breaking-3x2',
         'dape(kerple_log,version=2)-3x2',
         'cope-3x2',
+        'transformer_xl+cope-3x2',
     },
 }
 
