@@ -1032,10 +1032,6 @@ def prepare(
   tilers = tuple(_tiler(part, contiguous, scale, one_tile) for part, _, _ in terms)
   if any(isinstance(t, _ReplacedContent) for t in tilers):
     tilers = tuple(dataclasses.replace(t, factor=scale) if isinstance(t, _RowColumnBias) else t for t in tilers)
-  if any(isinstance(t, _Remap) for t in tilers):  # a remap replaces q . k: CoPE computes its own
-    tilers = tuple(
-        dataclasses.replace(t, shares_scores=False) if isinstance(t, _CountedPositions) else t for t in tilers
-    )
   normalizers = [i for i, (part, _, _) in enumerate(terms) if part.kind is Kind.NORMALIZER]
   halos = [(part, t.halo) for (part, _, _), t in zip(terms, tilers) if isinstance(t, _ScoreTransform) and t.halo]
   halo = max((h for _, h in halos), default=0)
@@ -1060,7 +1056,8 @@ def prepare(
     q_pos = _pad_axis(jnp.asarray(q_positions, jnp.int32), 1, padded_q)
     k_pos = _pad_axis(jnp.asarray(k_positions, jnp.int32), 1, padded_k)
   u = position_terms.query_biases([part for part, _, _ in terms], [p for _, p, _ in terms])
-  if u is not None and any(isinstance(t, _CountedPositions) for t in tilers):
+  # CoPE's gates read the plain q . k: beside a query bias u or a remap (which replaces q . k) it computes its own.
+  if u is not None or any(isinstance(t, _Remap) for t in tilers):
     tilers = tuple(
         dataclasses.replace(t, shares_scores=False) if isinstance(t, _CountedPositions) else t for t in tilers
     )
