@@ -29,6 +29,7 @@ backwards.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -38,9 +39,30 @@ from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
 
-def reverse_exclusive_cumsum(x: jax.Array) -> jax.Array:
-  """out[..., j] = sum_{k > j} x[..., k]."""
-  return jnp.flip(jnp.cumsum(jnp.flip(x, -1), axis=-1), -1) - x
+# Chunk of the blocked cumulative sum below: 32 keys make the within-chunk product about half the cost of
+# q . k at head size 64, and the chunk totals' product 1/32 of it.
+_CUMSUM_CHUNK = 32
+
+
+def reverse_exclusive_cumsum(x: jax.Array, chunk: int = _CUMSUM_CHUNK) -> jax.Array:
+  """out[..., j] = sum_{k > j} x[..., k].
+
+  Two small triangular matrix products (within chunks of `chunk` keys, then across the chunks' totals)
+  instead of jnp.cumsum: on a CPU XLA lowers a cumulative sum to a sequence of shifted adds over the whole
+  tile, about 5x the cost of q . k on a 512 x 512 tile; the products cost about half of it (benchmarks.md 4d).
+  HIGHEST precision: these sums enter an exp, and a bf16 pass (a TPU's default) would bend the weights.
+  """
+  n = x.shape[-1]
+  strictly_after = lambda m: jnp.tril(jnp.ones((m, m), x.dtype), -1)  # M[k, j] = 1 where k > j
+  product = functools.partial(jnp.einsum, precision=jax.lax.Precision.HIGHEST)
+  if n <= chunk:
+    return product('...k,kj->...j', x, strictly_after(n))
+  num_chunks = -(-n // chunk)
+  padded = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, num_chunks * chunk - n)])  # zeros after: sums unchanged
+  chunks = padded.reshape(*x.shape[:-1], num_chunks, chunk)
+  within = product('...ck,kj->...cj', chunks, strictly_after(chunk))
+  after = product('...c,cd->...d', jnp.sum(chunks, axis=-1), strictly_after(num_chunks))
+  return (within + after[..., None]).reshape(*x.shape[:-1], num_chunks * chunk)[..., :n]
 
 
 def stick_breaking_weights(logits: jax.Array, allowed: jax.Array, carry=0.0) -> tuple[jax.Array, jax.Array]:
@@ -49,10 +71,14 @@ def stick_breaking_weights(logits: jax.Array, allowed: jax.Array, carry=0.0) -> 
   carry (..., Lq): sum_k log(1 - sigmoid(z_ik)) over the allowed keys after the tile (nearer the query; 0 for
   the nearest tile). Returns (A, the carry for the next, farther, tile).
   """
-  log_beta = jnp.where(allowed, jax.nn.log_sigmoid(-logits), 0.0)
-  log_att = jax.nn.log_sigmoid(logits) + reverse_exclusive_cumsum(log_beta) + jnp.asarray(carry)[..., None]
+  # log(1 - beta) = log sigmoid(-z) = -softplus(z), computed once; log beta = z + log(1 - beta) then costs
+  # one add instead of a second softplus (the reference's log_beta is this log(1 - beta), masked). log, not
+  # log1p: exp(-|z|) < 6e-8 is all log1p would keep, and log costs two thirds of it on a CPU.
+  log_rest = -(jnp.maximum(logits, 0.0) + jnp.log(1.0 + jnp.exp(-jnp.abs(logits))))
+  log_breaks = jnp.where(allowed, log_rest, 0.0)
+  log_att = logits + log_rest + reverse_exclusive_cumsum(log_breaks) + jnp.asarray(carry)[..., None]
   weights = jnp.where(allowed, jnp.exp(jnp.where(allowed, log_att, 0.0)), 0.0)
-  return weights, carry + jnp.sum(log_beta, axis=-1)
+  return weights, carry + jnp.sum(log_breaks, axis=-1)
 
 
 @register('stick_breaking')

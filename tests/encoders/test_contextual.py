@@ -252,6 +252,29 @@ def test_stick_breaking_matches_the_reference_values_and_gradients(attend_curren
   _check_values_and_grad(lambda kk: _attend(enc, params, q, kk, v, x), ref_k, k)
 
 
+@pytest.mark.parametrize('length', [1, 7, 8, 9, 31, 64, 100])
+@pytest.mark.parametrize('chunk', [8, 32])
+def test_stick_breaking_reverse_cumsum_equals_numpy_on_and_off_chunk_boundaries(length, chunk):
+  from relpos_jax.encoders.stick_breaking import reverse_exclusive_cumsum
+
+  x = np.random.default_rng(length).normal(size=(2, 3, length)) * 10
+  expected = np.flip(np.cumsum(np.flip(x, -1), -1), -1) - x
+  np.testing.assert_allclose(reverse_exclusive_cumsum(jnp.asarray(x, jnp.float32), chunk), expected, atol=1e-4)
+
+
+def test_stick_breaking_weights_stay_exact_at_large_logits():
+  """log beta = z + log(1 - beta) cancels z: at |z| = 80 the weights still equal the reference's."""
+  from relpos_jax.encoders.stick_breaking import stick_breaking_weights
+
+  logits = np.array([[-80.0, 80.0, 3.0, -2.0, 80.0, 40.0]])
+  allowed = np.ones(logits.shape, bool)
+  weights, carry = stick_breaking_weights(jnp.asarray(logits, jnp.float32), jnp.asarray(allowed))
+  log_rest = _log_sigmoid(-logits)
+  after = np.flip(np.cumsum(np.flip(log_rest, -1), -1), -1) - log_rest
+  np.testing.assert_allclose(weights, np.exp(_log_sigmoid(logits) + after), atol=1e-6)
+  np.testing.assert_allclose(carry, log_rest.sum(-1), rtol=1e-6)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # DAPE
 
