@@ -39,7 +39,7 @@ The protocol (relpos_jax.study.protocol; every key is checked before anything is
                          applied to the labels the study has, so the quick start does not search again
                          (study.learning_rates: your own, every label one of the study's); the table's
                          last column names each rate and how it was chosen (grid, committed, fixed =
-                         optim.learning_rate)
+                         optim.learning_rate; a re-evaluation: 'trained: <how>', the trained study's word)
   study.comparisons      'A vs B' or 'A vs B at <length | train | ood | longest>': paired differences over
                          seeds with 95% t intervals (results.md, results.json 'comparisons'); a randomized
                          entry's 0..L-1 row is '<label>@0..L-1'

@@ -59,10 +59,11 @@ def _trained_config(run_dir: str) -> ml_collections.ConfigDict:
   return ml_collections.ConfigDict(report.load_json(path))
 
 
-def _trained_run_dir(trained_workdir: str, entry, seed: int) -> str:
-  """The run directory of (entry, seed) in the trained study: the one its results.json names (a run of a
-  chosen learning rate lives under lr<rate>/), else runs/<label>/seed<s>. An entry 'label: X -> Y' reads the
-  trained study's run of X itself (the entry whose spec is X, trained as X), whatever its label there."""
+def _trained_run_dir(trained_workdir: str, entry, seed: int) -> tuple[str, str]:
+  """(The run directory of (entry, seed) in the trained study, how its learning rate was chosen there): the
+  directory its results.json names (a run of a chosen learning rate lives under lr<rate>/) with that row's
+  lr_choice, else runs/<label>/seed<s>, 'fixed'. An entry 'label: X -> Y' reads the trained study's run of X
+  itself (the entry whose spec is X, trained as X), whatever its label there."""
   results_path = os.path.join(trained_workdir, 'results.json')
   if os.path.exists(results_path):
     for run in report.load_json(results_path).get('runs', []):
@@ -73,14 +74,14 @@ def _trained_run_dir(trained_workdir: str, entry, seed: int) -> str:
       if same and seed in run.get('seeds', []) and run.get('run_dirs'):
         relative = run['run_dirs'][run['seeds'].index(seed)]
         if relative:
-          return os.path.join(trained_workdir, relative)
+          return os.path.join(trained_workdir, relative), run.get('lr_choice', 'fixed')
   if entry.eval_spec is not None:
     raise config_lib.ConfigError(
         f'config.study.encoders entry {entry.label!r} ({entry.spec} -> {entry.eval_spec}): the trained study '
         f'in {trained_workdir} has no finished run of {entry.spec!r} at seed {seed} in its results.json; '
         f"allowed: an entry whose trained spec is one of that study's encoders."
     )
-  return os.path.join(trained_workdir, 'runs', entry.label, f'seed{seed}')
+  return os.path.join(trained_workdir, 'runs', entry.label, f'seed{seed}'), 'fixed'
 
 
 def _finished_record(run_dir: str, trained: ml_collections.ConfigDict) -> dict:
@@ -114,7 +115,7 @@ def _reevaluate_seed(
   from relpos_jax.train import loop
 
   lengths = [int(n) for n in base.eval.lengths]
-  run_dir = _trained_run_dir(trained_workdir, entry, seed)
+  run_dir, lr_choice = _trained_run_dir(trained_workdir, entry, seed)
   trained = _trained_config(run_dir)
   if trained.model.encoder != entry.spec:
     raise config_lib.ConfigError(
@@ -132,7 +133,7 @@ def _reevaluate_seed(
     saved = report.load_json(result_path)
     if saved.get('config') == as_json and saved.get('split') == study.split:
       logging.info('reevaluate: %s seed %d already done', entry.label, seed)
-      return saved
+      return {**saved, 'lr_choice': f'trained: {lr_choice}'}  # the trained study's word, read afresh
   step = int(trained_record.get('steps', trained.train.steps))
   run = {
       'name': entry.label,
@@ -142,6 +143,7 @@ def _reevaluate_seed(
       'trained_in': run_dir,
       'steps': step,
       'learning_rate': float(trained.optim.learning_rate),
+      'lr_choice': f'trained: {lr_choice}',  # chosen by the trained study, on its validation split
       'split': study.split,
       'train_metric': None,
       'train_loss': None,
@@ -228,6 +230,7 @@ def _reevaluate(base, study, entries, seeds, trained_workdir, workdir, metric, c
   for entry in entries:
     per_seed = [_reevaluate_seed(entry, seed, trained_workdir, base, study, workdir, metric, results) for seed in seeds]
     run = runner.merge_seeds(entry, per_seed)
+    run.update({key: per_seed[0][key] for key in ('learning_rate', 'lr_choice') if key in per_seed[0]})
     run['trained_in'] = [r['trained_in'] for r in per_seed]
     run['evaluated_steps'] = [r.get('evaluated_step') for r in per_seed]
     run['eval_seconds'] = round(sum(r.get('eval_seconds', 0.0) for r in per_seed), 1)

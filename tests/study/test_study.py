@@ -449,6 +449,8 @@ def test_reevaluate_reuses_trained_runs_at_new_lengths_with_blockwise(tmp_path):
     assert run['scored_sets']['64'] == trained_run['scored_sets']['64'] and run['evaluated_steps'] == [3]
     assert run['config']['model']['attention_implementation'] == 'blockwise'
     assert run['config']['train'] == trained_run['config']['train']
+    # The rate is the trained run's, and the row says the trained study chose it (here: its fixed rate).
+    assert run['learning_rate'] == trained_run['learning_rate'] and run['lr_choice'] == 'trained: fixed'
   # Rerunning reuses the saved results.
   assert reevaluate.reevaluate_study(config, tmp_path / 'long')['runs'] == long['runs']
 
