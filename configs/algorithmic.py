@@ -9,6 +9,9 @@ Transformers"): a bidirectional transformer on an algorithmic task. Variants (co
               the same encoders and seeds; `cpu` scale by default, the papers' scale with `published`
   ruoss       a suite: Ruoss et al. 2023's claim at CPU scale (RUOSS_TASKS, RoPE against randomized RoPE at
               max_position 2x and 8x the longest test sequence and 2048, 3 seeds, a learning-rate grid)
+  contextual  a suite: the causal tasks (CONTEXTUAL_TASKS: flip-flop, the claim of CoPE and FoX's authors
+              about position from content, and multi-query associative recall) with the content-dependent
+              encoders (CoPE, FoX, stick-breaking) beside NoPE, RoPE and ALiBi, the CPU suite's protocols
 
     python -m experiments.train --config=configs/algorithmic.py --workdir=/tmp/even_pairs
     python -m experiments.train --config=configs/algorithmic.py --config.data.task=parity_check \
@@ -21,6 +24,7 @@ Transformers"): a bidirectional transformer on an algorithmic task. Variants (co
     python -m experiments.suite --workdir=docs/suite            # configs/algorithmic.py:suite
     python -m experiments.suite --config=configs/algorithmic.py:published,suite --workdir=gs://.../suite
     python -m experiments.suite --config=configs/algorithmic.py:ruoss --workdir=docs/suite_ruoss
+    python -m experiments.suite --config=configs/algorithmic.py:contextual --workdir=docs/suite_contextual
 
 `study` at CPU scale: evaluated by per-output-token accuracy at 10 and 20 (in distribution) and 30, 40, 60,
 100 (out of distribution), about 2 minutes per encoder on a 2-core CPU. NoPE is in the set as the control: a
@@ -136,6 +140,21 @@ RUOSS_ENCODERS = (
 )
 RUOSS_LR_GRID = (3e-4, 1e-3, 3e-3)
 
+# Position from content on the suite's causal tasks (`contextual`): CoPE, FoX and stick-breaking are causal
+# only, so the CPU suite (bidirectional Chomsky tasks) never ran them. Flip-flop is CoPE's own benchmark
+# (Golovneva et al. 2024, with selective copy and counting) and Liu et al.'s; mqar is content-addressed recall.
+# The baselines are the CPU suite's (the same seeds and protocol, so their cells can be checked against
+# docs/suite).
+CONTEXTUAL_TASKS = ('flip_flop', 'mqar')
+CONTEXTUAL_SUITE_ENCODERS = (
+    'nope',
+    'rope',
+    'alibi: alibi(bidirectional=True)',
+    'cope',
+    'fox',
+    'stick_breaking',
+)
+
 
 def suite_protocols(published: bool) -> dict:
   """Each suite task's training lengths, evaluation lengths and task arguments."""
@@ -195,11 +214,16 @@ def suite_protocols(published: bool) -> dict:
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  variants = parse_variants(arg, ('published', 'study', 'suite', 'ruoss'))
-  if 'ruoss' in variants:
-    if variants & {'published', 'study'}:
-      raise ValueError("configs/algorithmic.py: 'ruoss' is a CPU-scale suite; it excludes 'published' and 'study'.")
-    variants.add('suite')
+  variants = parse_variants(arg, ('published', 'study', 'suite', 'ruoss', 'contextual'))
+  for cpu_suite in ('ruoss', 'contextual'):
+    if cpu_suite in variants:
+      if variants & {'published', 'study'}:
+        raise ValueError(
+            f"configs/algorithmic.py: {cpu_suite!r} is a CPU-scale suite; it excludes 'published' and 'study'."
+        )
+      variants.add('suite')
+  if {'ruoss', 'contextual'} <= variants:
+    raise ValueError("configs/algorithmic.py: 'ruoss' and 'contextual' are two different suites; choose one.")
   config = ml_collections.ConfigDict()
   config.seed = 0
 
@@ -327,4 +351,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.suite.statistic = 'token_max'
     config.suite.lr_grid = RUOSS_LR_GRID
     config.suite.protocols = {t: config.suite.protocols[t].to_dict() for t in RUOSS_TASKS}
+  if 'contextual' in variants:
+    config.suite.title = 'Position from content on the causal tasks (CPU scale)'
+    config.suite.tasks = CONTEXTUAL_TASKS
+    config.suite.encoders = CONTEXTUAL_SUITE_ENCODERS
+    config.suite.protocols = {t: config.suite.protocols[t].to_dict() for t in CONTEXTUAL_TASKS}
   return config

@@ -225,6 +225,21 @@ def test_max_position_follows_each_tasks_longest_test_sequence():
     _algorithmic('ruoss,published')
 
 
+def test_the_contextual_suite_runs_the_causal_only_encoders_on_the_causal_tasks():
+  """CoPE, FoX and stick-breaking refuse a bidirectional model; the causal tasks take them, checked up front."""
+  studies = dict(suite.validate_suite(_algorithmic('contextual')))
+  assert list(studies) == ['flip_flop', 'mqar']
+  for study in studies.values():
+    labels = [e.partition(':')[0] for e in study.study.encoders]
+    assert labels == ['nope', 'rope', 'alibi', 'cope', 'fox', 'stick_breaking']
+    assert tuple(study.study.seeds) == (0, 1)
+  assert studies['flip_flop'].train.steps == 1_000 and studies['mqar'].train.steps == 2_000
+  with pytest.raises(ValueError, match="two different suites"):
+    _algorithmic('ruoss,contextual')
+  with pytest.raises(ValueError, match="'contextual' is a CPU-scale suite"):
+    _algorithmic('contextual,published')
+
+
 def _with_exact_match(results, exact):
   for run in results['runs']:
     per_seed = exact[run['name']]

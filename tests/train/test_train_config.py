@@ -142,7 +142,7 @@ def test_variants_select_the_protocol_and_unknown_variants_are_named():
   assert 'study' not in cpu and 'study' not in published
   with pytest.raises(
       ConfigError,
-      match=r"unknown config variant\(s\) \['publishd'\]; allowed: \['published', 'ruoss', 'study', 'suite'\]",
+      match=r"unknown config variant\(s\) \['publishd'\]; allowed: \['contextual', 'published', 'ruoss', 'study', 'suite'\]",
   ):
     config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py:publishd'))
   with pytest.raises(ConfigError, match=r"config file '.*no_such\.py' not found"):
