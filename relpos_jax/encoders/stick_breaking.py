@@ -38,7 +38,6 @@ from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.registry import register
 
-
 # Chunk of the blocked cumulative sum below: 32 keys make the within-chunk product about half the cost of
 # q . k at head size 64, and the chunk totals' product 1/32 of it.
 _CUMSUM_CHUNK = 32

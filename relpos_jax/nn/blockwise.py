@@ -21,39 +21,9 @@ backward): P = exp(s - lse), dP = dO . (v + a^V)^T, dS = P (dP - D) with D_i = d
 own score and value functions are differentiated by `jax.vjp` to give dq, dk, dv and the position data's
 gradient. Nothing (Lq, Lk)-sized is saved or rebuilt: memory O(L) in training.
 
-What a tile needs, per kind (`_tiler`; the layer still knows kinds, never names):
-
-  scalar bias, Toeplitz, contiguous   the Lq + Lk - 1 distinct values b_h(rel), evaluated once (O(L H)); a
-                                      tile reads the bq + bk - 1 it needs (one dynamic slice) and expands
-                                      them with `positions.toeplitz`. No (H, L, L) array ever exists.
-  scalar bias otherwise (FIRE, the    `encoder.pair_bias(params, q_pos, k_pos)` on the tile's positions
-  absolute score term, explicit or    (the encoder's own pure function, per tile).
-  randomized positions)
-  vector relative, contiguous,        the table rows a^K (and a^V) of the distinct relative positions,
-  unclipped (Transformer-XL)          evaluated once; a tile slices its bq + bk - 1 rows, projects its
-                                      queries on them and skews (`position_terms` kernels).
-  vector relative otherwise (Shaw's   the tile is a (bq, bk) problem of its own at q_offset + qs - ks:
-  clipped tables, explicit positions) `skew.relative_table`, `position_terms.vector_scores` / `vector_values`.
-  rotary                              applied to q and k before attention (nothing to do here).
-  a precomputed `position_bias`       sliced per tile (it is (H, Lq, Lk) already: no memory saving).
-  separable contextual term (FoX)     the encoder's `row_column_terms` once (c at the queries, -c at the
-                                      keys, O(L H)); a tile adds their outer sum.
-  temperature (SSMax, log-n)          t_h(n_i) per row before the loop (`content_terms.visible_counts` and
-                                      `temperature_factor`, as the explicit path); a tile scales its rows.
-  position remap (Self-Extend,        a rotary base's q and k rotated under each position set once
-  ReRoPE, Dual Chunk)                 (`position_terms.remap_rotations`, O(L) per set); a tile merges its
-                                      sets by region (`position_terms.remap_merge`, the explicit path's own
-                                      merge, on the tile's positions). A scalar base: its bias per region.
-                                      A tile wholly inside one region computes that set only.
-  score transform (DAPE)              A + B + f([A; B]) on the tile: B from the base's own tiler, f per pair
-                                      (v1); v2's convolutions along the keys read `key_halo` keys on each
-                                      side, so a tile also scores a strip of that many keys left and right
-                                      (as `_logits` scores its own) and crops f's output to the tile.
-  normalizer (stick-breaking)         no softmax: key tiles from the nearest to the farthest, the encoder's
-                                      `tile_weights` with a per-row carry of sum log(1 - beta) (see the
-                                      normalizer kernel below); the remainder (1 - sum_j A_ij) v_own outside.
-
-A kind without a tiler (a future one) is a ValueError naming the encoder and its kind.
+What each kind contributes to a tile is its Term (`relpos_jax.nn.terms`: one per kind, the same for the
+explicit path, which is the one-tile case `attend_one_tile`); this module folds a tile's Terms into its
+logits in one order (`_logits`) and runs the tile loops.
 
 Tile sizes: `block_size` None (512 x 512), an int (square tiles) or (block_q, block_k); each capped at the
 sequence length, remainders padded (padded keys masked, padded queries dropped). Numerics: float32 scores
@@ -71,9 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from relpos_jax import positions as positions_lib
 from relpos_jax.encoders import contract
-from relpos_jax.nn import content_terms, position_terms, skew
+from relpos_jax.nn import content_terms, position_terms, terms
 
 Kind = contract.Kind
 
@@ -102,439 +71,6 @@ def block_sizes(block_size) -> tuple[int, int]:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Tiles.
-
-
-@dataclasses.dataclass(frozen=True)
-class Tile:
-  """One (bq, bk) tile: queries qs .. qs + bq - 1 (at key index q_offset + qs + i), keys ks .. ks + bk - 1."""
-
-  qs: jax.Array  # int32 scalar
-  ks: jax.Array  # int32 scalar
-  bq: int
-  bk: int
-  q_offset: jax.Array  # int32 scalar
-  q_pos: jax.Array  # (B or 1, bq) int32 positions the position terms read
-  k_pos: jax.Array  # (B or 1, bk) int32
-  padded_q_len: int
-  padded_k_len: int
-
-  @property
-  def tile_q_offset(self):
-    """The tile as a (bq, bk) problem of its own: its queries sit at this offset from its keys."""
-    return self.q_offset + self.qs - self.ks
-
-  @property
-  def diagonal_start(self):
-    """First of the bq + bk - 1 distinct values the tile reads, in the `distinct_relative_positions` layout
-    of the padded lengths (entry n holds rel n - (Lq - 1) - q_offset)."""
-    return self.ks - self.qs + (self.padded_q_len - 1) - (self.bq - 1)
-
-
-def _start(*index):
-  """A dynamic_slice start of one index type (int32): a literal 0 is int64 under jax_enable_x64."""
-  return tuple(jnp.asarray(i, jnp.int32) for i in index)
-
-
-def _slice_diagonals(x, tile: Tile, axis: int):
-  return jax.lax.dynamic_slice_in_dim(x, tile.diagonal_start, tile.bq + tile.bk - 1, axis=axis)
-
-
-def _add_diagonals(acc, update, tile: Tile, axis: int):
-  start = tile.diagonal_start
-  size = tile.bq + tile.bk - 1
-  return jax.lax.dynamic_update_slice_in_dim(
-      acc, jax.lax.dynamic_slice_in_dim(acc, start, size, axis=axis) + update, start, axis=axis
-  )
-
-
-@dataclasses.dataclass(frozen=True)
-class _Tiler:
-  """What one attention part contributes to a tile. `prepare` runs once, outside the tile loops (plain
-  autodiff); `local` picks the tile's share of the prepared data, `accumulate` adds its gradient back."""
-
-  def prepare(self, part, params, ctx):
-    return params
-
-  def local(self, theta, tile: Tile):
-    return theta
-
-  def accumulate(self, acc, d_local, tile: Tile):
-    return jax.tree.map(jnp.add, acc, d_local)
-
-  def bias(self, part, local, tile: Tile):
-    """(B or 1, H, bq, bk) float32 added to the scaled scores, or None."""
-    return None
-
-  def scores(self, part, local, q_t, tile: Tile):
-    """Unscaled position scores (B, H, bq, bk) float32 from the queries q_t (B, bq, H, D), or None."""
-    return None
-
-  def values(self, part, local, p_t, tile: Tile):
-    """The output term (B, bq, H, D) float32 of the weights p_t (B, H, bq, bk), or None."""
-    return None
-
-  def content(self, part, local, content_q, k_t, scores, tile: Tile, valid=None, query=None):
-    """(the content scores, replaced or None to keep q . k, a bias or None): a remap merges its sets here.
-    `valid`: the tile's mask (None: nothing masked); `query`: the queries without a query bias u."""
-    return scores, None
-
-  def complete(self, part, theta, cfg, aux, q, k):
-    """The prepared data once the tiles are known (`prepare` runs before): a carry over tiles goes here."""
-    return theta
-
-  def transform(self, part, local, s, tile: Tile):
-    """The tile's logits after every score and bias (a temperature scales them per row)."""
-    return s
-
-
-@dataclasses.dataclass(frozen=True)
-class ToeplitzBias(_Tiler):
-
-  def prepare(self, part, params, ctx):
-    rel = positions_lib.distinct_relative_positions(ctx.padded_q_len, ctx.padded_k_len, ctx.q_offset)
-    return jnp.asarray(part.bias(params, rel), jnp.float32).T  # (H, Lq + Lk - 1)
-
-  def local(self, theta, tile):
-    return _slice_diagonals(theta, tile, axis=1)
-
-  def accumulate(self, acc, d_local, tile):
-    return _add_diagonals(acc, d_local, tile, axis=1)
-
-  def bias(self, part, local, tile):
-    return positions_lib.toeplitz(local, tile.bq, tile.bk)[None]
-
-
-@dataclasses.dataclass(frozen=True)
-class _PairBias(_Tiler):
-
-  def bias(self, part, local, tile):
-    b = part.pair_bias(local, tile.q_pos[:, :, None], tile.k_pos[:, None, :])  # (B|1, bq, bk, H)
-    return jnp.moveaxis(jnp.asarray(b, jnp.float32), -1, 1)
-
-
-@dataclasses.dataclass(frozen=True)
-class _GivenBias(_Tiler):
-  """A precomputed (B or 1, H, Lq, Lk) bias, padded; the tile slices it."""
-
-  def prepare(self, part, params, ctx):
-    raise AssertionError('a given bias is prepared by the caller')
-
-  def local(self, theta, tile):
-    return jax.lax.dynamic_slice(theta, _start(0, 0, tile.qs, tile.ks), theta.shape[:2] + (tile.bq, tile.bk))
-
-  def accumulate(self, acc, d_local, tile):
-    start = _start(0, 0, tile.qs, tile.ks)
-    return jax.lax.dynamic_update_slice(acc, jax.lax.dynamic_slice(acc, start, d_local.shape) + d_local, start)
-
-  def bias(self, part, local, tile):
-    return local
-
-
-@dataclasses.dataclass(frozen=True)
-class _VectorRows(_Tiler):
-  """Contiguous positions, unclipped table: a^K (a^V) at the distinct relative positions, once."""
-
-  def prepare(self, part, params, ctx):
-    rel = positions_lib.distinct_relative_positions(ctx.padded_q_len, ctx.padded_k_len, ctx.q_offset)
-    _, v = part.query_biases(params)
-    value_rows = part.value_embeddings(params, rel)
-    return {
-        'key': jnp.asarray(part.key_embeddings(params, rel), jnp.float32),
-        'value': None if value_rows is None else jnp.asarray(value_rows, jnp.float32),
-        'v': None if v is None else jnp.asarray(v, jnp.float32),
-    }
-
-  def local(self, theta, tile):
-    return {
-        'key': _slice_diagonals(theta['key'], tile, axis=0),
-        'value': None if theta['value'] is None else _slice_diagonals(theta['value'], tile, axis=0),
-        'v': theta['v'],
-    }
-
-  def accumulate(self, acc, d_local, tile):
-    return {
-        'key': _add_diagonals(acc['key'], d_local['key'], tile, axis=0),
-        'value': None if acc['value'] is None else _add_diagonals(acc['value'], d_local['value'], tile, axis=0),
-        'v': None if acc['v'] is None else acc['v'] + d_local['v'],
-    }
-
-  def scores(self, part, local, q_t, tile):
-    q = q_t.astype(jnp.float32)
-    if local['v'] is not None:
-      q = q + local['v']
-    projected = jnp.einsum('bihd,rhd->bhir', q, local['key'])  # (B, H, bq, bq + bk - 1)
-    return skew.skew(projected, tile.bk)  # out[i, j] = projected[i, j - i + bq - 1]
-
-  def values(self, part, local, p_t, tile):
-    if local['value'] is None:
-      return None
-    rows = skew.unskew(p_t.astype(jnp.float32), tile.bq + tile.bk - 1)
-    return jnp.einsum('bhir,rhd->bihd', rows, local['value'])
-
-
-@dataclasses.dataclass(frozen=True)
-class _VectorTable(_Tiler):
-  """Clipped tables or explicit positions: the tile as a (bq, bk) problem of its own, position_terms' kernels."""
-
-  contiguous: bool = True
-
-  def _table(self, part, tile):
-    if self.contiguous:
-      return skew.relative_table(part, tile.bq, tile.bk, q_offset=tile.tile_q_offset)
-    return skew.relative_table(part, tile.bq, tile.bk, q_positions=tile.q_pos, k_positions=tile.k_pos)
-
-  def scores(self, part, local, q_t, tile):
-    return position_terms.vector_scores(part, local, q_t, self._table(part, tile))
-
-  def values(self, part, local, p_t, tile):
-    return position_terms.vector_values(part, local, p_t, self._table(part, tile))
-
-
-def _slice_rows(x, start, size):
-  """The tile's share (..., size) of per-position values (..., L) on the last axis."""
-  return jax.lax.dynamic_slice_in_dim(x, start, size, axis=-1)
-
-
-def _add_rows(acc, update, start):
-  size = update.shape[-1]
-  return jax.lax.dynamic_update_slice_in_dim(acc, _slice_rows(acc, start, size) + update, start, axis=-1)
-
-
-@dataclasses.dataclass(frozen=True)
-class _RowColumnBias(_Tiler):
-  """A separable contextual term (FoX's c_i - c_j): the encoder's `row_column_terms` once, an outer sum per tile.
-  Beside a replaced content logit (PaTH) it joins that logit before the 1/sqrt(d) scaling, as the PaTH-FoX
-  reference does (fla `naive_path_attn`: softmax((A + g_i - g_j) * scale)): `factor` = the scale then."""
-
-  factor: float = 1.0
-
-  def prepare(self, part, params, ctx):
-    row, column = part.row_column_terms(params, ctx.feature, ctx.key_mask, ctx.q_index)
-    row = _pad_axis(jnp.asarray(row, jnp.float32), 2, ctx.padded_q_len)
-    return {'row': row, 'column': _pad_axis(jnp.asarray(column, jnp.float32), 2, ctx.padded_k_len)}
-
-  def local(self, theta, tile):
-    return {
-        'row': _slice_rows(theta['row'], tile.qs, tile.bq),
-        'column': _slice_rows(theta['column'], tile.ks, tile.bk),
-    }
-
-  def accumulate(self, acc, d_local, tile):
-    return {
-        'row': _add_rows(acc['row'], d_local['row'], tile.qs),
-        'column': _add_rows(acc['column'], d_local['column'], tile.ks),
-    }
-
-  def bias(self, part, local, tile):
-    outer = local['row'][:, :, :, None] + local['column'][:, :, None, :]
-    return outer if self.factor == 1.0 else outer * np.float32(self.factor)
-
-
-@dataclasses.dataclass(frozen=True)
-class _RowTemperature(_Tiler):
-  """A temperature: t_h(n_i) per row (`content_terms.temperature_factor`), known before the tile loop."""
-
-  def prepare(self, part, params, ctx):
-    factor = content_terms.temperature_factor([part], [params], ctx.counts, ctx.q_index)
-    return _pad_axis(factor, 2, ctx.padded_q_len)  # (B|1, H, padded Lq)
-
-  def local(self, theta, tile):
-    return _slice_rows(theta, tile.qs, tile.bq)
-
-  def accumulate(self, acc, d_local, tile):
-    return _add_rows(acc, d_local, tile.qs)
-
-  def transform(self, part, local, s, tile):
-    return s * local[..., None]
-
-
-@dataclasses.dataclass(frozen=True)
-class _Remap(_Tiler):
-  """A position remap (Self-Extend, ReRoPE, Dual Chunk): a rotary base's queries and keys rotated under each
-  position set once (`position_terms.remap_rotations`, O(L) per set); a tile merges its sets by region with
-  the explicit path's `position_terms.remap_merge` on the tile's positions (a scalar base: its bias there)."""
-
-  rotary: bool
-
-  def prepare(self, part, params, ctx):
-    if not self.rotary:
-      return {'params': params}
-    rotations = position_terms.remap_rotations(part, params, ctx.query, ctx.key, ctx.q_pos, ctx.k_pos)
-    return {'params': params, 'q': [q for q, _ in rotations], 'k': [k for _, k in rotations]}
-
-  def local(self, theta, tile):
-    if not self.rotary:
-      return theta
-    return {
-        'params': theta['params'],
-        'q': [jax.lax.dynamic_slice_in_dim(q, tile.qs, tile.bq, axis=1) for q in theta['q']],
-        'k': [jax.lax.dynamic_slice_in_dim(k, tile.ks, tile.bk, axis=1) for k in theta['k']],
-    }
-
-  def accumulate(self, acc, d_local, tile):
-    params = jax.tree.map(jnp.add, acc['params'], d_local['params'])
-    if not self.rotary:
-      return {'params': params}
-    add = lambda a, d, start: jax.lax.dynamic_update_slice_in_dim(
-        a, jax.lax.dynamic_slice_in_dim(a, start, d.shape[1], axis=1) + d, start, axis=1
-    )
-    return {
-        'params': params,
-        'q': [add(a, d, tile.qs) for a, d in zip(acc['q'], d_local['q'])],
-        'k': [add(a, d, tile.ks) for a, d in zip(acc['k'], d_local['k'])],
-    }
-
-  def content(self, part, local, content_q, k_t, scores, tile, valid=None, query=None):
-    rotations = list(zip(local['q'], local['k'])) if self.rotary else None
-    return position_terms.remap_merge(part, local['params'], rotations, content_q, k_t, tile.q_pos, tile.k_pos, scores)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Normalizer(_Tiler):
-  """Replaces the softmax (stick-breaking): no term of its own; the kernel folds its `tile_weights`."""
-
-  def prepare(self, part, params, ctx):
-    return None
-
-
-@dataclasses.dataclass(frozen=True)
-class _ScoreTransform(_Tiler):
-  """A score transform (DAPE): A + B + f([A; B]) on the tile, B from the base's own tiler. A correction that
-  reads neighbouring keys (`key_halo`, version 2's convolutions) sees `halo` extra key columns on each side,
-  scored exactly like the tile's own (`_logits`), then cropped: the explicit path's result, tile by tile."""
-
-  base: _Tiler
-  halo: int = 0
-
-  def prepare(self, part, params, ctx):
-    return {'layers': params['layers'], 'base': self.base.prepare(part.base, params['base'], ctx)}
-
-  def local(self, theta, tile):
-    return {'layers': theta['layers'], 'base': self.base.local(theta['base'], tile)}
-
-  def accumulate(self, acc, d_local, tile):
-    return {
-        'layers': jax.tree.map(jnp.add, acc['layers'], d_local['layers']),
-        'base': self.base.accumulate(acc['base'], d_local['base'], tile),
-    }
-
-  def base_bias(self, part, local, tile):
-    return self.base.bias(part.base, local['base'], tile)
-
-
-@dataclasses.dataclass(frozen=True)
-class _CountedPositions(_Tiler):
-  """A term of counts along the keys (CoPE): p_ij = (query i's gates on the keys of j's tile from j on) +
-  (its gates on every nearer key tile). The second sum is a carry per (query tile, key tile), from the row
-  sums of every tile's gates (`complete`, once, by plain autodiff: O(L^2 / bk) floats); a tile adds its own
-  suffix sums and reads the encoder's `counted_term` at p."""
-
-  scale: float
-  shares_scores: bool = True  # its q . k is the content score too (no query bias u, no remap replacing it)
-
-  def prepare(self, part, params, ctx):
-    return {'params': params, 'carry': None}
-
-  def complete(self, part, theta, cfg, aux, q, k):
-    def query_tile(t):
-      qs = t * cfg.bq
-      q_t = jax.lax.dynamic_slice_in_dim(q, qs, cfg.bq, axis=1).astype(jnp.float32)
-
-      @jax.checkpoint  # the gates of a tile are recomputed in the backward pass, never stored
-      def row_sums(n):
-        ks = n * cfg.bk
-        k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1).astype(jnp.float32)
-        logits = jnp.einsum('bihd,bjhd->bhij', q_t, k_t) * np.float32(self.scale)
-        return jnp.sum(part.gates(logits, _valid(cfg, aux, _tile(cfg, aux, qs, ks))), axis=-1)
-
-      return jax.lax.map(row_sums, jnp.arange(cfg.num_k_tiles, dtype=jnp.int32))  # (nk, B, H, bq)
-
-    if cfg.num_k_tiles == 1:  # one key tile: no nearer tile, nothing to carry
-      b, _, h, _ = q.shape
-      return {'params': theta['params'], 'carry': jnp.zeros((cfg.num_q_tiles, 1, b, h, cfg.bq), jnp.float32)}
-    sums = jax.lax.map(query_tile, jnp.arange(cfg.num_q_tiles, dtype=jnp.int32))  # (nq, nk, B, H, bq)
-    nearer = jnp.flip(jnp.cumsum(jnp.flip(sums, 1), axis=1), 1) - sums  # the key tiles after n
-    return {'params': theta['params'], 'carry': nearer}
-
-  def local(self, theta, tile):
-    t, n = tile.qs // tile.bq, tile.ks // tile.bk
-    carry = jax.lax.dynamic_index_in_dim(jax.lax.dynamic_index_in_dim(theta['carry'], t, 0, False), n, 0, False)
-    return {'params': theta['params'], 'carry': carry}
-
-  def accumulate(self, acc, d_local, tile):
-    start = _start(tile.qs // tile.bq, tile.ks // tile.bk, *(0,) * (acc['carry'].ndim - 2))
-    update = d_local['carry'][None, None]
-    carry = jax.lax.dynamic_update_slice(
-        acc['carry'], jax.lax.dynamic_slice(acc['carry'], start, update.shape) + update, start
-    )
-    return {'params': jax.tree.map(jnp.add, acc['params'], d_local['params']), 'carry': carry}
-
-  def content(self, part, local, content_q, k_t, scores, tile, valid=None, query=None):
-    query = content_q if query is None else query
-    logits = jnp.einsum('bihd,bjhd->bhij', query, k_t, preferred_element_type=jnp.float32)  # q . k, no u
-    if scores is None and self.shares_scores:
-      scores = logits
-    gates = part.gates(logits * np.float32(self.scale), valid)
-    counts = local['carry'][..., None] + jnp.flip(jnp.cumsum(jnp.flip(gates, -1), axis=-1), -1)
-    return scores, part.counted_term(local['params'], query, counts, self.scale)
-
-
-@dataclasses.dataclass(frozen=True)
-class _ReplacedContent(_Tiler):
-  """A contextual part whose logit replaces q . k (PaTH): a_ij reads every token between j and i through its
-  own sequential scan, so it has no per-tile form; the one-tile (explicit) path builds it whole."""
-
-  def prepare(self, part, params, ctx):
-    return {'params': params, 'feature': ctx.feature, 'logits': None}
-
-  def complete(self, part, theta, cfg, aux, q, k):
-    tile = _tile(cfg, aux, jnp.int32(0), jnp.int32(0))
-    valid = _valid(cfg, aux, tile)
-    b, q_len = q.shape[:2]
-    ctx = contract.AttentionContext(
-        query=q.astype(jnp.float32),
-        key=k.astype(jnp.float32),
-        features=theta['feature'],
-        valid=jnp.ones((1, 1, cfg.bq, cfg.bk), bool) if valid is None else valid,
-        key_mask=aux.get('key_mask', jnp.ones((b, cfg.k_len), bool)),
-        q_index=jnp.arange(q_len, dtype=jnp.int32) + aux['q_offset'],
-        scale=cfg.scale,
-    )
-    return {**theta, 'logits': jnp.asarray(part.score_term(theta['params'], ctx), jnp.float32)}
-
-  def content(self, part, local, content_q, k_t, scores, tile, valid=None, query=None):
-    return local['logits'], None
-
-
-def _tiler(part, contiguous: bool, scale: float = 1.0, one_tile: bool = False) -> _Tiler:
-  if part.kind is Kind.SCALAR_BIAS:
-    return ToeplitzBias() if contiguous and part.is_toeplitz else _PairBias()
-  if part.kind is Kind.VECTOR_RELATIVE:
-    if contiguous and part.clip_distance is None:
-      return _VectorRows()
-    return _VectorTable(contiguous)
-  if part.kind is Kind.POSITION_REMAP:
-    return _Remap(part.base.kind is Kind.ROTARY)
-  if part.kind is Kind.CONTEXTUAL and part.separable:
-    return _RowColumnBias()
-  if part.kind is Kind.CONTEXTUAL and part.counts_along_keys:
-    return _CountedPositions(scale)
-  if part.kind is Kind.CONTEXTUAL and part.replaces_content and one_tile:
-    return _ReplacedContent()
-  if part.kind is Kind.TEMPERATURE:
-    return _RowTemperature()
-  if part.kind is Kind.NORMALIZER and part.tiles:
-    return _Normalizer()
-  if part.kind is Kind.SCORE_TRANSFORM:
-    return _ScoreTransform(_tiler(part.base, contiguous), int(part.key_halo))
-  raise ValueError(
-      f'tiled attention (implementation "blockwise" or "pallas"): encoder {part.name or type(part).__name__!r} is of '
-      f'kind {part.kind.value!r}, which has no per-tile form; use implementation "einsum".'
-  )
-
-
-# ----------------------------------------------------------------------------------------------------------
 # The kernel.
 
 
@@ -543,7 +79,7 @@ class _Config:
   """Everything static about one call (hashable: the custom VJP's nondiff argument)."""
 
   parts: tuple  # the parts with a term inside attention (not rotary)
-  tilers: tuple
+  part_terms: tuple
   given_bias: bool  # theta ends with a precomputed bias
   causal: bool
   scale: float
@@ -558,34 +94,11 @@ class _Config:
   halo: int = 0  # extra key columns on each side of a tile that a score transform reads (DAPE version 2)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Context:
-  """What `_Tiler.prepare` may read: sizes, the real queries' key indices, masks, counts, the part's features."""
-
-  padded_q_len: int
-  padded_k_len: int
-  q_offset: jax.Array
-  q_index: jax.Array | None = None  # (Lq,) int32, the real queries' key indices
-  key_mask: jax.Array | None = None  # (B, Lk) bool (all True when none was given)
-  counts: jax.Array | None = None  # (B or 1, Lq) float32: keys each query sees (temperatures)
-  feature: jax.Array | None = None  # this part's token features of the keys (B, Lk, F)
-  query: jax.Array | None = None  # (B, padded Lq, H, D) the content queries (+ u), padded
-  key: jax.Array | None = None  # (B, padded Lk, H, D)
-  q_pos: jax.Array | None = None  # (B, padded Lq) int32 positions the position terms read
-  k_pos: jax.Array | None = None  # (B, padded Lk) int32
-
-
-def _tile(cfg: _Config, aux, qs, ks) -> Tile:
-  q_pos = jax.lax.dynamic_slice_in_dim(aux['q_pos'], qs, cfg.bq, axis=1)
-  k_pos = jax.lax.dynamic_slice_in_dim(aux['k_pos'], ks, cfg.bk, axis=1)
-  return Tile(qs, ks, cfg.bq, cfg.bk, aux['q_offset'], q_pos, k_pos, cfg.num_q_tiles * cfg.bq, cfg.num_k_tiles * cfg.bk)
-
-
-def _locals(cfg: _Config, theta, tile: Tile, k=None, aux=None):
+def _locals(cfg: _Config, theta, tile: terms.Tile, k=None, aux=None):
   """The tile's share of every part's data; with a halo (and k given), also each side strip's keys and share."""
-  terms = [t.local(th, tile) for t, th in zip(cfg.tilers, theta['parts'])]
-  given = _GivenBias().local(theta['given'], tile) if cfg.given_bias else None
-  out = {'parts': terms, 'given': given, 'u': theta['u']}
+  shares = [t.local(th, tile) for t, th in zip(cfg.part_terms, theta['parts'])]
+  given = terms.GivenBias().local(theta['given'], tile) if cfg.given_bias else None
+  out = {'parts': shares, 'given': given, 'u': theta['u']}
   if cfg.halo and k is not None:
     out['halo'] = tuple(
         (jax.lax.dynamic_slice_in_dim(k, side.ks, cfg.halo, axis=1), _locals(cfg, theta, side))
@@ -594,17 +107,17 @@ def _locals(cfg: _Config, theta, tile: Tile, k=None, aux=None):
   return out
 
 
-def _accumulate(cfg: _Config, acc, d_local, tile: Tile, aux=None):
-  terms = [t.accumulate(a, d, tile) for t, a, d in zip(cfg.tilers, acc['parts'], d_local['parts'])]
-  given = _GivenBias().accumulate(acc['given'], d_local['given'], tile) if cfg.given_bias else None
+def _accumulate(cfg: _Config, acc, d_local, tile: terms.Tile, aux=None):
+  shares = [t.accumulate(a, d, tile) for t, a, d in zip(cfg.part_terms, acc['parts'], d_local['parts'])]
+  given = terms.GivenBias().accumulate(acc['given'], d_local['given'], tile) if cfg.given_bias else None
   u = None if acc['u'] is None else acc['u'] + d_local['u']
-  out = {'parts': terms, 'given': given, 'u': u}
+  out = {'parts': shares, 'given': given, 'u': u}
   for side, (_, d_side) in zip(_halo_tiles(cfg, aux, tile) if 'halo' in d_local else (), d_local.get('halo', ())):
     out = _accumulate(cfg, out, d_side, side)
   return out
 
 
-def _halo_tiles(cfg: _Config, aux, tile: Tile) -> tuple[Tile, Tile]:
+def _halo_tiles(cfg: _Config, aux, tile: terms.Tile) -> tuple[terms.Tile, terms.Tile]:
   """The strips of `cfg.halo` keys left and right of a tile. A strip that starts outside the keys (before
   the first, after the padded last) is clamped by the slices but wholly masked (`_valid`): its values never
   count, and its gradient is zero. Every other strip lies inside the keys (`prepare` keeps bk >= halo)."""
@@ -616,7 +129,7 @@ def _halo_tiles(cfg: _Config, aux, tile: Tile) -> tuple[Tile, Tile]:
   return side(tile.ks - h), side(tile.ks + tile.bk)
 
 
-def _add_halo_keys(cfg: _Config, dk, d_local, tile: Tile):
+def _add_halo_keys(cfg: _Config, dk, d_local, tile: terms.Tile):
   """dk plus the gradients of the side strips' keys (zero for a strip outside the keys)."""
   for (d_k_side, _), start in zip(d_local.get('halo', ()), (tile.ks - cfg.halo, tile.ks + tile.bk)):
     start = jnp.clip(start, 0, dk.shape[1] - cfg.halo)  # where the forward's clamped slice read
@@ -626,53 +139,32 @@ def _add_halo_keys(cfg: _Config, dk, d_local, tile: Tile):
   return dk
 
 
-def _valid(cfg: _Config, aux, tile: Tile):
-  """(B or 1, 1, bq, bk) bool of the pairs that may attend, or None when none is masked."""
-  k_index = tile.ks + jnp.arange(tile.bk, dtype=jnp.int32)
-  valid = None
-  if cfg.causal:
-    q_index = tile.qs + jnp.arange(cfg.bq, dtype=jnp.int32) + tile.q_offset
-    valid = (k_index[None, :] <= q_index[:, None])[None, None]
-  strip = tile.bk != cfg.bk  # a halo strip may lie outside the keys
-  if strip or cfg.num_k_tiles * cfg.bk != cfg.k_len:
-    real = ((k_index < cfg.k_len) & (k_index >= 0))[None, None, None, :]
-    valid = real if valid is None else valid & real
-  if cfg.has_key_mask:
-    km = jax.lax.dynamic_slice_in_dim(aux['key_mask'], tile.ks, tile.bk, axis=1)[:, None, None, :]
-    valid = km if valid is None else valid & km
-  if cfg.has_mask:
-    m = aux['mask']
-    m = jax.lax.dynamic_slice(m, _start(0, 0, tile.qs, tile.ks), m.shape[:2] + (cfg.bq, tile.bk))
-    valid = m if valid is None else valid & m
-  return valid
-
-
-def _logits(cfg: _Config, aux, tile: Tile, q_t, k_t, local):
+def _logits(cfg: _Config, aux, tile: terms.Tile, q_t, k_t, local):
   """The tile's masked scores (B, H, bq, bk) float32, exactly as the explicit path computes them: every score
   and bias, then the score transforms (DAPE), then the other transforms (temperatures), then the mask."""
-  valid = _valid(cfg, aux, tile)
+  valid = terms.tile_mask(cfg, aux, tile)
   s = _scores(cfg, tile, q_t, k_t, local, valid)
-  for index, (part, tiler) in enumerate(zip(cfg.parts, cfg.tilers)):
+  for index, (part, term) in enumerate(zip(cfg.parts, cfg.part_terms)):
     if part.kind is Kind.SCORE_TRANSFORM:
       s = _transformed(cfg, aux, tile, q_t, s, valid, index, local)
-  for part, tiler, th in zip(cfg.parts, cfg.tilers, local['parts']):
+  for part, term, th in zip(cfg.parts, cfg.part_terms, local['parts']):
     if part.kind is not Kind.SCORE_TRANSFORM:
-      s = tiler.transform(part, th, s, tile)
+      s = term.transform(part, th, s, tile)
   return s if valid is None else jnp.where(valid, s, LARGE_NEGATIVE)
 
 
-def _transformed(cfg: _Config, aux, tile: Tile, q_t, s, valid, index: int, local):
+def _transformed(cfg: _Config, aux, tile: terms.Tile, q_t, s, valid, index: int, local):
   """A score transform on the tile: with a halo, on [left strip | tile | right strip], cropped to the tile."""
-  part, tiler = cfg.parts[index], cfg.tilers[index]
+  part, term = cfg.parts[index], cfg.part_terms[index]
   layers = {'layers': local['parts'][index]['layers']}
-  bias = tiler.base_bias(part, local['parts'][index], tile)
-  if not tiler.halo:
+  bias = term.base_bias(part, local['parts'][index], tile)
+  if not term.halo:
     return part.transform(layers, s, bias, valid)
   pieces = []
   for side, (k_side, side_local) in zip(_halo_tiles(cfg, aux, tile), local['halo']):
-    side_valid = _valid(cfg, aux, side)
+    side_valid = terms.tile_mask(cfg, aux, side)
     side_scores = _scores(cfg, side, q_t, k_side, side_local, side_valid)
-    pieces.append((side_scores, tiler.base_bias(part, side_local['parts'][index], side), side_valid))
+    pieces.append((side_scores, term.base_bias(part, side_local['parts'][index], side), side_valid))
   (s_left, b_left, v_left), (s_right, b_right, v_right) = pieces
   everything = (s, s_left, s_right, v_left, v_right) + (() if valid is None else (valid,))
   batch = max(x.shape[0] for x in everything)
@@ -688,7 +180,7 @@ def _transformed(cfg: _Config, aux, tile: Tile, q_t, s, valid, index: int, local
   return out[..., cfg.halo : cfg.halo + tile.bk]
 
 
-def _scores(cfg: _Config, tile: Tile, q_t, k_t, local, valid=None):
+def _scores(cfg: _Config, tile: terms.Tile, q_t, k_t, local, valid=None):
   """Every score and bias of the tile, scaled and summed, before any transform (unmasked; `valid` is for the
   terms that read the mask, CoPE's gates)."""
   content_q = q_t
@@ -696,19 +188,19 @@ def _scores(cfg: _Config, tile: Tile, q_t, k_t, local, valid=None):
     content_q = q_t.astype(jnp.float32) + local['u']
     k_t = k_t.astype(jnp.float32)
   s, remap_bias = None, None
-  for part, tiler, th in zip(cfg.parts, cfg.tilers, local['parts']):
-    s, b = tiler.content(part, th, content_q, k_t, s, tile, valid, q_t)
+  for part, term, th in zip(cfg.parts, cfg.part_terms, local['parts']):
+    s, b = term.content(part, th, content_q, k_t, s, tile, valid, q_t)
     if b is not None:
       remap_bias = b if remap_bias is None else remap_bias + b
   if s is None:
     s = jnp.einsum('bihd,bjhd->bhij', content_q, k_t, preferred_element_type=jnp.float32)
-  for part, tiler, th in zip(cfg.parts, cfg.tilers, local['parts']):
-    extra = tiler.scores(part, th, q_t, tile)
+  for part, term, th in zip(cfg.parts, cfg.part_terms, local['parts']):
+    extra = term.scores(part, th, q_t, tile)
     if extra is not None:
       s = s + extra
   s = s * np.float32(cfg.scale)
-  for part, tiler, th in zip(cfg.parts, cfg.tilers, local['parts']):
-    b = tiler.bias(part, th, tile)
+  for part, term, th in zip(cfg.parts, cfg.part_terms, local['parts']):
+    b = term.bias(part, th, tile)
     if b is not None:
       s = s + b
   if cfg.given_bias:
@@ -718,11 +210,11 @@ def _scores(cfg: _Config, tile: Tile, q_t, k_t, local, valid=None):
   return s
 
 
-def _values(cfg: _Config, tile: Tile, p_t, v_t, local):
+def _values(cfg: _Config, tile: terms.Tile, p_t, v_t, local):
   """sum_j p_ij (v_j + a^V_ij): (B, bq, H, D) float32."""
   out = jnp.einsum('bhij,bjhd->bihd', p_t.astype(v_t.dtype), v_t, preferred_element_type=jnp.float32)
-  for part, tiler, th in zip(cfg.parts, cfg.tilers, local['parts']):
-    extra = tiler.values(part, th, p_t, tile)
+  for part, term, th in zip(cfg.parts, cfg.part_terms, local['parts']):
+    extra = term.values(part, th, p_t, tile)
     if extra is not None:
       out = out + extra
   return out
@@ -747,7 +239,7 @@ def _forward(cfg: _Config, q, k, v, theta, aux):
     def key_tile(n, carry):
       m, l, acc = carry
       ks = n * cfg.bk
-      tile = _tile(cfg, aux, qs, ks)
+      tile = terms.tile_at(cfg, aux, qs, ks)
       local = _locals(cfg, theta, tile, k, aux)
       k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
       v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
@@ -819,7 +311,7 @@ def attention_bwd(cfg, residuals, d_out):
     def key_tile(n, inner):
       dq_t, dk, dv, d_theta = inner
       ks = n * cfg.bk
-      tile = _tile(cfg, aux, qs, ks)
+      tile = terms.tile_at(cfg, aux, qs, ks)
       local = _locals(cfg, theta, tile, k, aux)
       k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
       v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
@@ -869,7 +361,7 @@ def _reverse_key_tiles(cfg, aux, qs):
 
 
 def _allowed(cfg, aux, tile, normalizer):
-  valid = _valid(cfg, aux, tile)
+  valid = terms.tile_mask(cfg, aux, tile)
   if valid is None:
     valid = jnp.ones((1, 1, cfg.bq, cfg.bk), bool)
   q_index = tile.qs + jnp.arange(cfg.bq, dtype=jnp.int32) + tile.q_offset
@@ -888,7 +380,7 @@ def _normalized_forward(cfg: _Config, q, k, v, theta, aux):
     def key_tile(i, carry):
       c, w, acc = carry
       ks = key_tile_of(i) * cfg.bk
-      tile = _tile(cfg, aux, qs, ks)
+      tile = terms.tile_at(cfg, aux, qs, ks)
       local = _locals(cfg, theta, tile, k, aux)
       k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
       v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
@@ -937,7 +429,7 @@ def _normalized_bwd(cfg, residuals, cotangents):
     def key_tile(i, inner):
       dq_t, dk, dv, d_theta, c, seen = inner
       ks = key_tile_of(i) * cfg.bk
-      tile = _tile(cfg, aux, qs, ks)
+      tile = terms.tile_at(cfg, aux, qs, ks)
       local = _locals(cfg, theta, tile, k, aux)
       k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
       v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
@@ -977,14 +469,6 @@ def _normalized_bwd(cfg, residuals, cotangents):
 _normalized_attention.defvjp(_normalized_fwd, _normalized_bwd)
 
 
-def _pad_axis(x, axis: int, size: int):
-  if x.shape[axis] == size:
-    return x
-  widths = [(0, 0)] * x.ndim
-  widths[axis] = (0, size - x.shape[axis])
-  return jnp.pad(x, widths)
-
-
 @dataclasses.dataclass(frozen=True)
 class Prepared:
   """One call, ready for the tile loops: the static config, padded q, k, v, the position data and masks."""
@@ -1017,7 +501,7 @@ def prepare(
     features=None,
     one_tile: bool = False,
 ) -> Prepared:
-  """Tiles, padding, and each part's prepared data (`_Tiler.prepare`, differentiable by plain autodiff)."""
+  """Tiles, padding, and each part's prepared data (`terms.Term.prepare`, differentiable by plain autodiff)."""
   b, q_len, num_heads, _ = query.shape
   k_len = key.shape[1]
   bq, bk = (q_len, k_len) if one_tile else block_sizes(block_size)  # one_tile: the explicit path
@@ -1026,24 +510,19 @@ def prepare(
 
   if features is None:
     features = [None] * len(parts)
-  terms = [(part, p, f) for part, p, f in zip(parts, params, features) if part.kind is not Kind.ROTARY]
+  active = [(part, p, f) for part, p, f in zip(parts, params, features) if part.kind is not Kind.ROTARY]
   if position_bias is not None:  # It replaces the scalar parts' own bias (functional.attend's contract).
-    terms = [(part, p, f) for part, p, f in terms if part.kind is not Kind.SCALAR_BIAS]
-  tilers = tuple(_tiler(part, contiguous, scale, one_tile) for part, _, _ in terms)
-  if any(isinstance(t, _ReplacedContent) for t in tilers):
-    tilers = tuple(dataclasses.replace(t, factor=scale) if isinstance(t, _RowColumnBias) else t for t in tilers)
-  normalizers = [i for i, (part, _, _) in enumerate(terms) if part.kind is Kind.NORMALIZER]
-  halos = [(part, t.halo) for (part, _, _), t in zip(terms, tilers) if isinstance(t, _ScoreTransform) and t.halo]
-  halo = max((h for _, h in halos), default=0)
-  if halos and (normalizers or len(halos) > 1):
-    raise ValueError(
-        f'tiled attention: {halos[0][0].name!r} reads {halo} neighbouring keys on each side of a logit; it tiles '
-        'alone or beside softmax terms, not beside a normalizer or a second such transform; use implementation "einsum".'
-    )
+    active = [(part, p, f) for part, p, f in active if part.kind is not Kind.SCALAR_BIAS]
+  u = position_terms.query_biases([part for part, _, _ in active], [p for _, p, _ in active])
+  part_terms = terms.terms_for(
+      [part for part, _, _ in active], contiguous, scale, one_tile=one_tile, query_bias=u is not None
+  )
+  normalizers = [i for i, (part, _, _) in enumerate(active) if part.kind is Kind.NORMALIZER]
+  halo, halo_part = terms.key_halo([part for part, _, _ in active], part_terms)
   if halo and min(bk, k_len) < halo and k_len > bk:
     raise ValueError(
         f'block_size={block_size!r}: key tiles of {bk} are narrower than the {halo} neighbouring keys '
-        f'{halos[0][0].name!r} reads on each side of a logit; allowed: key tiles of at least {halo}.'
+        f'{halo_part.name!r} reads on each side of a logit; allowed: key tiles of at least {halo}.'
     )
   bq, bk = min(bq, q_len), max(min(bk, k_len), halo)  # one key tile of at least the halo (padding masked)
   num_q_tiles, num_k_tiles = -(-q_len // bq), -(-k_len // bk)
@@ -1053,27 +532,15 @@ def prepare(
     q_pos = (jnp.arange(padded_q, dtype=jnp.int32) + q_offset)[None]
     k_pos = jnp.arange(padded_k, dtype=jnp.int32)[None]
   else:
-    q_pos = _pad_axis(jnp.asarray(q_positions, jnp.int32), 1, padded_q)
-    k_pos = _pad_axis(jnp.asarray(k_positions, jnp.int32), 1, padded_k)
-  u = position_terms.query_biases([part for part, _, _ in terms], [p for _, p, _ in terms])
-  # CoPE's gates read the plain q . k: beside a query bias u or a remap (which replaces q . k) it computes its own.
-  if u is not None or any(isinstance(t, _Remap) for t in tilers):
-    tilers = tuple(
-        dataclasses.replace(t, shares_scores=False) if isinstance(t, _CountedPositions) else t for t in tilers
-    )
-  counted = [part for (part, _, _), t in zip(terms, tilers) if isinstance(t, _CountedPositions)]
-  if counted and halo and not one_tile:
-    raise ValueError(
-        f'tiled attention: {counted[0].name!r} counts gates along the keys; it does not tile beside a score '
-        'transform that reads neighbouring keys (DAPE version 2); use implementation "einsum".'
-    )
-  content_q, content_k = _pad_axis(query, 1, padded_q), _pad_axis(key, 1, padded_k)
+    q_pos = terms.pad_axis(jnp.asarray(q_positions, jnp.int32), 1, padded_q)
+    k_pos = terms.pad_axis(jnp.asarray(k_positions, jnp.int32), 1, padded_k)
+  content_q, content_k = terms.pad_axis(query, 1, padded_q), terms.pad_axis(key, 1, padded_k)
   if u is not None:  # As _logits: the content queries carry Transformer-XL's u.
     content_q, content_k = content_q.astype(jnp.float32) + u, content_k.astype(jnp.float32)
   counts = None
-  if any(part.kind is Kind.TEMPERATURE for part, _, _ in terms):
+  if any(part.kind is Kind.TEMPERATURE for part, _, _ in active):
     counts = content_terms.visible_counts(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
-  ctx = _Context(
+  ctx = terms.Context(
       padded_q,
       padded_k,
       q_offset,
@@ -1086,27 +553,27 @@ def prepare(
       k_pos=jnp.broadcast_to(k_pos, (b, padded_k)),
   )
   theta = {
-      'parts': [t.prepare(part, p, dataclasses.replace(ctx, feature=f)) for t, (part, p, f) in zip(tilers, terms)],
+      'parts': [t.prepare(part, p, dataclasses.replace(ctx, feature=f)) for t, (part, p, f) in zip(part_terms, active)],
       'given': None,
       'u': u,
   }
   if position_bias is not None:
     bias = jnp.asarray(position_bias, jnp.float32)
     bias = bias[None] if bias.ndim == 3 else bias
-    theta['given'] = _pad_axis(_pad_axis(bias, 2, padded_q), 3, padded_k)
+    theta['given'] = terms.pad_axis(terms.pad_axis(bias, 2, padded_q), 3, padded_k)
 
   aux = {'q_offset': q_offset, 'q_pos': q_pos, 'k_pos': k_pos}
   if key_mask is not None:
-    aux['key_mask'] = _pad_axis(jnp.asarray(key_mask, bool), 1, padded_k)
+    aux['key_mask'] = terms.pad_axis(jnp.asarray(key_mask, bool), 1, padded_k)
   if mask is not None:
     m = jnp.asarray(mask, bool)
     m = jnp.reshape(m, (1,) * (4 - m.ndim) + m.shape)
     m = jnp.broadcast_to(m, m.shape[:2] + (q_len, k_len))
-    aux['mask'] = _pad_axis(_pad_axis(m, 2, padded_q), 3, padded_k)
+    aux['mask'] = terms.pad_axis(terms.pad_axis(m, 2, padded_q), 3, padded_k)
 
   cfg = _Config(
-      parts=tuple(part for part, _, _ in terms),
-      tilers=tilers,
+      parts=tuple(part for part, _, _ in active),
+      part_terms=part_terms,
       given_bias=position_bias is not None,
       causal=bool(causal),
       scale=float(scale),
@@ -1120,11 +587,12 @@ def prepare(
       normalizer=normalizers[0] if normalizers else None,
       halo=halo,
   )
-  padded_query, padded_key = _pad_axis(query, 1, padded_q), _pad_axis(key, 1, padded_k)
+  padded_query, padded_key = terms.pad_axis(query, 1, padded_q), terms.pad_axis(key, 1, padded_k)
   theta['parts'] = [
-      t.complete(part, th, cfg, aux, padded_query, padded_key) for t, part, th in zip(tilers, cfg.parts, theta['parts'])
+      t.complete(part, th, cfg, aux, padded_query, padded_key)
+      for t, part, th in zip(part_terms, cfg.parts, theta['parts'])
   ]
-  return Prepared(cfg, padded_query, padded_key, _pad_axis(value, 1, padded_k), theta, aux, q_len)
+  return Prepared(cfg, padded_query, padded_key, terms.pad_axis(value, 1, padded_k), theta, aux, q_len)
 
 
 def attend_one_tile(query, key, value, **kwargs) -> jax.Array:
@@ -1133,7 +601,7 @@ def attend_one_tile(query, key, value, **kwargs) -> jax.Array:
   `prepare`; the one kind with no per-tile form, PaTH's replaced logit, is built whole here."""
   p = prepare(query, key, value, one_tile=True, **kwargs)
   cfg = p.cfg
-  tile = _tile(cfg, p.aux, jnp.int32(0), jnp.int32(0))
+  tile = terms.tile_at(cfg, p.aux, jnp.int32(0), jnp.int32(0))
   local = _locals(cfg, p.theta, tile, p.k, p.aux)
   s = _logits(cfg, p.aux, tile, p.q, p.k, local)
   if cfg.normalizer is None:

@@ -2,7 +2,7 @@
 
 Both the NNX layer and its Linen twin call `attend`, so given the same weights they compute the same thing.
 Which path runs is decided by the parts' kinds; every path but dot_product_attention asks the same per-kind
-Terms (`blockwise._Tiler`: prepare, the tile's share, scores, biases, transform, value term):
+Terms (`terms.Term`: prepare, the tile's share, scores, biases, transform, value term):
 
   no position term, scalar bias, rotary  ->  `jax.nn.dot_product_attention(q, k, v, bias, mask,
                                              implementation=...)`, so cuDNN flash attention can be chosen on

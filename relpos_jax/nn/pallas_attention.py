@@ -26,16 +26,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
 
-from relpos_jax.nn import blockwise
+from relpos_jax.nn import blockwise, terms
 
 
 def _check_supported(prepared: blockwise.Prepared) -> None:
   cfg = prepared.cfg
-  for part, tiler in zip(cfg.parts, cfg.tilers):
-    if not isinstance(tiler, blockwise.ToeplitzBias):
+  for part, term in zip(cfg.parts, cfg.part_terms):
+    if not isinstance(term, terms.ToeplitzBias):
       raise ValueError(
           f'attention implementation "pallas": encoder {part.name or type(part).__name__!r} of '
-          f'kind {part.kind.value!r} needs {type(tiler).__name__[1:]} per tile (query-dependent '
+          f'kind {part.kind.value!r} needs {type(term).__name__[1:]} per tile (query-dependent '
           'bias, explicit positions or vector terms); the Pallas kernel builds Toeplitz scalar '
           'biases only. Use implementation "blockwise".'
       )

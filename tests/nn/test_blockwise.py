@@ -14,7 +14,7 @@ from relpos_jax import encoders
 from relpos_jax.encoders import contract
 from relpos_jax.nn import DecoderLM, ModelConfig, RelativeMultiHeadAttention, blockwise, functional
 from relpos_jax.nn import linen as relpos_linen
-from relpos_jax.nn import position_terms
+from relpos_jax.nn import position_terms, terms
 
 B, L, DIM, HEADS = 2, 11, 16, 2
 BLOCK = (4, 3)  # Uneven remainders on both axes (11 = 2 x 4 + 3 queries, 3 x 3 + 2 keys).
@@ -203,7 +203,7 @@ def test_causal_tiles_ahead_of_the_queries_are_skipped():
   """With q_offset the visited key tiles stop at the last visible key: the forward's loop count."""
   cfg = blockwise._Config(
       parts=(),
-      tilers=(),
+      part_terms=(),
       given_bias=False,
       causal=True,
       scale=1.0,
@@ -357,7 +357,7 @@ def test_block_size_without_tiles_and_kinds_without_tiles_are_errors():
   absolute = encoders.make('sinusoidal')  # A kind with no per-tile form stands in for a future one.
   assert absolute.kind is contract.Kind.ABSOLUTE
   with pytest.raises(ValueError, match="'sinusoidal'.*'absolute'"):
-    blockwise._tiler(absolute, True)
+    terms.term_for(absolute, True)
 
 
 def test_the_default_implementation_tiles_beyond_one_default_tile_on_cpu(monkeypatch):

@@ -234,7 +234,7 @@ def test_the_contextual_suite_runs_the_causal_only_encoders_on_the_causal_tasks(
     assert labels == ['nope', 'rope', 'alibi', 'cope', 'fox', 'stick_breaking']
     assert tuple(study.study.seeds) == (0, 1)
   assert studies['flip_flop'].train.steps == 1_000 and studies['mqar'].train.steps == 2_000
-  with pytest.raises(ValueError, match="two different suites"):
+  with pytest.raises(ValueError, match='two different suites'):
     _algorithmic('ruoss,contextual')
   with pytest.raises(ValueError, match="'contextual' is a CPU-scale suite"):
     _algorithmic('contextual,published')
