@@ -26,13 +26,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
 
-from relpos_jax.nn import blockwise, terms
+from relpos_jax.nn import blockwise
 
 
 def _check_supported(prepared: blockwise.Prepared) -> None:
   cfg = prepared.cfg
   for part, term in zip(cfg.parts, cfg.part_terms):
-    if not isinstance(term, terms.ToeplitzBias):
+    if not term.kernel_form:
       raise ValueError(
           f'attention implementation "pallas": encoder {part.name or type(part).__name__!r} of '
           f'kind {part.kind.value!r} needs {type(term).__name__[1:]} per tile (query-dependent '

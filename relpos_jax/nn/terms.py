@@ -116,6 +116,9 @@ class Term:
   """What one attention part contributes to a tile. `prepare` runs once, outside the tile loops (plain
   autodiff); `local` picks the tile's share of the prepared data, `accumulate` adds its gradient back."""
 
+  # Whether the Pallas kernel (`pallas_attention`) has this Term's per-tile form; it asks at construction.
+  kernel_form = False
+
   def prepare(self, part, params, ctx):
     return params
 
@@ -153,6 +156,9 @@ class Term:
 
 @dataclasses.dataclass(frozen=True)
 class ToeplitzBias(Term):
+  """A Toeplitz scalar bias: the Lq + Lk - 1 distinct values once; a tile slices and expands its own."""
+
+  kernel_form = True  # the Pallas kernel reads the same distinct values per tile
 
   def prepare(self, part, params, ctx):
     rel = positions_lib.distinct_relative_positions(ctx.padded_q_len, ctx.padded_k_len, ctx.q_offset)
