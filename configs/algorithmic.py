@@ -10,7 +10,8 @@ Transformers"): a bidirectional transformer on an algorithmic task. Variants (co
   ruoss       a suite: Ruoss et al. 2023's claim at CPU scale (RUOSS_TASKS, RoPE against randomized RoPE at
               max_position 2x and 8x the longest test sequence and 2048, 3 seeds, a learning-rate grid)
   contextual  a suite: the causal tasks (CONTEXTUAL_TASKS: flip-flop, the claim of CoPE and FoX's authors
-              about position from content, and multi-query associative recall) with the content-dependent
+              about position from content, multi-query associative recall and the token-level passkey) with
+              the content-dependent
               encoders (CoPE, FoX, stick-breaking) beside NoPE, RoPE and ALiBi, the CPU suite's protocols
 
     python -m experiments.train --config=configs/algorithmic.py --workdir=/tmp/even_pairs
@@ -47,7 +48,8 @@ Deviation: the 460 evaluation lengths are padded to multiples of 32 (`eval.pad_m
 `study`, each encoder family that paper compares, with and without randomized positions (max_position 2048).
 
 `suite`: the 15 tasks of the Chomsky hierarchy (Deletang et al. 2023; Ruoss et al. 2023), flip_flop (Liu et al.
-2023), mqar (Arora et al. 2023), passkey (byte level), and addition with plain, coupled (Cho et al. 2024) and
+2023), mqar (Arora et al. 2023), passkey (byte level, and `passkey_tokens`: its template one token per
+sentence), and addition with plain, coupled (Cho et al. 2024) and
 Abacus (McLeish et al. 2024) positions. CPU scale: this file's model, 1,000 to 2,500 steps per task (see
 `suite_protocols`), training lengths 1..16 (flip_flop 1..32 instruction pairs, mqar 1..8 pairs, addition 1..8
 digits), evaluated to 4x (addition 3x), 2 seeds, 6 encoders, every task but passkey (341..431 bytes at 1..2
@@ -103,7 +105,7 @@ SUITE_CHOMSKY = (
     'compute_sqrt',
     'bucket_sort',
 )
-SUITE_OTHER = ('flip_flop', 'mqar', 'passkey', 'addition', 'addition_coupled', 'addition_abacus')
+SUITE_OTHER = ('flip_flop', 'mqar', 'passkey', 'passkey_tokens', 'addition', 'addition_coupled', 'addition_abacus')
 SUITE_ENCODERS = (
     'nope',
     'rope',
@@ -142,10 +144,11 @@ RUOSS_LR_GRID = (3e-4, 1e-3, 3e-3)
 
 # Position from content on the suite's causal tasks (`contextual`): CoPE, FoX and stick-breaking are causal
 # only, so the CPU suite (bidirectional Chomsky tasks) never ran them. Flip-flop is CoPE's own benchmark
-# (Golovneva et al. 2024, with selective copy and counting) and Liu et al.'s; mqar is content-addressed recall.
+# (Golovneva et al. 2024, with selective copy and counting) and Liu et al.'s; mqar is content-addressed recall;
+# passkey_tokens is the passkey template one token per sentence (the byte-level one does not fit a CPU).
 # The baselines are the CPU suite's (the same seeds and protocol, so their cells can be checked against
 # docs/suite).
-CONTEXTUAL_TASKS = ('flip_flop', 'mqar')
+CONTEXTUAL_TASKS = ('flip_flop', 'mqar', 'passkey_tokens')
 CONTEXTUAL_SUITE_ENCODERS = (
     'nope',
     'rope',
@@ -172,6 +175,9 @@ def suite_protocols(published: bool) -> dict:
             loss_reduction='token_mean',
         ),
         'passkey': dict(min_length=1, max_length=16, eval_lengths=(16, 32, 64, 128), loss_reduction='token_mean'),
+        'passkey_tokens': dict(
+            min_length=1, max_length=64, eval_lengths=(64, 128, 256, 512), loss_reduction='token_mean'
+        ),
         'addition': dict(addition),
         'addition_abacus': dict(addition),
         'addition_coupled': dict(addition, task_kwargs={'max_position': 203}),
@@ -207,6 +213,11 @@ def suite_protocols(published: bool) -> dict:
       ),
       # Not in the CPU grid (`suite.tasks` below): see there. Its protocol stays for a run that names it.
       'passkey': dict(min_length=1, max_length=2, eval_lengths=(1, 2, 4, 8), loss_reduction='token_mean', steps=2_000),
+      # The template one token per sentence: 1..16 filler units are 24..99 tokens, so the CPU reaches 4x (64
+      # units, 339 tokens), where the byte-level template stops at 2 sentences.
+      'passkey_tokens': dict(
+          min_length=1, max_length=16, eval_lengths=(8, 16, 32, 64), loss_reduction='token_mean', steps=1_000
+      ),
       'addition': dict(addition),
       'addition_coupled': dict(addition, task_kwargs={'max_position': 32}),
       'addition_abacus': dict(addition, task_kwargs={'max_offset': 16}),

@@ -228,6 +228,25 @@ def test_passkey_text_and_scored_digits():
   assert len(depths) >= 5  # the needle moves
 
 
+def test_passkey_tokens_follows_the_template_one_token_per_sentence():
+  task = make_task('passkey_tokens', digits=3)
+  b = task.sample(np.random.default_rng(0), 64, 4)
+  assert b['inputs'].shape == (64, task.total_length(4)) == (64, 5 * 4 + 3 * 3 + 5 - 1)
+  depths = set()
+  for inputs, targets, mask in zip(b['inputs'], b['targets'], b['accuracy_mask']):
+    seq = np.append(inputs, targets[-1]).tolist()
+    key = seq[-3:]
+    needle = seq.index(16)
+    assert seq[0] == 15 and seq[needle : needle + 9] == [16, *key, 17, *key, 18] and seq[-4] == 19
+    filler = seq[1:needle] + seq[needle + 9 : -4]
+    assert filler == [10, 11, 12, 13, 14] * 4 and all(0 <= d <= 9 for d in key)
+    assert np.flatnonzero(mask).tolist() == list(range(len(seq) - 4, len(seq) - 1))  # targets[t] = seq[t + 1]
+    depths.add((needle - 1) // 5)
+  assert depths == set(range(5))  # every depth 0..n is drawn
+  with pytest.raises(ValueError, match='digits'):
+    make_task('passkey_tokens', digits=0)
+
+
 # ---------------------------------------------------------------- addition with task-structured positions
 def _addition_rows(name, n, batch=32, **kw):
   task = make_task(name, **kw)

@@ -35,7 +35,16 @@ ENCODER_TASKS = (
     'binary_multiplication',
     'compute_sqrt',
 )
-CAUSAL_TASKS = ('count_copy', 'flip_flop', 'mqar', 'passkey', 'addition', 'addition_coupled', 'addition_abacus')
+CAUSAL_TASKS = (
+    'count_copy',
+    'flip_flop',
+    'mqar',
+    'passkey',
+    'passkey_tokens',
+    'addition',
+    'addition_coupled',
+    'addition_abacus',
+)
 ALL_TASKS = ENCODER_TASKS + CAUSAL_TASKS
 # Tasks whose scored positions are not the last output_length(n) ones: flip_flop scores its read bits (a varying
 # number, at most n), mqar the value after each query (n, interleaved with the queries).

@@ -38,7 +38,7 @@ def tiny_suite(tasks=('even_pairs', 'flip_flop')) -> ml_collections.ConfigDict:
 
 
 def test_the_presets_cover_every_suite_task_and_validate():
-  for arg, tasks in (('suite', 20), ('published,suite', 21)):  # the CPU grid leaves passkey out (cost)
+  for arg, tasks in (('suite', 21), ('published,suite', 22)):  # the CPU grid leaves byte-level passkey out (cost)
     config = _algorithmic(arg)
     assert len(config.suite.tasks) == tasks and len(config.suite.encoders) >= 6
     assert set(config.suite.protocols) == set(_algorithmic('published,suite').suite.tasks)
@@ -228,12 +228,18 @@ def test_max_position_follows_each_tasks_longest_test_sequence():
 def test_the_contextual_suite_runs_the_causal_only_encoders_on_the_causal_tasks():
   """CoPE, FoX and stick-breaking refuse a bidirectional model; the causal tasks take them, checked up front."""
   studies = dict(suite.validate_suite(_algorithmic('contextual')))
-  assert list(studies) == ['flip_flop', 'mqar']
+  assert list(studies) == ['flip_flop', 'mqar', 'passkey_tokens']
   for study in studies.values():
     labels = [e.partition(':')[0] for e in study.study.encoders]
     assert labels == ['nope', 'rope', 'alibi', 'cope', 'fox', 'stick_breaking']
     assert tuple(study.study.seeds) == (0, 1)
   assert studies['flip_flop'].train.steps == 1_000 and studies['mqar'].train.steps == 2_000
+  assert studies['passkey_tokens'].train.steps == 1_000 and tuple(studies['passkey_tokens'].eval.lengths) == (
+      8,
+      16,
+      32,
+      64,
+  )
   with pytest.raises(ValueError, match='two different suites'):
     _algorithmic('ruoss,contextual')
   with pytest.raises(ValueError, match="'contextual' is a CPU-scale suite"):

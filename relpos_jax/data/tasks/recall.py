@@ -1,4 +1,5 @@
-"""Retrieval tasks for causal models: ``mqar`` (multi-query associative recall) and ``passkey``.
+"""Retrieval tasks for causal models: ``mqar`` (multi-query associative recall), ``passkey`` (byte level) and
+``passkey_tokens`` (the same template, one token per sentence).
 
 Both hand a causal LM a context and score only the tokens it must retrieve from it, with the same
 teacher-forcing layout as ``count_copy``: ``inputs = seq[:-1]``, ``targets = seq[1:]``, and
@@ -134,6 +135,59 @@ class Passkey(_Retrieval):
           + key
       )
       seq[row] = np.frombuffer(text.encode('ascii'), np.uint8)
+    scored = np.zeros_like(seq, dtype=bool)
+    scored[:, -self.digits :] = True
+    return self._teacher_forcing(seq, scored)
+
+
+@dataclasses.dataclass(frozen=True)
+class PasskeyTokens(_Retrieval):
+  """Passkey retrieval at token level: ``passkey``'s template with one token per sentence, so that its length
+  axis fits a CPU (the byte-level template spends 341-431 tokens on 1-2 filler sentences).
+
+  Tokens: the digits 0-9; the five filler sentences of the template (``The grass is green.`` ... ``There and
+  back again.``, ids 10-14, always in that order, as the byte template repeats them); ``PREFIX`` (15), the
+  needle's ``The pass key is`` (16), ``Remember it.`` (17), ``is the pass key.`` (18), the question (19) and
+  pad (20). For ``n`` filler units, the needle after ``a ~ U{0..n}`` of them (a uniform depth)::
+
+      PREFIX  F0..F4 x a  KEY_IS k  REMEMBER k  IS_KEY  F0..F4 x (n - a)  QUESTION  k
+
+  with k the ``digits`` key digits; the last k is scored. ``sequence_length(n) = 5n + 3 digits + 5``.
+  Deviation from the byte template, on purpose: a sentence is one token, so the distance between the needle
+  and the question is measured in sentences, and no tokenizer's subword statistics are involved.
+  """
+
+  name = 'passkey_tokens'
+  reference = 'Mohtashami & Jaggi 2023 (Landmark Attention): the passkey template, one token per sentence'
+  digits: int = 5
+
+  FILLER_IDS: ClassVar[tuple[int, ...]] = (10, 11, 12, 13, 14)
+  PREFIX_ID: ClassVar[int] = 15
+  KEY_IS_ID: ClassVar[int] = 16
+  REMEMBER_ID: ClassVar[int] = 17
+  IS_KEY_ID: ClassVar[int] = 18
+  QUESTION_ID: ClassVar[int] = 19
+  vocab_size: ClassVar[int] = 21
+  pad_id: ClassVar[int] = 20
+
+  def __post_init__(self):
+    validation.positive_int('task', 'digits', self.digits)
+
+  def output_length(self, n: int) -> int:
+    return self.digits
+
+  def sequence_length(self, n: int) -> int:
+    return len(self.FILLER_IDS) * n + 3 * self.digits + 5
+
+  def sample(self, rng: np.random.Generator, batch_size: int, length: int) -> Batch:
+    batch_size, n = self._check_args(rng, batch_size, length)
+    filler = list(self.FILLER_IDS)
+    seq = np.empty((batch_size, self.sequence_length(n)), np.int32)
+    for row in range(batch_size):
+      key = rng.integers(0, 10, size=self.digits).tolist()
+      depth = int(rng.integers(0, n + 1))
+      needle = [self.KEY_IS_ID, *key, self.REMEMBER_ID, *key, self.IS_KEY_ID]
+      seq[row] = [self.PREFIX_ID, *filler * depth, *needle, *filler * (n - depth), self.QUESTION_ID, *key]
     scored = np.zeros_like(seq, dtype=bool)
     scored[:, -self.digits :] = True
     return self._teacher_forcing(seq, scored)

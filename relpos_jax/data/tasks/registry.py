@@ -8,7 +8,7 @@ from relpos_jax.data.tasks.base import Task
 from relpos_jax.data.tasks.count_copy import CountCopy
 from relpos_jax.data.tasks.dcf import ModularArithmeticBrackets, SolveEquation, StackManipulation
 from relpos_jax.data.tasks.flip_flop import FlipFlop
-from relpos_jax.data.tasks.recall import MultiQueryAssociativeRecall, Passkey
+from relpos_jax.data.tasks.recall import MultiQueryAssociativeRecall, Passkey, PasskeyTokens
 from relpos_jax.data.tasks.regular import CycleNavigation, EvenPairs, ModularArithmetic, ParityCheck
 from relpos_jax.data.tasks.strings import (
     BucketSort,
@@ -42,6 +42,7 @@ TASKS: dict[str, type[Task]] = {
         FlipFlop,
         MultiQueryAssociativeRecall,
         Passkey,
+        PasskeyTokens,
         Addition,
         AdditionCoupled,
         AdditionAbacus,
