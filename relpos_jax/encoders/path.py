@@ -20,12 +20,24 @@ reference, logits scaled by `scale` and softmax). The optional forget gate of th
 `path + fox` here. Initialisation: linear layers normal(0.02) (fla's initializer_range), the convolution
 PyTorch's Conv1d default U(-1/sqrt(3), 1/sqrt(3)), beta's bias 0.
 
-Memory: never (L, L, d, d) nor (L, L, d). The logits are computed by one scan over the keys from last to
-first that carries each query's transformed vector u_ij = H_{j+1} ... H_i q_i ((B, Lq, H, d), updated by a
-rank-one step per key), emitting the column a_{:, j} = u_{:, j} . k_j; the scan is split in blocks of
-`block_size` keys whose residuals are recomputed in the backward pass (`jax.checkpoint`), so training stores
-O(L^2 d / block_size + L^2) floats, at the scale of the attention matrix. The same scan serves cached
-decoding (queries at cache index q_offset + i). Time O(L^2 d), sequential in L.
+Algorithm and memory: never (L, L, d, d) nor (L, L, d). Calls with several queries (training, a prompt, a
+chunk of a prompt at a cache offset) take the chunked form of the paper (the UT transform of a chunk's factors) and
+of fla's `naive_path_attn`: per chunk of C = `block_size` keys, the compact WY form of its C Householder factors
+(one C x C triangular solve) gives its whole product P (d x d), its keys carried to the chunk's end
+kh_j = H_{e-1} ... H_{j+1} k_j, its queries carried to the chunk's start, and its diagonal block of logits, all
+chunks at once; then one scan over the key chunks, last to first, carries each query's vector through one P per
+step and emits a column block of C keys (`_householder_logits_chunked`). Time O(L^2 d (1 + d / C)), L / C
+sequential steps; training stores the carry once per chunk, O(L^2 d / C + L^2) floats, at the scale of the
+attention matrix. A decoding step (one query) scans the keys one at a time instead (`_householder_logits_scan`:
+O(L d) work, L sequential steps, no d x d products to build); that scan serves any q_index and is the chunked
+form's test reference.
+
+Not built: a tiled form (O(L) memory, `implementation='blockwise'`). `nn/blockwise.py`'s `_ReplacedContent`
+builds these logits whole on one tile and the tiled paths refuse PaTH by name (`_tiler`). Tiling would need the
+key tiles of a query tile visited nearest first with a per-query-row carry (u, the query carried through the
+tiles between, as x above), each key tile's kh and P computed once before the sweep and shared by every query
+tile, and a custom VJP whose backward runs the adjoint of that carry, farthest tile first, recomputing the
+carry rather than storing it per tile.
 
 Causal only (`requires_causal`): the product runs along the causal path. Padded tokens are transparent
 (beta = 0, H = I; their convolution input is zero, the convolution's own padding).
@@ -94,17 +106,17 @@ def _chunk_transform(w: jax.Array, beta: jax.Array) -> jax.Array:
 
 
 def _householder_logits_chunked(query, key, w, beta, q_index, chunk: int) -> jax.Array:
-  """`householder_logits` by chunks of C keys: O(Lk / C) sequential steps.
+  """`householder_logits` by chunks of C keys: O(Lk / C) sequential steps, time O(Lq Lk D (1 + D / C)).
 
   Per key chunk [s, e) (W, K its rows, T its `_chunk_transform`, rows and columns indexed within the chunk):
     P     = H_s ... H_{e-1} = I - W^T T W                   (the chunk's whole product, D x D)
-    k̂_j  = H_{e-1} ... H_{j+1} k_j:  K̂ = K - M^T T W,   M_bj = w_b . k_j [b > j]
+    kh_j  = H_{e-1} ... H_{j+1} k_j:  Kh = K - M^T T W,   M_bj = w_b . k_j [b > j]
   and per query i (Q its chunk's queries, the query chunk aligned on the key chunk of the same tokens):
     v_i   = H_s ... H_i q_i:          V = Q - R W,        R = tril(Q W^T) T^T
     a_ij  = q_i . k_j - (R M)_ij      for s <= j <= i (the diagonal block).
-  For j in a key chunk n before the query's chunk t, a_ij = k̂_j . (P_{n+1} ... P_{t-1} v_i): one scan over
+  For j in a key chunk n before the query's chunk t, a_ij = kh_j . (P_{n+1} ... P_{t-1} v_i): one scan over
   the key chunks, last to first, carries x_i = P_{n+1} ... P_{t-1} v_i for every query (0 until its own chunk
-  is reached), emits the column block x . k̂_j, then takes x <- P_n x (x <- v on the query's own chunk): the
+  is reached), emits the column block x . kh_j, then takes x <- P_n x (x <- v on the query's own chunk): the
   sequential scan with a chunk of keys per step. Queries at an offset that is not a multiple of C see the keys
   shifted right by r = -offset mod C (r transparent zero tokens in front), so that chunks still coincide.
   """
@@ -195,6 +207,9 @@ MAX_BLOCK_SIZE = 2**12
 @register('path')
 @dataclasses.dataclass(frozen=True)
 class PaTH(contract.ContextualEncoder):
+  """PaTH's content logit; `block_size` is the chunk of keys of the chunked logits (and the checkpointed block
+  of the per-key scan that decoding steps use)."""
+
   rank: int = 32
   conv_size: int = 3
   block_size: int = 64
