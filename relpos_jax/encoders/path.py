@@ -20,12 +20,24 @@ reference, logits scaled by `scale` and softmax). The optional forget gate of th
 `path + fox` here. Initialisation: linear layers normal(0.02) (fla's initializer_range), the convolution
 PyTorch's Conv1d default U(-1/sqrt(3), 1/sqrt(3)), beta's bias 0.
 
-Memory: never (L, L, d, d) nor (L, L, d). The logits are computed by one scan over the keys from last to
-first that carries each query's transformed vector u_ij = H_{j+1} ... H_i q_i ((B, Lq, H, d), updated by a
-rank-one step per key), emitting the column a_{:, j} = u_{:, j} . k_j; the scan is split in blocks of
-`block_size` keys whose residuals are recomputed in the backward pass (`jax.checkpoint`), so training stores
-O(L^2 d / block_size + L^2) floats, at the scale of the attention matrix. The same scan serves cached
-decoding (queries at cache index q_offset + i). Time O(L^2 d), sequential in L.
+Algorithm and memory: never (L, L, d, d) nor (L, L, d). Calls with several queries (training, a prompt, a
+chunk of a prompt at a cache offset) take the chunked form of the paper (the UT transform of a chunk's factors) and
+of fla's `naive_path_attn`: per chunk of C = `block_size` keys, the compact WY form of its C Householder factors
+(one C x C triangular solve) gives its whole product P (d x d), its keys carried to the chunk's end
+kh_j = H_{e-1} ... H_{j+1} k_j, its queries carried to the chunk's start, and its diagonal block of logits, all
+chunks at once; then one scan over the key chunks, last to first, carries each query's vector through one P per
+step and emits a column block of C keys (`_householder_logits_chunked`). Time O(L^2 d (1 + d / C)), L / C
+sequential steps; training stores the carry once per chunk, O(L^2 d / C + L^2) floats, at the scale of the
+attention matrix. A decoding step (one query) scans the keys one at a time instead (`_householder_logits_scan`:
+O(L d) work, L sequential steps, no d x d products to build); that scan serves any q_index and is the chunked
+form's test reference.
+
+Not built: a tiled form (O(L) memory, `implementation='blockwise'`). `nn/blockwise.py`'s `_ReplacedContent`
+builds these logits whole on one tile and the tiled paths refuse PaTH by name (`_tiler`). Tiling would need the
+key tiles of a query tile visited nearest first with a per-query-row carry (u, the query carried through the
+tiles between, as x above), each key tile's kh and P computed once before the sweep and shared by every query
+tile, and a custom VJP whose backward runs the adjoint of that carry, farthest tile first, recomputing the
+carry rather than storing it per tile.
 
 Causal only (`requires_causal`): the product runs along the causal path. Padded tokens are transparent
 (beta = 0, H = I; their convolution input is zero, the convolution's own padding).
@@ -37,6 +49,7 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from relpos_jax import validation
 from relpos_jax.encoders import contract
@@ -54,13 +67,132 @@ def short_conv(x: jax.Array, kernel: jax.Array) -> jax.Array:
 
 
 def householder_logits(
-    query: jax.Array, key: jax.Array, w: jax.Array, beta: jax.Array, q_index: jax.Array, block_size: int = 64
+    query: jax.Array,
+    key: jax.Array,
+    w: jax.Array,
+    beta: jax.Array,
+    q_index: jax.Array,
+    block_size: int = 64,
+    method: str | None = None,
 ) -> jax.Array:
   """a_ij = q_i^T H_{q_index[i]} ... H_{j+1} k_j for j <= q_index[i] (0 above), H_s = I - beta_s w_s w_s^T.
 
   query (B, Lq, H, D), key and w (B, Lk, H, D), beta (B, Lk, H), q_index (Lq,) -> (B, H, Lq, Lk) float32.
-  One scan over the keys, last to first, in checkpointed blocks of `block_size` keys.
+  method 'chunked' (`_householder_logits_chunked`, chunks of `block_size` keys) needs the queries contiguous
+  among the keys, q_index = q_index[0] + arange(Lq) inside [0, Lk) (NaN logits otherwise, never wrong ones);
+  'scan' (`_householder_logits_scan`) takes any q_index. None: 'scan' for one query (a decoding step: Lk cheap
+  steps, no chunk products to build), else 'chunked'.
   """
+  if method is None:
+    method = 'scan' if query.shape[1] == 1 else 'chunked'
+  if method == 'chunked' and not isinstance(q_index, jax.core.Tracer):
+    _check_contiguous(np.asarray(q_index), query.shape[1], key.shape[1])
+  if method == 'chunked':
+    return _householder_logits_chunked(query, key, w, beta, q_index, block_size)
+  if method == 'scan':
+    return _householder_logits_scan(query, key, w, beta, q_index, block_size)
+  raise ValueError(f"householder_logits: method must be 'chunked', 'scan' or None, got {method!r}.")
+
+
+def _check_contiguous(q_index: np.ndarray, q_len: int, k_len: int) -> None:
+  """A concrete q_index outside the chunked form's contract is a ValueError (a traced one gives NaN logits)."""
+  offset = int(q_index[0]) if q_index.size else 0
+  expected = offset + np.arange(q_len)
+  if q_index.shape != (q_len,) or not np.array_equal(q_index, expected) or offset < 0 or offset + q_len > k_len:
+    raise ValueError(
+        f"householder_logits(method='chunked'): q_index={q_index.tolist()} is not contiguous inside the "
+        f'{k_len} keys; allowed: q_index = offset + arange({q_len}) with 0 <= offset <= {k_len - q_len} '
+        f"(and offset 0 when Lq == Lk), or method='scan', which takes any q_index."
+    )
+  if q_len == k_len and offset != 0:
+    raise ValueError(
+        f"householder_logits(method='chunked'): q_index starts at {offset} with as many queries as keys; "
+        "allowed: q_index = arange(Lq), or method='scan'."
+    )
+
+
+def _chunk_transform(w: jax.Array, beta: jax.Array) -> jax.Array:
+  """T (..., C, C), upper triangular, with H_0 H_1 ... H_{C-1} = I - W^T T W for a chunk's w (..., C, D), beta.
+
+  The compact WY form (LAPACK's larft; the paper's UT transform): T = (I + striu(diag(beta) W W^T))^{-1}
+  diag(beta). A principal block of consecutive rows and columns of T is the T of those factors alone, which is
+  what the chunked logits read. beta = 0 (padding) gives a zero column: H = I.
+  """
+  c = w.shape[-2]
+  upper = jnp.eye(c, dtype=w.dtype) + jnp.triu(beta[..., :, None] * (w @ jnp.swapaxes(w, -1, -2)), 1)
+  eye = jnp.broadcast_to(jnp.eye(c, dtype=w.dtype), upper.shape)
+  inverse = jax.scipy.linalg.solve_triangular(upper, eye, lower=False, unit_diagonal=True)
+  return inverse * beta[..., None, :]
+
+
+def _householder_logits_chunked(query, key, w, beta, q_index, chunk: int) -> jax.Array:
+  """`householder_logits` by chunks of C keys: O(Lk / C) sequential steps, time O(Lq Lk D (1 + D / C)).
+
+  Per key chunk [s, e) (W, K its rows, T its `_chunk_transform`, rows and columns indexed within the chunk):
+    P     = H_s ... H_{e-1} = I - W^T T W                   (the chunk's whole product, D x D)
+    kh_j  = H_{e-1} ... H_{j+1} k_j:  Kh = K - M^T T W,   M_bj = w_b . k_j [b > j]
+  and per query i (Q its chunk's queries, the query chunk aligned on the key chunk of the same tokens):
+    v_i   = H_s ... H_i q_i:          V = Q - R W,        R = tril(Q W^T) T^T
+    a_ij  = q_i . k_j - (R M)_ij      for s <= j <= i (the diagonal block).
+  For j in a key chunk n before the query's chunk t, a_ij = kh_j . (P_{n+1} ... P_{t-1} v_i): one scan over
+  the key chunks, last to first, carries x_i = P_{n+1} ... P_{t-1} v_i for every query (0 until its own chunk
+  is reached), emits the column block x . kh_j, then takes x <- P_n x (x <- v on the query's own chunk): the
+  sequential scan with a chunk of keys per step. Queries at an offset that is not a multiple of C see the keys
+  shifted right by r = -offset mod C (r transparent zero tokens in front), so that chunks still coincide.
+  """
+  b, k_len, h, d = key.shape
+  q_len = query.shape[1]
+  q_index = jnp.asarray(q_index, jnp.int32)
+  queries = jnp.arange(q_len, dtype=jnp.int32)
+  if q_len == k_len:  # The queries are the keys (training, a whole prompt): offset 0, no shift.
+    offset, shift, num_k = jnp.int32(0), 0, -(-k_len // chunk)
+    in_contract = jnp.all(q_index == queries)
+  else:  # Queries at a cache index, dynamic: one chunk more leaves room for any shift.
+    offset = q_index[0]
+    shift, num_k = (-offset) % chunk, -(-k_len // chunk) + 1
+    in_contract = jnp.all(q_index == offset + queries) & (offset >= 0) & (offset + q_len <= k_len)
+  num_q = -(-q_len // chunk)
+  first = (offset + shift) // chunk  # The key chunk that holds query 0.
+
+  def to_chunks(a, num, at):  # (B, L, H, ...) -> (B, H, num, C, ...), a placed at index `at`, zeros around.
+    a = jnp.moveaxis(jnp.asarray(a, jnp.float32), 2, 1)
+    padded = jnp.zeros(a.shape[:2] + (num * chunk,) + a.shape[3:], jnp.float32)
+    a = jax.lax.dynamic_update_slice_in_dim(padded, a, at, axis=2)
+    return a.reshape(a.shape[:2] + (num, chunk) + a.shape[3:])
+
+  key, w, beta = (to_chunks(a, num_k, shift) for a in (key, w, beta))
+  query = to_chunks(query, num_q, 0)
+  swap = lambda a: jnp.swapaxes(a, -1, -2)
+  t_mat = _chunk_transform(w, beta)
+  tw = t_mat @ w
+  products = jnp.eye(d, dtype=jnp.float32) - swap(w) @ tw  # P per key chunk (B, H, Nk, D, D)
+  m_mat = jnp.tril(w @ swap(key), -1)
+  key_hat = key - swap(m_mat) @ tw
+  own = lambda a: jax.lax.dynamic_slice_in_dim(a, first, num_q, axis=2)  # the query chunks' own key chunks
+  r_mat = jnp.tril(query @ swap(own(w))) @ swap(own(t_mat))
+  v = query - r_mat @ own(w)
+  diagonal = jnp.tril(query @ swap(own(key)) - r_mat @ own(m_mat))
+  chunk_of_query = first + jnp.arange(num_q, dtype=jnp.int32)
+
+  def step(x, inputs):
+    product, k_hat, n = inputs
+    here = (chunk_of_query == n)[:, None, None]
+    column = jnp.where(here, diagonal, jnp.einsum('bhtcd,bhkd->bhtck', x, k_hat))
+    x = jnp.where(here, v, jnp.einsum('bhtcd,bhed->bhtce', x, product))
+    return x, column
+
+  xs = (jnp.moveaxis(products, 2, 0), jnp.moveaxis(key_hat, 2, 0), jnp.arange(num_k, dtype=jnp.int32))
+  _, columns = jax.lax.scan(step, jnp.zeros_like(query), xs, reverse=True)  # (Nk, B, H, Nq, C, C)
+  logits = jnp.transpose(columns, (1, 2, 3, 4, 0, 5)).reshape(b, h, num_q * chunk, num_k * chunk)
+  logits = jax.lax.dynamic_slice_in_dim(logits[:, :, :q_len], shift, k_len, axis=3)
+  return jnp.where(in_contract, logits, jnp.nan)
+
+
+def _householder_logits_scan(
+    query: jax.Array, key: jax.Array, w: jax.Array, beta: jax.Array, q_index: jax.Array, block_size: int = 64
+) -> jax.Array:
+  """`householder_logits` for any q_index: one scan over the keys, last to first, in checkpointed blocks of
+  `block_size` keys, carrying u = H_{j+1} ... H_{q_index[i]} q_i for every query (Lk sequential steps)."""
   b, k_len, h, d = key.shape
   q_len = query.shape[1]
   blocks = -(-k_len // block_size)
@@ -95,6 +227,9 @@ MAX_BLOCK_SIZE = 2**12
 @register('path')
 @dataclasses.dataclass(frozen=True)
 class PaTH(contract.ContextualEncoder):
+  """PaTH's content logit; `block_size` is the chunk of keys of the chunked logits (and the checkpointed block
+  of the per-key scan that decoding steps use)."""
+
   rank: int = 32
   conv_size: int = 3
   block_size: int = 64

@@ -451,8 +451,9 @@ class _CountedPositions(Term):
 
 @dataclasses.dataclass(frozen=True)
 class _ReplacedContent(Term):
-  """A contextual part whose logit replaces q . k (PaTH): a_ij reads every token between j and i through its
-  own sequential scan, so it has no per-tile form; the one-tile (explicit) path builds it whole."""
+  """A contextual part whose logit replaces q . k (PaTH): a_ij reads every token between j and i through a
+  carry across the keys (its chunked scan), so it has no per-tile form yet (`encoders/path.py` says what one
+  would take); the one-tile (explicit) path builds it whole."""
 
   def prepare(self, part, params, ctx):
     return {'params': params, 'feature': ctx.feature, 'logits': None}
