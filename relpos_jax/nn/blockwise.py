@@ -47,15 +47,21 @@ from relpos_jax.nn import content_terms, position_terms, terms
 Kind = contract.Kind
 
 DEFAULT_BLOCK_SIZE = (512, 512)
+# A Term with elementwise work of its own on every pair (`terms.Term.per_pair_work`: a normalizer, a score
+# transform, counts along the keys) keeps several (B, H, bq, bk) float32 intermediates alive per tile: on a
+# CPU, 256 x 256 tiles halve stick-breaking's fwd+bwd at L = 2,048 and take a quarter off CoPE's and DAPE's
+# (docs/benchmarks.md 4k), while plain tiles are fastest at 512.
+PER_PAIR_BLOCK_SIZE = (256, 256)
 # dot_product_attention's own choice (jax.nn.functions._get_large_negative): finite in float32. Every path
 # masks with it (functional imports it from here).
 LARGE_NEGATIVE = np.float32(-0.7 * np.finfo(np.float32).max)
 
 
-def block_sizes(block_size) -> tuple[int, int]:
-  """None -> the default (block_q, block_k); an int -> square tiles; a pair -> itself. Else ValueError."""
+def block_sizes(block_size, per_pair_work: bool = False) -> tuple[int, int]:
+  """None -> the default (block_q, block_k), on a CPU smaller for Terms with per-pair work; an int -> square
+  tiles; a pair -> itself. Else ValueError."""
   if block_size is None:
-    return DEFAULT_BLOCK_SIZE
+    return PER_PAIR_BLOCK_SIZE if per_pair_work and jax.default_backend() == 'cpu' else DEFAULT_BLOCK_SIZE
   pair = (block_size, block_size) if isinstance(block_size, numbers.Integral) else block_size
   try:
     pair = tuple(pair)
@@ -504,7 +510,6 @@ def prepare(
   """Tiles, padding, and each part's prepared data (`terms.Term.prepare`, differentiable by plain autodiff)."""
   b, q_len, num_heads, _ = query.shape
   k_len = key.shape[1]
-  bq, bk = (q_len, k_len) if one_tile else block_sizes(block_size)  # one_tile: the explicit path
   contiguous = q_positions is None
   q_offset = jnp.asarray(q_offset, jnp.int32)
 
@@ -517,6 +522,8 @@ def prepare(
   part_terms = terms.terms_for(
       [part for part, _, _ in active], contiguous, scale, one_tile=one_tile, query_bias=u is not None
   )
+  per_pair_work = any(t.per_pair_work for t in part_terms)
+  bq, bk = (q_len, k_len) if one_tile else block_sizes(block_size, per_pair_work)  # one_tile: the explicit path
   normalizers = [i for i, (part, _, _) in enumerate(active) if part.kind is Kind.NORMALIZER]
   halo, halo_part = terms.key_halo([part for part, _, _ in active], part_terms)
   if halo and min(bk, k_len) < halo and k_len > bk:

@@ -118,6 +118,9 @@ class Term:
 
   # Whether the Pallas kernel (`pallas_attention`) has this Term's per-tile form; it asks at construction.
   kernel_form = False
+  # Whether it does elementwise work of its own on every (query, key) pair beyond the scores (the kernel then
+  # takes smaller default tiles on a CPU, blockwise.PER_PAIR_BLOCK_SIZE).
+  per_pair_work = False
 
   def prepare(self, part, params, ctx):
     return params
@@ -363,6 +366,8 @@ class _Remap(Term):
 class _Normalizer(Term):
   """Replaces the softmax (stick-breaking): no term of its own; the kernel folds its `tile_weights`."""
 
+  per_pair_work = True
+
   def prepare(self, part, params, ctx):
     return None
 
@@ -372,6 +377,8 @@ class _ScoreTransform(Term):
   """A score transform (DAPE): A + B + f([A; B]) on the tile, B from the base's own Term. A correction that
   reads neighbouring keys (`key_halo`, version 2's convolutions) sees `halo` extra key columns on each side,
   scored exactly like the tile's own (`_logits`), then cropped: the explicit path's result, tile by tile."""
+
+  per_pair_work = True
 
   base: Term
   halo: int = 0
@@ -398,6 +405,8 @@ class _CountedPositions(Term):
   (its gates on every nearer key tile). The second sum is a carry per (query tile, key tile), from the row
   sums of every tile's gates (`complete`, once, by plain autodiff: O(L^2 / bk) floats); a tile adds its own
   suffix sums and reads the encoder's `counted_term` at p."""
+
+  per_pair_work = True
 
   scale: float
   shares_scores: bool = True  # its q . k is the content score too (no query bias u, no remap replacing it)

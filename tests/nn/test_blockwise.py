@@ -360,6 +360,31 @@ def test_block_size_without_tiles_and_kinds_without_tiles_are_errors():
     terms.term_for(absolute, True)
 
 
+def test_terms_with_per_pair_work_take_smaller_default_tiles_on_cpu(monkeypatch):
+  """A normalizer, a score transform and counts along the keys default to PER_PAIR_BLOCK_SIZE on a CPU (their
+  intermediates per pair outgrow the cache at 512 x 512); table and rotary kinds keep the default."""
+  assert jax.default_backend() == 'cpu'
+  assert blockwise.block_sizes(None, per_pair_work=True) == blockwise.PER_PAIR_BLOCK_SIZE
+  assert blockwise.block_sizes(None) == blockwise.DEFAULT_BLOCK_SIZE
+  seen = []
+  original = blockwise.prepare
+
+  def spy(*args, **kwargs):
+    prepared = original(*args, **kwargs)
+    seen.append((prepared.cfg.bq, prepared.cfg.bk))
+    return prepared
+
+  monkeypatch.setattr(blockwise, 'prepare', spy)
+  x = jnp.zeros((1, 600, DIM), jnp.float32)
+  for spec, expected in (('stick_breaking', 256), ('cope', 256), ('dape(alibi)', 256), ('alibi', 512), ('rope', 512)):
+    seen.clear()
+    layer = RelativeMultiHeadAttention(
+        HEADS, DIM, encoders.from_spec(spec), causal=True, implementation='blockwise', rngs=nnx.Rngs(0)
+    )
+    jax.eval_shape(lambda x: layer(x), x)  # traced only: the tile sizes are static
+    assert seen == [(expected, expected)], spec
+
+
 def test_the_default_implementation_tiles_beyond_one_default_tile_on_cpu(monkeypatch):
   """implementation=None on a CPU: the explicit path up to one default tile, the blockwise path beyond (the
   same numbers); PaTH stays explicit."""
