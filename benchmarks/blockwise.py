@@ -117,7 +117,8 @@ def time_rows(length: int, rows, repeats: int, warmup: int):
 def run(
     length: int = LENGTH, memory_length: int = MEMORY_LENGTH, repeats: int = 5, warmup: int = 1, rows=ENCODERS
 ) -> list[report.Section]:
-  block = 'default ' + 'x'.join(map(str, functional.blockwise.block_sizes(BLOCK_SIZE)))
+  sizes = lambda per_pair: 'x'.join(map(str, functional.blockwise.block_sizes(BLOCK_SIZE, per_pair)))
+  block = f'default {sizes(False)}; {sizes(True)} for Terms with per-pair work (normalizer, score transform, counts)'
   memory_section = report.Section(
       title='4a. Blockwise attention: compiled memory at long L',
       timed=(
