@@ -141,7 +141,7 @@ class Passkey(_Retrieval):
 
 
 @dataclasses.dataclass(frozen=True)
-class PasskeyTokens(_Retrieval):
+class PasskeyTokens(Passkey):
   """Passkey retrieval at token level: ``passkey``'s template with one token per sentence, so that its length
   axis fits a CPU (the byte-level template spends 341-431 tokens on 1-2 filler sentences).
 
@@ -159,7 +159,6 @@ class PasskeyTokens(_Retrieval):
 
   name = 'passkey_tokens'
   reference = 'Mohtashami & Jaggi 2023 (Landmark Attention): the passkey template, one token per sentence'
-  digits: int = 5
 
   FILLER_IDS: ClassVar[tuple[int, ...]] = (10, 11, 12, 13, 14)
   PREFIX_ID: ClassVar[int] = 15
@@ -169,12 +168,6 @@ class PasskeyTokens(_Retrieval):
   QUESTION_ID: ClassVar[int] = 19
   vocab_size: ClassVar[int] = 21
   pad_id: ClassVar[int] = 20
-
-  def __post_init__(self):
-    validation.positive_int('task', 'digits', self.digits)
-
-  def output_length(self, n: int) -> int:
-    return self.digits
 
   def sequence_length(self, n: int) -> int:
     return len(self.FILLER_IDS) * n + 3 * self.digits + 5
