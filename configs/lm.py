@@ -52,7 +52,7 @@ Variant `study,long` (`--config=configs/lm.py:study,long`): the same study train
 (1,600 steps; warmup and checkpoints scaled) for a subset of encoders (LONG_LABELS: T5 with its published
 layout, KERPLE-log, the lecture's distance bias and both monotone tables): do the findings hold with more
 training? (docs/study_long/: --config.study.lr_grid='(3e-3,1e-2,3e-2)' --config.study.seeds='(0,1,2,3,4)',
-the grid at seed 0 for every label and the 5 seeds for the compared pair)
+the full command; what ran: the grid at seed 0 for every label, the 5 seeds for the compared pair only)
 
 Variant `inference_extension` (`--config=configs/lm.py:inference_extension`): train with RoPE once (the
 `study` variant's run), evaluate its parameters unchanged with inference-time extensions up to 16x, each set
