@@ -32,8 +32,8 @@ attention matrix. A decoding step (one query) scans the keys one at a time inste
 O(L d) work, L sequential steps, no d x d products to build); that scan serves any q_index and is the chunked
 form's test reference.
 
-Not built: a tiled form (O(L) memory, `implementation='blockwise'`). `nn/blockwise.py`'s `_ReplacedContent`
-builds these logits whole on one tile and the tiled paths refuse PaTH by name (`_tiler`). Tiling would need the
+Not built: a tiled form (O(L) memory, `implementation='blockwise'`). `nn/terms.py`'s `_ReplacedContent`
+builds these logits whole on one tile and the tiled paths refuse PaTH by name (`term_for`). Tiling would need the
 key tiles of a query tile visited nearest first with a per-query-row carry (u, the query carried through the
 tiles between, as x above), each key tile's kh and P computed once before the sweep and shared by every query
 tile, and a custom VJP whose backward runs the adjoint of that carry, farthest tile first, recomputing the
@@ -79,15 +79,16 @@ def householder_logits(
 
   query (B, Lq, H, D), key and w (B, Lk, H, D), beta (B, Lk, H), q_index (Lq,) -> (B, H, Lq, Lk) float32.
   method 'chunked' (`_householder_logits_chunked`, chunks of `block_size` keys) needs the queries contiguous
-  among the keys, q_index = q_index[0] + arange(Lq) inside [0, Lk) (NaN logits otherwise, never wrong ones);
+  among the keys, q_index = q_index[0] + arange(Lq) inside [0, Lk) (otherwise a ValueError naming q_index when
+  it is concrete, NaN logits when it is traced, never wrong ones);
   'scan' (`_householder_logits_scan`) takes any q_index. None: 'scan' for one query (a decoding step: Lk cheap
   steps, no chunk products to build), else 'chunked'.
   """
   if method is None:
     method = 'scan' if query.shape[1] == 1 else 'chunked'
-  if method == 'chunked' and not isinstance(q_index, jax.core.Tracer):
-    _check_contiguous(np.asarray(q_index), query.shape[1], key.shape[1])
   if method == 'chunked':
+    if not isinstance(q_index, jax.core.Tracer):
+      _check_contiguous(np.asarray(q_index), query.shape[1], key.shape[1])
     return _householder_logits_chunked(query, key, w, beta, q_index, block_size)
   if method == 'scan':
     return _householder_logits_scan(query, key, w, beta, q_index, block_size)
@@ -102,12 +103,7 @@ def _check_contiguous(q_index: np.ndarray, q_len: int, k_len: int) -> None:
     raise ValueError(
         f"householder_logits(method='chunked'): q_index={q_index.tolist()} is not contiguous inside the "
         f'{k_len} keys; allowed: q_index = offset + arange({q_len}) with 0 <= offset <= {k_len - q_len} '
-        f"(and offset 0 when Lq == Lk), or method='scan', which takes any q_index."
-    )
-  if q_len == k_len and offset != 0:
-    raise ValueError(
-        f"householder_logits(method='chunked'): q_index starts at {offset} with as many queries as keys; "
-        "allowed: q_index = arange(Lq), or method='scan'."
+        f"(so offset 0 when Lq == Lk), or method='scan', which takes any q_index."
     )
 
 

@@ -282,7 +282,7 @@ def attend(
   if content_terms.has_content_kind(parts):
     features = content_terms.check_features(parts, features, b, k_len)
   # What every path reads: the parts, their params, the masks and positions.
-  terms = dict(
+  common = dict(
       parts=parts,
       params=params,
       causal=causal,
@@ -310,7 +310,7 @@ def attend(
       tiled = pallas_attention.attend
     else:
       tiled = blockwise.attend
-    out = tiled(query, key, value, block_size=block_size, features=features, **terms)
+    out = tiled(query, key, value, block_size=block_size, features=features, **common)
     return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
 
   if debug_checks and contiguous and position_terms.toeplitz_parts(parts):  # the realised bias: untiled only
@@ -324,10 +324,10 @@ def attend(
   # q and k are twice v's).
   plain = all(part.kind in (Kind.SCALAR_BIAS, Kind.ROTARY, Kind.ABSOLUTE) for part in parts)
   if plain and query.shape[-1] == value.shape[-1] and use_dot_product_attention:
-    out = _dot_product_attention(query, key, value, implementation=implementation, **terms)
+    out = _dot_product_attention(query, key, value, implementation=implementation, **common)
   else:
     # The explicit path: the tiled path's per-kind Terms on one tile holding every query and key.
-    out = blockwise.attend_one_tile(query, key, value, features=features, **terms)
+    out = blockwise.attend_one_tile(query, key, value, features=features, **common)
   return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
 
 
