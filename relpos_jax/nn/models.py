@@ -8,6 +8,9 @@
 Layout: token embedding (+ absolute position embedding p_i, if the encoder has an absolute part) -> N
 pre-norm blocks (`blocks.TransformerBlock`) -> final norm -> linear head. `positions` (B, L) int32 replaces
 0 .. L-1 everywhere (the train step passes `contract.train_positions(encoder, rng, B, L)` for randomized positions).
+`input_positions` (B, L) int32 replaces them for the absolute input embedding only, while attention keeps
+`positions` (or 0 .. L-1): McLeish et al. 2024's Abacus, a learned embedding of each digit's significance
+beside NoPE, FIRE or RoPE over the token index (task `addition_abacus` with `as_input=True`).
 
 With `share_position_bias` the model owns one set of encoder params for all layers and evaluates the
 scalar bias once per forward (T5's choice); otherwise every layer has its own (Shaw's, ALiBi's are fixed).
@@ -340,10 +343,17 @@ class _Transformer(nnx.Module):
 
   # --------------------------------------------------------------------------------------------------------
 
-  def check_length(self, length: int) -> None:
-    """Raises ValueError when sequences of `length` tokens cannot be encoded (a learned table too short)."""
+  def check_length(self, length: int, *, input_positions_given: bool = False) -> None:
+    """Raises ValueError when sequences of `length` tokens cannot be encoded (a learned table too short).
+
+    `input_positions_given`: the absolute input parts embed the caller's `input_positions`, not 0 .. L-1, so
+    only the attention parts are held to `length` (the caller checks its input positions' range: a learned
+    table reads NaN past its end, see `absolute.Learned.embed`).
+    """
     length = validation.positive_int(f'{type(self).__name__}.check_length', 'length', length)
     for part in (p for e in all_encoders(self.config.encoder) for p in contract.leaves(e)):
+      if input_positions_given and part.kind is contract.Kind.ABSOLUTE:
+        continue
       part.check_positions(length)
 
   def _check_inputs(self, tokens, positions, padding_mask):
@@ -383,16 +393,29 @@ class _Transformer(nnx.Module):
       positions: jax.Array | None = None,
       padding_mask: jax.Array | None = None,
       deterministic: bool = True,
+      input_positions: jax.Array | None = None,
   ) -> jax.Array:
     """tokens (B, L) int -> logits (B, L, config.output_vocab) float32.
 
     positions: (B, L) int32, None for 0 .. L-1. padding_mask: (B, L) bool, True = real token.
     deterministic: False enables dropout (needs a 'dropout' stream in the model's rngs).
+    input_positions: (B, L) int32 for the absolute input embedding alone (None: `positions`); the encoder
+    must have an absolute part to embed them.
     """
     tokens, positions, padding_mask = self._check_inputs(tokens, positions, padding_mask)
     b, length = tokens.shape
-    self.check_length(length)
+    if input_positions is not None:
+      who = type(self).__name__
+      if not any(p.kind is contract.Kind.ABSOLUTE for p in self.input_parts):
+        raise ValueError(
+            f'{who}: input_positions were given but encoder {self.config.encoder!r} has no absolute part to '
+            "embed them; allowed: an encoder with one, e.g. 'learned(max_length=64) + fire' (Abacus beside FIRE)."
+        )
+      input_positions = validation.positions(who, input_positions, tokens.shape, 'input_positions')
+    self.check_length(length, input_positions_given=input_positions is not None)
     embed_positions = positions if positions is not None else position_terms.contiguous_positions(b, length)
+    if input_positions is not None:
+      embed_positions = input_positions
     x = self._embed(tokens, embed_positions, deterministic)
     shared = self._shared_params()
     bias = None

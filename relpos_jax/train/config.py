@@ -495,14 +495,26 @@ def validate(config, *, num_devices: int | None = None) -> list[str]:
         f'max_position={limit} positions; raise max_position.'
     )
   longest = longest_sequence(run)
-  for part in layer_leaves(run.encoder):
+  input_bound = input_position_bound(run)
+  leaves = layer_leaves(run.encoder)
+  if input_bound is not None and not any(p.kind is contract.Kind.ABSOLUTE for p in leaves):
+    raise ConfigError(
+        f'config.model.encoder={run.encoder_spec!r} is invalid for this run: task {run.data.task!r} hands '
+        'the model input positions (an absolute input embedding of them) and this encoder has no absolute '
+        "part to embed them; allowed: one with it, e.g. 'learned(max_length=64) + fire'."
+    )
+  for part in leaves:
+    embeds_task_positions = input_bound is not None and part.kind is contract.Kind.ABSOLUTE
     try:
-      part.check_positions(longest)
+      part.check_positions(input_bound if embeds_task_positions else longest)
     except ValueError as e:
+      reach = (
+          f"embeds the task's input positions, up to {input_bound - 1}"
+          if embeds_task_positions
+          else f'trains or evaluates sequences of up to {longest} tokens (config.data / config.eval.lengths)'
+      )
       raise ConfigError(
-          f'config.model.encoder={run.encoder_spec!r} is invalid for this run: it trains or '
-          f'evaluates sequences of up to {longest} tokens (config.data / config.eval.lengths)'
-          f' but {e}'
+          f'config.model.encoder={run.encoder_spec!r} is invalid for this run: it {reach} but {e}'
       ) from None
   return _warnings(run, limit, longest)
 
@@ -567,6 +579,18 @@ def longest_sequence(config) -> int:
   """The most tokens any training or evaluation sequence of the run holds (what position tables must cover)."""
   run = parse(config)
   return run.data.longest_sequence(run)
+
+
+def input_position_bound(config) -> int | None:
+  """One past the largest input position (`batch['input_positions']`) the run's task hands the model at any
+  training or evaluation length; None when it hands none (every corpus, most tasks)."""
+  run = parse(config)
+  task = getattr(run.data, 'task', None) and run.task
+  if task is None:
+    return None
+  at = [task.max_input_position(int(run.data.max_length))]
+  at += [task.for_evaluation().max_input_position(int(n)) for n in run.eval.lengths]
+  return None if at[0] is None else max(at) + 1
 
 
 def layer_leaves(encoder) -> tuple[contract.Encoder, ...]:

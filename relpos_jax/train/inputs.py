@@ -282,7 +282,7 @@ class TaskData:
     """`eval.num_examples` examples of input length `length`, right-padded (masked) to a multiple of
     `eval.pad_multiple` tokens; 'test' examples come from another random stream than 'validation'."""
     rng = eval_rng(self.eval_section.seed, length, split)
-    batch = self.task.sample(rng, int(self.eval_section.num_examples), int(length))
+    batch = self.task.for_evaluation().sample(rng, int(self.eval_section.num_examples), int(length))
     multiple = int(self.eval_section.pad_multiple)
     total = batch['inputs'].shape[1]
     batch = data_lib.pad_batch(batch, -(-total // multiple) * multiple, self.task.pad_id)

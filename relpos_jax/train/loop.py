@@ -131,7 +131,8 @@ def build_model(config, *, seed: int | None = None) -> nnx.Module:
     )
   longest = config_lib.longest_sequence(run)
   try:
-    model.check_length(longest)
+    # A task's own input positions (Abacus) are held to the table by config.validate, not the length.
+    model.check_length(longest, input_positions_given=config_lib.input_position_bound(run) is not None)
   except ValueError as e:
     raise config_lib.ConfigError(
         f'config.model.encoder={run.encoder_spec!r} cannot run this config, whose longest sequence '

@@ -33,7 +33,7 @@ import optax
 
 KINDS = ('language_model', 'task')
 REDUCTIONS = ('token_mean', 'sequence_sum')
-BATCH_KEYS = ('inputs', 'targets', 'loss_mask', 'accuracy_mask', 'padding_mask', 'positions')
+BATCH_KEYS = ('inputs', 'targets', 'loss_mask', 'accuracy_mask', 'padding_mask', 'positions', 'input_positions')
 
 
 def token_cross_entropy(logits: jax.Array, targets: jax.Array) -> jax.Array:

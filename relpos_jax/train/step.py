@@ -73,7 +73,14 @@ def forward(
   padding_mask = batch['padding_mask'] if use_padding_mask else None
   if 'positions' in batch:  # a task's own positions (position coupling, Abacus) replace any other
     positions = batch['positions']
-  return model(batch['inputs'], positions=positions, padding_mask=padding_mask, deterministic=deterministic)
+  return model(
+      batch['inputs'],
+      positions=positions,
+      padding_mask=padding_mask,
+      deterministic=deterministic,
+      # Abacus as McLeish et al. embed it: the absolute input embedding's positions, attention's unchanged.
+      input_positions=batch.get('input_positions'),
+  )
 
 
 def all_finite(tree) -> jax.Array:

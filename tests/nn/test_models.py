@@ -245,3 +245,36 @@ def test_encoder_model_learns_a_copy_into_its_own_output_vocab():
 
   losses = _train(model, batches, 40)
   assert losses[-1] < 0.8 * losses[0], losses
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Input positions: the absolute input embedding's own positions (Abacus as McLeish et al. embed it).
+
+
+def test_input_positions_move_the_absolute_embedding_and_leave_attention_at_the_token_index():
+  """`input_positions` = 0..L-1 is the default forward; other input positions change the logits, and unlike
+  `positions` they do not reach the relative part (FIRE sees 0..L-1 either way)."""
+  model = DecoderLM(_config(spec.from_spec('learned(max_length=32) + fire')), rngs=nnx.Rngs(0))
+  tokens = _tokens()
+  index = jnp.broadcast_to(jnp.arange(L, dtype=jnp.int32), (B, L))
+  abacus = jnp.asarray([[1, 2, 3, 0, 1, 2], [3, 2, 1, 0, 4, 5]], jnp.int32)
+  plain = model(tokens)
+  np.testing.assert_allclose(model(tokens, input_positions=index), plain, atol=1e-6)
+  moved = model(tokens, input_positions=abacus)
+  assert not np.allclose(moved, plain, atol=1e-4)
+  # The same input embedding with FIRE also at `abacus` differs: the input positions did not reach FIRE.
+  assert not np.allclose(model(tokens, positions=abacus, input_positions=abacus), moved, atol=1e-4)
+  # Learned alone (NoPE attention): `positions` reach nothing but the embedding, so both spellings agree.
+  alone = DecoderLM(_config(spec.from_spec('learned(max_length=32)')), rngs=nnx.Rngs(0))
+  np.testing.assert_allclose(alone(tokens, input_positions=abacus), alone(tokens, positions=abacus), atol=1e-6)
+
+
+def test_input_positions_need_an_absolute_part_and_their_shape():
+  model = DecoderLM(_config(encoders.make('fire')), rngs=nnx.Rngs(0))
+  with pytest.raises(ValueError, match=r'input_positions were given but encoder .*fire.* has no absolute part'):
+    model(_tokens(), input_positions=jnp.zeros((B, L), jnp.int32))
+  learned = DecoderLM(_config(spec.from_spec('learned(max_length=32) + fire')), rngs=nnx.Rngs(0))
+  with pytest.raises(ValueError, match=r'input_positions must be an int array of shape \(batch, length\)'):
+    learned(_tokens(), input_positions=jnp.zeros((B, L + 1), jnp.int32))
+  with pytest.raises(ValueError, match='beyond the table'):  # concrete positions past the table: named
+    learned(_tokens(), input_positions=jnp.full((B, L), 40, jnp.int32))

@@ -142,7 +142,7 @@ def test_variants_select_the_protocol_and_unknown_variants_are_named():
   assert 'study' not in cpu and 'study' not in published
   with pytest.raises(
       ConfigError,
-      match=r"unknown config variant\(s\) \['publishd'\]; allowed: \['contextual', 'published', 'ruoss', 'study', 'suite'\]",
+      match=r"unknown config variant\(s\) \['publishd'\]; allowed: \['abacus', 'contextual', 'published', 'ruoss', 'study', 'suite'\]",
   ):
     config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py:publishd'))
   with pytest.raises(ConfigError, match=r"config file '.*no_such\.py' not found"):
@@ -278,3 +278,25 @@ def test_the_data_section_answers_for_its_source():
   assert config_lib.architecture(task) == run.task.kind
   assert config_lib.longest_training_sequence(task) == run.task.total_length(task.data.max_length)
   assert config_lib.parse(lm).task is None
+
+
+def test_abacus_input_positions_are_held_to_the_encoders_table_before_any_run():
+  """addition_abacus with as_input hands input positions up to max_offset + n + 1 in training and n + 1 at
+  evaluation: the encoder needs an absolute part whose table covers them (not the sequence length)."""
+  import ml_collections
+
+  config = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'), validate_config=False)
+  config.unlock()
+  config.data.task = 'addition_abacus'
+  config.data.task_kwargs = ml_collections.ConfigDict({'max_offset': 40, 'as_input': True})
+  config.data.max_length = 8
+  config.eval.lengths = (8, 48)
+  config.model.encoder = 'fire'
+  with pytest.raises(ConfigError, match=r"encoder='fire' is invalid.*no absolute part"):
+    validate(config, num_devices=1)
+  config.model.encoder = 'learned(max_length=40) + fire'
+  with pytest.raises(ConfigError, match=r'input positions, up to 49 .*max_length=40'):
+    validate(config, num_devices=1)
+  assert config_lib.input_position_bound(config) == 50  # 40 + 8 + 1 in training, 48 + 1 at evaluation
+  config.model.encoder = 'learned(max_length=50) + fire'  # 3 * 48 + 2 tokens: the table need not cover them
+  assert validate(config, num_devices=1) == []

@@ -25,6 +25,14 @@ The three tasks differ only in the positions they hand the model (``batch['posit
 
 ``addition_coupled``'s positions lie in ``[1, max_position]`` (as the reference's) and need
 ``max_position >= n + 2`` (checked when sampling); ``addition_abacus``'s in ``[0, max_offset + n + 1]``.
+
+``addition_abacus`` with ``as_input=True`` is Abacus as McLeish et al. embed it (reference
+mcleish7/arithmetic ``abacus.py``): the indices go to a learned absolute input embedding alone
+(``batch['input_positions']``; the encoder needs an absolute part, e.g. ``learned(max_length=64) + fire``),
+while attention sees 0..T-1 through its own encoding (NoPE, FIRE, RoPE: the paper's pairings), and
+evaluation draws no offset (the reference's ``k = 0`` outside training). Deviation: the reference draws one
+offset per batch, this task one per example. With ``as_input=False`` (the default, the suite's committed
+runs) the indices replace the positions of every encoder, attention's included.
 """
 
 from __future__ import annotations
@@ -93,8 +101,13 @@ class Addition(CausalTask):
     }
     positions = self.positions(rng, significance)
     if positions is not None:
-      batch['positions'] = positions[:, :-1].astype(np.int32)
+      batch[self.positions_key] = positions[:, :-1].astype(np.int32)
     return batch
+
+  @property
+  def positions_key(self) -> str:
+    """The batch key of the task's positions: 'positions' (every encoder's) or 'input_positions'."""
+    return 'positions'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,9 +139,27 @@ class AdditionAbacus(Addition):
   name = 'addition_abacus'
   reference = 'McLeish et al. 2024, Transformers Can Do Arithmetic with the Right Embeddings (Abacus)'
   max_offset: int = 100
+  as_input: bool = False
 
   def __post_init__(self):
     validation.positive_int('task', 'max_offset', self.max_offset, minimum=0)
+    validation.require(
+        isinstance(self.as_input, bool),
+        'task',
+        'as_input',
+        self.as_input,
+        'True (McLeish et al.: a learned ' 'input embedding) or False (the positions of every encoder)',
+    )
+
+  @property
+  def positions_key(self) -> str:
+    return 'input_positions' if self.as_input else 'positions'
+
+  def for_evaluation(self) -> AdditionAbacus:
+    return dataclasses.replace(self, max_offset=0) if self.as_input else self
+
+  def max_input_position(self, n: int) -> int | None:
+    return self.max_offset + n + 1 if self.as_input else None
 
   def positions(self, rng, significance):
     offset = rng.integers(0, self.max_offset + 1, size=(significance.shape[0], 1))

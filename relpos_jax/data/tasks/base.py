@@ -76,6 +76,15 @@ class Task(abc.ABC):
   def sample(self, rng: np.random.Generator, batch_size: int, length: int) -> Batch:
     """A batch whose examples all have input length ``length``."""
 
+  def for_evaluation(self) -> Task:
+    """The task evaluation sets are drawn from: this one, unless its training adds an augmentation its
+    paper's evaluation leaves out (Abacus's random offset, McLeish et al. 2024)."""
+    return self
+
+  def max_input_position(self, n: int) -> int | None:
+    """The largest ``batch['input_positions']`` value at input length ``n``; None: the task hands none."""
+    return None
+
   @property
   def params(self) -> dict:
     return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
