@@ -9,10 +9,11 @@ Transformers"): a bidirectional transformer on an algorithmic task. Variants (co
               the same encoders and seeds; `cpu` scale by default, the papers' scale with `published`
   ruoss       a suite: Ruoss et al. 2023's claim at CPU scale (RUOSS_TASKS, RoPE against randomized RoPE at
               max_position 2x and 8x the longest test sequence and 2048, 3 seeds, a learning-rate grid)
+  abacus      a suite: Abacus as McLeish et al. 2024 embed it (a learned input embedding of each digit's
+              significance) beside NoPE, FIRE and RoPE, addition to 6x the trained digits
   contextual  a suite: the causal tasks (CONTEXTUAL_TASKS: flip-flop, the claim of CoPE and FoX's authors
-              about position from content, multi-query associative recall and the token-level passkey) with
-              the content-dependent
-              encoders (CoPE, FoX, stick-breaking) beside NoPE, RoPE and ALiBi, the CPU suite's protocols
+              about position from content, multi-query associative recall, the token-level passkey, counting
+              (count_copy), plain addition and selective copying) with the content-dependent encoders (CoPE, FoX, stick-breaking) beside NoPE, RoPE and ALiBi, the CPU suite's protocols
 
     python -m experiments.train --config=configs/algorithmic.py --workdir=/tmp/even_pairs
     python -m experiments.train --config=configs/algorithmic.py --config.data.task=parity_check \
@@ -26,6 +27,7 @@ Transformers"): a bidirectional transformer on an algorithmic task. Variants (co
     python -m experiments.suite --config=configs/algorithmic.py:published,suite --workdir=gs://.../suite
     python -m experiments.suite --config=configs/algorithmic.py:ruoss --workdir=docs/suite_ruoss
     python -m experiments.suite --config=configs/algorithmic.py:contextual --workdir=docs/suite_contextual
+    python -m experiments.suite --config=configs/algorithmic.py:abacus --workdir=docs/suite_abacus
 
 `study` at CPU scale: evaluated by per-output-token accuracy at 10 and 20 (in distribution) and 30, 40, 60,
 100 (out of distribution), about 2 minutes per encoder on a 2-core CPU. NoPE is in the set as the control: a
@@ -49,7 +51,8 @@ Deviation: the 460 evaluation lengths are padded to multiples of 32 (`eval.pad_m
 
 `suite`: the 15 tasks of the Chomsky hierarchy (Deletang et al. 2023; Ruoss et al. 2023), flip_flop (Liu et al.
 2023), mqar (Arora et al. 2023), passkey (byte level, and `passkey_tokens`: its template one token per
-sentence), and addition with plain, coupled (Cho et al. 2024) and
+sentence), selective_copy (Gu & Dao 2023; CoPE's splits), count_copy (Kazemnejad et al. 2023), and addition
+with plain, coupled (Cho et al. 2024) and
 Abacus (McLeish et al. 2024) positions. CPU scale: this file's model, 1,000 to 2,500 steps per task (see
 `suite_protocols`), training lengths 1..16 (flip_flop 1..32 instruction pairs, mqar 1..8 pairs, addition 1..8
 digits), evaluated to 4x (addition 3x), 2 seeds, 6 encoders, every task but passkey (341..431 bytes at 1..2
@@ -105,7 +108,17 @@ SUITE_CHOMSKY = (
     'compute_sqrt',
     'bucket_sort',
 )
-SUITE_OTHER = ('flip_flop', 'mqar', 'passkey', 'passkey_tokens', 'addition', 'addition_coupled', 'addition_abacus')
+SUITE_OTHER = (
+    'flip_flop',
+    'mqar',
+    'passkey',
+    'passkey_tokens',
+    'selective_copy',
+    'count_copy',
+    'addition',
+    'addition_coupled',
+    'addition_abacus',
+)
 SUITE_ENCODERS = (
     'nope',
     'rope',
@@ -145,10 +158,13 @@ RUOSS_LR_GRID = (3e-4, 1e-3, 3e-3)
 # Position from content on the suite's causal tasks (`contextual`): CoPE, FoX and stick-breaking are causal
 # only, so the CPU suite (bidirectional Chomsky tasks) never ran them. Flip-flop is CoPE's own benchmark
 # (Golovneva et al. 2024, with selective copy and counting) and Liu et al.'s; mqar is content-addressed recall;
-# passkey_tokens is the passkey template one token per sentence (the byte-level one does not fit a CPU).
-# The baselines are the CPU suite's (the same seeds and protocol, so their cells can be checked against
+# passkey_tokens is the passkey template one token per sentence (the byte-level one does not fit a CPU);
+# selective_copy is CoPE's second task (Gu & Dao's selective copying); count_copy is Kazemnejad et al.'s
+# counting task (emit as many symbols as the prompt had), scored by exact
+# match; addition is the plain task (positions 0..L-1: coupled and Abacus positions replace what these
+# encoders would have to learn). The baselines are the CPU suite's (the same seeds and protocol, so their cells can be checked against
 # docs/suite).
-CONTEXTUAL_TASKS = ('flip_flop', 'mqar', 'passkey_tokens')
+CONTEXTUAL_TASKS = ('flip_flop', 'mqar', 'passkey_tokens', 'count_copy', 'addition', 'selective_copy')
 CONTEXTUAL_SUITE_ENCODERS = (
     'nope',
     'rope',
@@ -156,6 +172,25 @@ CONTEXTUAL_SUITE_ENCODERS = (
     'cope',
     'fox',
     'stick_breaking',
+)
+
+# Abacus as McLeish et al. 2024 embed it (`abacus`): a learned embedding of each digit's significance added to
+# the input (task addition_abacus with as_input), beside the attention encodings the paper pairs it with
+# (NoPE, FIRE, RoPE) over the token index. The CPU suite's addition protocol (train 1..8 digits, 2,000 steps,
+# 2 seeds), evaluated to 6x the trained digits (the paper: 20 -> 120). The paper's offset range (max_k = 99
+# over 20 digits) is scaled to 40 over 8, so that training reaches every index the 48-digit test uses; the
+# table holds 64 rows, past the 50 the run can reach.
+ABACUS_PROTOCOL = dict(
+    min_length=1,
+    max_length=8,
+    eval_lengths=(4, 8, 16, 24, 32, 48),
+    steps=2_000,
+    task_kwargs={'max_offset': 40, 'as_input': True},
+)
+ABACUS_ENCODERS = (
+    'abacus+nope: learned(max_length=64)',
+    'abacus+fire: learned(max_length=64) + fire',
+    'abacus+rope: learned(max_length=64) + rope',
 )
 
 
@@ -177,6 +212,16 @@ def suite_protocols(published: bool) -> dict:
         'passkey': dict(min_length=1, max_length=16, eval_lengths=(16, 32, 64, 128), loss_reduction='token_mean'),
         'passkey_tokens': dict(
             min_length=1, max_length=64, eval_lengths=(64, 128, 256, 512), loss_reduction='token_mean'
+        ),
+        # Kazemnejad et al. 2023: trained to 20, tested to 40.
+        'count_copy': dict(min_length=1, max_length=20, eval_lengths=(20, 30, 40)),
+        # CoPE's splits: 128 tokens to copy among 128 blanks, dense 64 and sparse 256 blanks (4x: 512).
+        'selective_copy': dict(
+            min_length=128,
+            max_length=128,
+            num_buckets=1,
+            eval_lengths=(64, 128, 256, 512),
+            task_kwargs={'num_copy': 128},
         ),
         'addition': dict(addition),
         'addition_abacus': dict(addition),
@@ -218,6 +263,11 @@ def suite_protocols(published: bool) -> dict:
       'passkey_tokens': dict(
           min_length=1, max_length=16, eval_lengths=(8, 16, 32, 64), loss_reduction='token_mean', steps=1_000
       ),
+      # The counts of the Chomsky grid's lengths, scored by exact match.
+      'count_copy': dict(chomsky),
+      # CoPE's splits scaled by 1/8: 16 tokens to copy among 16 blanks in training, then dense (8 blanks),
+      # sparse (32) and 4x (64 blanks). One training length, as the paper's.
+      'selective_copy': dict(min_length=16, max_length=16, num_buckets=1, eval_lengths=(8, 16, 32, 64)),
       'addition': dict(addition),
       'addition_coupled': dict(addition, task_kwargs={'max_position': 32}),
       'addition_abacus': dict(addition, task_kwargs={'max_offset': 16}),
@@ -225,16 +275,16 @@ def suite_protocols(published: bool) -> dict:
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  variants = parse_variants(arg, ('published', 'study', 'suite', 'ruoss', 'contextual'))
-  for cpu_suite in ('ruoss', 'contextual'):
-    if cpu_suite in variants:
-      if variants & {'published', 'study'}:
-        raise ValueError(
-            f"configs/algorithmic.py: {cpu_suite!r} is a CPU-scale suite; it excludes 'published' and 'study'."
-        )
-      variants.add('suite')
-  if {'ruoss', 'contextual'} <= variants:
-    raise ValueError("configs/algorithmic.py: 'ruoss' and 'contextual' are two different suites; choose one.")
+  variants = parse_variants(arg, ('published', 'study', 'suite', 'ruoss', 'contextual', 'abacus'))
+  cpu_suites = [v for v in ('ruoss', 'contextual', 'abacus') if v in variants]
+  for cpu_suite in cpu_suites:
+    if variants & {'published', 'study'}:
+      raise ValueError(
+          f"configs/algorithmic.py: {cpu_suite!r} is a CPU-scale suite; it excludes 'published' and 'study'."
+      )
+    variants.add('suite')
+  if len(cpu_suites) > 1:
+    raise ValueError(f'configs/algorithmic.py: {cpu_suites} are different suites; choose one.')
   config = ml_collections.ConfigDict()
   config.seed = 0
 
@@ -362,6 +412,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.suite.statistic = 'token_max'
     config.suite.lr_grid = RUOSS_LR_GRID
     config.suite.protocols = {t: config.suite.protocols[t].to_dict() for t in RUOSS_TASKS}
+  if 'abacus' in variants:
+    config.suite.title = 'Abacus as McLeish et al. 2024 embed it, beside NoPE, FIRE and RoPE (CPU scale)'
+    config.suite.tasks = ('addition_abacus',)
+    config.suite.encoders = ABACUS_ENCODERS
+    config.suite.protocols = {'addition_abacus': ABACUS_PROTOCOL}
   if 'contextual' in variants:
     config.suite.title = 'Position from content on the causal tasks (CPU scale)'
     config.suite.tasks = CONTEXTUAL_TASKS

@@ -318,3 +318,54 @@ def test_flip_flop_sparse_and_dense_sets_score_only_reads():
     reads[name] = b['accuracy_mask'].sum() / rows
   assert reads['sparse'] == pytest.approx(1 + (n - 1) * 0.01, abs=0.2)
   assert reads['dense'] == pytest.approx(1 + (n - 1) * 0.45, abs=1.0)
+
+
+def test_addition_abacus_as_input_hands_the_indices_to_the_input_embedding_and_evaluates_without_offset():
+  """McLeish et al.'s form (reference abacus.py: k random in training, 0 otherwise): the same indices, under
+  'input_positions', and the evaluation task draws no offset."""
+  n = 4
+  task = make_task('addition_abacus', max_offset=7, as_input=True)
+  batch = task.sample(np.random.default_rng(0), 200, n)
+  assert 'positions' not in batch
+  significance = np.array([4, 3, 2, 1, 0, 4, 3, 2, 1, 0, 1, 2, 3, 4])
+  offset = batch['input_positions'][:, n - 1] - 1
+  want = offset[:, None] + significance
+  want[:, [n, 2 * n + 1]] = 0
+  assert np.array_equal(batch['input_positions'], want) and offset.max() == 7
+  evaluation = task.for_evaluation().sample(np.random.default_rng(0), 50, n)['input_positions']
+  want = np.broadcast_to(significance, evaluation.shape).copy()
+  want[:, [n, 2 * n + 1]] = 0
+  assert np.array_equal(evaluation, want)
+  assert task.max_input_position(n) == 7 + n + 1 and task.for_evaluation().max_input_position(n) == n + 1
+  default = make_task('addition_abacus', max_offset=7)
+  assert default.for_evaluation() is default and default.max_input_position(n) is None
+  with pytest.raises(ValueError, match='as_input'):
+    make_task('addition_abacus', as_input=1)
+
+
+@given(n=st.integers(1, 12), m=st.integers(1, 6), seed=st.integers(0, 2**16))
+def test_selective_copy_answers_with_the_context_tokens_in_order(n, m, seed):
+  """The answer is the context with its blanks removed; every m-subset of slots can hold the tokens."""
+  task = make_task('selective_copy', num_symbols=5, num_copy=m)
+  batch = task.sample(np.random.default_rng(seed), 8, n)
+  t = task.total_length(n)
+  assert batch['inputs'].shape == (8, t) == (8, 2 * m + n) and task.vocab_size == 8
+  context, sep = batch['inputs'][:, : m + n], batch['inputs'][:, m + n]
+  assert np.all(sep == task.sep_id) and np.all((context < 5) | (context == task.blank_id))
+  assert np.all((context != task.blank_id).sum(axis=1) == m)
+  scored = batch['accuracy_mask'].astype(bool)
+  assert np.all(scored.sum(axis=1) == m) and np.array_equal(batch['loss_mask'], batch['accuracy_mask'])
+  for row in range(8):
+    want = context[row][context[row] != task.blank_id]
+    assert np.array_equal(batch['targets'][row][scored[row]], want)
+    assert np.array_equal(batch['inputs'][row, m + n + 1 :], want[:-1])  # teacher forcing
+
+
+def test_selective_copy_places_the_tokens_uniformly_and_refuses_bad_sizes():
+  task = make_task('selective_copy', num_symbols=3, num_copy=1)
+  context = task.sample(np.random.default_rng(0), 4000, 3)['inputs'][:, :4]
+  where = np.argmax(context != task.blank_id, axis=1)
+  assert np.allclose(np.bincount(where, minlength=4) / 4000, 0.25, atol=0.03)
+  for field in ('num_symbols', 'num_copy'):
+    with pytest.raises(ValueError, match=f'{field}=0'):
+      make_task('selective_copy', **{field: 0})

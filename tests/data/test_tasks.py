@@ -37,6 +37,7 @@ ENCODER_TASKS = (
 )
 CAUSAL_TASKS = (
     'count_copy',
+    'selective_copy',
     'flip_flop',
     'mqar',
     'passkey',

@@ -38,7 +38,7 @@ def tiny_suite(tasks=('even_pairs', 'flip_flop')) -> ml_collections.ConfigDict:
 
 
 def test_the_presets_cover_every_suite_task_and_validate():
-  for arg, tasks in (('suite', 21), ('published,suite', 22)):  # the CPU grid leaves byte-level passkey out (cost)
+  for arg, tasks in (('suite', 23), ('published,suite', 24)):  # the CPU grid leaves byte-level passkey out (cost)
     config = _algorithmic(arg)
     assert len(config.suite.tasks) == tasks and len(config.suite.encoders) >= 6
     assert set(config.suite.protocols) == set(_algorithmic('published,suite').suite.tasks)
@@ -59,8 +59,8 @@ def test_study_config_applies_the_protocol():
 
 def test_bad_suite_sections_are_named_before_training():
   config = tiny_suite()
-  config.suite.tasks = ('even_pairs', 'count_copy')  # a registered task the suite has no protocol for
-  with pytest.raises(ValueError, match='count_copy.*without a protocol'):
+  config.suite.tasks = ('even_pairs', 'shift')  # a registered task the suite has no protocol for
+  with pytest.raises(ValueError, match='shift.*without a protocol'):
     suite.validate_suite(config)
   config = tiny_suite()
   config.suite.protocols.even_pairs.max_length = 0
@@ -228,7 +228,7 @@ def test_max_position_follows_each_tasks_longest_test_sequence():
 def test_the_contextual_suite_runs_the_causal_only_encoders_on_the_causal_tasks():
   """CoPE, FoX and stick-breaking refuse a bidirectional model; the causal tasks take them, checked up front."""
   studies = dict(suite.validate_suite(_algorithmic('contextual')))
-  assert list(studies) == ['flip_flop', 'mqar', 'passkey_tokens']
+  assert list(studies) == ['flip_flop', 'mqar', 'passkey_tokens', 'count_copy', 'addition', 'selective_copy']
   for study in studies.values():
     labels = [e.partition(':')[0] for e in study.study.encoders]
     assert labels == ['nope', 'rope', 'alibi', 'cope', 'fox', 'stick_breaking']
@@ -240,10 +240,25 @@ def test_the_contextual_suite_runs_the_causal_only_encoders_on_the_causal_tasks(
       32,
       64,
   )
-  with pytest.raises(ValueError, match='two different suites'):
+  assert studies['count_copy'].data.task == 'count_copy' and max(studies['count_copy'].eval.lengths) == 64
+  copy = studies['selective_copy']  # CoPE's in-distribution, dense and sparse splits, scaled by 1/8
+  assert (copy.data.min_length, copy.data.max_length, tuple(copy.eval.lengths)) == (16, 16, (8, 16, 32, 64))
+  with pytest.raises(ValueError, match='different suites'):
     _algorithmic('ruoss,contextual')
   with pytest.raises(ValueError, match="'contextual' is a CPU-scale suite"):
     _algorithmic('contextual,published')
+
+
+def test_the_abacus_suite_embeds_the_digit_indices_beside_each_attention_encoding():
+  """McLeish et al.'s pairings: one learned input table, NoPE / FIRE / RoPE in attention, tested to 6x."""
+  studies = dict(suite.validate_suite(_algorithmic('abacus')))
+  assert list(studies) == ['addition_abacus']
+  study = studies['addition_abacus']
+  assert [e.partition(':')[0] for e in study.study.encoders] == ['abacus+nope', 'abacus+fire', 'abacus+rope']
+  assert dict(study.data.task_kwargs) == {'max_offset': 40, 'as_input': True}
+  assert max(study.eval.lengths) == 6 * study.data.max_length
+  with pytest.raises(ValueError, match='different suites'):
+    _algorithmic('abacus,contextual')
 
 
 def _with_exact_match(results, exact):

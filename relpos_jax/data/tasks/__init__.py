@@ -1,5 +1,6 @@
 """Algorithmic length-generalization tasks: the Chomsky-hierarchy suite (Delétang et al. 2023; Ruoss et al. 2023),
-count_copy (Kazemnejad et al. 2023), flip_flop (Liu et al. 2023), mqar (Arora et al. 2023), passkey, and addition
+count_copy (Kazemnejad et al. 2023), selective_copy (Gu & Dao 2023; CoPE's), flip_flop (Liu et al. 2023), mqar
+(Arora et al. 2023), passkey, and addition
 with task-structured positions (Cho et al. 2024; McLeish et al. 2024).
 
 See ``base`` for the bidirectional batch format and ``count_copy`` for the decoder format.
@@ -15,6 +16,7 @@ from relpos_jax.data.tasks.metrics import per_token_accuracy, sequence_exact_mat
 from relpos_jax.data.tasks.recall import MultiQueryAssociativeRecall, Passkey
 from relpos_jax.data.tasks.registry import CHOMSKY_TASKS, TASKS, make_task, task_names
 from relpos_jax.data.tasks.regular import CycleNavigation, EvenPairs, ModularArithmetic, ParityCheck
+from relpos_jax.data.tasks.selective_copy import SelectiveCopy
 from relpos_jax.data.tasks.strings import (
     BucketSort,
     DuplicateString,
@@ -48,6 +50,7 @@ __all__ = [
     'ParityCheck',
     'Passkey',
     'ReverseString',
+    'SelectiveCopy',
     'Shift',
     'SolveEquation',
     'StackManipulation',

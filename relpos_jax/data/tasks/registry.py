@@ -10,6 +10,7 @@ from relpos_jax.data.tasks.dcf import ModularArithmeticBrackets, SolveEquation, 
 from relpos_jax.data.tasks.flip_flop import FlipFlop
 from relpos_jax.data.tasks.recall import MultiQueryAssociativeRecall, Passkey, PasskeyTokens
 from relpos_jax.data.tasks.regular import CycleNavigation, EvenPairs, ModularArithmetic, ParityCheck
+from relpos_jax.data.tasks.selective_copy import SelectiveCopy
 from relpos_jax.data.tasks.strings import (
     BucketSort,
     DuplicateString,
@@ -39,6 +40,7 @@ TASKS: dict[str, type[Task]] = {
         *CHOMSKY_CONTEXT_SENSITIVE,
         Shift,
         CountCopy,
+        SelectiveCopy,
         FlipFlop,
         MultiQueryAssociativeRecall,
         Passkey,
