@@ -467,8 +467,9 @@ def summarize(results_by_task: dict[str, dict], title: str | None = None, statis
   tasks, encoders, cells = list(results_by_task), [], {}
   held_out = {}
   for task, results in results_by_task.items():
-    lengths, train = results['eval_lengths'], results['train_length']
-    ind_lengths, ood_lengths = [n for n in lengths if n <= train], [n for n in lengths if n > train]
+    lengths, (shortest, train) = results['eval_lengths'], training_range(results)
+    ind_lengths = [n for n in lengths if shortest <= n <= train]
+    ood_lengths = [n for n in lengths if not shortest <= n <= train]
     for run in results['runs']:
       if run['name'] not in encoders:
         encoders.append(run['name'])
@@ -513,6 +514,14 @@ def summarize(results_by_task: dict[str, dict], title: str | None = None, statis
       'protocols': {t: protocol_of(results) for t, results in results_by_task.items()},
       'held_out': held_out,
   }
+
+
+def training_range(results: dict) -> tuple[int, int]:
+  """(shortest, longest) training length of a task's study. A range that starts above 1 (selective_copy
+  trains at one length, as CoPE's authors do) puts shorter evaluation lengths out of distribution too: its
+  dense split has fewer blanks than any training example."""
+  trained = (results.get('meta') or {}).get('data', {}).get('train_lengths')
+  return (int(trained[0]), int(trained[1])) if trained else (1, int(results['train_length']))
 
 
 def _glitch_rates(held_out: dict) -> dict:
@@ -603,10 +612,10 @@ def caption(statistic: str) -> str:
   spread = f'± : {stats.PLUS_MINUS}' if how == 'mean' else 'the max over seeds, so no ±'
   return (
       f'{STATISTIC_TEXT[level][0].upper()}{STATISTIC_TEXT[level][1:]}, {"mean" if how == "mean" else "max"} over '
-      f'seeds, averaged over the lengths beyond the training lengths ({spread}; in brackets: the same within '
-      f"them). ✗: this encoder's per-token accuracy within the training lengths ({how} over seeds) is below "
-      f'{ID_LEARNED}, so it did not learn the task and its number beyond them says nothing about length '
-      'generalization.'
+      f'seeds, averaged over the lengths beyond the training lengths (and below them, for a task trained at '
+      f"lengths from above 1) ({spread}; in brackets: the same within them). ✗: this encoder's per-token "
+      f'accuracy within the training lengths ({how} over seeds) is below {ID_LEARNED}, so it did not learn the '
+      'task and its number beyond them says nothing about length generalization.'
   )
 
 

@@ -131,6 +131,16 @@ def test_summary_means_over_seeds_and_flags_what_was_not_learned(tmp_path):
   assert os.path.getsize(paths['heatmap']) > 0 and json.load(open(paths['json']))['tasks'] == ['learned', 'hard']
 
 
+def test_a_training_range_above_length_1_puts_shorter_lengths_out_of_distribution():
+  """selective_copy trains at 16 blanks only: its dense split (8) is scored with the lengths beyond."""
+  results = _fake_results('copy', 16, {'a': {8: [0.2, 0.0], 16: [1.0, 1.0], 32: [0.4, 0.6]}})
+  results['meta']['data'] = {'train_lengths': [16, 16]}
+  cell = suite.summarize({'copy': results})['cells']['copy/a']
+  assert cell['in_distribution'] == pytest.approx(1.0) and cell['out_of_distribution'] == pytest.approx(0.3)
+  del results['meta']['data']  # reports without the range: training from length 1, as before
+  assert suite.summarize({'copy': results})['cells']['copy/a']['in_distribution'] == pytest.approx(0.55)
+
+
 def test_the_readme_states_the_protocol_that_ran_and_keeps_hand_written_notes(tmp_path):
   summary = suite.summarize(_two_tasks(), title='tiny')
   path = suite.write_summary(summary, str(tmp_path))['markdown']
