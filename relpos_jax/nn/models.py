@@ -10,7 +10,8 @@ pre-norm blocks (`blocks.TransformerBlock`) -> final norm -> linear head. `posit
 0 .. L-1 everywhere (the train step passes `contract.train_positions(encoder, rng, B, L)` for randomized positions).
 `input_positions` (B, L) int32 replaces them for the absolute input embedding only, while attention keeps
 `positions` (or 0 .. L-1): McLeish et al. 2024's Abacus, a learned embedding of each digit's significance
-beside NoPE, FIRE or RoPE over the token index (task `addition_abacus` with `as_input=True`).
+beside NoPE, FIRE or RoPE over the token index (task `addition_abacus` with `as_input=True`). `decode` does
+not take them: a model trained with input positions is evaluated teacher-forced, by `__call__`.
 
 With `share_position_bias` the model owns one set of encoder params for all layers and evaluates the
 scalar bias once per forward (T5's choice); otherwise every layer has its own (Shaw's, ALiBi's are fixed).

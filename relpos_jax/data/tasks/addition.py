@@ -148,7 +148,7 @@ class AdditionAbacus(Addition):
         'task',
         'as_input',
         self.as_input,
-        'True (McLeish et al.: a learned ' 'input embedding) or False (the positions of every encoder)',
+        'True (McLeish et al.: a learned input embedding) or False (the positions of every encoder)',
     )
 
   @property
