@@ -414,9 +414,10 @@ class _Transformer(nnx.Module):
         )
       input_positions = validation.positions(who, input_positions, tokens.shape, 'input_positions')
     self.check_length(length, input_positions_given=input_positions is not None)
-    embed_positions = positions if positions is not None else position_terms.contiguous_positions(b, length)
-    if input_positions is not None:
-      embed_positions = input_positions
+    # The input embedding's positions: the caller's input positions, else the positions, else 0 .. L-1.
+    embed_positions = input_positions if input_positions is not None else positions
+    if embed_positions is None:
+      embed_positions = position_terms.contiguous_positions(b, length)
     x = self._embed(tokens, embed_positions, deterministic)
     shared = self._shared_params()
     bias = None
