@@ -19,13 +19,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import math
-
-import numpy as np
 
 from relpos_jax.encoders import contract
 from relpos_jax.encoders import registry
-from relpos_jax.encoders.combine import MAX_PARTS, Combined, combine
+from relpos_jax.encoders.combine import MAX_PARTS, combine
 
 ALLOWED = (
     'an encoder name (t5), a call with literal keyword hyperparameters (t5(num_buckets=64)), '
@@ -33,7 +30,8 @@ ALLOWED = (
     'or a sum of specs (sinusoidal + t5)'
 )
 
-_LITERAL_TYPES = (bool, int, float, str, type(None))
+# The writer lives with the registry (an encoder's repr is its spec, set when it registers); read from here too.
+to_spec = registry.to_spec
 
 
 def from_spec(spec: str | contract.Encoder) -> contract.Encoder:
@@ -149,66 +147,4 @@ def _tuples(value):
 def _is_plain(value) -> bool:
   if isinstance(value, tuple):
     return all(_is_plain(v) for v in value)
-  return isinstance(value, _LITERAL_TYPES)
-
-
-def to_spec(encoder: contract.Encoder) -> str:
-  """The shortest spec naming `encoder`: its registered name and only its non-default hyperparameters.
-
-  Sums print as 'a + b'; a wrapper's nested encoders print positionally. Raises ValueError for an encoder
-  no spec can name (an unregistered class, a non-literal hyperparameter).
-  """
-  if isinstance(encoder, Combined):
-    return ' + '.join(to_spec(part) for part in encoder.parts)
-  if not isinstance(encoder, contract.Encoder):
-    raise ValueError(f'to_spec needs an encoder, got {encoder!r}.')
-  cls = type(encoder)
-  name = cls.name
-  if not name or registry.encoder_class(name) is not cls:
-    raise ValueError(
-        f'{cls.__name__} is not a registered encoder; a spec can only name registered '
-        f'ones ({", ".join(registry.names())}).'
-    )
-  fields = [f for f in dataclasses.fields(cls) if f.init]
-  leading = 0  # Nested encoders must be a prefix of the fields: they print positionally.
-  while leading < len(fields) and isinstance(getattr(encoder, fields[leading].name), contract.Encoder):
-    leading += 1
-  positional = list(fields[:leading])
-  while positional and _is_default(encoder, positional[-1]):
-    positional.pop()  # Trailing default encoders can go; earlier ones hold their place.
-  args = [to_spec(getattr(encoder, f.name)) for f in positional]
-  for f in fields[leading:]:
-    if _is_default(encoder, f):
-      continue
-    args.append(f'{f.name}={_write_literal(encoder, f.name, getattr(encoder, f.name))}')
-  return f'{name}({", ".join(args)})' if args else name
-
-
-def _is_default(encoder, field: dataclasses.Field) -> bool:
-  if field.default is not dataclasses.MISSING:
-    default = field.default
-  elif field.default_factory is not dataclasses.MISSING:
-    default = field.default_factory()
-  else:
-    return False
-  value = getattr(encoder, field.name)
-  # True == 1 == 1.0 in Python: a bool only counts as default where the default is a bool too.
-  return value == default and isinstance(value, bool) == isinstance(default, bool)
-
-
-def _write_literal(encoder, field: str, value) -> str:
-  if isinstance(value, np.generic):
-    value = value.item()
-  if isinstance(value, tuple):
-    items = [_write_literal(encoder, field, v) for v in value]
-    return f'({items[0]},)' if len(items) == 1 else f'({", ".join(items)})'
-  if isinstance(value, float) and math.isinf(value):
-    return '1e999' if value > 0 else '-1e999'  # literal_eval reads 1e999 as inf; 'inf' is a name.
-  if isinstance(value, contract.Encoder):
-    raise ValueError(
-        f'{type(encoder).__name__}.{field} holds an encoder after a hyperparameter field; '
-        f'a spec can only pass nested encoders as the leading positional arguments.'
-    )
-  if not isinstance(value, _LITERAL_TYPES) or (isinstance(value, float) and math.isnan(value)):
-    raise ValueError(f'{type(encoder).__name__}.{field}={value!r} cannot be written as a spec literal.')
-  return repr(value)
+  return isinstance(value, registry.LITERAL_TYPES)
