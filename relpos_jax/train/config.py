@@ -185,12 +185,6 @@ class CorpusSource:
   def longest_sequence(self, run: Config) -> int:
     return max([self.train_length] + list(run.eval.lengths))
 
-  def build(self, config):
-    """The run's data (`relpos_jax.train.inputs.CorpusData`)."""
-    from relpos_jax.train import inputs  # inputs reads this module
-
-    return inputs.CorpusData(config)
-
 
 @dataclasses.dataclass(frozen=True)
 class TaskSource:
@@ -247,12 +241,6 @@ class TaskSource:
     multiple = run.eval.pad_multiple
     padded = [-(-run.task.total_length(n) // multiple) * multiple for n in run.eval.lengths]
     return max([self.longest_training_sequence(run)] + padded)
-
-  def build(self, config):
-    """The run's data (`relpos_jax.train.inputs.TaskData`)."""
-    from relpos_jax.train import inputs  # inputs reads this module
-
-    return inputs.TaskData(config)
 
 
 SOURCES = {'corpus': CorpusSource, 'task': TaskSource}

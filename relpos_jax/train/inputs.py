@@ -309,6 +309,12 @@ class TaskData:
     }
 
 
+# The data class of each data section (`config_lib.SOURCES`): a new source adds its section there and its data
+# class here. The table lives in this module, above the config, so that the config never imports the data it
+# describes (no import circle).
+DATA = {config_lib.CorpusSource: CorpusData, config_lib.TaskSource: TaskData}
+
+
 def build_data(config) -> CorpusData | TaskData:
-  """The data of `config`: its data section builds it (`config_lib.CorpusSource.build`, `TaskSource.build`)."""
-  return config_lib.data_source(config).build(config)
+  """The data of `config`: the data class of its data section (`DATA`) built from it."""
+  return DATA[type(config_lib.data_source(config))](config)
