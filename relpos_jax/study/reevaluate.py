@@ -30,7 +30,8 @@ import ml_collections
 from absl import logging
 from flax import nnx
 
-from relpos_jax.study import protocol, report, runner
+from relpos_jax.study import plan, protocol, report
+from relpos_jax.study import record as record_lib
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import transfer, workdir_lock
 
@@ -86,14 +87,14 @@ def _trained_run_dir(trained_workdir: str, entry, seed: int) -> tuple[str, str]:
 
 def _finished_record(run_dir: str, trained: ml_collections.ConfigDict) -> dict:
   """The trained run's result.json, which says it finished; an unfinished run is refused, named."""
-  path = os.path.join(run_dir, runner.RESULT_FILE)
+  path = os.path.join(run_dir, record_lib.RESULT_FILE)
   rerun = (
       'finish it first (rerun the trained study: python -m experiments.length_generalization with its config '
       'and --workdir), or leave this encoder or seed out of config.study.encoders / config.study.seeds.'
   )
   if not os.path.exists(path):
     raise config_lib.ConfigError(
-        f'config.study.trained_workdir: the run in {run_dir} has not finished (no {runner.RESULT_FILE}: it was '
+        f'config.study.trained_workdir: the run in {run_dir} has not finished (no {record_lib.RESULT_FILE}: it was '
         f'interrupted, so its checkpoint holds a partly trained model); {rerun}'
     )
   record = report.load_json(path)
@@ -101,7 +102,7 @@ def _finished_record(run_dir: str, trained: ml_collections.ConfigDict) -> dict:
   finished = record.get('finished', True) and (record.get('diverged') or int(record.get('steps', -1)) == steps)
   if not finished:
     raise config_lib.ConfigError(
-        f'config.study.trained_workdir: the run in {run_dir} did not finish: its {runner.RESULT_FILE} records '
+        f'config.study.trained_workdir: the run in {run_dir} did not finish: its {record_lib.RESULT_FILE} records '
         f'step {record.get("steps")} of config.train.steps={steps}; {rerun}'
     )
   return record
@@ -127,7 +128,7 @@ def _reevaluate_seed(
   if entry.eval_spec is not None:  # 'X -> Y': X's trained parameters evaluated with Y
     transfer.check_same_encoders(entry.spec, entry.eval_spec)
     config_e = transfer.with_eval_encoder(config_e, entry.eval_spec)
-  result_path = os.path.join(workdir, 'runs', entry.label, f'seed{seed}', runner.RESULT_FILE)
+  result_path = os.path.join(workdir, 'runs', entry.label, f'seed{seed}', record_lib.RESULT_FILE)
   as_json = json.loads(config_e.to_json_best_effort())
   if os.path.exists(result_path):
     saved = report.load_json(result_path)
@@ -172,7 +173,7 @@ def _reevaluate_seed(
             data,
             lengths=lengths,
             split=study.split,
-            train_length=runner.train_length(base),
+            train_length=plan.train_length(base),
             metric=metric,
             seed=seed,
             draws=data.eval_section.position_draws,
@@ -193,7 +194,7 @@ def _reevaluate_seed(
         run,
         num_classes=data.num_classes,
         language_model=metric == 'bits_per_char',
-        train_length=runner.train_length(base),
+        train_length=plan.train_length(base),
         step=step,
     )
     if marker:
@@ -207,17 +208,17 @@ def _reevaluate_seed(
 
 def reevaluate_study(config, workdir: str | os.PathLike) -> dict:
   """Evaluates the runs of `config.study.trained_workdir` at `config.eval.lengths`; returns the results."""
-  base, study = runner.split_study_config(config)
+  base, study = plan.split_study_config(config)
   trained_workdir = study.trained_workdir
   if not trained_workdir:
     raise config_lib.ConfigError('config.study.trained_workdir is missing: the study whose runs to evaluate.')
-  entries = runner.parse_entries(study.encoders)
+  entries = plan.parse_entries(study.encoders)
   workdir = os.fspath(workdir)
-  metric, _ = runner.metric_name(base)
+  metric, _ = plan.metric_name(base)
   lengths = [int(n) for n in base.eval.lengths]
-  runner.check_protocol(study, entries, lengths)
-  comparison_requests = runner.parse_comparisons(study, entries, lengths)
-  seeds = runner.parse_seeds(study, base)
+  plan.check_protocol(study, entries, lengths)
+  comparison_requests = plan.parse_comparisons(study, entries, lengths)
+  seeds = plan.parse_seeds(study, base)
   # Every check above runs before the lock; one writer per directory, as for a trained study.
   with workdir_lock.held(workdir, enabled=jax.process_index() == 0):
     os.makedirs(workdir, exist_ok=True)
@@ -225,19 +226,21 @@ def reevaluate_study(config, workdir: str | os.PathLike) -> dict:
 
 
 def _reevaluate(base, study, entries, seeds, trained_workdir, workdir, metric, comparison_requests) -> dict:
-  results = runner.new_results(base, study, seeds, comparison_requests, meta={'trained_workdir': str(trained_workdir)})
+  results = record_lib.new_results(
+      base, study, seeds, comparison_requests, meta={'trained_workdir': str(trained_workdir)}
+  )
   started = time.perf_counter()
   for entry in entries:
     per_seed = [_reevaluate_seed(entry, seed, trained_workdir, base, study, workdir, metric, results) for seed in seeds]
-    run = runner.merge_seeds(entry, per_seed)
+    run = record_lib.merge_seeds(entry, per_seed)
     run.update({key: per_seed[0][key] for key in ('learning_rate', 'lr_choice') if key in per_seed[0]})
     run['trained_in'] = [r['trained_in'] for r in per_seed]
     run['evaluated_steps'] = [r.get('evaluated_step') for r in per_seed]
     run['eval_seconds'] = round(sum(r.get('eval_seconds', 0.0) for r in per_seed), 1)
     results['runs'].append(run)
     if study.sequential_positions and any(r.get('sequential') for r in per_seed):
-      results['runs'].append(runner.merge_seeds(entry, per_seed, sequential=True))
+      results['runs'].append(record_lib.merge_seeds(entry, per_seed, sequential=True))
     results['meta']['wall_seconds'] = round(time.perf_counter() - started, 1)
-    runner.write_outputs(results, workdir)
-  runner.write_outputs(results, workdir)
+    record_lib.write_outputs(results, workdir)
+  record_lib.write_outputs(results, workdir)
   return results

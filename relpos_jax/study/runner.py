@@ -53,12 +53,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import datetime
 import json
 import math
 import os
-import platform
-import re
 import time
 import warnings
 from typing import Callable, Sequence
@@ -67,42 +64,27 @@ import jax
 import ml_collections
 from absl import logging
 
-from relpos_jax.study import protocol, report, stats
+from relpos_jax.study import plan, protocol, reevaluate, report, stats
+
+# The plan and the record are shared with `reevaluate` (which this module calls), so they live in rooms below
+# both; their names stay importable from here.
+from relpos_jax.study.plan import (
+    Entry,
+    Study,
+    check_protocol,
+    committed_learning_rates,
+    metric_name,
+    parse_comparisons,
+    parse_entries,
+    parse_seeds,
+    split_study_config,
+    train_length,
+)
+from relpos_jax.study.record import RESULT_FILE, merge_seeds, new_results, write_outputs
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import inputs, loop, tensorboard, transfer, workdir_lock
 
-RESULT_FILE = 'result.json'
-_LABEL = re.compile(r'^[A-Za-z0-9_.+-]+$')
-
-
-@dataclasses.dataclass(frozen=True)
-class Study:
-  """The `study` section of a study config (a training config plus this section)."""
-
-  encoders: tuple[str, ...] = config_lib.key()  # 'label: spec' entries, or bare specs (see parse_entries)
-  title: str = config_lib.key('Length generalization')
-  description: str = config_lib.key('')
-  seeds: tuple[int, ...] | None = config_lib.key(None, ge=0)  # every encoder trained once per seed
-  # Another study's workdir: evaluate its trained runs at this config's lengths, no training (`reevaluate`).
-  trained_workdir: str = config_lib.key('')
-  # The split the tables report; choices (learning rates) are made on 'validation' at the training length.
-  split: str = config_lib.key('test', choices=protocol.SPLITS)
-  # Peak learning rates tried per encoder at the first seed (None: no grid); see the module docstring.
-  lr_grid: tuple[float, ...] | None = config_lib.key(None, gt=0)
-  # Committed per-encoder rates, 'label: lr' (e.g. what a grid chose): not searched again.
-  learning_rates: tuple[str, ...] = config_lib.key(())
-  # A config file's committed rates, 'label: lr': as learning_rates, for the labels the study has (a study
-  # whose encoders were overridden keeps them for the labels it shares); learning_rates wins where both name one.
-  default_learning_rates: tuple[str, ...] = config_lib.key(())
-  # Paired differences over seeds: 'A vs B' (at the training length, the out-of-distribution mean and the
-  # longest length) or 'A vs B at <length | train | ood | longest>'.
-  comparisons: tuple[str, ...] = config_lib.key(())
-  # Randomized encoders: also report the evaluation at positions 0..L-1, as a second row.
-  sequential_positions: bool = config_lib.key(True)
-
-
-SEQUENTIAL_SUFFIX = '@0..L-1'
-COMPARISON_STATISTICS = ('train', 'ood', 'longest')
+SEQUENTIAL_SUFFIX = plan.SEQUENTIAL_SUFFIX  # The name of a randomized entry's 0..L-1 row (read from here).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,81 +101,6 @@ class LearningRate:
     return '' if self.how == 'fixed' else f'lr{self.value:g}'
 
 
-@dataclasses.dataclass(frozen=True)
-class Entry:
-  """One encoder of the study: a label (a directory name and a legend entry), the spec it trains with and,
-  for 'label: X -> Y', the spec it is evaluated with (None: the training one)."""
-
-  label: str
-  spec: str
-  eval_spec: str | None = None
-
-  @property
-  def reported_spec(self) -> str:
-    return self.spec if self.eval_spec is None else self.eval_spec
-
-
-def parse_entries(encoders: Sequence[str]) -> list[Entry]:
-  """`'label: spec'` or a bare spec whose label is the spec itself (if it is a valid directory name)."""
-  if isinstance(encoders, str) or not encoders:
-    raise config_lib.ConfigError(
-        f'config.study.encoders={encoders!r} is invalid: allowed: a non-empty tuple of encoder specs, each '
-        "'label: spec' or a bare spec such as 'alibi'."
-    )
-  entries = []
-  for item in encoders:
-    label, sep, spec = str(item).partition(':')
-    label, spec = (label.strip(), spec.strip()) if sep else (item.strip(), item.strip())
-    if not _LABEL.match(label) or not label.strip('.'):
-      raise config_lib.ConfigError(
-          f'config.study.encoders entry {item!r} has label {label!r}; allowed: letters, digits, _ . + - '
-          "and not only dots (the label names the run's directory under runs/; write 'label: spec' for "
-          'specs with other characters).'
-      )
-    train_spec, arrow, eval_spec = spec.partition('->')
-    if arrow:
-      if not train_spec.strip() or not eval_spec.strip() or '->' in eval_spec:
-        raise config_lib.ConfigError(
-            f"config.study.encoders entry {item!r}: allowed: 'label: train_spec -> eval_spec' with one "
-            'arrow and a spec on each side.'
-        )
-      entries.append(Entry(label, train_spec.strip(), eval_spec.strip()))
-      continue
-    entries.append(Entry(label, spec))
-  labels = [e.label for e in entries]
-  duplicated = sorted({x for x in labels if labels.count(x) > 1})
-  if duplicated:
-    raise config_lib.ConfigError(f'config.study.encoders repeats label(s) {duplicated}; each must be unique.')
-  return entries
-
-
-def split_study_config(config) -> tuple[ml_collections.ConfigDict, Study]:
-  """(the training config shared by every encoder, the `study` section)."""
-  if 'study' not in config:
-    raise config_lib.ConfigError(
-        'missing key config.study: a study config is a training config plus a '
-        "study section (see the 'study' variant of configs/lm.py)."
-    )
-  as_dict = config.to_dict()
-  study = as_dict.pop('study')
-  if isinstance(study, dict) and 'encoders' in study:
-    parse_entries(study['encoders'])  # A bare string, no entry, a bad label: the entries' own message.
-  return ml_collections.ConfigDict(as_dict), config_lib.parse_section(Study, 'study', study)
-
-
-def parse_seeds(study: Study, base) -> tuple[int, ...]:
-  """`config.study.seeds`: a non-empty tuple of distinct ints >= 0; None (absent), the config's own `seed`."""
-  seeds = study.seeds
-  if seeds is None:
-    return (int(base.seed),)
-  if not seeds or len(set(seeds)) != len(seeds):
-    raise config_lib.ConfigError(
-        f'config.study.seeds={seeds!r} is invalid: allowed: a non-empty tuple of distinct ints >= 0, '
-        "e.g. (0,) or (0, 1, 2) (on the command line: --config.study.seeds='(0,1,2)')."
-    )
-  return tuple(int(s) for s in seeds)
-
-
 def run_config(
     base: ml_collections.ConfigDict, entry: Entry, seed: int | None = None, learning_rate: float | None = None
 ) -> ml_collections.ConfigDict:
@@ -204,85 +111,6 @@ def run_config(
   if learning_rate is not None:
     config.optim.learning_rate = float(learning_rate)
   return config
-
-
-def _parse_rates(key: str, items, labels, strict: bool) -> dict[str, float]:
-  rates = {}
-  for item in items:
-    label, sep, value = str(item).partition(':')
-    label = label.strip()
-    try:
-      rate = float(value) if sep else float('nan')
-    except ValueError:
-      rate = float('nan')
-    if not sep or not rate > 0 or rate == float('inf'):
-      raise config_lib.ConfigError(
-          f"config.study.{key} entry {item!r} is invalid: allowed: 'label: lr' with a learning rate > 0, "
-          "e.g. 'alibi: 3e-3'."
-      )
-    if label not in labels:
-      if not strict:
-        continue
-      raise config_lib.ConfigError(
-          f'config.study.{key} entry {item!r} names no encoder of config.study.encoders; allowed labels: {labels}.'
-      )
-    if label in rates:
-      raise config_lib.ConfigError(f'config.study.{key} gives {label!r} twice.')
-    rates[label] = rate
-  return rates
-
-
-def committed_learning_rates(study: Study, entries: Sequence[Entry]) -> dict[str, float]:
-  """{label: lr} committed for this study's entries: `config.study.default_learning_rates` for the labels the
-  study has, then `config.study.learning_rates` (every label an entry's)."""
-  labels = [e.label for e in entries]
-  return {
-      **_parse_rates('default_learning_rates', study.default_learning_rates, labels, strict=False),
-      **_parse_rates('learning_rates', study.learning_rates, labels, strict=True),
-  }
-
-
-def parse_comparisons(study: Study, entries: Sequence[Entry], lengths) -> list[dict]:
-  """`config.study.comparisons` as [{'a', 'b', 'statistics'}]: 'A vs B' (every statistic of
-  COMPARISON_STATISTICS) or 'A vs B at S' with S an evaluation length, 'train', 'ood' or 'longest'. Labels are
-  the study's; a randomized entry's 0..L-1 row is '<label>@0..L-1'."""
-  labels = [e.label for e in entries] + [e.label + SEQUENTIAL_SUFFIX for e in entries]
-  allowed = (
-      f"allowed: 'A vs B' or 'A vs B at S', A and B labels of config.study.encoders ({labels[: len(entries)]}, "
-      f"or a randomized one's '<label>{SEQUENTIAL_SUFFIX}'), S an evaluation length {tuple(lengths)} or one of "
-      f'{COMPARISON_STATISTICS}'
-  )
-  parsed = []
-  for item in study.comparisons:
-    words = str(item).split()
-    shape_ok = len(words) in (3, 5) and words[1] == 'vs' and (len(words) == 3 or words[3] == 'at')
-    if not shape_ok or words[0] not in labels or words[2] not in labels or words[0] == words[2]:
-      raise config_lib.ConfigError(f'config.study.comparisons entry {item!r} is invalid: {allowed}.')
-    statistics = list(COMPARISON_STATISTICS)
-    if len(words) == 5:
-      statistic = words[4]
-      if statistic not in COMPARISON_STATISTICS and not (statistic.isdigit() and int(statistic) in lengths):
-        raise config_lib.ConfigError(f'config.study.comparisons entry {item!r} has statistic {statistic!r}: {allowed}.')
-      statistics = [int(statistic) if statistic.isdigit() else statistic]
-    parsed.append({'a': words[0], 'b': words[2], 'statistics': statistics})
-  return parsed
-
-
-def check_protocol(study: Study, entries: Sequence[Entry], lengths) -> None:
-  """The study's protocol keys: a grid that is a grid, and no report on the split its choices were made on."""
-  if study.lr_grid is not None and (not study.lr_grid or len(set(study.lr_grid)) != len(study.lr_grid)):
-    raise config_lib.ConfigError(
-        f'config.study.lr_grid={study.lr_grid!r} is invalid: allowed: None (no grid) or a non-empty tuple of '
-        "distinct learning rates > 0, e.g. (1e-3, 3e-3, 1e-2) (on the command line: --config.study.lr_grid='(1e-3,3e-3,1e-2)')."
-    )
-  committed = committed_learning_rates(study, entries)
-  if study.split == protocol.SELECTION_SPLIT and (study.lr_grid is not None or committed):
-    raise config_lib.ConfigError(
-        f'config.study.split={study.split!r} is invalid for this study: its learning rates are chosen on '
-        f"'{protocol.SELECTION_SPLIT}' (config.study.lr_grid / config.study.learning_rates), so reporting that split "
-        "would report the numbers the choice was made on; allowed: 'test'."
-    )
-  parse_comparisons(study, entries, lengths)
 
 
 def validate_study(config) -> tuple[ml_collections.ConfigDict, list[Entry]]:
@@ -355,28 +183,6 @@ def load_study_config(path, overrides=None) -> ml_collections.ConfigDict:
   config = config_lib.load_config(path, overrides, validate_config=False)
   validate_study(config)
   return config
-
-
-def metric_name(base) -> tuple[str, bool]:
-  """(metric, lower_is_better) of a run: bits per character for the corpus, accuracy for tasks."""
-  return config_lib.data_source(base).metric
-
-
-def train_length(base) -> int:
-  """The longest training length (the reference point of every ratio)."""
-  return config_lib.data_source(base).max_train_length
-
-
-def environment() -> dict:
-  """Where a results file was computed: the JAX version, the devices, the platform, Python and the date."""
-  device = jax.devices()[0]
-  return {
-      'jax_version': jax.__version__,
-      'device': f'{jax.device_count()} x {device.device_kind}',
-      'platform': platform.platform(),
-      'python': platform.python_version(),
-      'date': datetime.date.today().isoformat(),
-  }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -526,80 +332,6 @@ def _check_saved(saved: dict, run_dir: str, config_json, data_id: dict, train_sp
     )
 
 
-def _mean_curve(curves: Sequence[dict | None]) -> dict | None:
-  """The per-position curve averaged over seeds (the bins are the same for every seed of one study)."""
-  curves = [c for c in curves if c]
-  if not curves:
-    return None
-  value = 'bits_per_char' if 'bits_per_char' in curves[0] else 'loss'
-  return {
-      'context_from': curves[0]['context_from'],
-      'context_to': curves[0]['context_to'],
-      value: [stats.mean(column) for column in zip(*[c[value] for c in curves])],
-      f'{value}_per_seed': [c[value] for c in curves],
-  }
-
-
-def merge_seeds(entry: Entry, per_seed: Sequence[dict], *, sequential: bool = False) -> dict:
-  """One encoder's study entry from its per-seed results: `by_length` is the mean over the seeds that did
-  not diverge, `by_length_per_seed` keeps every value ({length: [one per seed]}, in the order of `seeds`;
-  None for a diverged seed). Diverged seeds are listed in `diverged_seeds` ({seed: marker}); when every
-  seed diverged the entry carries `diverged` (the first seed's marker) and no values.
-
-  sequential: the row of a randomized entry evaluated at positions 0..L-1 (its runs' `sequential`
-  records), named '<label>@0..L-1'."""
-
-  def view(r):  # the values of this row in one seed's result
-    if not sequential:
-      return r
-    return {**r, **(r.get('sequential') or {'by_length': {n: None for n in r['by_length']}})}
-
-  per_seed = [view(r) for r in per_seed]
-  lengths = list(per_seed[0]['by_length'])
-  finite = [r for r in per_seed if not r.get('diverged')]
-  first = finite[0] if finite else per_seed[0]
-  config = dict(first['config'])
-  config.pop('seed', None)  # The seed is per run: `seeds` lists them.
-  merged = {
-      'name': entry.label + (SEQUENTIAL_SUFFIX if sequential else ''),
-      'spec': entry.reported_spec,
-      'seeds': [r['seed'] for r in per_seed],
-      'by_length': {n: stats.mean([r['by_length'][n] for r in finite]) for n in lengths},
-      'by_length_per_seed': {n: [r['by_length'][n] for r in per_seed] for n in lengths},
-      'train_metric': stats.mean([r['train_metric'] for r in finite]),
-      'train_loss': stats.mean([r['train_loss'] for r in finite]),
-      'steps': first['steps'],
-      'train_seconds': round(sum(r['train_seconds'] for r in per_seed), 1),
-      'num_params': first.get('num_params'),
-      'config': config,
-      'data': first.get('data'),
-  }
-  if any('exact_match_by_length' in r for r in per_seed):  # tasks: the per-sequence accuracy, per seed too
-    merged['exact_match_by_length'] = {
-        n: stats.mean([(r.get('exact_match_by_length') or {}).get(n) for r in finite]) for n in lengths
-    }
-    merged['exact_match_by_length_per_seed'] = {
-        n: [(r.get('exact_match_by_length') or {}).get(n) for r in per_seed] for n in lengths
-    }
-  for key in ('split', 'positions', 'position_draws', 'scored_sets', 'same_targets', 'learning_rate'):
-    if key in first:
-      merged[key] = first[key]
-  if any('run_dir' in r for r in per_seed):
-    merged['run_dirs'] = [r.get('run_dir') for r in per_seed]
-  curve = _mean_curve([r.get('position_curve') for r in finite])
-  if curve:
-    merged['position_curve'] = curve
-  if entry.eval_spec is not None:
-    merged['train_spec'] = entry.spec
-    merged['trained_in'] = [r.get('trained_in') for r in per_seed]
-  diverged = {str(r['seed']): r['diverged'] for r in per_seed if r.get('diverged')}
-  if diverged:
-    merged['diverged_seeds'] = diverged
-  if not finite:
-    merged['diverged'] = per_seed[0]['diverged']
-  return merged
-
-
 def _selection_loss(run: dict | None) -> float:
   if run is None or run.get('diverged') or 'selection' not in run:
     return math.inf
@@ -724,8 +456,6 @@ def run_study(
   """
   _, study = split_study_config(config)
   if study.trained_workdir:
-    from relpos_jax.study import reevaluate  # reevaluate reads this module
-
     return reevaluate.reevaluate_study(config, workdir)
   base, entries = validate_study(config)
   seeds = parse_seeds(study, base)
@@ -778,45 +508,3 @@ def _run_study(base, study, entries, seeds, data, workdir, train_fn, on_result, 
     if on_result is not None:
       on_result(results)
   return results
-
-
-def new_results(base, study: Study, seeds, comparison_requests, *, protocol=None, meta=None) -> dict:
-  """The results record of a study before its runs (the one place it is built, for a study and a
-  re-evaluation alike): what is measured, at which lengths, over which seeds, and the `meta` of where."""
-  metric, lower_is_better = metric_name(base)
-  results = {
-      'metric': metric,
-      'lower_is_better': lower_is_better,
-      'train_length': train_length(base),
-      'eval_lengths': [int(n) for n in base.eval.lengths],
-      'seeds': list(seeds),
-      'split': study.split,
-      'comparison_requests': comparison_requests,
-      'runs': [],
-      'meta': {
-          'title': study.title,
-          'description': study.description,
-          **(meta or {}),
-          'config': json.loads(base.to_json_best_effort()),
-          **environment(),
-      },
-  }
-  if protocol is not None:
-    results['protocol'] = protocol
-  return results
-
-
-def write_outputs(results: dict, workdir: str) -> dict[str, str]:
-  """results.json (with the paired differences asked for), results.md, results.png and (when the runs
-  recorded one) results_position.png, the loss against position, in `workdir`; returns their paths."""
-  if results.get('comparison_requests'):
-    results['comparisons'] = report.comparisons(results)
-  paths = {
-      'json': report.write_json(results, os.path.join(workdir, 'results.json')),
-      'markdown': report.write_markdown(results, os.path.join(workdir, 'results.md')),
-      'plot': report.plot(results, os.path.join(workdir, 'results.png')),
-  }
-  position_plot = report.plot_positions(results, os.path.join(workdir, 'results_position.png'))
-  if position_plot:
-    paths['position_plot'] = position_plot
-  return paths

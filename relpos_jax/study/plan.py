@@ -1,0 +1,216 @@
+"""The plan of a study, read from its config: the `study` section, its entries (label, training spec, evaluation
+spec), its seeds, its committed learning rates, its comparisons and the checks of its protocol keys.
+
+What a study (`relpos_jax.study.runner`) and a re-evaluation of a trained one (`relpos_jax.study.reevaluate`)
+both read; neither is imported here, so both build on this module (`runner` re-exports its names). The module
+docstring of `runner` describes the keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Sequence
+
+import ml_collections
+
+from relpos_jax.study import protocol
+from relpos_jax.train import config as config_lib
+
+_LABEL = re.compile(r'^[A-Za-z0-9_.+-]+$')
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+  """The `study` section of a study config (a training config plus this section)."""
+
+  encoders: tuple[str, ...] = config_lib.key()  # 'label: spec' entries, or bare specs (see parse_entries)
+  title: str = config_lib.key('Length generalization')
+  description: str = config_lib.key('')
+  seeds: tuple[int, ...] | None = config_lib.key(None, ge=0)  # every encoder trained once per seed
+  # Another study's workdir: evaluate its trained runs at this config's lengths, no training (`reevaluate`).
+  trained_workdir: str = config_lib.key('')
+  # The split the tables report; choices (learning rates) are made on 'validation' at the training length.
+  split: str = config_lib.key('test', choices=protocol.SPLITS)
+  # Peak learning rates tried per encoder at the first seed (None: no grid); see the module docstring.
+  lr_grid: tuple[float, ...] | None = config_lib.key(None, gt=0)
+  # Committed per-encoder rates, 'label: lr' (e.g. what a grid chose): not searched again.
+  learning_rates: tuple[str, ...] = config_lib.key(())
+  # A config file's committed rates, 'label: lr': as learning_rates, for the labels the study has (a study
+  # whose encoders were overridden keeps them for the labels it shares); learning_rates wins where both name one.
+  default_learning_rates: tuple[str, ...] = config_lib.key(())
+  # Paired differences over seeds: 'A vs B' (at the training length, the out-of-distribution mean and the
+  # longest length) or 'A vs B at <length | train | ood | longest>'.
+  comparisons: tuple[str, ...] = config_lib.key(())
+  # Randomized encoders: also report the evaluation at positions 0..L-1, as a second row.
+  sequential_positions: bool = config_lib.key(True)
+
+
+SEQUENTIAL_SUFFIX = '@0..L-1'
+
+
+COMPARISON_STATISTICS = ('train', 'ood', 'longest')
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+  """One encoder of the study: a label (a directory name and a legend entry), the spec it trains with and,
+  for 'label: X -> Y', the spec it is evaluated with (None: the training one)."""
+
+  label: str
+  spec: str
+  eval_spec: str | None = None
+
+  @property
+  def reported_spec(self) -> str:
+    return self.spec if self.eval_spec is None else self.eval_spec
+
+
+def parse_entries(encoders: Sequence[str]) -> list[Entry]:
+  """`'label: spec'` or a bare spec whose label is the spec itself (if it is a valid directory name)."""
+  if isinstance(encoders, str) or not encoders:
+    raise config_lib.ConfigError(
+        f'config.study.encoders={encoders!r} is invalid: allowed: a non-empty tuple of encoder specs, each '
+        "'label: spec' or a bare spec such as 'alibi'."
+    )
+  entries = []
+  for item in encoders:
+    label, sep, spec = str(item).partition(':')
+    label, spec = (label.strip(), spec.strip()) if sep else (item.strip(), item.strip())
+    if not _LABEL.match(label) or not label.strip('.'):
+      raise config_lib.ConfigError(
+          f'config.study.encoders entry {item!r} has label {label!r}; allowed: letters, digits, _ . + - '
+          "and not only dots (the label names the run's directory under runs/; write 'label: spec' for "
+          'specs with other characters).'
+      )
+    train_spec, arrow, eval_spec = spec.partition('->')
+    if arrow:
+      if not train_spec.strip() or not eval_spec.strip() or '->' in eval_spec:
+        raise config_lib.ConfigError(
+            f"config.study.encoders entry {item!r}: allowed: 'label: train_spec -> eval_spec' with one "
+            'arrow and a spec on each side.'
+        )
+      entries.append(Entry(label, train_spec.strip(), eval_spec.strip()))
+      continue
+    entries.append(Entry(label, spec))
+  labels = [e.label for e in entries]
+  duplicated = sorted({x for x in labels if labels.count(x) > 1})
+  if duplicated:
+    raise config_lib.ConfigError(f'config.study.encoders repeats label(s) {duplicated}; each must be unique.')
+  return entries
+
+
+def split_study_config(config) -> tuple[ml_collections.ConfigDict, Study]:
+  """(the training config shared by every encoder, the `study` section)."""
+  if 'study' not in config:
+    raise config_lib.ConfigError(
+        'missing key config.study: a study config is a training config plus a '
+        "study section (see the 'study' variant of configs/lm.py)."
+    )
+  as_dict = config.to_dict()
+  study = as_dict.pop('study')
+  if isinstance(study, dict) and 'encoders' in study:
+    parse_entries(study['encoders'])  # A bare string, no entry, a bad label: the entries' own message.
+  return ml_collections.ConfigDict(as_dict), config_lib.parse_section(Study, 'study', study)
+
+
+def parse_seeds(study: Study, base) -> tuple[int, ...]:
+  """`config.study.seeds`: a non-empty tuple of distinct ints >= 0; None (absent), the config's own `seed`."""
+  seeds = study.seeds
+  if seeds is None:
+    return (int(base.seed),)
+  if not seeds or len(set(seeds)) != len(seeds):
+    raise config_lib.ConfigError(
+        f'config.study.seeds={seeds!r} is invalid: allowed: a non-empty tuple of distinct ints >= 0, '
+        "e.g. (0,) or (0, 1, 2) (on the command line: --config.study.seeds='(0,1,2)')."
+    )
+  return tuple(int(s) for s in seeds)
+
+
+def _parse_rates(key: str, items, labels, strict: bool) -> dict[str, float]:
+  rates = {}
+  for item in items:
+    label, sep, value = str(item).partition(':')
+    label = label.strip()
+    try:
+      rate = float(value) if sep else float('nan')
+    except ValueError:
+      rate = float('nan')
+    if not sep or not rate > 0 or rate == float('inf'):
+      raise config_lib.ConfigError(
+          f"config.study.{key} entry {item!r} is invalid: allowed: 'label: lr' with a learning rate > 0, "
+          "e.g. 'alibi: 3e-3'."
+      )
+    if label not in labels:
+      if not strict:
+        continue
+      raise config_lib.ConfigError(
+          f'config.study.{key} entry {item!r} names no encoder of config.study.encoders; allowed labels: {labels}.'
+      )
+    if label in rates:
+      raise config_lib.ConfigError(f'config.study.{key} gives {label!r} twice.')
+    rates[label] = rate
+  return rates
+
+
+def committed_learning_rates(study: Study, entries: Sequence[Entry]) -> dict[str, float]:
+  """{label: lr} committed for this study's entries: `config.study.default_learning_rates` for the labels the
+  study has, then `config.study.learning_rates` (every label an entry's)."""
+  labels = [e.label for e in entries]
+  return {
+      **_parse_rates('default_learning_rates', study.default_learning_rates, labels, strict=False),
+      **_parse_rates('learning_rates', study.learning_rates, labels, strict=True),
+  }
+
+
+def parse_comparisons(study: Study, entries: Sequence[Entry], lengths) -> list[dict]:
+  """`config.study.comparisons` as [{'a', 'b', 'statistics'}]: 'A vs B' (every statistic of
+  COMPARISON_STATISTICS) or 'A vs B at S' with S an evaluation length, 'train', 'ood' or 'longest'. Labels are
+  the study's; a randomized entry's 0..L-1 row is '<label>@0..L-1'."""
+  labels = [e.label for e in entries] + [e.label + SEQUENTIAL_SUFFIX for e in entries]
+  allowed = (
+      f"allowed: 'A vs B' or 'A vs B at S', A and B labels of config.study.encoders ({labels[: len(entries)]}, "
+      f"or a randomized one's '<label>{SEQUENTIAL_SUFFIX}'), S an evaluation length {tuple(lengths)} or one of "
+      f'{COMPARISON_STATISTICS}'
+  )
+  parsed = []
+  for item in study.comparisons:
+    words = str(item).split()
+    shape_ok = len(words) in (3, 5) and words[1] == 'vs' and (len(words) == 3 or words[3] == 'at')
+    if not shape_ok or words[0] not in labels or words[2] not in labels or words[0] == words[2]:
+      raise config_lib.ConfigError(f'config.study.comparisons entry {item!r} is invalid: {allowed}.')
+    statistics = list(COMPARISON_STATISTICS)
+    if len(words) == 5:
+      statistic = words[4]
+      if statistic not in COMPARISON_STATISTICS and not (statistic.isdigit() and int(statistic) in lengths):
+        raise config_lib.ConfigError(f'config.study.comparisons entry {item!r} has statistic {statistic!r}: {allowed}.')
+      statistics = [int(statistic) if statistic.isdigit() else statistic]
+    parsed.append({'a': words[0], 'b': words[2], 'statistics': statistics})
+  return parsed
+
+
+def check_protocol(study: Study, entries: Sequence[Entry], lengths) -> None:
+  """The study's protocol keys: a grid that is a grid, and no report on the split its choices were made on."""
+  if study.lr_grid is not None and (not study.lr_grid or len(set(study.lr_grid)) != len(study.lr_grid)):
+    raise config_lib.ConfigError(
+        f'config.study.lr_grid={study.lr_grid!r} is invalid: allowed: None (no grid) or a non-empty tuple of '
+        "distinct learning rates > 0, e.g. (1e-3, 3e-3, 1e-2) (on the command line: --config.study.lr_grid='(1e-3,3e-3,1e-2)')."
+    )
+  committed = committed_learning_rates(study, entries)
+  if study.split == protocol.SELECTION_SPLIT and (study.lr_grid is not None or committed):
+    raise config_lib.ConfigError(
+        f'config.study.split={study.split!r} is invalid for this study: its learning rates are chosen on '
+        f"'{protocol.SELECTION_SPLIT}' (config.study.lr_grid / config.study.learning_rates), so reporting that split "
+        "would report the numbers the choice was made on; allowed: 'test'."
+    )
+  parse_comparisons(study, entries, lengths)
+
+
+def metric_name(base) -> tuple[str, bool]:
+  """(metric, lower_is_better) of a run: bits per character for the corpus, accuracy for tasks."""
+  return config_lib.data_source(base).metric
+
+
+def train_length(base) -> int:
+  """The longest training length (the reference point of every ratio)."""
+  return config_lib.data_source(base).max_train_length

@@ -1,0 +1,149 @@
+"""The record of a study: a run's result file, one encoder's entry merged over its seeds, the results record,
+and the files written from it (results.json / .md / .png through `relpos_jax.study.report`).
+
+What a study (`relpos_jax.study.runner`) and a re-evaluation of a trained one (`relpos_jax.study.reevaluate`)
+both write; neither is imported here, so both build on this module (`runner` re-exports its names).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+from typing import Sequence
+
+import jax
+
+from relpos_jax.study import report, stats
+from relpos_jax.study.plan import SEQUENTIAL_SUFFIX, Entry, Study, metric_name, train_length
+
+RESULT_FILE = 'result.json'
+
+
+def environment() -> dict:
+  """Where a results file was computed: the JAX version, the devices, the platform, Python and the date."""
+  device = jax.devices()[0]
+  return {
+      'jax_version': jax.__version__,
+      'device': f'{jax.device_count()} x {device.device_kind}',
+      'platform': platform.platform(),
+      'python': platform.python_version(),
+      'date': datetime.date.today().isoformat(),
+  }
+
+
+def _mean_curve(curves: Sequence[dict | None]) -> dict | None:
+  """The per-position curve averaged over seeds (the bins are the same for every seed of one study)."""
+  curves = [c for c in curves if c]
+  if not curves:
+    return None
+  value = 'bits_per_char' if 'bits_per_char' in curves[0] else 'loss'
+  return {
+      'context_from': curves[0]['context_from'],
+      'context_to': curves[0]['context_to'],
+      value: [stats.mean(column) for column in zip(*[c[value] for c in curves])],
+      f'{value}_per_seed': [c[value] for c in curves],
+  }
+
+
+def merge_seeds(entry: Entry, per_seed: Sequence[dict], *, sequential: bool = False) -> dict:
+  """One encoder's study entry from its per-seed results: `by_length` is the mean over the seeds that did
+  not diverge, `by_length_per_seed` keeps every value ({length: [one per seed]}, in the order of `seeds`;
+  None for a diverged seed). Diverged seeds are listed in `diverged_seeds` ({seed: marker}); when every
+  seed diverged the entry carries `diverged` (the first seed's marker) and no values.
+
+  sequential: the row of a randomized entry evaluated at positions 0..L-1 (its runs' `sequential`
+  records), named '<label>@0..L-1'."""
+
+  def view(r):  # the values of this row in one seed's result
+    if not sequential:
+      return r
+    return {**r, **(r.get('sequential') or {'by_length': {n: None for n in r['by_length']}})}
+
+  per_seed = [view(r) for r in per_seed]
+  lengths = list(per_seed[0]['by_length'])
+  finite = [r for r in per_seed if not r.get('diverged')]
+  first = finite[0] if finite else per_seed[0]
+  config = dict(first['config'])
+  config.pop('seed', None)  # The seed is per run: `seeds` lists them.
+  merged = {
+      'name': entry.label + (SEQUENTIAL_SUFFIX if sequential else ''),
+      'spec': entry.reported_spec,
+      'seeds': [r['seed'] for r in per_seed],
+      'by_length': {n: stats.mean([r['by_length'][n] for r in finite]) for n in lengths},
+      'by_length_per_seed': {n: [r['by_length'][n] for r in per_seed] for n in lengths},
+      'train_metric': stats.mean([r['train_metric'] for r in finite]),
+      'train_loss': stats.mean([r['train_loss'] for r in finite]),
+      'steps': first['steps'],
+      'train_seconds': round(sum(r['train_seconds'] for r in per_seed), 1),
+      'num_params': first.get('num_params'),
+      'config': config,
+      'data': first.get('data'),
+  }
+  if any('exact_match_by_length' in r for r in per_seed):  # tasks: the per-sequence accuracy, per seed too
+    merged['exact_match_by_length'] = {
+        n: stats.mean([(r.get('exact_match_by_length') or {}).get(n) for r in finite]) for n in lengths
+    }
+    merged['exact_match_by_length_per_seed'] = {
+        n: [(r.get('exact_match_by_length') or {}).get(n) for r in per_seed] for n in lengths
+    }
+  for key in ('split', 'positions', 'position_draws', 'scored_sets', 'same_targets', 'learning_rate'):
+    if key in first:
+      merged[key] = first[key]
+  if any('run_dir' in r for r in per_seed):
+    merged['run_dirs'] = [r.get('run_dir') for r in per_seed]
+  curve = _mean_curve([r.get('position_curve') for r in finite])
+  if curve:
+    merged['position_curve'] = curve
+  if entry.eval_spec is not None:
+    merged['train_spec'] = entry.spec
+    merged['trained_in'] = [r.get('trained_in') for r in per_seed]
+  diverged = {str(r['seed']): r['diverged'] for r in per_seed if r.get('diverged')}
+  if diverged:
+    merged['diverged_seeds'] = diverged
+  if not finite:
+    merged['diverged'] = per_seed[0]['diverged']
+  return merged
+
+
+def new_results(base, study: Study, seeds, comparison_requests, *, protocol=None, meta=None) -> dict:
+  """The results record of a study before its runs (the one place it is built, for a study and a
+  re-evaluation alike): what is measured, at which lengths, over which seeds, and the `meta` of where."""
+  metric, lower_is_better = metric_name(base)
+  results = {
+      'metric': metric,
+      'lower_is_better': lower_is_better,
+      'train_length': train_length(base),
+      'eval_lengths': [int(n) for n in base.eval.lengths],
+      'seeds': list(seeds),
+      'split': study.split,
+      'comparison_requests': comparison_requests,
+      'runs': [],
+      'meta': {
+          'title': study.title,
+          'description': study.description,
+          **(meta or {}),
+          'config': json.loads(base.to_json_best_effort()),
+          **environment(),
+      },
+  }
+  if protocol is not None:
+    results['protocol'] = protocol
+  return results
+
+
+def write_outputs(results: dict, workdir: str) -> dict[str, str]:
+  """results.json (with the paired differences asked for), results.md, results.png and (when the runs
+  recorded one) results_position.png, the loss against position, in `workdir`; returns their paths."""
+  if results.get('comparison_requests'):
+    results['comparisons'] = report.comparisons(results)
+  paths = {
+      'json': report.write_json(results, os.path.join(workdir, 'results.json')),
+      'markdown': report.write_markdown(results, os.path.join(workdir, 'results.md')),
+      'plot': report.plot(results, os.path.join(workdir, 'results.png')),
+  }
+  position_plot = report.plot_positions(results, os.path.join(workdir, 'results_position.png'))
+  if position_plot:
+    paths['position_plot'] = position_plot
+  return paths
