@@ -27,6 +27,8 @@ from typing import Sequence
 
 import numpy as np
 
+from relpos_jax.train import loop
+
 SELECTION_SPLIT = 'validation'
 SPLITS = ('validation', 'test')
 # Twice the loss of guessing uniformly: far beyond what an untrained model scores (about 1.2x).
@@ -87,8 +89,6 @@ def evaluate_run(
   training length; `selection=False` leaves it out), and for an encoder evaluated at random positions with
   `sequential_row`, `sequential` (the same at 0..L-1).
   """
-  from relpos_jax.train import loop
-
   lengths = [int(n) for n in lengths]
   longest = max(lengths)
   lm = metric == 'bits_per_char'

@@ -33,7 +33,7 @@ from flax import nnx
 from relpos_jax.study import plan, protocol, report
 from relpos_jax.study import record as record_lib
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import transfer, workdir_lock
+from relpos_jax.train import loop, transfer, workdir_lock
 
 # What a re-evaluation may change in a trained run's config; everything else is the trained run's.
 EVAL_MODEL_FIELDS = ('attention_implementation', 'attention_block_size')
@@ -113,8 +113,6 @@ def _reevaluate_seed(
 ) -> dict:
   """One (encoder, seed) of the trained study evaluated at `config.eval.lengths` (or read back from its
   result.json), from the checkpoint of the step the trained run finished at."""
-  from relpos_jax.train import loop
-
   lengths = [int(n) for n in base.eval.lengths]
   run_dir, lr_choice = _trained_run_dir(trained_workdir, entry, seed)
   trained = _trained_config(run_dir)

@@ -30,6 +30,7 @@ from typing import Any
 
 from relpos_jax import files
 from relpos_jax.study import stats
+from relpos_jax.train import config as config_lib
 
 Results = dict[str, Any]
 
@@ -47,8 +48,6 @@ def load_json(path: str) -> Results:
     with open(path) as f:
       return json.load(f)
   except (json.JSONDecodeError, UnicodeDecodeError) as e:
-    from relpos_jax.train import config as config_lib
-
     raise config_lib.ConfigError(
         f'{path} is not valid JSON ({e}): it was truncated (a kill or a full disk during its write?) or '
         'edited. Restore it from a copy, or remove it (for a run: its directory) so that the study '

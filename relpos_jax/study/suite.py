@@ -67,11 +67,13 @@ import jax
 import ml_collections
 
 from relpos_jax import files
+from relpos_jax.data.tasks import registry
 from relpos_jax.study import report, stats
 from relpos_jax.study.runner import SEQUENTIAL_SUFFIX, parse_entries, run_config, run_study, validate_study
 from relpos_jax.study.runner import split_study_config
 from relpos_jax.study.runner import write_outputs
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import inputs, loop
 
 SUMMARY_FILE = 'summary.json'
 HELD_OUT_FILE = 'held_out.json'
@@ -128,8 +130,6 @@ class Suite:
 
 def split_config(config) -> tuple[ml_collections.ConfigDict, Suite, dict[str, Protocol]]:
   """(the base training config, the suite section, each task's protocol), checked."""
-  from relpos_jax.data.tasks import registry
-
   if 'suite' not in config:
     raise config_lib.ConfigError(
         'missing key config.suite: a suite config is a task training config plus a '
@@ -168,8 +168,6 @@ def split_config(config) -> tuple[ml_collections.ConfigDict, Suite, dict[str, Pr
 
 def longest_test_sequence(base: ml_collections.ConfigDict, task: str, protocol: Protocol) -> int:
   """The most tokens any evaluation sequence of `task` holds under `protocol` (padding included)."""
-  from relpos_jax.data.tasks import registry
-
   try:
     made = registry.make_task(task, **dict(protocol.task_kwargs or {}))
   except ValueError as e:
@@ -342,8 +340,6 @@ def evaluate_held_out(study, protocol: Protocol, results: dict, task_dir: str) -
   """Every finished run of a task's study evaluated on the protocol's held-out sets; writes each run's
   `held_out.json` (reused when it asked the same) and the task's `held_out.json`; returns the latter:
   {label: {'seeds': [...], 'per_seed': [record or None (diverged)]}}."""
-  from relpos_jax.train import inputs, loop
-
   base, _ = split_study_config(study)
   draws = config_lib.eval_section(base).position_draws
   request = _held_out_request(study, protocol, draws)

@@ -26,7 +26,10 @@ from typing import Sequence
 
 from absl import app
 
+from relpos_jax import validation
+from relpos_jax.train import checkpoint
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import loop, workdir_lock
 
 
 def _flag_token(arg: str) -> tuple[str, str | None] | None:
@@ -83,11 +86,9 @@ def parse_flags(argv: Sequence[str], *, name: str = 'config', default: str | Non
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-  """Errors whose message says what to do; imported when needed (the modules import JAX's machinery, and a
-  multi-process entry point must call jax.distributed.initialize() first)."""
-  from relpos_jax import validation
-  from relpos_jax.train import checkpoint, loop, workdir_lock
-
+  """Errors whose message says what to do. Their modules are imported with this one: importing them runs no JAX
+  computation, so a multi-process entry point still calls jax.distributed.initialize() after importing this
+  module (tests/test_code_health.py pins that importing the entry points' modules initializes no backend)."""
   return (
       config_lib.ConfigError,
       validation.InvalidValue,

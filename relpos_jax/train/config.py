@@ -50,6 +50,7 @@ from relpos_jax import data as data_lib
 from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.nn.models import ModelConfig, ModelConfigError
+from relpos_jax.train import tensorboard
 
 SCHEDULES = ('warmup_cosine', 'warmup_constant')
 LOSS_REDUCTIONS = ('token_mean', 'sequence_sum')
@@ -429,8 +430,6 @@ def _check_sections(run: Config) -> None:
   data, optim, train, eval_ = run.data, run.optim, run.train, run.eval
   data.check(run)
   if train.tensorboard:
-    from relpos_jax.train import tensorboard
-
     if not tensorboard.available():
       raise _invalid_key(
           'train.tensorboard',

@@ -47,7 +47,7 @@ from etils import epath
 from flax import nnx
 
 from relpos_jax import files
-from relpos_jax.nn.models import BidirectionalModel, DecoderLM
+from relpos_jax.nn.models import BidirectionalModel, DecoderLM, positions_encoder
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import metrics as metrics_lib
 from relpos_jax.train import sharding
@@ -160,8 +160,6 @@ class EvalPositions:
 
   @classmethod
   def of(cls, model_or_encoder, draws: int, seed: int, *, sequential: bool = False) -> 'EvalPositions':
-    from relpos_jax.nn.models import positions_encoder
-
     encoder = getattr(getattr(model_or_encoder, 'config', None), 'encoder', model_or_encoder)
     encoder = positions_encoder(encoder)
     if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 1:
@@ -355,9 +353,7 @@ def train(
       len(devices),
       json.dumps(metrics_lib.to_python(data.describe())),
   )
-  from relpos_jax.nn.models import positions_encoder  # Per-layer encoders share one position draw.
-
-  encoder = positions_encoder(run.encoder)
+  encoder = positions_encoder(run.encoder)  # Per-layer encoders share one position draw.
   eval_positions = EvalPositions.of(encoder, run.eval.position_draws, run.seed)
   train_step = make_train_step(
       parts.graphdef, data.objective, optimizer, encoder, mesh=mesh, use_padding_mask=data.uses_padding

@@ -25,6 +25,7 @@ import numpy as np
 from etils import epath
 
 from relpos_jax import files
+from relpos_jax.train import tensorboard
 
 METRICS_FILE = 'metrics.jsonl'
 
@@ -65,8 +66,6 @@ class MetricsWriter:
     if self.enabled:
       files.write_text_atomic(self.path, ''.join(json.dumps(record) + '\n' for record in self.history))
     if self.tensorboard and self._events is None:  # A resumed run hides the lost steps' events too.
-      from relpos_jax.train import tensorboard
-
       self._events = tensorboard.open_writer(self.path.parent, purge_step=step + 1 if step else None)
 
   def write(self, record: dict) -> dict:
@@ -76,8 +75,6 @@ class MetricsWriter:
       with self.path.open('a') as f:
         f.write(json.dumps(record) + '\n')
     if self._events is not None:
-      from relpos_jax.train import tensorboard
-
       tensorboard.write_record(self._events, record)
     return record
 

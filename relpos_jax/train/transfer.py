@@ -21,6 +21,7 @@ from flax import nnx
 
 from relpos_jax.encoders import contract
 from relpos_jax.encoders import spec as spec_lib
+from relpos_jax.train import loop
 
 
 def _shapes(model_or_state) -> dict[str, tuple]:
@@ -102,15 +103,11 @@ def with_eval_encoder(config, eval_spec: str):
 def param_shapes(config) -> dict[str, tuple]:
   """{path: (shape, dtype)} of the params of the model `config` builds (built once, then dropped: encoders
   check their inputs concretely, so an abstract trace cannot stand in)."""
-  from relpos_jax.train import loop
-
   return _shapes(loop.build_model(config))
 
 
 def with_encoder(model: nnx.Module, config, eval_spec: str) -> nnx.Module:
   """A model of `config` with encoder `eval_spec`, holding `model`'s (trained) parameters."""
-  from relpos_jax.train import loop
-
   target = loop.build_model(with_eval_encoder(config, eval_spec))
   check_compatible(model, target, train_spec=str(config.model.encoder), eval_spec=eval_spec)
   nnx.update(target, nnx.state(model, nnx.Param))
