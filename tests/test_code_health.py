@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import doctest
+import functools
 import importlib
 import pathlib
 import pkgutil
@@ -18,6 +19,8 @@ import sys
 import pytest
 
 import relpos_jax
+from relpos_jax.train import config as config_lib
+from relpos_jax.train import inputs
 
 ROOT = pathlib.Path(relpos_jax.__file__).parent.parent
 LINTED = ('relpos_jax', 'tests', 'experiments', 'benchmarks', 'configs')
@@ -152,3 +155,169 @@ def test_positions_is_the_ground_floor():
       and any(a.name == 'positions' for a in node.names)
   ]
   assert not local, f'function-local imports of positions in the encoders: {local}'
+
+
+# The package's own imports inside functions that are allowed, each with its reason: an optional dependency
+# imported only when a run asks for it. Every other import of relpos_jax is at a module's top, so the import
+# graph below is the whole graph and a circle cannot hide in a function body.
+LOCAL_IMPORTS_ALLOWED = {
+    ('relpos_jax/nn/functional.py', 'relpos_jax.nn.pallas_attention'): (
+        'Pallas (jax.experimental.pallas): imported only for implementation="pallas"'
+    ),
+}
+
+
+def _module_name(path: pathlib.Path) -> str:
+  return '.'.join(path.relative_to(ROOT).with_suffix('').parts).removesuffix('.__init__')
+
+
+def _package_imports(tree: ast.AST, module: str, modules: set[str], is_package: bool) -> list[tuple[ast.stmt, str]]:
+  """(statement, imported relpos_jax module) for every import of the package in `tree`: `from a.b import c` is
+  the module a.b.c where that is a module, else a.b; a relative import is resolved against `module` (a package's
+  `__init__` when `is_package`)."""
+  found = []
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      found += [(node, alias.name) for alias in node.names if alias.name.split('.')[0] == 'relpos_jax']
+    elif isinstance(node, ast.ImportFrom):
+      base = node.module or ''
+      if node.level:
+        parts = module.split('.')
+        package = parts[: len(parts) - node.level + is_package]
+        base = '.'.join(package + ([base] if base else []))
+      if base.split('.')[0] != 'relpos_jax':
+        continue
+      for alias in node.names:
+        found.append((node, f'{base}.{alias.name}' if f'{base}.{alias.name}' in modules else base))
+  return found
+
+
+def _in_functions(tree: ast.AST) -> set[int]:
+  """The ids of the statements inside a function body (an import there runs at call time, not import time)."""
+  inside = set()
+  for func in ast.walk(tree):
+    if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+      inside.update(id(node) for node in ast.walk(func) if node is not func)
+  return inside
+
+
+@functools.cache
+def _package_sources() -> dict[str, tuple[pathlib.Path, ast.AST]]:
+  """{module: (its path, its parsed source)} of every module of relpos_jax (parsed once for the checks)."""
+  return {
+      _module_name(path): (path, ast.parse(path.read_text(), str(path)))
+      for path in sorted((ROOT / 'relpos_jax').rglob('*.py'))
+  }
+
+
+def import_graph(sources) -> dict[str, set[str]]:
+  """{module: the relpos_jax modules it imports when it is imported}: the imports outside function bodies.
+
+  A package's `__init__` runs before its submodules, but that edge is left out: `from relpos_jax.train import
+  loop` inside relpos_jax/train/ would otherwise always close a circle through the package, one Python resolves
+  because the submodule is imported by then. The imports an `__init__` itself writes are edges like any other."""
+  modules = set(sources)
+  graph = {}
+  for module, (path, tree) in sources.items():
+    inside = _in_functions(tree)
+    imports = _package_imports(tree, module, modules, path.name == '__init__.py')
+    graph[module] = {target for node, target in imports if id(node) not in inside} - {module}
+  return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+  """One import circle as [a, b, ..., a], or None (depth-first search; a back edge closes a circle)."""
+  state = {}  # module -> 'open' while on the path, 'done' after
+  path = []
+
+  def visit(node):
+    state[node] = 'open'
+    path.append(node)
+    for nxt in sorted(graph.get(node, ())):
+      if state.get(nxt) == 'open':
+        return path[path.index(nxt) :] + [nxt]
+      if nxt not in state and (cycle := visit(nxt)):
+        return cycle
+    path.pop()
+    state[node] = 'done'
+    return None
+
+  for node in sorted(graph):
+    if node not in state and (cycle := visit(node)):
+      return cycle
+  return None
+
+
+def function_local_imports(sources) -> dict[tuple[str, str], list[int]]:
+  """{(path relative to the root, imported relpos_jax module): [line, ...]} of the imports in function bodies."""
+  modules = set(sources)
+  found = {}
+  for module, (path, tree) in sources.items():
+    inside = _in_functions(tree)
+    for node, target in _package_imports(tree, module, modules, path.name == '__init__.py'):
+      if id(node) in inside:
+        found.setdefault((path.relative_to(ROOT).as_posix(), target), []).append(node.lineno)
+  return found
+
+
+def test_the_import_graph_finders_see_a_circle_and_a_local_import():
+  """The two checks below can fail: a two-module circle and an import hidden in a function are both found."""
+  assert find_cycle({'a': {'b'}, 'b': {'c'}, 'c': {'a'}, 'd': {'a'}}) == ['a', 'b', 'c', 'a']
+  assert find_cycle({'a': {'b'}, 'b': set(), 'c': {'a', 'b'}}) is None
+  tree = ast.parse(
+      'from relpos_jax.train import config\n'
+      'def f():\n'
+      '  from relpos_jax.train import inputs\n'
+      '  from . import metrics\n'
+      '  import numpy\n'
+  )
+  path = ROOT / 'relpos_jax' / 'train' / 'x.py'
+  modules = {'relpos_jax.train.x', 'relpos_jax.train.config', 'relpos_jax.train.inputs', 'relpos_jax.train.metrics'}
+  sources = {m: (path, tree if m == 'relpos_jax.train.x' else ast.parse('')) for m in modules}
+  assert import_graph(sources)['relpos_jax.train.x'] == {'relpos_jax.train.config'}
+  assert function_local_imports(sources) == {
+      ('relpos_jax/train/x.py', 'relpos_jax.train.inputs'): [3],
+      ('relpos_jax/train/x.py', 'relpos_jax.train.metrics'): [4],
+  }
+
+
+def test_no_import_circles():
+  """The package's import graph, computed from the code, has no circle: every module builds on modules below
+  it (a shared piece lives in the lower room, as study/plan.py and study/record.py under runner and reevaluate)."""
+  cycle = find_cycle(import_graph(_package_sources()))
+  assert cycle is None, 'import circle: ' + ' -> '.join(cycle) + ' (move the shared piece to a module below both)'
+
+
+def test_no_function_local_imports_of_the_package():
+  """An import of relpos_jax inside a function hides an edge of the graph (often a circle); only the optional
+  dependencies of LOCAL_IMPORTS_ALLOWED import there, and each entry of it still exists."""
+  found = function_local_imports(_package_sources())
+  extra = {
+      f'{path}:{lines}: {module}'
+      for (path, module), lines in found.items()
+      if (path, module) not in LOCAL_IMPORTS_ALLOWED
+  }
+  assert not extra, 'function-local imports of relpos_jax (move them to the top):\n' + '\n'.join(sorted(extra))
+  assert set(LOCAL_IMPORTS_ALLOWED) <= set(
+      found
+  ), f'stale LOCAL_IMPORTS_ALLOWED: {set(LOCAL_IMPORTS_ALLOWED) - set(found)}'
+
+
+def test_importing_the_entry_points_modules_starts_no_jax_backend():
+  """The entry points import relpos_jax.train.cli (and through it the training loop) and the study modules
+  before a multi-process run calls jax.distributed.initialize(), which must come before any backend starts:
+  importing them computes nothing."""
+  code = (
+      'import relpos_jax.train.cli, relpos_jax.study.suite, relpos_jax.study.reevaluate\n'
+      'from jax._src import xla_bridge\n'
+      'print(xla_bridge.backends_are_initialized())\n'
+  )
+  result = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, check=False)
+  assert result.returncode == 0, result.stderr
+  assert result.stdout.strip() == 'False', 'importing the modules started a JAX backend (a module-level computation?)'
+
+
+def test_every_data_section_has_its_data_class():
+  """train/config.py's data sections and train/inputs.py's data classes are one table (`inputs.DATA`), kept
+  there so that the config does not import the data: a new source adds one entry to each."""
+  assert set(inputs.DATA) == set(config_lib.SOURCES.values())
