@@ -33,14 +33,15 @@ NUM_HEADS, HEAD_DIM, BATCH = 8, 64, 1
 LENGTH, QUICK_LENGTH = 2048, 1024
 NAIVE_LENGTH, QUICK_NAIVE_LENGTH = 512, 256
 
-# (row name, encoder spec, kind label, forward+backward time target, memory target): issue 6's targets.
+# (row name, encoder spec, kind label, forward+backward time target, memory target): the targets, as ratios to
+# plain attention, that the scalar-bias, rotary and vector-relative paths were built to meet.
 ENCODERS = (
     ('t5', 't5(bidirectional=False)', 'scalar bias', 1.10, None),
     ('alibi', 'alibi', 'scalar bias', 1.10, None),
     ('rope', 'rope', 'rotary', 1.05, None),
     ('shaw_vector', 'shaw_vector', 'vector relative', 1.5, 2.0),
     ('transformer_xl', 'transformer_xl', 'vector relative', 1.5, 2.0),
-    # Position from content (issue 11): no targets stated; measured to show what each costs.
+    # Position from content and after the scores: no targets stated; measured to show what each costs.
     ('cope', 'cope', 'contextual', None, None),
     ('fox', 'fox', 'contextual', None, None),
     ('fox(bias_only=True)', 'fox(bias_only=True)', 'scalar bias', None, None),
@@ -51,7 +52,8 @@ ENCODERS = (
     ('rope + ssmax', 'rope + ssmax', 'rotary + temperature', None, None),
     ('logn', 'logn(train_length=512)', 'temperature', None, None),
 )
-# The rows of issue 11's kinds, for `python -m benchmarks.attention_kinds_contextual`-style partial runs.
+# The rows of the content-dependent kinds (contextual, normalizer, score transform, temperature), for
+# `python -m benchmarks.attention_kinds_contextual`-style partial runs.
 CONTEXTUAL_ROWS = tuple(
     row
     for row, _, kind, *_ in ENCODERS

@@ -3,7 +3,7 @@
     python -m benchmarks.run --out docs/benchmarks.md          # everything, full sizes (minutes on 2 cores)
     python -m benchmarks.run --quick --only attention_kinds    # smaller sizes, one measurement
     python -m benchmarks.run --length 64 --repeats 1           # tiny: does every script still run?
-    python -m benchmarks.run --only attention_kinds --contextual  # plain vs issue 11's kinds only
+    python -m benchmarks.run --only attention_kinds --contextual  # plain vs the content-dependent kinds only
 
 Run it on a quiet machine: the contenders are interleaved so noise hits all alike, but a busy machine still
 widens the spread of every median. Each section says exactly what its timed function contains.
@@ -76,7 +76,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
   parser.add_argument(
       '--contextual',
       action='store_true',
-      help="attention_kinds: only issue 11's rows (cope, fox, path, stick_breaking, dape, ssmax, logn)",
+      help='attention_kinds: only the content-dependent kinds (cope, fox, path, stick_breaking, dape, ssmax, logn)',
   )
   parser.add_argument('--out', default='', help='write the markdown page here (e.g. docs/benchmarks.md)')
   opts = parser.parse_args(argv)

@@ -205,8 +205,8 @@ STUDY_ENCODERS = (
 LONG_LABELS = ('t5', 'kerple_log', 'distance', 'monotone-t5-32', 'monotone-lin')
 
 
-# Variant `study,contextual` (issue 11): position from content beside the extrapolating baselines and RoPE;
-# docs/study_contextual: --config=configs/lm.py:study,contextual --config.study.seeds='(0,1,2)'.
+# Variant `study,contextual`: the position-from-content encoders (cope, fox, ...) beside the extrapolating
+# baselines and RoPE; docs/study_contextual: --config=configs/lm.py:study,contextual --config.study.seeds='(0,1,2)'.
 CONTEXTUAL_ENCODERS = (
     'nope',
     'alibi',

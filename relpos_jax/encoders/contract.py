@@ -53,7 +53,7 @@ class Kind(enum.Enum):
   ABSOLUTE = 'absolute'
   COMBINED = 'combined'
   POSITION_REMAP = 'position_remap'
-  # Position from content and what happens after the scores (issue 11).
+  # Position from content, and what happens to the scores after they are computed.
   CONTEXTUAL = 'contextual'
   SCORE_TRANSFORM = 'score_transform'
   NORMALIZER = 'normalizer'

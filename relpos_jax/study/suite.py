@@ -739,7 +739,7 @@ def write_summary(summary: dict, workdir: str) -> dict[str, str]:
       if s != statistic
   )
   held_out = held_out_markdown(summary)
-  files.write_text_atomic(  # issue 23: the one atomic writer (relpos_jax.files)
+  files.write_text_atomic(  # The one atomic writer (relpos_jax.files): an interrupted write leaves the old page.
       path,
       f'# {summary.get("title") or "Length-generalization suite"}\n\n'
       f'Statistic: {statistic}. {caption(statistic)} Tasks marked "not learned" are not learned by any '

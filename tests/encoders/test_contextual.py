@@ -1,5 +1,5 @@
-"""Issue 11's encoders against direct NumPy transcriptions of their papers' reference code (values and
-gradients), through the attention core the layer uses (`functional.attend`, explicit path).
+"""The position-from-content encoders (and those acting after the scores) against direct NumPy transcriptions of
+their papers' reference code (values and gradients), through the attention core the layer uses (`functional.attend`, explicit path).
 
   cope            facebookresearch/RAM projects/cope/src/cope/context_position.py
   fox             zhixuan-lin/forgetting-transformer (forgetting_attention: log_lambda = cumsum(log_fgate))
