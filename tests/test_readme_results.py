@@ -20,7 +20,9 @@ from relpos_jax.study import report
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARKER = re.compile(r'<!-- study-table: .*copied from (docs/[\w/]+) -->')
-PAGES = ['README.md'] + sorted(os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, 'docs', '*', 'README.md')))
+PAGES = ['README.md'] + sorted(
+    os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, 'docs', '*', 'README.md'))
+)
 
 
 def _read(path: str) -> str:
@@ -61,10 +63,14 @@ def test_every_marked_table_is_what_the_report_renders(page):
     assert len(table) > 2, f'{page}: the table marked as copied from {folder} is empty'
     rendered = _rendered_rows(folder)
     missing = [row for row in table if row not in rendered]
-    assert not missing, f'{page}: rows not rendered from {folder}/results.json (rerun the report, copy it): {missing[:2]}'
+    assert (
+        not missing
+    ), f'{page}: rows not rendered from {folder}/results.json (rerun the report, copy it): {missing[:2]}'
     committed = _read(os.path.join(folder, 'results.md')).splitlines()
     stale = [row for row in table if row not in committed]
-    assert not stale, f'{page}: rows not in the committed {folder}/results.md (rewrite it from results.json): {stale[:2]}'
+    assert (
+        not stale
+    ), f'{page}: rows not in the committed {folder}/results.md (rewrite it from results.json): {stale[:2]}'
 
 
 # ----- the prose's numbers -------------------------------------------------------------------------------------
@@ -155,7 +161,7 @@ CLAIMS = [
     ),
     (
         'README.md',
-        '{} against RoPE\'s {} at 16x, still {} bits behind KERPLE-log',
+        "{} against RoPE's {} at 16x, still {} bits behind KERPLE-log",
         lambda: [
             f3(at('study', 'rope+randomized', 1024)),
             f3(at('study', 'rope', 1024)),
@@ -206,11 +212,18 @@ CLAIMS = [
     # issue 34: the long study's best fit at 64 is monotone-t5-32, not T5.
     (
         'docs/study_long/README.md',
-        '1.815 at 64 (the second-best fit of the five there, behind `monotone-t5-32`\'s {})',
-        lambda: [f3(at('study_long', 'monotone-t5-32', 64)) if _by_fit_at_64('study_long')[:2] == ['monotone-t5-32', 't5'] else '?'],
+        "1.815 at 64 (the second-best fit of the five there, behind `monotone-t5-32`'s {})",
+        lambda: [
+            f3(at('study_long', 'monotone-t5-32', 64))
+            if _by_fit_at_64('study_long')[:2] == ['monotone-t5-32', 't5']
+            else '?'
+        ],
     ),
-    ('docs/study_long/README.md', 'T5 with its published layout fails harder with longer training**: {} at 64',
-     lambda: [f3(at('study_long', 't5', 64))]),
+    (
+        'docs/study_long/README.md',
+        'T5 with its published layout fails harder with longer training**: {} at 64',
+        lambda: [f3(at('study_long', 't5', 64))],
+    ),
     # issue 34: Delétang: DAPE on even_pairs stays at 0.916 beyond the training lengths.
     (
         'docs/suite/README.md',
@@ -249,7 +262,7 @@ CLAIMS = [
     # issue 34: RoPE+SSMax ran seed 0 only; compared with RoPE's seed 0, not its 5-seed mean.
     (
         'docs/study_contextual/README.md',
-        'RoPE + SSMax {} against RoPE\'s {} on the same seed (seed 0; RoPE\'s 5-seed mean is {} ± 0.216), {} lower',
+        "RoPE + SSMax {} against RoPE's {} on the same seed (seed 0; RoPE's 5-seed mean is {} ± 0.216), {} lower",
         lambda: [
             f3(at_seed('study_contextual', 'rope+ssmax', 1024, 0)),
             f3(at_seed('study_contextual', 'rope', 1024, 0)),
@@ -274,12 +287,14 @@ CLAIMS = [
     # The README's headline findings.
     (
         'README.md',
-        'The lecture\'s `distance` bias reads {} bits per byte at every length from 128 to 1024, and `monotone-lin` {} '
+        "The lecture's `distance` bias reads {} bits per byte at every length from 128 to 1024, and `monotone-lin` {} "
         '(resolved: {} at 16x)',
         lambda: [
             f3(at('study', 'distance', 1024)) if flat('study', 'distance') else 'not flat',
             f3(at('study', 'monotone-lin', 1024)) if flat('study', 'monotone-lin') else 'not flat',
-            interval('study', 'monotone-lin', 'distance') if paired('study', 'monotone-lin', 'distance')['resolved'] else '?',
+            interval('study', 'monotone-lin', 'distance')
+            if paired('study', 'monotone-lin', 'distance')['resolved']
+            else '?',
         ],
     ),
     (
@@ -287,7 +302,9 @@ CLAIMS = [
         'FIRE rises to {}x its training-length loss (KERPLE-log − FIRE = {} at 16x, resolved), RoPE to {}x',
         lambda: [
             f2(ratio('study', 'fire')),
-            f3(paired('study', 'kerple_log', 'fire')['mean']) if paired('study', 'kerple_log', 'fire')['resolved'] else '?',
+            f3(paired('study', 'kerple_log', 'fire')['mean'])
+            if paired('study', 'kerple_log', 'fire')['resolved']
+            else '?',
             f2(ratio('study', 'rope')),
         ],
     ),
@@ -318,7 +335,7 @@ CLAIMS = [
     ),
     (
         'README.md',
-        '(ReRoPE {}, Self-Extend {} at 16x, against RoPE\'s {}); frequency scalings do not (NTK holds to 4x, {}, then '
+        "(ReRoPE {}, Self-Extend {} at 16x, against RoPE's {}); frequency scalings do not (NTK holds to 4x, {}, then "
         'fails; YaRN {})',
         lambda: [
             f3(at('study_inference_extension', n, length))
@@ -350,8 +367,14 @@ def _ruoss_exceptions() -> list[str]:
       for length in ('48', '64')
       for at_length in [_task_at('suite_ruoss/cycle_navigation', f'rope+rand.{m}', length)]
   ]
-  return [f2(min(within)), f2(max(within)), f3(rope_cycle['mean']), f3(rope_cycle['std']), f2(min(beyond_2x)),
-          f2(max(beyond_2x))]
+  return [
+      f2(min(within)),
+      f2(max(within)),
+      f3(rope_cycle['mean']),
+      f3(rope_cycle['std']),
+      f2(min(beyond_2x)),
+      f2(max(beyond_2x)),
+  ]
 
 
 def _by_fit_at_64(study: str) -> list[str]:
