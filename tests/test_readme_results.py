@@ -13,6 +13,7 @@ import glob
 import json
 import os
 import re
+import statistics
 
 import pytest
 
@@ -71,6 +72,118 @@ def test_every_marked_table_is_what_the_report_renders(page):
     assert (
         not stale
     ), f'{page}: rows not in the committed {folder}/results.md (rewrite it from results.json): {stale[:2]}'
+
+
+# ----- the suites' tables --------------------------------------------------------------------------------------
+
+SUITE_MARKER = re.compile(r'<!-- suite-table: (\w+), rendered from (docs/[\w/]+) ')
+
+
+def _plus_minus(values: list[float]) -> str:
+  return f'{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}'
+
+
+def _cell(summary: dict, task: str, label: str, measure: str, split: str, mark: bool = False) -> str:
+  value = summary['cells'][f'{task}/{label}'][measure][split]
+  text = f'{value["mean"]:.3f} ± {value["std"]:.3f}'
+  return text + ' ✗' if mark and value['mean'] < summary['id_learned_threshold'] else text
+
+
+def _suite_row(folder: str, task: str, label: str, columns: list, first: list[str]) -> str:
+  """One row of a suite table, every cell computed from `folder`'s summary.json and `<task>/results.json`."""
+  summary = _json(f'{folder}/summary.json')
+  run = [r for r in _json(f'{folder}/{task}/results.json')['runs'] if r['name'] == label]
+  assert len(run) == 1, f'{folder}/{task}/results.json: {len(run)} runs named {label!r}'
+  run = run[0]
+  cells = []
+  for column in columns:
+    kind, arg = column if isinstance(column, tuple) else (column, None)
+    if kind in ('within', 'beyond', 'within_exact'):
+      measure = 'sequence' if kind == 'within_exact' else 'token'
+      split = 'out_of_distribution' if kind == 'beyond' else 'in_distribution'
+      cells.append(_cell(summary, task, label, measure, split, mark=arg == 'mark'))
+    elif kind == 'at':
+      cells.append(_plus_minus(run['by_length_per_seed'][str(arg)]))
+    elif kind == 'exact_at':
+      cells.append(_plus_minus(run['exact_match_by_length_per_seed'][str(arg)]))
+    elif kind == 'glitches':  # Per seed, per thousand reads, at the longest training length.
+      held_out = summary['held_out'][task][label][arg]
+      (at_length,) = held_out.values()
+      cells.append(', '.join(f'{v:.1f}' for v in at_length['per_seed']))
+    elif kind == 'max_beyond':
+      cells.append(f'{summary["cells"][f"{task}/{label}"]["token"]["out_of_distribution"]["max"]:.3f}')
+    elif kind == 'exact_beyond_mean':
+      cells.append(f'{summary["cells"][f"{task}/{label}"]["sequence"]["out_of_distribution"]["mean"]:.3f}')
+    elif kind == 'learning_rate':
+      cells.append(str(run['learning_rate']))
+    else:
+      raise AssertionError(f'unknown column {column!r}')
+  return '| ' + ' | '.join(first + cells) + ' |'
+
+
+def _lengths_and_exact(lengths):
+  return [('at', n) for n in lengths] + [('exact_at', n) for n in lengths]
+
+
+# marker name -> (task or None for a first column naming it, columns): how each hand-laid suite table is computed.
+SUITE_TABLES = {
+    'ruoss': (None, [('within', 'mark'), 'beyond', 'max_beyond', 'exact_beyond_mean', 'learning_rate']),
+    'flip_flop': ('flip_flop', ['within', 'beyond', ('at', 128), ('glitches', 'sparse'), ('glitches', 'dense')]),
+    'passkey_tokens': ('passkey_tokens', ['within', 'beyond', ('at', 64), 'within_exact', ('exact_at', 64)]),
+    'selective_copy': ('selective_copy', _lengths_and_exact([8, 16, 32, 64])),
+    'count_copy': ('count_copy', _lengths_and_exact([8, 16, 24, 32, 48, 64])),
+    'mqar': ('mqar', ['within', 'beyond', ('at', 32), 'within_exact', ('exact_at', 32)]),
+    'addition_abacus': ('addition_abacus', _lengths_and_exact([4, 8, 16, 24, 32, 48])),
+}
+
+
+def _suite_tables(text: str):
+  lines = text.splitlines()
+  for i, line in enumerate(lines):
+    match = SUITE_MARKER.search(line)
+    if match:
+      rows = []
+      for row in lines[i + 3 :]:  # after the header and the separator
+        if not row.startswith('|'):
+          break
+        rows.append(row)
+      yield match.group(1), match.group(2), rows
+
+
+def test_every_hand_laid_suite_table_is_computed_from_its_reports():
+  found = {}
+  for page in PAGES:
+    for name, folder, rows in _suite_tables(_read(page)):
+      assert name in SUITE_TABLES, f'{page}: no recipe for the suite table {name!r}'
+      assert rows, f'{page}: the suite table {name!r} is empty'
+      task, columns = SUITE_TABLES[name]
+      for row in rows:
+        first = [c.strip() for c in row.strip('|').split('|')][: 1 if task else 2]
+        row_task, label = (task, first[0]) if task else first
+        expected = _suite_row(folder, row_task, label, columns, first)
+        assert row == expected, f'{page}, table {name}: {row!r} should read, from its reports, {expected!r}'
+      found[name] = len(rows)
+  assert set(found) == set(SUITE_TABLES), f'suite tables not found on any page: {set(SUITE_TABLES) - set(found)}'
+
+
+def test_each_suite_summary_table_is_what_the_suite_renders():
+  """docs/suite*/README.md open with the tables `relpos_jax.study.suite` writes from summary.json: still equal."""
+  from relpos_jax.study import suite as suite_report
+
+  checked = 0
+  for path in sorted(glob.glob(os.path.join(REPO, 'docs', 'suite*', 'summary.json'))):
+    summary = _json(os.path.relpath(path, REPO))
+    if not all('learned' in cell for cell in summary['cells'].values()):
+      continue  # docs/suite_sizing: written before the summary recorded 'learned', a schema the suite no longer reads
+    has_sequence = any(cell.get('sequence') for cell in summary['cells'].values())
+    page = _read(os.path.relpath(os.path.join(os.path.dirname(path), 'README.md'), REPO)).splitlines()
+    for statistic in suite_report.STATISTICS:
+      if has_sequence or statistic.startswith('token'):
+        rows = [r for r in suite_report.markdown(summary, statistic).splitlines() if r.startswith('|')]
+        missing = [r for r in rows if r not in page]
+        assert not missing, f'{path}: {statistic} rows not on its README (rerun the summary): {missing[:2]}'
+        checked += 1
+  assert checked >= 4 * 3 + 2  # suite_abacus, suite_contextual, suite_ruoss (4 statistics each), suite (2)
 
 
 # ----- the prose's numbers -------------------------------------------------------------------------------------
