@@ -526,3 +526,13 @@ def test_every_page_a_claim_names_exists_and_the_issue_34_fixes_are_covered():
     text = _flat(_read(page))
     for phrase in phrases:
       assert phrase not in text, f'{page} still says {phrase!r}, which its report does not support'
+
+
+@pytest.mark.slow  # about 45 s on the shared 2-core CPU: it builds and compiles an LM
+def test_the_readme_code_runs_as_written(capsys):
+  """'Using the pieces' promises its block runs as written: it is executed here, with its printed shapes."""
+  text = _read('README.md')
+  blocks = re.findall(r'```python\n(.*?)```', text, flags=re.S)
+  assert len(blocks) == 1, 'README.md: expected one python block (Using the pieces)'
+  exec(compile(blocks[0], 'README.md', 'exec'), {'__name__': 'readme_example'})
+  assert capsys.readouterr().out.split('\n')[:2] == ['(2, 32, 64)', '(2, 48, 256)']
