@@ -448,6 +448,36 @@ CLAIMS = [
     ),
     (
         'README.md',
+        "nor is FoX's data-dependent gate against its bias-only form",
+        lambda: [] if not paired('study_contextual', 'fox', 'fox-bias')['resolved'] else ['resolved'],
+    ),
+    (
+        'README.md',
+        "`monotone-lin`, this project's, has the lowest mean",
+        lambda: [] if _by_mean_at('study', 1024)[0] == 'monotone-lin' else ['not the lowest'],
+    ),
+    (
+        'README.md',
+        'FoX and stick-breaking solve flip-flop at 4x without a glitch',
+        lambda: [] if all(_flawless_flip_flop(n) for n in ('fox', 'stick_breaking')) else ['a glitch'],
+    ),
+    (
+        'README.md',
+        'CoPE copies every selective-copy answer exactly',
+        lambda: [] if _exact_everywhere('selective_copy', 'cope', (8, 16, 32, 64)) else ['not exact'],
+    ),
+    (
+        'README.md',
+        'NoPE counts exactly to 2x',
+        lambda: (
+            []
+            if _exact_everywhere('count_copy', 'nope', (8, 16, 24, 32))
+            and not _exact_everywhere('count_copy', 'nope', (48,))
+            else ['not to 2x']
+        ),
+    ),
+    (
+        'README.md',
         "(ReRoPE {}, Self-Extend {} at 16x, against RoPE's {}); frequency scalings do not (NTK holds to 4x, {}, then "
         'fails; YaRN {})',
         lambda: [
@@ -490,15 +520,39 @@ def _ruoss_exceptions() -> list[str]:
   ]
 
 
+def _by_mean_at(study: str, length: int) -> list[str]:
+  runs = _json(f'docs/{study}/results.json')['runs']
+  return [r['name'] for r in sorted(runs, key=lambda r: r['by_length'][str(length)])]
+
+
+def _exact_everywhere(task: str, label: str, lengths) -> bool:
+  """Every seed's exact match is 1 at every length given (docs/suite_contextual)."""
+  run = _task_run(f'suite_contextual/{task}', label)
+  return all(v == 1.0 for n in lengths for v in run['exact_match_by_length_per_seed'][str(n)])
+
+
+def _flawless_flip_flop(label: str) -> bool:
+  """Every read right at every length beyond the training ones, and no glitch on either held-out set."""
+  run = _task_run('suite_contextual/flip_flop', label)
+  beyond = [v for n, values in run['by_length_per_seed'].items() if int(n) > 32 for v in values]
+  held_out = _json('docs/suite_contextual/summary.json')['held_out']['flip_flop'][label]
+  glitches = [v for split in held_out.values() for at_length in split.values() for v in at_length['per_seed']]
+  return bool(beyond) and all(v == 1.0 for v in beyond) and all(v == 0.0 for v in glitches)
+
+
+def _task_run(folder: str, name: str) -> dict:
+  runs = [r for r in _json(f'docs/{folder}/results.json')['runs'] if r['name'] == name]
+  assert len(runs) == 1, f'docs/{folder}/results.json: {len(runs)} runs named {name!r}'
+  return runs[0]
+
+
 def _by_fit_at_64(study: str) -> list[str]:
   runs = _json(f'docs/{study}/results.json')['runs']
   return [r['name'] for r in sorted(runs, key=lambda r: r['by_length']['64'])]
 
 
 def _task_at(folder: str, name: str, length: str) -> float:
-  runs = [r for r in _json(f'docs/{folder}/results.json')['runs'] if r['name'] == name]
-  assert len(runs) == 1, f'docs/{folder}/results.json: {len(runs)} runs named {name!r}'
-  return runs[0]['by_length'][length]
+  return _task_run(folder, name)['by_length'][length]
 
 
 def _flat(text: str) -> str:
