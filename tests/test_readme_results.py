@@ -1,12 +1,16 @@
 """The README's and the docs pages' results are the committed reports', table row for row and number for number.
 
-Two checks, so that no result is typed by hand:
+So that no result is typed by hand:
 - every table marked `<!-- study-table: ... copied from docs/<study> -->` in README.md or a docs/*/README.md is
   rows of what `relpos_jax.study.report` renders from that study's results.json today (and of the committed
   results.md beside it);
+- every suite table laid out by hand on a page (`<!-- suite-table: <name>, rendered from docs/<suite> ... -->`)
+  equals, cell for cell, what SUITE_TABLES computes from the suite's summary.json and each task's results.json,
+  and each docs/suite*/README.md still holds the tables `relpos_jax.study.suite` renders from its summary.json;
 - every number the prose takes from a report is listed in CLAIMS below with the report and the arithmetic that
   yields it: the test recomputes it, formats it as the page writes it, and looks for the sentence fragment
-  on the page. A changed report, or a page edited away from its report, fails here.
+  on the page. A changed report, or a page edited away from its report, fails here;
+- the README's code block runs as written (slow).
 """
 
 import glob
@@ -54,7 +58,14 @@ def _rendered_rows(folder: str) -> list[str]:
 def test_the_pages_with_tables_are_found():
   marked = {page: {folder for folder, _ in _tables_after_markers(_read(page))} for page in PAGES}
   assert marked['README.md'] >= {'docs/study'}
-  for study in ('study', 'study_long', 'study_contextual', 'study_inference_extension', 'study_long_context'):
+  for study in (
+      'study',
+      'study_long',
+      'study_contextual',
+      'study_inference_extension',
+      'study_long_context',
+      'study_long_context_contextual',
+  ):
     assert f'docs/{study}' in marked[f'docs/{study}/README.md'], f'docs/{study}/README.md lost its marked table'
 
 
