@@ -134,7 +134,9 @@ class CorpusSource:
   """data.source='corpus': byte-level language modelling on the built-in corpus or your own text."""
 
   source: str = key(choices=('corpus',))
-  corpus: str = key()  # 'stdlib' (built in) or a path: a directory of text files, one file, or a glob
+  # 'stdlib' (built in), a named corpus ('austen': relpos_jax.data.corpora), or a path: a directory of text
+  # files, one file, or a glob
+  corpus: str = key()
   max_train_bytes: int | None = key(ge=1)
   train_length: int = key(ge=1)
 
