@@ -53,6 +53,7 @@ from relpos_jax.nn.models import ModelConfig, ModelConfigError
 
 SCHEDULES = ('warmup_cosine', 'warmup_constant')
 LOSS_REDUCTIONS = ('token_mean', 'sequence_sum')
+TOKENIZERS = ('byte', 'bpe')
 # The vocabulary sizes are fixed by the data (corpus bytes, task alphabet), never by the config.
 DATA_DERIVED_MODEL_FIELDS = ('vocab_size', 'output_vocab_size')
 
@@ -139,6 +140,11 @@ class CorpusSource:
   corpus: str = key()
   max_train_bytes: int | None = key(ge=1)
   train_length: int = key(ge=1)
+  # Subword tokens (relpos_jax.train.token_inputs; `configs/lm.py:bpe` sets them): 'byte' (the default) or 'bpe',
+  # a byte-level BPE of `vocab_size` symbols trained on the training split, cached in `tokenizer_cache`.
+  tokenizer: str = key('byte', choices=TOKENIZERS)
+  vocab_size: int | None = key(None, ge=256)
+  tokenizer_cache: str | None = key(None)
 
   # (metric, lower_is_better) of a study's tables.
   metric = ('bits_per_char', True)
@@ -148,11 +154,19 @@ class CorpusSource:
     return None
 
   def check(self, run: Config) -> None:
-    """The corpus path exists and holds text."""
+    """The corpus path exists and holds text; a BPE tokenizer has its vocabulary size and its package."""
     try:
       data_lib.corpus.check_source(self.corpus)
     except (TypeError, ValueError) as e:
       raise _invalid_key('data.corpus', self.corpus, str(e)) from None
+    if (self.tokenizer == 'bpe') != (self.vocab_size is not None):
+      raise _invalid_key(
+          'data.vocab_size',
+          self.vocab_size,
+          f"set with data.tokenizer='bpe' and only then (data.tokenizer={self.tokenizer!r})",
+      )
+    if self.tokenizer == 'bpe' and importlib.util.find_spec('tokenizers') is None:
+      raise _invalid_key('data.tokenizer', self.tokenizer, 'BPE needs the package tokenizers: `pip install tokenizers`')
 
   def check_eval(self, eval_: Eval) -> None:
     """`eval.scored_tail` fits the shortest length; windows have exact lengths, so `eval.pad_multiple` is 1."""
@@ -174,7 +188,7 @@ class CorpusSource:
     return 'causal'
 
   def vocab_sizes(self, run: Config) -> tuple[int, int | None]:
-    return data_lib.VOCAB_SIZE, None
+    return (data_lib.VOCAB_SIZE if self.vocab_size is None else self.vocab_size), None
 
   @property
   def max_train_length(self) -> int:
@@ -188,10 +202,10 @@ class CorpusSource:
     return max([self.train_length] + list(run.eval.lengths))
 
   def build(self, config):
-    """The run's data (`relpos_jax.train.inputs.CorpusData`)."""
-    from relpos_jax.train import inputs  # inputs reads this module
+    """The run's data (`relpos_jax.train.inputs.CorpusData`, or `token_inputs.BPECorpusData` for BPE)."""
+    from relpos_jax.train import inputs, token_inputs  # they read this module
 
-    return inputs.CorpusData(config)
+    return token_inputs.BPECorpusData(config) if self.tokenizer == 'bpe' else inputs.CorpusData(config)
 
 
 @dataclasses.dataclass(frozen=True)
