@@ -66,6 +66,7 @@ __all__ = [
     'bits_per_character',
     'count_characters',
     'anchors',
+    'document_ids',
     'document_totals',
     'load_or_train',
     'scored_ranges',
@@ -292,6 +293,13 @@ def bits_per_character(logprobs_nats, targets, chars_per_token, mask=None) -> di
       'bits_per_character': bits / characters if characters else None,
       'bits_per_token': bits / tokens if tokens else None,
   }
+
+
+def document_ids(split_tokens, positions) -> np.ndarray:
+  """int64: the document (0, 1, ... in split order) of each byte position of a split (`corpus.tokens(split)`),
+  a NUL separator counting as the end of the document before it; for BPE targets, pass their first bytes."""
+  separators = np.flatnonzero(np.asarray(split_tokens) == SEPARATOR_BYTE)
+  return np.searchsorted(separators, np.asarray(positions, np.int64), side='left').astype(np.int64)
 
 
 def document_totals(bits, targets, chars_per_token, document_ids, num_documents: int) -> tuple[np.ndarray, np.ndarray]:

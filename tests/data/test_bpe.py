@@ -113,6 +113,11 @@ def test_bits_per_character_are_equal_for_bytes_and_bpe_under_one_model(tok):
   assert by_bpe['tokens'] < by_bytes['tokens'] and by_bpe['bits_per_token'] > by_bytes['bits_per_token']
 
 
+def test_document_ids_by_hand():
+  split = np.frombuffer(b'ab\x00cd\x00\x00e', np.uint8)  # documents 'ab', 'cd', '', 'e'
+  assert bpe.document_ids(split, range(8)).tolist() == [0, 0, 0, 1, 1, 1, 2, 3]
+
+
 def test_document_totals_by_hand():
   bits, chars = bpe.document_totals(
       bits=[1.0, 2.0, 3.0, 4.0],
