@@ -120,7 +120,8 @@ def document_bootstrap(
   sum(a_bits[idx]) / sum(a_chars[idx]) - sum(b_bits[idx]) / sum(b_chars[idx]); the interval is the
   percentile interval of those replicates (numpy's default linear quantiles).
 
-  Returns {'n_documents', 'mean' (the difference on all documents), 'low', 'high', 'half_width' (half the
+  Documents with no scored characters on either side (no evaluation window reached them) are left out first.
+  Returns {'n_documents' (the scored ones), 'mean' (the difference on all documents), 'low', 'high', 'half_width' (half the
   interval's width), 'resolved' (the interval excludes 0), 'p_value' (two-sided: 2 min(P*(d <= 0),
   P*(d >= 0)), capped at 1), 'num_resamples', 'seed', 'confidence', 'method'}.
   """
@@ -141,7 +142,11 @@ def document_bootstrap(
     raise ValueError(f'num_resamples must be a positive int, got num_resamples={num_resamples!r}')
   if not 0 < confidence < 1:
     raise ValueError(f'confidence must be in (0, 1), got confidence={confidence!r}')
-  a_bits, a_chars, b_bits, b_chars = arrays
+  scored = (arrays[1] > 0) | (arrays[3] > 0)  # a document no window reached is not in the sample
+  a_bits, a_chars, b_bits, b_chars = (x[scored] for x in arrays)
+  n = int(scored.sum())
+  if n < 2:
+    raise ValueError(f'document_bootstrap needs at least 2 scored documents (characters > 0), got {n}')
   index = np.random.default_rng(seed).integers(0, n, size=(num_resamples, n))
   with np.errstate(invalid='ignore', divide='ignore'):  # a resample of unscored documents only: left out
     replicates = a_bits[index].sum(1) / a_chars[index].sum(1) - b_bits[index].sum(1) / b_chars[index].sum(1)

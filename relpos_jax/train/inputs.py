@@ -235,6 +235,13 @@ class CorpusData:
       batch[mask][:, : int(length) - tail] = 0.0
     return batches_of(batch, eval_batch_size(self.eval_section, length))
 
+  def target_positions(self, length: int, split: str = 'validation') -> np.ndarray:
+    """int64 (N, length): the split byte position of every target of the windows of `length`, in the rows
+    of `eval_set(length, split)` (for per-document totals: `relpos_jax.data.bpe.document_ids`)."""
+    reach, tail, count = self._window_plan(int(length))
+    starts = self.corpus.anchors(reach, tail, count, check_eval_split(split)) - int(length)
+    return starts[:, None] + 1 + np.arange(int(length))
+
   def scored_set(self, length: int, split: str = 'validation') -> dict:
     reach, tail, count = self._window_plan(int(length))
     described = self.corpus.scored_set(int(length), reach, tail, count, check_eval_split(split))

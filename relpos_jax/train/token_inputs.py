@@ -132,6 +132,14 @@ class BPECorpusData(inputs.CorpusData):
     self._with_characters(batch)
     return inputs.batches_of(batch, inputs.eval_batch_size(self.eval_section, length))
 
+  def target_positions(self, length: int, split: str = 'validation') -> np.ndarray:
+    """int64 (N, length): the split byte position of the first byte of every target token of the windows of
+    `length` tokens, in the rows of `eval_set(length, split)`."""
+    anchors, tail = self._anchors(int(length), inputs.check_eval_split(split))
+    ids, starts = self.split_tokens(split)
+    last = bpe_lib.scored_ranges(starts, anchors, tail)[:, 1]
+    return starts[(last - int(length))[:, None] + 1 + np.arange(int(length))]
+
   def scored_set(self, length: int, split: str = 'validation') -> dict:
     anchors, tail = self._anchors(int(length), inputs.check_eval_split(split))
     ids, starts = self.split_tokens(split)

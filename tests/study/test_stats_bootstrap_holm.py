@@ -86,6 +86,14 @@ def test_bootstrap_weights_documents_by_characters_and_resolves_a_constant_gap()
   assert same['resolved'] and same['p_value'] == 0.0
 
 
+def test_documents_without_scored_characters_are_left_out():
+  with_empty = stats.document_bootstrap([1.0, 0.0, 2.0], [1.0, 0.0, 1.0], [1.0, 0.0, 1.0], [1.0, 0.0, 1.0], seed=4)
+  without = stats.document_bootstrap([1.0, 2.0], [1.0, 1.0], [1.0, 1.0], [1.0, 1.0], seed=4)
+  assert with_empty == without and without['n_documents'] == 2
+  with pytest.raises(ValueError, match=r'at least 2 scored documents'):
+    stats.document_bootstrap([1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [1.0, 0.0])
+
+
 def test_bootstrap_bad_input_names_what_is_wrong():
   with pytest.raises(ValueError, match=r'a_bits=2, a_chars=3'):
     stats.document_bootstrap([1, 2], [1, 2, 3], [1, 2], [1, 2])
