@@ -385,10 +385,16 @@ class Corpus:
     `split_of(name)` returns ('train', 'validation' or 'test'): a named corpus's own rule, such as a whole
     novel held out. The cap and fingerprints are as for files; `val_fraction`/`test_fraction` are recorded
     as the fractions of documents that landed in each split."""
+    if max_train_bytes is not None:
+      validation.positive_int('corpus', 'max_train_bytes', max_train_bytes)
     documents = list(documents)
     for name, data in documents:
       if not isinstance(data, bytes) or b'\x00' in data:
         raise ValueError(f'document {name!r} must be bytes without NUL (the separator), got {type(data).__name__}')
+      try:
+        data.decode('utf-8')
+      except UnicodeDecodeError as e:
+        raise ValueError(f'document {name!r} is not UTF-8 text ({e})') from None
       if split_of(name) not in SPLITS:
         raise ValueError(f'split_of({name!r}) = {split_of(name)!r}; allowed: one of {SPLITS}')
     count = max(len(documents), 1)

@@ -166,3 +166,17 @@ def test_the_installed_package_gives_six_novels_by_chapter():
   assert corpus.num_test_tokens == 882_809 + 54 and corpus.num_val_tokens == 466_761 + 23
   assert bytes(corpus.tokens('test')[:4]) == b'EMMA'
   assert np.count_nonzero(corpus.tokens('test') == 0) == 54
+
+
+def test_documents_in_memory_refuse_what_a_split_cannot_hold():
+  split_of = lambda name: name
+  with pytest.raises(ValueError, match=r"document 'train' must be bytes without NUL"):
+    Corpus.from_documents([('train', b'a\x00b')], split_of=split_of, source='x')
+  with pytest.raises(ValueError, match=r"document 'train' is not UTF-8 text"):
+    Corpus.from_documents([('train', b'\xff\xfe')], split_of=split_of, source='x')
+  with pytest.raises(ValueError, match=r"split_of\('dev'\) = 'dev'; allowed: one of \('train', 'validation', 'test'\)"):
+    Corpus.from_documents([('dev', b'text')], split_of=split_of, source='x')
+  with pytest.raises(ValueError, match=r'max_train_bytes'):
+    Corpus.from_documents([('train', b'text')], split_of=split_of, source='x', max_train_bytes=0)
+  corpus = Corpus.from_documents([('train', b'ab'), ('test', b'cd')], split_of=split_of, source='x')
+  assert bytes(corpus.tokens('test')) == b'cd' and corpus.num_val_tokens == 0
