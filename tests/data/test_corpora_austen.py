@@ -180,3 +180,14 @@ def test_documents_in_memory_refuse_what_a_split_cannot_hold():
     Corpus.from_documents([('train', b'text')], split_of=split_of, source='x', max_train_bytes=0)
   corpus = Corpus.from_documents([('train', b'ab'), ('test', b'cd')], split_of=split_of, source='x')
   assert bytes(corpus.tokens('test')) == b'cd' and corpus.num_val_tokens == 0
+
+
+@pytest.mark.skipif(not os.path.isdir(austen.DEFAULT_PATH), reason='r-cran-janeaustenr is not installed')
+def test_the_test_novel_gives_64k_scored_characters_from_every_chapter():
+  """The study's 'enough text' (issue 34): >= 64k scored characters from >= 50 test documents. The default study's
+  anchors (reach 1024, tail 64) at eval.num_tokens=65,536 reach all 55 chapters of Emma, ASCII throughout."""
+  corpus = Corpus.load('austen')
+  anchors = corpus.anchors(1024, 64, 65_536 // 64, 'test')
+  separators = np.flatnonzero(corpus.tokens('test') == 0)
+  assert len(anchors) * 64 == 65_536
+  assert len(set(np.searchsorted(separators, anchors).tolist())) == 55
