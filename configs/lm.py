@@ -54,6 +54,13 @@ layout, KERPLE-log, the lecture's distance bias and both monotone tables): do th
 training? (docs/study_long/: --config.study.lr_grid='(3e-3,1e-2,3e-2)' --config.study.seeds='(0,1,2,3,4)',
 the full command; what ran: the grid at seed 0 for every label, the 5 seeds for the compared pair only)
 
+Variant `bpe` (`--config=configs/lm.py:bpe`, combines with the others): the corpus as byte-level BPE tokens,
+a vocabulary of BPE_VOCAB_SIZE trained on the training split only (relpos_jax.data.bpe, cached in
+data.tokenizer_cache); lengths count tokens, eval.scored_tail counts bytes, and bits_per_char is total bits over
+total characters, on the byte-level runs' scale (`pip install tokenizers`):
+
+    python -m experiments.train --config=configs/lm.py:bpe --config.data.corpus=austen --workdir=/tmp/lm_bpe
+
 Variant `inference_extension` (`--config=configs/lm.py:inference_extension`): train with RoPE once (the
 `study` variant's run), evaluate its parameters unchanged with inference-time extensions up to 16x, each set
 for 16x from L_orig = 64 (docs/study_inference_extension/: --config.study.seeds='(0,1,2,3,4)'). Entries
@@ -86,6 +93,7 @@ from ml_collections.config_dict import placeholder
 from relpos_jax.train.config import parse_variants
 
 TRAIN_LENGTH = 64
+BPE_VOCAB_SIZE = 4096  # variant bpe: about 3.6 characters per token on the English corpus
 # FIRE's threshold at a quarter of the training length, the paper's ratio (512 at its 2,048; see
 # relpos_jax/encoders/fire.py); 'fire-512' keeps the reference code's absolute 512 as an ablation.
 FIRE = f'fire: fire(init_threshold={TRAIN_LENGTH / 4})'
@@ -242,7 +250,7 @@ INFERENCE_EXTENSION_ENCODERS = (
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  variants = parse_variants(arg, ('study', 'long', 'contextual', 'inference_extension', 'long_context'))
+  variants = parse_variants(arg, ('study', 'long', 'contextual', 'inference_extension', 'long_context', 'bpe'))
   if 'long_context' in variants:
     variants.add('study')  # it evaluates a study's runs: the default study's, or with 'contextual' that one's
   for extension in ('long', 'contextual'):
@@ -280,6 +288,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.data.corpus = 'stdlib'
   config.data.max_train_bytes = 8_000_000
   config.data.train_length = TRAIN_LENGTH
+  if 'bpe' in variants:  # subword tokens (relpos_jax.train.token_inputs): lengths count tokens
+    config.data.tokenizer = 'bpe'
+    config.data.vocab_size = BPE_VOCAB_SIZE
+    config.data.tokenizer_cache = placeholder(str)  # None: ~/.cache/relpos_jax/bpe
 
   config.optim = ml_collections.ConfigDict()
   config.optim.learning_rate = 3e-3

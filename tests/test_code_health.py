@@ -20,7 +20,7 @@ import pytest
 
 import relpos_jax
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import inputs
+from relpos_jax.train import data_sources
 
 ROOT = pathlib.Path(relpos_jax.__file__).parent.parent
 LINTED = ('relpos_jax', 'tests', 'experiments', 'benchmarks', 'configs')
@@ -318,6 +318,6 @@ def test_importing_the_entry_points_modules_starts_no_jax_backend():
 
 
 def test_every_data_section_has_its_data_class():
-  """train/config.py's data sections and train/inputs.py's data classes are one table (`inputs.DATA`), kept
+  """train/config.py's data sections and the data builders (train/data_sources.py) are one table (`data_sources.DATA`), kept
   there so that the config does not import the data: a new source adds one entry to each."""
-  assert set(inputs.DATA) == set(config_lib.SOURCES.values())
+  assert set(data_sources.DATA) == set(config_lib.SOURCES.values())

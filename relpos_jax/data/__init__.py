@@ -3,6 +3,8 @@ length bucketing and scoring helpers. Everything is deterministic from an ``np.r
 
   corpus   Corpus.stdlib() / from_paths / from_glob / load('stdlib' or a path): byte tokens, by-file split,
            sample_batch, eval_windows
+  corpora  named corpora beside the built-in one: 'austen' (Jane Austen's novels, read from the R package
+           janeaustenr by a small reader of R's serialization format)
   tasks    make_task(name), task_names(): bidirectional tasks (placeholders after the input) and count_copy
   buckets  BatchSpec, sample_bucketed, length_buckets: one length per batch, <= num_buckets shapes
 """

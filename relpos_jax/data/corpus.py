@@ -15,8 +15,12 @@ Sources
   suffix. A "text file" is one that decodes as UTF-8 and contains no NUL byte.
 * ``Corpus.from_glob('texts/**/*.md')``: the files a glob pattern matches (``**`` recurses), whatever
   their suffix; their relative paths are taken from the pattern's fixed leading directory (``texts/``).
-* ``Corpus.load(corpus)``: what ``config.data.corpus`` names: ``'stdlib'``, or a path to a directory, a
-  file or a glob pattern (``~`` expanded), dispatched to the three above.
+* ``Corpus.from_documents([(name, bytes), ...], split_of=...)``: documents already in memory, with a split
+  rule of their own (a named corpus holding out whole works).
+* ``Corpus.load(corpus)``: what ``config.data.corpus`` names: ``'stdlib'``, a named corpus of
+  `relpos_jax.data.corpora` (``'austen'``: Jane Austen's novels, a chapter per document, one novel held out
+  for test and one for validation), or a path to a directory, a file or a glob pattern (``~`` expanded),
+  dispatched to the above.
 
 Determinism, splits and cap
 ---------------------------
@@ -71,6 +75,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from relpos_jax import validation
+from relpos_jax.data import corpora
 
 VOCAB_SIZE = 256
 DOC_SEPARATOR = 0
@@ -105,13 +110,18 @@ def _check_options(max_train_bytes, val_fraction, test_fraction=0.0) -> None:
 
 
 def check_source(corpus) -> str:
-  """`corpus` as `Corpus.load` reads it ('stdlib', or the path with `~` expanded); raises TypeError if it is
-  not a string and ValueError if it names nothing: a missing file or directory, a glob matching no file.
+  """`corpus` as `Corpus.load` reads it ('stdlib', a named corpus, or the path with `~` expanded); raises
+  TypeError if it is not a string and ValueError if it names nothing: a missing file or directory, a glob
+  matching no file, a named corpus whose package is not installed (the message gives the install command).
   (Whether the files are text is found when they are read.)"""
   if not isinstance(corpus, (str, os.PathLike)) or isinstance(corpus, bytes):
     raise TypeError(f"corpus must be 'stdlib' or a path (str), got {type(corpus).__name__} {corpus!r}")
   text = os.fspath(corpus)
   if text == STDLIB:
+    return text
+  named = corpora.parse(text)
+  if named is not None:
+    corpora.NAMED[named[0]].check(named[1])
     return text
   if not text.strip():
     raise ValueError(f"corpus must be 'stdlib' or a path to a directory, a text file or a glob, got {text!r}")
@@ -120,7 +130,10 @@ def check_source(corpus) -> str:
     if not any(os.path.isfile(p) for p in glob.iglob(path, recursive=True)):
       raise ValueError(f'the glob pattern {text!r} matches no file')
   elif not os.path.exists(path):
-    raise ValueError(f"path {text!r} does not exist (a corpus is 'stdlib', a directory, a text file or a glob)")
+    raise ValueError(
+        f'path {text!r} does not exist and is not a named corpus (a corpus is one of the names '
+        f'{", ".join(map(repr, corpora.NAMES))}, a directory, a text file or a glob)'
+    )
   return path
 
 
@@ -338,37 +351,89 @@ class Corpus:
     What `config.data.corpus` names. Raises TypeError for a non-string, ValueError naming the path when it
     does not exist, matches nothing or holds no readable text file.
     """
+
     path = check_source(corpus)
     options = dict(max_train_bytes=max_train_bytes, val_fraction=val_fraction, test_fraction=test_fraction)
     if path == STDLIB:
       return cls.stdlib(**options)
+    named = corpora.parse(path)
+    if named is not None:  # a named corpus splits by its own rule (whole works): the fractions do not apply
+      module = corpora.NAMED[named[0]]
+      where = module.check(named[1])
+      return cls.from_documents(
+          module.documents(where),
+          split_of=module.split_of,
+          source=f'{named[0]}: {module.DESCRIPTION} at {where}; {module.SPLIT_RULE}',
+          max_train_bytes=max_train_bytes,
+      )
     if glob.has_magic(path):
       return cls.from_glob(path, **options)
     return cls.from_paths(path, **options)
 
   @classmethod
+  def from_documents(
+      cls,
+      documents: Sequence[tuple[str, bytes]],
+      *,
+      split_of,
+      source: str,
+      max_train_bytes: int | None = DEFAULT_MAX_TRAIN_BYTES,
+  ) -> 'Corpus':
+    """Documents in memory, (name, UTF-8 bytes without NUL) in load order, each put in the split
+    `split_of(name)` returns ('train', 'validation' or 'test'): a named corpus's own rule, such as a whole
+    novel held out. The cap and fingerprints are as for files; `val_fraction`/`test_fraction` are recorded
+    as the fractions of documents that landed in each split."""
+    if max_train_bytes is not None:
+      validation.positive_int('corpus', 'max_train_bytes', max_train_bytes)
+    documents = list(documents)
+    for name, data in documents:
+      if not isinstance(data, bytes) or b'\x00' in data:
+        raise ValueError(f'document {name!r} must be bytes without NUL (the separator), got {type(data).__name__}')
+      try:
+        data.decode('utf-8')
+      except UnicodeDecodeError as e:
+        raise ValueError(f'document {name!r} is not UTF-8 text ({e})') from None
+      if split_of(name) not in SPLITS:
+        raise ValueError(f'split_of({name!r}) = {split_of(name)!r}; allowed: one of {SPLITS}')
+    count = max(len(documents), 1)
+    fractions = {s: sum(1 for n, _ in documents if split_of(n) == s) / count for s in SPLITS}
+    return cls._build(
+        documents,
+        source=source,
+        max_train_bytes=max_train_bytes,
+        val_fraction=fractions['validation'],
+        test_fraction=fractions['test'],
+        empty_what=source,
+        split_of=split_of,
+    )
+
+  @classmethod
   def _build(
       cls,
-      entries: list[tuple[str, str]],
+      entries: list[tuple[str, str | bytes]],
       *,
       source: str,
       max_train_bytes: int | None,
       val_fraction: float,
       test_fraction: float = 0.0,
       empty_what: str,
+      split_of=None,
   ) -> 'Corpus':
-    _check_options(max_train_bytes, val_fraction, test_fraction)
+    """`entries`: (relative path, file path or the document's bytes); `split_of(rel)` overrides the path-hash
+    split (then no split is filled in for a small corpus: the rule is the corpus's own)."""
+    if split_of is None:
+      _check_options(max_train_bytes, val_fraction, test_fraction)
     # Read every candidate lazily, in order, and assign splits.
     docs: list[tuple[str, str, bytes]] = []  # (split, rel, data)
     train_bytes = 0
     skipped = []
     for rel, full in entries:
-      data, why = _read_text(full)
+      data, why = (full or None, None) if isinstance(full, bytes) else _read_text(full)
       if data is None:
         if why is not None:
           skipped.append((rel, why))
         continue
-      split = _split_of(rel, val_fraction, test_fraction)
+      split = _split_of(rel, val_fraction, test_fraction) if split_of is None else split_of(rel)
       if split == 'train':
         added = len(data) + (1 if train_bytes else 0)  # + the NUL separator
         if max_train_bytes is not None and train_bytes + added > max_train_bytes and train_bytes > 0:
@@ -381,14 +446,16 @@ class Corpus:
           + (f' ({len(skipped)} skipped: {_listed(skipped)})' if skipped else '')
       )
     _report_skipped(skipped, empty_what)
-    if val_fraction > 0 and len(docs) >= 2 and not any(s == 'validation' for s, _, _ in docs):
+    if split_of is None and val_fraction > 0 and len(docs) >= 2 and not any(s == 'validation' for s, _, _ in docs):
       j = min(range(len(docs)), key=lambda k: (_path_hash(docs[k][1]), docs[k][1]))
       docs[j] = ('validation',) + docs[j][1:]
     train_docs = [k for k, d in enumerate(docs) if d[0] == 'train']
-    if test_fraction > 0 and len(train_docs) >= 2 and not any(s == 'test' for s, _, _ in docs):
+    if split_of is None and test_fraction > 0 and len(train_docs) >= 2 and not any(s == 'test' for s, _, _ in docs):
       j = min(train_docs, key=lambda k: (_path_hash(docs[k][1]), docs[k][1]))
       docs[j] = ('test',) + docs[j][1:]
-    if not any(s == 'train' for s, _, _ in docs):  # only possible with a single, held-out-hashed file
+    if split_of is None and not any(
+        s == 'train' for s, _, _ in docs
+    ):  # only possible with a single, held-out-hashed file
       docs = [('train',) + d[1:] for d in docs]
 
     sep = bytes([DOC_SEPARATOR])

@@ -82,7 +82,7 @@ from relpos_jax.study.plan import (
 )
 from relpos_jax.study.record import RESULT_FILE, merge_seeds, new_results, write_outputs
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import inputs, loop, tensorboard, transfer, workdir_lock
+from relpos_jax.train import data_sources, inputs, loop, tensorboard, transfer, workdir_lock
 
 SEQUENTIAL_SUFFIX = plan.SEQUENTIAL_SUFFIX  # The name of a randomized entry's 0..L-1 row (read from here).
 
@@ -461,7 +461,7 @@ def run_study(
   seeds = parse_seeds(study, base)
   train_fn = None if finished_only else (loop.train if train_fn is None else train_fn)
   workdir = os.fspath(workdir)
-  data = inputs.build_data(base)  # One corpus load (or task) shared by every encoder's run.
+  data = data_sources.build_data(base)  # One corpus load (or task) shared by every encoder's run.
   try:
     data.require_split(study.split, base.eval.lengths)
   except config_lib.ConfigError as e:

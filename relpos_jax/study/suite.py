@@ -73,7 +73,7 @@ from relpos_jax.study.runner import SEQUENTIAL_SUFFIX, parse_entries, run_config
 from relpos_jax.study.runner import split_study_config
 from relpos_jax.study.runner import write_outputs
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import inputs, loop
+from relpos_jax.train import data_sources, loop
 
 SUMMARY_FILE = 'summary.json'
 HELD_OUT_FILE = 'held_out.json'
@@ -372,7 +372,7 @@ def evaluate_held_out(study, protocol: Protocol, results: dict, task_dir: str) -
         rows['sequential'] = loop.EvalPositions.of(model, draws, seed, sequential=True)
       record = {'request': request, 'run_config': trained, 'seed': seed, 'step': int(result['steps']), 'sets': {}}
       for name in protocol.held_out:
-        data = inputs.build_data(held_out_config(config, protocol, name))
+        data = data_sources.build_data(held_out_config(config, protocol, name))
         by_row = {}
         for row, positions in rows.items():
           by_length = {}

@@ -54,6 +54,7 @@ from relpos_jax.train import tensorboard
 
 SCHEDULES = ('warmup_cosine', 'warmup_constant')
 LOSS_REDUCTIONS = ('token_mean', 'sequence_sum')
+TOKENIZERS = ('byte', 'bpe')
 # The vocabulary sizes are fixed by the data (corpus bytes, task alphabet), never by the config.
 DATA_DERIVED_MODEL_FIELDS = ('vocab_size', 'output_vocab_size')
 
@@ -135,9 +136,16 @@ class CorpusSource:
   """data.source='corpus': byte-level language modelling on the built-in corpus or your own text."""
 
   source: str = key(choices=('corpus',))
-  corpus: str = key()  # 'stdlib' (built in) or a path: a directory of text files, one file, or a glob
+  # 'stdlib' (built in), a named corpus ('austen': relpos_jax.data.corpora), or a path: a directory of text
+  # files, one file, or a glob
+  corpus: str = key()
   max_train_bytes: int | None = key(ge=1)
   train_length: int = key(ge=1)
+  # Subword tokens (relpos_jax.train.token_inputs; `configs/lm.py:bpe` sets them): 'byte' (the default) or 'bpe',
+  # a byte-level BPE of `vocab_size` symbols trained on the training split, cached in `tokenizer_cache`.
+  tokenizer: str = key('byte', choices=TOKENIZERS)
+  vocab_size: int | None = key(None, ge=256)
+  tokenizer_cache: str | None = key(None)
 
   # (metric, lower_is_better) of a study's tables.
   metric = ('bits_per_char', True)
@@ -147,11 +155,19 @@ class CorpusSource:
     return None
 
   def check(self, run: Config) -> None:
-    """The corpus path exists and holds text."""
+    """The corpus path exists and holds text; a BPE tokenizer has its vocabulary size and its package."""
     try:
       data_lib.corpus.check_source(self.corpus)
     except (TypeError, ValueError) as e:
       raise _invalid_key('data.corpus', self.corpus, str(e)) from None
+    if (self.tokenizer == 'bpe') != (self.vocab_size is not None):
+      raise _invalid_key(
+          'data.vocab_size',
+          self.vocab_size,
+          f"set with data.tokenizer='bpe' and only then (data.tokenizer={self.tokenizer!r})",
+      )
+    if self.tokenizer == 'bpe' and importlib.util.find_spec('tokenizers') is None:
+      raise _invalid_key('data.tokenizer', self.tokenizer, 'BPE needs the package tokenizers: `pip install tokenizers`')
 
   def check_eval(self, eval_: Eval) -> None:
     """`eval.scored_tail` fits the shortest length; windows have exact lengths, so `eval.pad_multiple` is 1."""
@@ -173,7 +189,7 @@ class CorpusSource:
     return 'causal'
 
   def vocab_sizes(self, run: Config) -> tuple[int, int | None]:
-    return data_lib.VOCAB_SIZE, None
+    return (data_lib.VOCAB_SIZE if self.vocab_size is None else self.vocab_size), None
 
   @property
   def max_train_length(self) -> int:

@@ -235,6 +235,13 @@ class CorpusData:
       batch[mask][:, : int(length) - tail] = 0.0
     return batches_of(batch, eval_batch_size(self.eval_section, length))
 
+  def target_positions(self, length: int, split: str = 'validation') -> np.ndarray:
+    """int64 (N, length): the split byte position of every target of the windows of `length`, in the rows
+    of `eval_set(length, split)` (for per-document totals: `relpos_jax.data.bpe.document_ids`)."""
+    reach, tail, count = self._window_plan(int(length))
+    starts = self.corpus.anchors(reach, tail, count, check_eval_split(split)) - int(length)
+    return starts[:, None] + 1 + np.arange(int(length))
+
   def scored_set(self, length: int, split: str = 'validation') -> dict:
     reach, tail, count = self._window_plan(int(length))
     described = self.corpus.scored_set(int(length), reach, tail, count, check_eval_split(split))
@@ -307,14 +314,3 @@ class TaskData:
         'train_lengths': [self.spec.min_length, self.spec.max_length],
         'buckets': list(self.buckets),
     }
-
-
-# The data class of each data section (`config_lib.SOURCES`): a new source adds its section there and its data
-# class here. The table lives in this module, above the config, so that the config never imports the data it
-# describes (no import circle).
-DATA = {config_lib.CorpusSource: CorpusData, config_lib.TaskSource: TaskData}
-
-
-def build_data(config) -> CorpusData | TaskData:
-  """The data of `config`: the data class of its data section (`DATA`) built from it."""
-  return DATA[type(config_lib.data_source(config))](config)

@@ -54,7 +54,7 @@ from relpos_jax.train import sharding
 from relpos_jax.train import tensorboard as tensorboard_lib
 from relpos_jax.train import workdir_lock
 from relpos_jax.train.checkpoint import CHECKPOINT_DIR, Checkpoints
-from relpos_jax.train.inputs import build_data
+from relpos_jax.train.data_sources import build_data
 from relpos_jax.train.objectives import Objective
 from relpos_jax.train.optim import OptimizerSpec
 from relpos_jax.train.state import ModelParts, TrainState, count_params, init_train_state, model_from, split_model

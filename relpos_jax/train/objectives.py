@@ -9,10 +9,13 @@ Every batch (training or evaluation, corpus or task) is a dict of (B, T) arrays:
   padding_mask   bool    True at real tokens, False at bucket padding (masked as attention keys)
   positions      int32   optional: the task's own position ids (position coupling, Abacus), used in place of
                          0..T-1 (and of randomized positions) by every encoder
+  characters     float32 optional (subword tokens, relpos_jax.data.bpe): the characters of each target, so
+                         bits_per_char is total bits over total characters rather than bits per token
 
 Families (`Objective.kind`):
-  language_model  next-token cross-entropy in nats per byte on the corpus, and bits per character
-                  = nats / ln 2 (a character is a byte here: see relpos_jax.data.corpus)
+  language_model  next-token cross-entropy in nats per token on the corpus, and bits per character
+                  = nats / ln 2 for bytes (a character is a byte here: see relpos_jax.data.corpus), or
+                  the scored targets' total bits over their total `characters` when the batch has them
   task            cross-entropy on the `loss_mask` positions; per-token accuracy (pooled over the batch,
                   on `accuracy_mask`) and sequence exact match (an example counts only if every scored
                   position is right): the metrics of Delétang et al. 2023 / Ruoss et al. 2023, and the
@@ -75,6 +78,8 @@ class Objective:
       ce = token_cross_entropy(logits, batch['targets'])
     loss_mask = batch['loss_mask'].astype(jnp.float32)
     sums = {'nll_sum': jnp.sum(ce * loss_mask), 'tokens': jnp.sum(loss_mask)}
+    if 'characters' in batch:  # subword targets: bits per character counts characters, not tokens
+      sums['characters'] = jnp.sum(batch['characters'].astype(jnp.float32) * loss_mask)
     if self.kind == 'task':
       acc_mask = batch['accuracy_mask'].astype(jnp.float32)
       correct = _correct(logits, batch['targets'])
@@ -93,7 +98,9 @@ class Objective:
     """Metrics from summed statistics: loss (nats per scored token), then the family's own metrics."""
     loss = sums['nll_sum'] / _at_least_one(sums['tokens'])
     out = {'loss': loss}
-    if self.kind == 'language_model':
+    if self.kind == 'language_model' and 'characters' in sums:
+      out['bits_per_char'] = sums['nll_sum'] / math.log(2.0) / _at_least_one(sums['characters'])
+    elif self.kind == 'language_model':
       out['bits_per_char'] = loss / math.log(2.0)
     else:
       out['accuracy'] = sums['correct'] / _at_least_one(sums['scored'])

@@ -14,7 +14,7 @@ from relpos_jax import study
 from relpos_jax.study import reevaluate, report, runner, stats
 from relpos_jax.train import workdir_lock
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import inputs, loop
+from relpos_jax.train import data_sources, inputs, loop
 
 
 def tiny_study_config(encoders=('alibi', 'abs: sinusoidal')) -> ml_collections.ConfigDict:
@@ -98,7 +98,7 @@ def test_eval_batches_shrink_with_length_and_text_is_budgeted():
   assert inputs.eval_batch_size(eval_section, 1024, num_devices=4) == 4
   assert inputs.eval_batch_size(eval_section, 4096, num_devices=4) == 4  # one row per device at least
   assert inputs.eval_batch_size(eval_section, 100_000, num_devices=1) == 1
-  data = inputs.build_data(config_lib_free_config())
+  data = data_sources.build_data(config_lib_free_config())
   windows = {n: sum(int(b['loss_mask'].sum()) for b in data.eval_set(n)) for n in (8, 16, 32)}
   assert windows == {8: 128, 16: 128, 32: 128}  # the same amount of validation text at every length
 
@@ -393,7 +393,7 @@ def test_finished_results_on_another_corpus_are_not_reused(tmp_path, monkeypatch
   base, _ = runner.split_study_config(config)
   study.run_study(config, tmp_path, train_fn=lambda *a, **k: _fake_result(base))
   saved = report.load_json(tmp_path / 'runs' / 'alibi' / 'seed0' / runner.RESULT_FILE)
-  assert saved['data'] == {'fingerprint': inputs.build_data(base).describe()['fingerprint']}
+  assert saved['data'] == {'fingerprint': data_sources.build_data(base).describe()['fingerprint']}
 
   class OtherCorpus:  # the same config, but the stdlib now points at other sources
 
@@ -403,7 +403,7 @@ def test_finished_results_on_another_corpus_are_not_reused(tmp_path, monkeypatch
     def require_split(self, split, lengths):
       pass
 
-  monkeypatch.setattr(inputs, 'build_data', lambda config: OtherCorpus())
+  monkeypatch.setattr(data_sources, 'build_data', lambda config: OtherCorpus())
   with pytest.raises(ValueError, match=r'runs/alibi/seed0 holds a finished run on other data.*0123456789abcdef'):
     study.run_study(config, tmp_path, train_fn=lambda *a, **k: pytest.fail('must not train'))
 

@@ -122,11 +122,11 @@ def test_randomized_range_shorter_than_evaluation_warns():
 def test_shipped_configs_build_their_model_and_data(name):
   """Each shipped config builds its data and model, and the model scores a training batch."""
   import numpy as np
-  from relpos_jax.train import inputs, loop
+  from relpos_jax.train import data_sources, loop
 
   overrides = {'data.max_train_bytes': 1_000_000} if name == 'lm.py' else {}
   config = config_lib.load_config(os.path.join(REPO, 'configs', name), overrides, validate_config=False)
-  data = inputs.build_data(config)
+  data = data_sources.build_data(config)
   model = loop.build_model(config)
   batch = {k: v[:4] for k, v in data.train_batch(0).items()}
   logits = model(batch['inputs'], padding_mask=batch['padding_mask'] if data.uses_padding else None)

@@ -1,0 +1,58 @@
+"""Per-document totals of a trained language model: the input of the document bootstrap.
+
+Why: a study's seed interval holds the scored text fixed; `relpos_jax.study.stats.document_bootstrap` resamples
+the test documents instead, and needs each encoder's total bits and characters on each document. The
+evaluation loop sums over the whole set (`relpos_jax.train.loop.evaluate_set`), so this module scores the same
+evaluation set again, keeping each scored target's loss, and sums them by the document it lies in
+(`relpos_jax.data.bpe.document_ids` of the target's first byte; a window whose scored tail crosses a document
+boundary splits between the two). Characters are the targets' `characters` (BPE) or `BYTE_CHARS` (bytes), so the
+totals over all documents give exactly the loop's `bits_per_char`.
+
+Positions are 0..L-1 (an encoder that draws random positions is refused: its metric averages over draws).
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from relpos_jax.data import bpe
+from relpos_jax.train import loop, step
+from relpos_jax.train.objectives import token_cross_entropy
+from relpos_jax.train.state import split_model
+
+__all__ = ['document_totals']
+
+
+def document_totals(model, data, length: int, split: str = 'test') -> dict:
+  """{'bits', 'characters' (float64 arrays, one entry per document of `split`), 'tokens', 'num_documents'}: the
+  scored targets of `data.eval_set(length, split)` summed by document (module docstring)."""
+  if loop.EvalPositions.of(model, 1, 0).encoder is not None:
+    raise ValueError('document_totals scores positions 0..L-1; an encoder drawing random positions is not supported')
+  parts, params = split_model(model)
+
+  @jax.jit
+  def losses(params, rest, batch):
+    logits = step.forward(parts.graphdef, params, rest, batch, deterministic=True, use_padding_mask=data.uses_padding)
+    return token_cross_entropy(logits, batch['targets'])
+
+  split_bytes = data.corpus.tokens(split)
+  documents = int(np.count_nonzero(split_bytes == bpe.SEPARATOR_BYTE)) + 1
+  positions = data.target_positions(int(length), split)
+  bits = np.zeros(documents)
+  characters = np.zeros(documents)
+  tokens = 0.0
+  row = 0
+  for batch in data.eval_set(int(length), split):
+    nats = np.asarray(losses(params, parts.rest, {k: v for k, v in batch.items() if k != 'position_mask'}), np.float64)
+    mask = np.asarray(batch['loss_mask'], np.float64)
+    chars = batch['characters'] if 'characters' in batch else bpe.BYTE_CHARS[batch['targets']]
+    real = int(np.count_nonzero(mask.any(axis=1)))  # the filler rows of the last batch are all masked
+    rows = slice(row, row + real)
+    ids = bpe.document_ids(split_bytes, positions[rows])
+    scored = mask[:real] > 0
+    bits += np.bincount(ids[scored], (nats[:real] / np.log(2.0))[scored], minlength=documents)
+    characters += np.bincount(ids[scored], np.asarray(chars, np.float64)[:real][scored], minlength=documents)
+    tokens += float(scored.sum())
+    row += real
+  return {'bits': bits, 'characters': characters, 'tokens': tokens, 'num_documents': documents}

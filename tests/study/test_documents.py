@@ -1,0 +1,56 @@
+"""Per-document totals of a run add up to the loop's bits per character, for bytes and for BPE."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relpos_jax import resources
+from relpos_jax.study import documents, stats
+from relpos_jax.train import config as config_lib
+from relpos_jax.train import data_sources, loop
+
+LM = str(resources.configs_dir() / 'lm.py')
+
+
+@pytest.fixture(scope='module')
+def texts(tmp_path_factory):
+  root = tmp_path_factory.mktemp('texts')
+  rng = np.random.default_rng(0)
+  words = 'the cat sat on a mat and the dog ran to the old tree where a bird sang its song'.split()
+  for i in range(60):
+    (root / f'doc{i:02d}.txt').write_text(' '.join(rng.choice(words, 60 + 3 * i)))
+  return root
+
+
+def _config(variant, texts, tmp_path, **more):
+  overrides = {
+      'data.corpus': str(texts),
+      'data.train_length': 16,
+      'model.num_layers': 1,
+      'model.model_dim': 16,
+      'model.num_heads': 2,
+      'eval.lengths': (16, 32),
+      'eval.num_examples': 40,
+      'eval.batch_size': 16,
+      **more,
+  }
+  if variant == 'bpe':
+    overrides.update({'data.vocab_size': 280, 'data.tokenizer_cache': str(tmp_path / 'bpe')})
+  return config_lib.load_config(f'{LM}:{variant}' if variant else LM, overrides)
+
+
+@pytest.mark.parametrize('variant', [None, 'bpe'])
+def test_totals_add_up_to_the_loop_metric(variant, texts, tmp_path):
+  config = _config(variant, texts, tmp_path)
+  data = data_sources.build_data(config)
+  model = loop.build_model(config_lib.parse(config))
+  for length in (16, 32):
+    totals = documents.document_totals(model, data, length, 'test')
+    metrics = loop.evaluate_set(model, data, length, split='test', mesh=None).metrics
+    assert totals['num_documents'] == len(data.corpus.split_files('test'))
+    assert totals['bits'].sum() / totals['characters'].sum() == pytest.approx(metrics['bits_per_char'], rel=1e-5)
+    assert np.count_nonzero(totals['characters']) >= 2  # the windows spread over several documents
+  # The bootstrap takes them as they are: a model against itself differs by exactly 0.
+  out = stats.document_bootstrap(totals['bits'], totals['characters'], totals['bits'], totals['characters'])
+  assert out['low'] == out['high'] == 0.0 and not out['resolved']
