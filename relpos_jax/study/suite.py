@@ -116,7 +116,7 @@ class Suite:
   """The `suite` section of a suite config."""
 
   encoders: tuple[str, ...] = config_lib.key()
-  seeds: tuple[int, ...] = config_lib.key(ge=0)
+  seeds: tuple[int, ...] = config_lib.key(ge=0, lt=config_lib.SEED_LIMIT)
   tasks: tuple[str, ...] = config_lib.key()
   protocols: dict = config_lib.key()
   title: str = config_lib.key('Length-generalization suite')

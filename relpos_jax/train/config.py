@@ -55,6 +55,9 @@ SCHEDULES = ('warmup_cosine', 'warmup_constant')
 LOSS_REDUCTIONS = ('token_mean', 'sequence_sum')
 # The vocabulary sizes are fixed by the data (corpus bytes, task alphabet), never by the config.
 DATA_DERIVED_MODEL_FIELDS = ('vocab_size', 'output_vocab_size')
+# Seeds are below 2^32: a JAX key holds 32 bits of seed (without x64, jax.random.key(2**32) is key(0), so two
+# runs told apart by their seed would be one run) and 2^63 overflows a C long only when the key is made.
+SEED_LIMIT = 2**32
 
 
 class ConfigError(ValueError):
@@ -110,7 +113,7 @@ class Eval:
   # Tasks: pad each evaluation set to a multiple of this many tokens (keys masked), so many lengths share
   # few compiled shapes. 1: no padding (the only value for the corpus, whose windows are exact).
   pad_multiple: int = key(ge=1)
-  seed: int = key(ge=0)  # the eval sets do not depend on the training seed
+  seed: int = key(ge=0, lt=SEED_LIMIT)  # the eval sets do not depend on the training seed
   # Corpus: evaluate every length on about this many scored tokens (windows = num_tokens // length,
   # overriding num_examples), so every length reads the same amount of validation text.
   num_tokens: int | None = key(None, ge=1)
@@ -266,7 +269,7 @@ class Config:
   (`config.train.steps`); `model` is the ModelConfig of the run (vocab_size a placeholder until the data
   is known, see `model_config`), `encoder_spec` the spec string it was parsed from."""
 
-  seed: int = key(ge=0)
+  seed: int = key(ge=0, lt=SEED_LIMIT)
   model: ModelConfig
   data: CorpusSource | TaskSource
   optim: Optim
@@ -303,7 +306,7 @@ def _is_number(v) -> bool:
 
 def _bounds_text(meta) -> str:
   parts = [
-      f'{op} {meta[name]:g}'
+      f'{op} {meta[name] if isinstance(meta[name], int) else format(meta[name], "g")}'
       for name, op in (('ge', '>='), ('gt', '>'), ('le', '<='), ('lt', '<'))
       if meta[name] is not None
   ]
