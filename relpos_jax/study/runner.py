@@ -504,6 +504,33 @@ def _run_seed(
   return run
 
 
+# What a finished result.json records of the study's protocol that changes its numbers and is not in its run
+# config (which `_check_saved` compares): the split its values were read on.
+PROTOCOL_KEYS = ('split',)
+
+
+def check_finished_protocol(workdir: str, study: Study) -> None:
+  """Every finished result in `workdir` was evaluated by this study's protocol (`PROTOCOL_KEYS`), else
+  ConfigError naming the key, both values and what is allowed, before anything is written: a study run on
+  'validation' and resumed on 'test' would otherwise report validation numbers labelled test."""
+  runs = os.path.join(workdir, 'runs')
+  for root, dirs, names in os.walk(runs):
+    dirs[:] = sorted(d for d in dirs if d not in ('checkpoints', 'broken_checkpoints'))
+    if RESULT_FILE not in names:
+      continue
+    path = os.path.join(root, RESULT_FILE)
+    saved = report.load_json(path)
+    for key in PROTOCOL_KEYS:
+      recorded, wanted = saved.get(key), getattr(study, key)
+      if recorded is not None and recorded != wanted:
+        raise config_lib.ConfigError(
+            f'config.study.{key}={wanted!r} is invalid for this workdir: {path} was evaluated with '
+            f'{key}={recorded!r}, and a finished result is reused only with the protocol its numbers were read '
+            f'by; allowed: config.study.{key}={recorded!r} here, or another --workdir for {key}={wanted!r} '
+            f'(config.study.trained_workdir={workdir!r} evaluates these trained runs there).'
+        )
+
+
 def _computed(config_json):
   """A run's config less `train.tensorboard`: where its events go is not what it computes (and results written
   before the shipped configs left that key None hold the machine's True or False)."""
@@ -738,6 +765,7 @@ def run_study(
     raise config_lib.ConfigError(f'config.study.split={study.split!r}: {e}') from None
   check_transfers(base, entries)
   comparison_requests = parse_comparisons(study, entries, [int(n) for n in base.eval.lengths])
+  check_finished_protocol(workdir, study)
   # Every check above runs before the lock: a refused config leaves no trace (not even the workdir).
   # One writer per study directory; a report only reads.
   with workdir_lock.held(workdir, enabled=not finished_only and jax.process_index() == 0):
