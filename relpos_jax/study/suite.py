@@ -425,6 +425,14 @@ def _seed_values(run: dict, length, key: str = 'by_length') -> list[float | None
   if per_seed is None:
     value = run.get(key, {}).get(str(length))
     per_seed = [value] if (key == 'by_length' and not run.get('by_length_per_seed')) else []
+    if run.get('diverged'):
+      per_seed = []
+  # A seed the study marked diverged (beyond chance: its values are recorded, but they are not evidence)
+  # counts in no statistic, as in the study's own table (report._per_seed).
+  diverged = run.get('diverged_seeds') or {}
+  seeds = run.get('seeds') or []
+  if diverged and len(seeds) == len(per_seed):
+    per_seed = [None if str(seed) in diverged else v for seed, v in zip(seeds, per_seed)]
   return [None if v is None or math.isnan(float(v)) else float(v) for v in per_seed]
 
 
@@ -492,6 +500,7 @@ def summarize(results_by_task: dict[str, dict], title: str | None = None, statis
           'out_of_distribution_std': ood['std'],
           'seeds': len(ood['per_seed']),
           'diverged': bool(run.get('diverged', False)),
+          'diverged_seeds': sorted(int(seed) for seed in run.get('diverged_seeds') or {}),
           'learned': ind['mean'] is not None and ind['mean'] >= ID_LEARNED,
           'learned_max': ind['max'] is not None and ind['max'] >= ID_LEARNED,
           'token': token,
@@ -595,7 +604,7 @@ def _cell_text(cell: dict | None, statistic: str = 'token_mean') -> str:
     return '—'
   ood, spread = _statistic(cell, statistic, 'out_of_distribution')
   if ood is None:
-    return '—'
+    return 'diverged' if cell.get('diverged') else '—'
   text = f'{ood:.2f}'
   if cell['seeds'] > 1 and spread is not None:
     text += f' ± {spread:.2f}'
