@@ -48,15 +48,19 @@ def main(argv) -> None:
 
   if _MULTIHOST.value:
     jax.distributed.initialize()
-  from relpos_jax.study import report, run_study, write_outputs
+  from relpos_jax.study import report, run_study, runner
   from relpos_jax.train import metrics
 
   metrics.quiet_checkpoint_logs()
   # With config.study.trained_workdir, run_study evaluates that study's trained runs and trains nothing.
+  # run_study writes its outputs while it holds the workdir's lock; nothing is written here (with
+  # --finished_only nothing at all: another process may be writing that workdir).
   results = run_study(_CONFIG.value, _WORKDIR.value, finished_only=_FINISHED_ONLY.value)
-  paths = write_outputs(results, _WORKDIR.value)
   print(report.markdown_table(results))
-  for kind, path in paths.items():
+  if _FINISHED_ONLY.value and not results.get('meta', {}).get('trained_workdir'):
+    print('--finished_only: printed, nothing written (the study writes its results.* as it runs).')
+    return
+  for kind, path in runner.output_paths(_WORKDIR.value).items():
     print(f'{kind:>8}: {os.path.abspath(path)}')
 
 

@@ -166,11 +166,11 @@ def test_item7_finished_only_writes_nothing_in_a_workdir(tmp_path, monkeypatch):
   monkeypatch.setattr(protocol, 'evaluate_run', _fake_evaluate)
   config = tiny_study_config()
   runner.run_study(config, tmp_path, train_fn=_fake_train)
-  before = _snapshot(tmp_path)
   with workdir_lock.held(tmp_path):  # another process is writing the study
+    before = _snapshot(tmp_path)
     results = runner.run_study(config, tmp_path, finished_only=True)
+    assert _snapshot(tmp_path) == before
   assert [r['name'] for r in results['runs']] == ['alibi']
-  assert _snapshot(tmp_path) == before
 
 
 def test_item7_the_study_command_writes_its_outputs_only_under_the_lock(tmp_path, monkeypatch):
@@ -209,3 +209,75 @@ def test_item9_study_seeds_beyond_32_bits_are_refused():
   config.study.seeds = (0, 2**32)
   with pytest.raises(config_lib.ConfigError, match=r'config.study.seeds=\(0, 4294967296\) is invalid: .*< 4294967296'):
     runner.validate_study(config)
+
+
+# ---------------------------------------------------------------------------------------------- item 12
+def test_item12_a_lock_file_that_is_a_symlink_is_refused_and_its_target_left_alone(tmp_path):
+  target = tmp_path / 'precious.txt'
+  target.write_text('do not truncate me')
+  workdir = tmp_path / 'run'
+  workdir.mkdir()
+  os.symlink(target, workdir / workdir_lock.LOCK_FILE)
+  with pytest.raises(workdir_lock.WorkdirBusyError, match=r'\.writer\.lock is a symbolic link .*precious\.txt.*remove it'):
+    with workdir_lock.held(workdir):
+      pass
+  assert target.read_text() == 'do not truncate me'
+  os.mkfifo(tmp_path / 'fifo')
+  os.remove(workdir / workdir_lock.LOCK_FILE)
+  os.symlink(tmp_path / 'fifo', workdir / workdir_lock.LOCK_FILE)
+  with pytest.raises(workdir_lock.WorkdirBusyError, match='symbolic link'):
+    with workdir_lock.held(workdir):
+      pass
+
+
+# ----------------------------------------------------------------------------------------------- item 6
+def _run_config(**overrides):
+  config = tiny_study_config()
+  del config['study']
+  for key, value in overrides.items():
+    config_lib.override(config, key, value)
+  return config
+
+
+@pytest.mark.parametrize(
+    'key,value,allowed',
+    [
+        ('model.num_layers', 10**6, rf'an int <= {config_lib.MAX_LAYERS}'),
+        ('model.model_dim', 2**20, rf'an int <= {config_lib.MAX_MODEL_DIM}'),
+        ('model.mlp_ratio', 10**9, rf'a number <= {config_lib.MAX_MLP_RATIO}'),
+        ('train.batch_size', 2**40, rf'an int >= 1 and <= {config_lib.MAX_BATCH}'),
+        ('eval.batch_size', 2**40, rf'an int >= 1 and <= {config_lib.MAX_BATCH}'),
+    ],
+)
+def test_item6_model_and_batch_sizes_have_an_upper_bound_named_with_the_key(key, value, allowed):
+  with pytest.raises(config_lib.ConfigError, match=rf'config.{key}={value!r} is invalid.*allowed: {allowed}'):
+    config_lib.validate(_run_config(**{key: value}))
+
+
+@pytest.mark.parametrize(
+    'overrides,named',
+    [
+        # Each fits its own bound, together they do not fit any machine: refused with the estimate.
+        ({'model.model_dim': 16384, 'model.num_layers': 256, 'model.num_heads': 16}, 'parameters and optimizer state'),
+        ({'data.train_length': 2**24, 'train.batch_size': 1024}, 'activations of one training batch'),
+        ({'eval.lengths': (8, 2**28), 'eval.max_tokens_per_batch': None}, 'evaluation at length 268435456'),
+    ],
+)
+def test_item6_a_run_that_cannot_fit_in_memory_is_refused_with_the_estimate(overrides, named):
+  with pytest.raises(config_lib.ConfigError, match=rf'needs at least .* GiB .*{named}.* has .* GiB'):
+    config_lib.validate(_run_config(**overrides))
+
+
+def test_item6_task_lengths_beyond_memory_are_refused_before_training():
+  config = _run_config()
+  config.data = ml_collections.ConfigDict(
+      dict(source='task', task='even_pairs', task_kwargs={}, min_length=1, max_length=10**9, num_buckets=1,
+           loss_reduction='token_mean')
+  )  # fmt: skip
+  config.eval.lengths = (8,)
+  config.eval.num_tokens = None
+  config.eval.pad_multiple = 1
+  config.model.encoder = 'rope'
+  config.model.model_dim, config.model.mlp_ratio = 64, 16
+  with pytest.raises(config_lib.ConfigError, match=r'needs at least .* GiB .*activations of one training batch'):
+    config_lib.validate(config)

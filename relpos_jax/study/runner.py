@@ -733,6 +733,7 @@ def run_study(
     train_fn: Callable | None = None,
     on_result: Callable[[dict], None] | None = None,
     finished_only: bool = False,
+    on_finished: Callable[[dict], None] | None = None,
 ) -> dict:
   """Runs (or resumes) the study of `config` in `workdir`; returns the results dict (see `report`).
 
@@ -743,8 +744,11 @@ def run_study(
     workdir: where results and the runs go; calling again resumes.
     train_fn: `train_fn(config, workdir, data=...) -> TrainResult` (default `relpos_jax.train.loop.train`).
     on_result: called with the results dict after each encoder (e.g. to re-plot in a notebook).
-    finished_only: train nothing; report the (encoder, seed) runs that have finished so far (each run
-      lists its own `seeds`; encoders with none are left out), e.g. while a long study is under way.
+    on_finished: called with the results once every encoder is done, while the workdir's lock is still held
+      (the suite evaluates its held-out sets there: what it writes in the workdir, it writes as its writer).
+    finished_only: train nothing and write nothing; return the (encoder, seed) runs that have finished so far
+      (each run lists its own `seeds`; encoders with none are left out), e.g. while a long study is under way.
+      It takes no lock, so it must not write: the study's own process may be writing the same files.
 
   With `study.trained_workdir` set, nothing is trained: the runs of that study are evaluated anew
   (`relpos_jax.study.reevaluate.reevaluate_study`; train_fn, on_result and finished_only do not apply).
@@ -769,14 +773,18 @@ def run_study(
   # Every check above runs before the lock: a refused config leaves no trace (not even the workdir).
   # One writer per study directory; a report only reads.
   with workdir_lock.held(workdir, enabled=not finished_only and jax.process_index() == 0):
-    return _run_study(
+    results = _run_study(
         base, study, entries, seeds, data, workdir, train_fn, on_result, finished_only, comparison_requests
     )
+    if on_finished is not None:
+      on_finished(results)
+    return results
 
 
 def _run_study(base, study, entries, seeds, data, workdir, train_fn, on_result, finished_only, comparison_requests):
   metric, _ = metric_name(base)
-  os.makedirs(workdir, exist_ok=True)
+  if not finished_only:
+    os.makedirs(workdir, exist_ok=True)
   train_dirs = training_dirs(workdir, entries)
   ctx = _StudyContext(base=base, study=study, workdir=workdir, train_fn=train_fn, metric=metric, data=data)
   rates = _LearningRates(ctx, entries, seeds, train_dirs)
@@ -797,8 +805,14 @@ def _run_study(base, study, entries, seeds, data, workdir, train_fn, on_result, 
     if rows is None:
       continue
     results['runs'].extend(rows)
-    if not finished_only:  # Reporting finished runs takes seconds: their train_seconds say what they took.
-      results['meta']['wall_seconds'] = round(time.perf_counter() - started, 1)
+    if finished_only:  # Read-only: the table is the caller's to print, nothing is written.
+      if results.get('comparison_requests'):
+        results['comparisons'] = report.comparisons(results)
+      if on_result is not None:
+        on_result(results)
+      continue
+    # Reporting finished runs takes seconds: their train_seconds say what they took.
+    results['meta']['wall_seconds'] = round(time.perf_counter() - started, 1)
     write_outputs(results, workdir)
     # One chart per encoder, the metric against the evaluation length; by one process of a multi-process run.
     if tensorboard.enabled(base.train) and jax.process_index() == 0:
@@ -832,6 +846,20 @@ def new_results(base, study: Study, seeds, comparison_requests, *, protocol=None
   if protocol is not None:
     results['protocol'] = protocol
   return results
+
+
+OUTPUT_FILES = {
+    'json': 'results.json',
+    'markdown': 'results.md',
+    'plot': 'results.png',
+    'position_plot': 'results_position.png',
+}
+
+
+def output_paths(workdir: str) -> dict[str, str]:
+  """The outputs `write_outputs` wrote in `workdir` (those that exist), without writing anything."""
+  paths = {kind: os.path.join(workdir, name) for kind, name in OUTPUT_FILES.items()}
+  return {kind: path for kind, path in paths.items() if os.path.exists(path)}
 
 
 def write_outputs(results: dict, workdir: str) -> dict[str, str]:

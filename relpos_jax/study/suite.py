@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import gc
 import hashlib
 import json
@@ -70,7 +71,6 @@ from relpos_jax import files
 from relpos_jax.study import report, stats
 from relpos_jax.study.runner import SEQUENTIAL_SUFFIX, parse_entries, run_config, run_study, validate_study
 from relpos_jax.study.runner import split_study_config
-from relpos_jax.study.runner import write_outputs
 from relpos_jax.train import config as config_lib
 
 SUMMARY_FILE = 'summary.json'
@@ -311,10 +311,11 @@ def run_suite(
       raise config_lib.ConfigError(f'tasks {unknown} are not in config.suite.tasks ({[t for t, _ in studies]}).')
   for task, study in studies:
     if tasks is None or task in tasks:
-      results = run_study(study, os.path.join(workdir, task), train_fn=train_fn)
-      write_outputs(results, os.path.join(workdir, task))
-      if protocols[task].held_out:
-        evaluate_held_out(study, protocols[task], results, os.path.join(workdir, task))
+      task_dir = os.path.join(workdir, task)
+      held_out = None
+      if protocols[task].held_out:  # written in the task's directory while its study holds the lock
+        held_out = functools.partial(evaluate_held_out, study, protocols[task], task_dir=task_dir)
+      run_study(study, task_dir, train_fn=train_fn, on_finished=held_out)
       # Every task compiles its own train and eval programs (new shapes, vocabularies, encoders); one
       # process running the whole grid kept them all and ran out of memory (LLVM could not allocate)
       # after about ten tasks on a 24 GiB machine. Nothing of a finished task is needed again.

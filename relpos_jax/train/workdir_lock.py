@@ -26,6 +26,7 @@ import inspect
 import json
 import os
 import socket
+import stat
 from typing import Callable
 
 from absl import logging
@@ -35,6 +36,11 @@ LOCK_FILE = '.writer.lock'
 
 class WorkdirBusyError(RuntimeError):
   """Another live process (or another call of this one) is writing the directory."""
+
+
+class LockFileError(WorkdirBusyError):
+  """The lock file is not a regular file of its own (a symbolic link, a FIFO, a directory): locking it would
+  truncate and overwrite whatever it points to, so no writer may take it until it is removed."""
 
 
 def _holder_text(path: str) -> str:
@@ -50,7 +56,15 @@ def _acquire(workdir: str) -> int:
   """Takes the lock of `workdir` (made if missing); returns the descriptor whose closing releases it."""
   os.makedirs(workdir, exist_ok=True)
   path = os.path.join(workdir, LOCK_FILE)
-  fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+  try:  # O_NOFOLLOW: a symbolic link is refused, never followed (its target would be truncated below).
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+  except OSError as e:
+    if os.path.islink(path) or os.path.exists(path):
+      raise _not_a_lock_file(path) from None
+    raise
+  if not stat.S_ISREG(os.fstat(fd).st_mode):
+    os.close(fd)
+    raise _not_a_lock_file(path)
   try:
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
   except BlockingIOError:
@@ -70,6 +84,15 @@ def _acquire(workdir: str) -> int:
   os.ftruncate(fd, 0)
   os.pwrite(fd, json.dumps(holder).encode(), 0)
   return fd
+
+
+def _not_a_lock_file(path: str) -> LockFileError:
+  what = f'a symbolic link (to {os.readlink(path)!r})' if os.path.islink(path) else 'not a regular file'
+  return LockFileError(
+      f'{path} is {what}: the lock file must be a regular file, which the lock truncates and writes its holder '
+      'into (a link would have its target overwritten); allowed: no file there, or the regular file a run left. '
+      'Check what it points to, remove it, and rerun.'
+  )
 
 
 @contextlib.contextmanager
