@@ -281,3 +281,4 @@ def test_item6_task_lengths_beyond_memory_are_refused_before_training():
   config.model.model_dim, config.model.mlp_ratio = 64, 16
   with pytest.raises(config_lib.ConfigError, match=r'needs at least .* GiB .*activations of one training batch'):
     config_lib.validate(config)
+
