@@ -55,7 +55,11 @@ def main(argv) -> None:
   # With config.study.trained_workdir, run_study evaluates that study's trained runs and trains nothing.
   # run_study writes its outputs while it holds the workdir's lock; nothing is written here (with
   # --finished_only nothing at all: another process may be writing that workdir).
-  results = run_study(_CONFIG.value, _WORKDIR.value, finished_only=_FINISHED_ONLY.value)
+  # Ctrl-C: at once (exit status 130) while compiling or evaluating, as the train command's during a run's steps.
+  with cli.ExitOnInterrupt(cli.STUDY_INTERRUPTED_MESSAGE) as guard:
+    results = run_study(
+        _CONFIG.value, _WORKDIR.value, finished_only=_FINISHED_ONLY.value, train_fn=cli.guarded_train(guard)
+    )
   print(report.markdown_table(results))
   if _FINISHED_ONLY.value and not results.get('meta', {}).get('trained_workdir'):
     print('--finished_only: printed, nothing written (the study writes its results.* as it runs).')

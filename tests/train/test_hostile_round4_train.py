@@ -5,12 +5,19 @@ Each test failed on the code before its fix (the issue's item number is in the t
 from __future__ import annotations
 
 import errno
+import os
+import signal
+import subprocess
+import sys
 
+import ml_collections
 import orbax.checkpoint as ocp
 import pytest
 
 from relpos_jax.train import loop
 from relpos_jax.train.checkpoint import CheckpointWriteError
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_item12_a_failed_background_save_is_named_by_its_own_step(tmp_path, lm_config, lm_data, monkeypatch):
@@ -28,3 +35,50 @@ def test_item12_a_failed_background_save_is_named_by_its_own_step(tmp_path, lm_c
   with pytest.raises(CheckpointWriteError, match=r'could not save step 5 to .*No space left on device') as info:
     loop.train(config, str(tmp_path / 'run'), data=lm_data(config))
   assert 'step 10' not in str(info.value)
+
+
+CONFIG_FILE = """
+import json
+import ml_collections
+
+def get_config():
+  return ml_collections.ConfigDict(json.loads({text!r}))
+"""
+
+
+def _interrupt_at_first_compile(command):
+  """Runs `command`, sends SIGINT as the first run starts compiling (the loop logs 'training ... parameters'
+  just before); returns (exit status, stderr)."""
+  env = {k: v for k, v in os.environ.items() if k != 'XLA_FLAGS'}  # one CPU device, as a user gets
+  proc = subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+  try:
+    seen = []
+    for line in proc.stderr:
+      seen.append(line)
+      if 'training ' in line and 'parameters' in line:
+        proc.send_signal(signal.SIGINT)
+        break
+    rest = proc.communicate(timeout=120)[1]
+  finally:
+    proc.kill()
+  return proc.returncode, ''.join(seen) + rest
+
+
+@pytest.mark.parametrize('module', ['experiments.length_generalization', 'experiments.suite'])
+def test_item12_ctrl_c_during_a_study_or_suite_compile_exits_at_once_with_a_message(tmp_path, task_config, module):
+  config = task_config()
+  if module == 'experiments.suite':
+    config.suite = ml_collections.ConfigDict(
+        dict(encoders=('rope',), seeds=(0,), tasks=('even_pairs',),
+             protocols={'even_pairs': {'min_length': 1, 'max_length': 4, 'eval_lengths': (5,)}})
+    )  # fmt: skip
+  else:
+    config.study = ml_collections.ConfigDict(dict(encoders=('rope',), title='tiny'))
+  config_file = tmp_path / 'tiny.py'
+  config_file.write_text(CONFIG_FILE.format(text=config.to_json()))
+  status, stderr = _interrupt_at_first_compile(
+      [sys.executable, '-m', module, f'--config={config_file}', f'--workdir={tmp_path / "run"}']
+  )
+  assert status == 128 + signal.SIGINT, stderr[-3000:]
+  assert 'interrupted (finished runs are kept' in stderr
+  assert 'Traceback' not in stderr and 'Segmentation' not in stderr
