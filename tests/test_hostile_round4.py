@@ -282,3 +282,41 @@ def test_item6_task_lengths_beyond_memory_are_refused_before_training():
   with pytest.raises(config_lib.ConfigError, match=r'needs at least .* GiB .*activations of one training batch'):
     config_lib.validate(config)
 
+
+
+def _corpus_config(corpus, **overrides):
+  config = _run_config(**{'data.corpus': str(corpus), **overrides})
+  return config
+
+
+def test_item12_a_single_file_corpus_says_nothing_is_held_out(tmp_path):
+  from relpos_jax.train import inputs
+
+  (tmp_path / 'one.txt').write_text('hello world, some text. ' * 400)
+  with pytest.raises(
+      config_lib.ConfigError, match=r"config.data.corpus=.*one.txt' is one file.*nothing is held out.*allowed: a directory"
+  ):
+    inputs.build_data(_corpus_config(tmp_path / 'one.txt'))
+
+
+def test_item12_a_fifo_corpus_is_named_as_what_it_is(tmp_path):
+  os.mkfifo(tmp_path / 'fifo')
+  with pytest.raises(config_lib.ConfigError, match=r"config.data.corpus=.*fifo' is invalid: .*is not a regular file"):
+    config_lib.validate(_corpus_config(tmp_path / 'fifo'))
+
+
+def test_item12_a_corpus_file_that_is_not_text_says_why(tmp_path):
+  from relpos_jax.train import inputs
+
+  (tmp_path / 'latin1.txt').write_bytes('caf\xe9 '.encode('latin-1') * 100)
+  with pytest.raises(config_lib.ConfigError, match=r'latin1.txt.* not text \(not UTF-8\)'):
+    inputs.build_data(_corpus_config(tmp_path / 'latin1.txt'))
+
+
+def test_item12_a_train_length_beyond_the_train_split_is_refused_before_training():
+  from relpos_jax.train import inputs
+
+  with pytest.raises(
+      config_lib.ConfigError, match=r'config.data.train_length=2000000 is invalid: .*train split .* allowed: <= \d+'
+  ):
+    inputs.build_data(_run_config(**{'data.train_length': 2_000_000, 'eval.lengths': (8,)}))
