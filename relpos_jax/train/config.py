@@ -556,6 +556,21 @@ def _warnings(run: Config, limit: int | None, longest: int) -> list[str]:
         'invariant to permuting its input, so it can only learn order-free tasks (parity_check); on '
         'others expect chance accuracy.'
     )
+  causal_form = sorted(
+      {
+          node.name or type(node).__name__
+          for layer in (run.encoder if isinstance(run.encoder, tuple) else (run.encoder,))
+          for node in contract.walk(layer)
+          if getattr(node, 'bidirectional', None) is False
+      }
+  )
+  if architecture(run) == 'bidirectional' and causal_form:
+    found.append(
+        f'config.model.encoder={run.encoder_spec!r}: {causal_form} in the causal form (bidirectional=False, some '
+        f'by default) in the bidirectional model of config.data.task={run.data.task!r}: the bias then treats '
+        'every key ahead of the query as at distance 0 (no penalty, no order); for a bidirectional model write '
+        "the bidirectional form, e.g. 'alibi(bidirectional=True)'."
+    )
   if limit is not None and longest > limit:
     found.append(
         f'config.model.encoder={run.encoder_spec!r}: evaluation reaches {longest} tokens, beyond '

@@ -82,3 +82,25 @@ def test_item12_ctrl_c_during_a_study_or_suite_compile_exits_at_once_with_a_mess
   assert status == 128 + signal.SIGINT, stderr[-3000:]
   assert 'interrupted (finished runs are kept' in stderr
   assert 'Traceback' not in stderr and 'Segmentation' not in stderr
+
+
+@pytest.mark.parametrize('spec', ['alibi', 'sandwich', 't5(bidirectional=False)', 'randomized(alibi, max_position=64)'])
+def test_item12_a_causal_form_bias_in_a_bidirectional_task_model_is_not_silent(task_config, spec):
+  from relpos_jax.train import config as config_lib
+
+  config = task_config()
+  config.model.encoder = spec
+  with pytest.warns(UserWarning, match=r"config.model.encoder=.* causal form .*bidirectional=True"):
+    config_lib.validate(config)
+
+
+def test_item12_the_bidirectional_form_in_a_bidirectional_task_model_is_quiet(task_config):
+  import warnings
+
+  from relpos_jax.train import config as config_lib
+
+  config = task_config()
+  config.model.encoder = 'alibi(bidirectional=True) + t5'
+  with warnings.catch_warnings():
+    warnings.simplefilter('error')
+    config_lib.validate(config)
