@@ -35,6 +35,11 @@ _WORKDIR = flags.DEFINE_string(
     'workdir', os.path.join('results', 'default'), 'Where results and the per-encoder runs go (resumed if present).'
 )
 _MULTIHOST = flags.DEFINE_bool('multihost', False, 'Call jax.distributed.initialize() first.')
+_COORDINATOR = flags.DEFINE_string(
+    'coordinator_address', None, 'With --multihost: host:port of process 0 (where JAX cannot detect the cluster).'
+)
+_NUM_PROCESSES = flags.DEFINE_integer('num_processes', None, 'With --multihost: the number of processes.')
+_PROCESS_ID = flags.DEFINE_integer('process_id', None, 'With --multihost: this process, 0..num_processes-1.')
 _FINISHED_ONLY = flags.DEFINE_bool(
     'finished_only', False, 'Train nothing: report the (encoder, seed) runs finished so far.'
 )
@@ -44,10 +49,13 @@ _FINISHED_ONLY = flags.DEFINE_bool(
 def main(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  import jax  # After flag parsing: initialize() must precede any other JAX call.
+  explicit = (_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
+  if not _MULTIHOST.value and any(v is not None for v in explicit):
+    raise app.UsageError('--coordinator_address, --num_processes and --process_id need --multihost.')
+  from relpos_jax.train import sharding  # Imports jax, but calls nothing: initialize() must come first.
 
   if _MULTIHOST.value:
-    jax.distributed.initialize()
+    sharding.initialize_distributed(*explicit)
   from relpos_jax.study import report, run_study, runner
   from relpos_jax.train import metrics
 

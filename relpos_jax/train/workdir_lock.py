@@ -54,14 +54,19 @@ def _holder_text(path: str) -> str:
 
 def _acquire(workdir: str) -> int:
   """Takes the lock of `workdir` (made if missing); returns the descriptor whose closing releases it."""
-  os.makedirs(workdir, exist_ok=True)
   path = os.path.join(workdir, LOCK_FILE)
   try:  # O_NOFOLLOW: a symbolic link is refused, never followed (its target would be truncated below).
+    os.makedirs(workdir, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
   except OSError as e:
-    if os.path.islink(path) or os.path.exists(path):
+    if os.path.islink(path) or os.path.exists(path) and not os.path.isfile(path):
       raise _not_a_lock_file(path) from None
-    raise
+    raise LockFileError(
+        f'cannot take the lock of {workdir} ({e.strerror or e}: {path}): a run, a study and a suite write their '
+        'workdir, so it must be writable; allowed: a writable --workdir (copy a finished run or study there to '
+        'resume it). To read a finished study without writing: --finished_only; a finished run: '
+        'relpos_jax.train.loop.load_model.'
+    ) from None
   if not stat.S_ISREG(os.fstat(fd).st_mode):
     os.close(fd)
     raise _not_a_lock_file(path)

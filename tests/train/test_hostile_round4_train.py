@@ -104,3 +104,42 @@ def test_item12_the_bidirectional_form_in_a_bidirectional_task_model_is_quiet(ta
   with warnings.catch_warnings():
     warnings.simplefilter('error')
     config_lib.validate(config)
+
+
+@pytest.mark.parametrize(
+    'module,args',
+    [
+        ('experiments.train', ['--config=configs/algorithmic.py', '--multihost']),
+        ('experiments.length_generalization', ['--multihost']),
+        # The study command had no way to name the cluster where JAX cannot find it.
+        ('experiments.length_generalization', ['--multihost', '--num_processes=2']),
+    ],
+)
+def test_item12_multihost_without_a_cluster_is_one_message(tmp_path, module, args):
+  env = {k: v for k, v in os.environ.items() if k not in ('XLA_FLAGS', 'JAX_COORDINATOR_ADDRESS')}
+  done = subprocess.run(
+      [sys.executable, '-m', module, f'--workdir={tmp_path / "run"}', *args],
+      cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+  )  # fmt: skip
+  assert done.returncode == 1, done.stderr[-3000:]
+  assert 'Traceback' not in done.stderr, done.stderr[-3000:]
+  assert '--coordinator_address' in done.stderr and '--num_processes' in done.stderr, done.stderr[-3000:]
+  assert not os.path.exists(tmp_path / 'run')
+
+
+def test_item12_a_finished_run_in_a_read_only_directory_is_one_message(tmp_path, monkeypatch):
+  """Root reads and writes whatever the mode says, so the read-only file system is simulated at os.open."""
+  from relpos_jax.train import workdir_lock
+
+  original = os.open
+
+  def read_only(path, flags, *args, **kwargs):
+    if str(path).endswith(workdir_lock.LOCK_FILE):
+      raise OSError(errno.EROFS, 'Read-only file system', str(path))
+    return original(path, flags, *args, **kwargs)
+
+  (tmp_path / 'run').mkdir()
+  monkeypatch.setattr(os, 'open', read_only)
+  with pytest.raises(workdir_lock.WorkdirBusyError, match=r'cannot take the lock of .*run .*Read-only file system.*finished_only'):
+    with workdir_lock.held(tmp_path / 'run'):
+      pass
