@@ -4,23 +4,19 @@ Each test failed on the code before its fix (the issue's item number is in the t
 
 from __future__ import annotations
 
-import errno
 import hashlib
-import json
 import os
-import signal
 import subprocess
 import sys
 import types
 
 import ml_collections
 import numpy as np
-import orbax.checkpoint as ocp
 import pytest
 
-from relpos_jax.study import protocol, reevaluate, report, runner, suite
+from relpos_jax.study import protocol, report, runner, suite
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import loop, workdir_lock
+from relpos_jax.train import workdir_lock
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG_FILE = """
@@ -90,7 +86,9 @@ def _snapshot(directory) -> dict[str, str]:
 
 def _fake_train(cfg, workdir, **kwargs):
   model = types.SimpleNamespace(learning_rate=cfg.optim.learning_rate)
-  return types.SimpleNamespace(final_metrics={'loss': 1.0}, step=cfg.train.steps, params={'w': np.zeros(2)}, model=model)
+  return types.SimpleNamespace(
+      final_metrics={'loss': 1.0}, step=cfg.train.steps, params={'w': np.zeros(2)}, model=model
+  )
 
 
 def _fake_evaluate(model, data, *, lengths, split, train_length, metric, seed, draws, sequential_row, selection=True):
@@ -114,7 +112,7 @@ def test_item1_a_reevaluation_into_the_trained_studys_own_workdir_is_refused_and
   again.eval.lengths = (8, 16, 32)
   os.symlink(trained, tmp_path / 'alias')
   for workdir in (trained, tmp_path / 'alias', str(trained) + '/'):
-    with pytest.raises(config_lib.ConfigError, match=r"config.study.trained_workdir=.*trained.* is the --workdir"):
+    with pytest.raises(config_lib.ConfigError, match=r'config.study.trained_workdir=.*trained.* is the --workdir'):
       runner.run_study(again, workdir)
     assert _snapshot(trained) == before
   runner.run_study(config, trained)  # the trained study still resumes (reuses its finished run)
@@ -198,7 +196,9 @@ def test_item9_seeds_beyond_32_bits_are_refused_naming_the_key(key, value):
   config = tiny_study_config()
   del config['study']
   config_lib.override(config, key, value)
-  with pytest.raises(config_lib.ConfigError, match=rf'config.{key}={value} is invalid: allowed: an int >= 0 and < 4294967296'):
+  with pytest.raises(
+      config_lib.ConfigError, match=rf'config.{key}={value} is invalid: allowed: an int >= 0 and < 4294967296'
+  ):
     config_lib.validate(config)
   config_lib.override(config, key, 2**32 - 1)
   config_lib.validate(config)
@@ -218,7 +218,9 @@ def test_item12_a_lock_file_that_is_a_symlink_is_refused_and_its_target_left_alo
   workdir = tmp_path / 'run'
   workdir.mkdir()
   os.symlink(target, workdir / workdir_lock.LOCK_FILE)
-  with pytest.raises(workdir_lock.WorkdirBusyError, match=r'\.writer\.lock is a symbolic link .*precious\.txt.*remove it'):
+  with pytest.raises(
+      workdir_lock.WorkdirBusyError, match=r'\.writer\.lock is a symbolic link .*precious\.txt.*remove it'
+  ):
     with workdir_lock.held(workdir):
       pass
   assert target.read_text() == 'do not truncate me'
@@ -283,7 +285,6 @@ def test_item6_task_lengths_beyond_memory_are_refused_before_training():
     config_lib.validate(config)
 
 
-
 def _corpus_config(corpus, **overrides):
   config = _run_config(**{'data.corpus': str(corpus), **overrides})
   return config
@@ -294,7 +295,8 @@ def test_item12_a_single_file_corpus_says_nothing_is_held_out(tmp_path):
 
   (tmp_path / 'one.txt').write_text('hello world, some text. ' * 400)
   with pytest.raises(
-      config_lib.ConfigError, match=r"config.data.corpus=.*one.txt' is one file.*nothing is held out.*allowed: a directory"
+      config_lib.ConfigError,
+      match=r"config.data.corpus=.*one.txt' is one file.*nothing is held out.*allowed: a directory",
   ):
     inputs.build_data(_corpus_config(tmp_path / 'one.txt'))
 

@@ -217,7 +217,7 @@ def check_separate_workdir(trained_workdir: str, workdir: str) -> None:
     raise config_lib.ConfigError(
         f'config.study.trained_workdir={trained_workdir!r} is the --workdir of this re-evaluation ({workdir!r}): '
         "its results would overwrite the trained study's runs/<label>/seed<s>/result.json and results.*; "
-        'allowed: a --workdir other than the trained study\'s, e.g. '
+        "allowed: a --workdir other than the trained study's, e.g. "
         f"{os.path.join(os.path.dirname(os.path.normpath(str(workdir))), 'reevaluated')!r}."
     )
 

@@ -82,7 +82,9 @@ class Study:
   encoders: tuple[str, ...] = config_lib.key()  # 'label: spec' entries, or bare specs (see parse_entries)
   title: str = config_lib.key('Length generalization')
   description: str = config_lib.key('')
-  seeds: tuple[int, ...] | None = config_lib.key(None, ge=0, lt=config_lib.SEED_LIMIT)  # every encoder trained once per seed
+  seeds: tuple[int, ...] | None = config_lib.key(
+      None, ge=0, lt=config_lib.SEED_LIMIT
+  )  # every encoder trained once per seed
   # Another study's workdir: evaluate its trained runs at this config's lengths, no training (`reevaluate`).
   trained_workdir: str = config_lib.key('')
   # The split the tables report; choices (learning rates) are made on 'validation' at the training length.

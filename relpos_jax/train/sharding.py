@@ -156,8 +156,11 @@ def initialize_distributed(
       isinstance(num_processes, bool) or not isinstance(num_processes, int) or num_processes < 1
   ):
     raise validation.InvalidValue(
-        who, 'num_processes', num_processes, 'an int >= 1', message=f'num_processes must be an int >= 1, got '
-        f'{num_processes!r} (the flag --num_processes).'
+        who,
+        'num_processes',
+        num_processes,
+        'an int >= 1',
+        message=f'num_processes must be an int >= 1, got ' f'{num_processes!r} (the flag --num_processes).',
     )
   if process_id is not None and (
       isinstance(process_id, bool)
@@ -165,7 +168,10 @@ def initialize_distributed(
       or not 0 <= process_id < (num_processes or process_id + 1)
   ):
     raise validation.InvalidValue(
-        who, 'process_id', process_id, f'an int in [0, num_processes={num_processes})',
+        who,
+        'process_id',
+        process_id,
+        f'an int in [0, num_processes={num_processes})',
         message=f'process_id must be an int in [0, num_processes={num_processes}), got {process_id!r} (the flag '
         '--process_id).',
     )

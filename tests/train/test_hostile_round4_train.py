@@ -90,7 +90,7 @@ def test_item12_a_causal_form_bias_in_a_bidirectional_task_model_is_not_silent(t
 
   config = task_config()
   config.model.encoder = spec
-  with pytest.warns(UserWarning, match=r"config.model.encoder=.* causal form .*bidirectional=True"):
+  with pytest.warns(UserWarning, match=r'config.model.encoder=.* causal form .*bidirectional=True'):
     config_lib.validate(config)
 
 
@@ -140,7 +140,9 @@ def test_item12_a_finished_run_in_a_read_only_directory_is_one_message(tmp_path,
 
   (tmp_path / 'run').mkdir()
   monkeypatch.setattr(os, 'open', read_only)
-  with pytest.raises(workdir_lock.WorkdirBusyError, match=r'cannot take the lock of .*run .*Read-only file system.*finished_only'):
+  with pytest.raises(
+      workdir_lock.WorkdirBusyError, match=r'cannot take the lock of .*run .*Read-only file system.*finished_only'
+  ):
     with workdir_lock.held(tmp_path / 'run'):
       pass
 
@@ -157,6 +159,7 @@ def test_item12_orbax_errors_are_one_line_each_not_a_traceback():
   lines = []
 
   class Capture(python_logging.Handler):
+
     def emit(self, record):
       lines.extend(self.format(record).splitlines())
 
