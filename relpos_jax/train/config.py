@@ -621,7 +621,7 @@ def memory_estimate(run: Config, num_devices: int) -> dict[str, tuple[int, str]]
   item = 2 if model.dtype == 'bfloat16' else 4
   params = layers * (4 * dim * dim + 2 * dim * hidden) + (vocab + output_vocab) * dim
   scores = model.attention_implementation in FULL_SCORES
-  model_keys = 'config.model.num_layers / model_dim / mlp_ratio'
+  model_keys = f'config.model.num_layers={model.num_layers}, model_dim={model.model_dim}, mlp_ratio={model.mlp_ratio}'
   found = {'parameters and optimizer state': (16 * params, model_keys)}
 
   def batch(rows: int, length: int, keep_layers: int) -> int:
@@ -635,14 +635,16 @@ def memory_estimate(run: Config, num_devices: int) -> dict[str, tuple[int, str]]
   longest = int(longest_training_sequence(run))
   found['activations of one training batch'] = (
       batch(rows, longest, layers),
-      'config.train.batch_size / config.data (training length) / config.model',
+      f'config.train.batch_size={run.train.batch_size} over {num_devices} device(s), sequences of up to {longest} '
+      f'tokens (config.data), {model_keys}',
   )
   for n in run.eval.lengths:
     length = int(run.data.longest_sequence(dataclasses.replace(run, eval=dataclasses.replace(run.eval, lengths=(n,)))))
     rows = max(1, inputs.eval_batch_size(run.eval, length, num_devices) // max(1, num_devices))
     found[f'evaluation at length {n}'] = (
         batch(rows, length, 1),
-        'config.eval.lengths / batch_size / max_tokens_per_batch',
+        f'config.eval.lengths (its {n}: {length} tokens), eval.batch_size={run.eval.batch_size}, '
+        f'eval.max_tokens_per_batch={run.eval.max_tokens_per_batch}',
     )
   return found
 
@@ -661,7 +663,7 @@ def check_memory(run: Config, num_devices: int) -> None:
         f'this run needs at least {total / GIB:,.1f} GiB per device ({what}: {need / GIB:,.1f} GiB, set by {keys}; '
         f'parameters and optimizer state included) but each of the {num_devices} device(s) has '
         f'{available / GIB:,.1f} GiB; allowed: a run that fits: a smaller model, batch or length, '
-        "config.eval.max_tokens_per_batch for long evaluations, or attention_implementation='blockwise'."
+        "config.eval.max_tokens_per_batch for long evaluations, or config.model.attention_implementation='blockwise'."
     )
 
 
