@@ -35,7 +35,9 @@ Nothing saved is lost on interruption: a finished (encoder, seed) keeps its resu
 (`runs/<label>/seed<s>/result.json`) and is skipped on the next call, an unfinished one resumes from its
 latest checkpoint. Adding seeds to a finished study trains only the new ones. A finished result is reused
 only for the same config and the same data (corpus fingerprint, or task): otherwise the study stops and
-names the run directory to remove.
+names the run directory to remove; and only for the split it was evaluated on (`config.study.split`): a
+workdir holding results of another split is refused before anything is written. `finished_only` reads and
+writes nothing.
 
 A run whose training diverges (`relpos_jax.train.loop.DivergedError`: non-finite updates) is recorded as
 diverged (`'diverged': {'step': ..., 'message': ...}`, no metric values) and the study goes on. An encoder

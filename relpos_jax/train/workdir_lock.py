@@ -9,7 +9,9 @@ The lock is `fcntl.flock(LOCK_EX | LOCK_NB)` on `<workdir>/.writer.lock`. The OS
 process exits, however it exits (SIGKILL included), so a lock left by a dead process is no lock: the next
 writer takes it at once. The file itself stays (it records the last holder; deleting it would let a third
 process lock a fresh file while a second still holds the old one). flock belongs to an open file, so two
-calls (or threads) of one process contend as two processes do.
+calls (or threads) of one process contend as two processes do. A lock file that is a symbolic link (or not a
+regular file) is refused, never followed: taking it would truncate its target. A workdir where the lock file
+cannot be made (a read-only directory) is refused with one message (`LockFileError`).
 
 Not covered: paths with a scheme (gs://, s3://), which have no OS locks (a warning says so), and in a
 multi-process run every process but process 0 (`jax.process_index() == 0` holds the lock; the others write
