@@ -35,6 +35,11 @@ _WORKDIR = flags.DEFINE_string(
     'workdir', os.path.join('results', 'default'), 'Where results and the per-encoder runs go (resumed if present).'
 )
 _MULTIHOST = flags.DEFINE_bool('multihost', False, 'Call jax.distributed.initialize() first.')
+_COORDINATOR = flags.DEFINE_string(
+    'coordinator_address', None, 'With --multihost: host:port of process 0 (where JAX cannot detect the cluster).'
+)
+_NUM_PROCESSES = flags.DEFINE_integer('num_processes', None, 'With --multihost: the number of processes.')
+_PROCESS_ID = flags.DEFINE_integer('process_id', None, 'With --multihost: this process, 0..num_processes-1.')
 _FINISHED_ONLY = flags.DEFINE_bool(
     'finished_only', False, 'Train nothing: report the (encoder, seed) runs finished so far.'
 )
@@ -44,19 +49,30 @@ _FINISHED_ONLY = flags.DEFINE_bool(
 def main(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  import jax  # After flag parsing: initialize() must precede any other JAX call.
+  explicit = (_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
+  if not _MULTIHOST.value and any(v is not None for v in explicit):
+    raise app.UsageError('--coordinator_address, --num_processes and --process_id need --multihost.')
+  from relpos_jax.train import sharding  # Imports jax, but calls nothing: initialize() must come first.
 
   if _MULTIHOST.value:
-    jax.distributed.initialize()
-  from relpos_jax.study import report, run_study, write_outputs
+    sharding.initialize_distributed(*explicit)
+  from relpos_jax.study import record, report, run_study
   from relpos_jax.train import metrics
 
   metrics.quiet_checkpoint_logs()
   # With config.study.trained_workdir, run_study evaluates that study's trained runs and trains nothing.
-  results = run_study(_CONFIG.value, _WORKDIR.value, finished_only=_FINISHED_ONLY.value)
-  paths = write_outputs(results, _WORKDIR.value)
+  # run_study writes its outputs while it holds the workdir's lock; nothing is written here (with
+  # --finished_only nothing at all: another process may be writing that workdir).
+  # Ctrl-C: at once (exit status 130) while compiling or evaluating, as the train command's during a run's steps.
+  with cli.ExitOnInterrupt(cli.STUDY_INTERRUPTED_MESSAGE) as guard:
+    results = run_study(
+        _CONFIG.value, _WORKDIR.value, finished_only=_FINISHED_ONLY.value, train_fn=cli.guarded_train(guard)
+    )
   print(report.markdown_table(results))
-  for kind, path in paths.items():
+  if _FINISHED_ONLY.value and not results.get('meta', {}).get('trained_workdir'):
+    print('--finished_only: printed, nothing written (the study writes its results.* as it runs).')
+    return
+  for kind, path in record.output_paths(_WORKDIR.value).items():
     print(f'{kind:>8}: {os.path.abspath(path)}')
 
 

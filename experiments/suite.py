@@ -41,7 +41,9 @@ def main(argv) -> None:
   from relpos_jax.train import metrics
 
   metrics.quiet_checkpoint_logs()
-  summary = suite.run_suite(_CONFIG.value, _WORKDIR.value, tasks=_TASKS.value)
+  # Ctrl-C: at once (exit status 130) while compiling or evaluating, as the train command's during a run's steps.
+  with cli.ExitOnInterrupt(cli.STUDY_INTERRUPTED_MESSAGE) as guard:
+    summary = suite.run_suite(_CONFIG.value, _WORKDIR.value, tasks=_TASKS.value, train_fn=cli.guarded_train(guard))
   print(suite.markdown(summary))
   print(f'summary: {os.path.abspath(os.path.join(_WORKDIR.value, "README.md"))}')
 

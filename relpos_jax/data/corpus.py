@@ -134,7 +134,16 @@ def check_source(corpus) -> str:
         f'path {text!r} does not exist and is not a named corpus (a corpus is one of the names '
         f'{", ".join(map(repr, corpora.NAMES))}, a directory, a text file or a glob)'
     )
+  elif not os.path.isdir(path) and not os.path.isfile(path):
+    raise ValueError(_not_regular(text))
   return path
+
+
+def _not_regular(text: str) -> str:
+  return (
+      f'path {text!r} is not a regular file or a directory (a FIFO, a socket or a device, whose reading would '
+      "block or never end); allowed: 'stdlib', a directory, a text file or a glob"
+  )
 
 
 def _glob_root(pattern: str) -> str:
@@ -290,13 +299,21 @@ class Corpus:
       prefix = f'{i}:' if len(paths) > 1 else ''
       if os.path.isdir(p):
         found = _walk_sorted(p, suffixes, frozenset({'__pycache__'}))
-        if not any(_read_text_bytes(full) is not None for _, full in found):
-          raise ValueError(f'no text files (suffixes {suffixes}) found under directory {p!r}')
+        read = [(rel, _read_text(full)) for rel, full in found]
+        if not any(data is not None for _, (data, _) in read):
+          skipped = [(rel, why) for rel, (_, why) in read if why is not None]
+          raise ValueError(
+              f'no text files (suffixes {suffixes}) found under directory {p!r}'
+              + (f' ({len(skipped)} skipped: {_listed(skipped)})' if skipped else '')
+          )
         entries.extend((prefix + rel, full) for rel, full in found)
       elif os.path.isfile(p):
-        if _read_text_bytes(p) is None:
-          raise ValueError(f'path {p!r} is not a readable, non-empty UTF-8 text file')
+        data, why = _read_text(p)
+        if data is None:
+          raise ValueError(f'path {p!r} is {why or "empty"}; allowed: a readable, non-empty UTF-8 text file')
         entries.append((prefix + os.path.basename(p), p))
+      elif os.path.exists(p):
+        raise ValueError(_not_regular(p))
       else:
         raise ValueError(f'path {p!r} does not exist')
     source = 'files: ' + ', '.join(os.path.abspath(p) for p in paths)

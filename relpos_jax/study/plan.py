@@ -27,7 +27,9 @@ class Study:
   encoders: tuple[str, ...] = config_lib.key()  # 'label: spec' entries, or bare specs (see parse_entries)
   title: str = config_lib.key('Length generalization')
   description: str = config_lib.key('')
-  seeds: tuple[int, ...] | None = config_lib.key(None, ge=0)  # every encoder trained once per seed
+  seeds: tuple[int, ...] | None = config_lib.key(
+      None, ge=0, lt=config_lib.SEED_LIMIT
+  )  # every encoder trained once per seed
   # Another study's workdir: evaluate its trained runs at this config's lengths, no training (`reevaluate`).
   trained_workdir: str = config_lib.key('')
   # The split the tables report; choices (learning rates) are made on 'validation' at the training length.
@@ -121,8 +123,8 @@ def parse_seeds(study: Study, base) -> tuple[int, ...]:
     return (int(base.seed),)
   if not seeds or len(set(seeds)) != len(seeds):
     raise config_lib.ConfigError(
-        f'config.study.seeds={seeds!r} is invalid: allowed: a non-empty tuple of distinct ints >= 0, '
-        "e.g. (0,) or (0, 1, 2) (on the command line: --config.study.seeds='(0,1,2)')."
+        f'config.study.seeds={seeds!r} is invalid: allowed: a non-empty tuple of distinct ints >= 0 and '
+        f"< {config_lib.SEED_LIMIT}, e.g. (0,) or (0, 1, 2) (on the command line: --config.study.seeds='(0,1,2)')."
     )
   return tuple(int(s) for s in seeds)
 

@@ -133,6 +133,20 @@ def new_results(base, study: Study, seeds, comparison_requests, *, protocol=None
   return results
 
 
+OUTPUT_FILES = {
+    'json': 'results.json',
+    'markdown': 'results.md',
+    'plot': 'results.png',
+    'position_plot': 'results_position.png',
+}
+
+
+def output_paths(workdir: str) -> dict[str, str]:
+  """The outputs `write_outputs` wrote in `workdir` (those that exist), without writing anything."""
+  paths = {kind: os.path.join(workdir, name) for kind, name in OUTPUT_FILES.items()}
+  return {kind: path for kind, path in paths.items() if os.path.exists(path)}
+
+
 def write_outputs(results: dict, workdir: str) -> dict[str, str]:
   """results.json (with the paired differences asked for), results.md, results.png and (when the runs
   recorded one) results_position.png, the loss against position, in `workdir`; returns their paths."""

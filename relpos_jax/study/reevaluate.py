@@ -204,6 +204,23 @@ def _reevaluate_seed(
   return run
 
 
+def check_separate_workdir(trained_workdir: str, workdir: str) -> None:
+  """A re-evaluation writes `runs/<label>/seed<s>/result.json` and `results.*` in its workdir: in the trained
+  study's own directory they would overwrite the trained runs' records (and that study would then refuse to
+  resume). The same directory reached by another path (a symlink, a trailing slash) is the same directory."""
+  if '://' not in str(trained_workdir) + str(workdir):
+    same = os.path.realpath(trained_workdir) == os.path.realpath(workdir)
+  else:
+    same = str(trained_workdir).rstrip('/') == str(workdir).rstrip('/')
+  if same:
+    raise config_lib.ConfigError(
+        f'config.study.trained_workdir={trained_workdir!r} is the --workdir of this re-evaluation ({workdir!r}): '
+        "its results would overwrite the trained study's runs/<label>/seed<s>/result.json and results.*; "
+        "allowed: a --workdir other than the trained study's, e.g. "
+        f"{os.path.join(os.path.dirname(os.path.normpath(str(workdir))), 'reevaluated')!r}."
+    )
+
+
 def reevaluate_study(config, workdir: str | os.PathLike) -> dict:
   """Evaluates the runs of `config.study.trained_workdir` at `config.eval.lengths`; returns the results."""
   base, study = plan.split_study_config(config)
@@ -217,6 +234,7 @@ def reevaluate_study(config, workdir: str | os.PathLike) -> dict:
   plan.check_protocol(study, entries, lengths)
   comparison_requests = plan.parse_comparisons(study, entries, lengths)
   seeds = plan.parse_seeds(study, base)
+  check_separate_workdir(trained_workdir, workdir)
   # Every check above runs before the lock; one writer per directory, as for a trained study.
   with workdir_lock.held(workdir, enabled=jax.process_index() == 0):
     os.makedirs(workdir, exist_ok=True)

@@ -35,7 +35,9 @@ Nothing saved is lost on interruption: a finished (encoder, seed) keeps its resu
 (`runs/<label>/seed<s>/result.json`) and is skipped on the next call, an unfinished one resumes from its
 latest checkpoint. Adding seeds to a finished study trains only the new ones. A finished result is reused
 only for the same config and the same data (corpus fingerprint, or task): otherwise the study stops and
-names the run directory to remove.
+names the run directory to remove; and only for the split it was evaluated on (`config.study.split`): a
+workdir holding results of another split is refused before anything is written. `finished_only` reads and
+writes nothing.
 
 A run whose training diverges (`relpos_jax.train.loop.DivergedError`: non-finite updates) is recorded as
 diverged (`'diverged': {'step': ..., 'message': ...}`, no metric values) and the study goes on. An encoder
@@ -310,6 +312,33 @@ def _run_seed(
   return run
 
 
+# What a finished result.json records of the study's protocol that changes its numbers and is not in its run
+# config (which `_check_saved` compares): the split its values were read on.
+PROTOCOL_KEYS = ('split',)
+
+
+def check_finished_protocol(workdir: str, study: Study) -> None:
+  """Every finished result in `workdir` was evaluated by this study's protocol (`PROTOCOL_KEYS`), else
+  ConfigError naming the key, both values and what is allowed, before anything is written: a study run on
+  'validation' and resumed on 'test' would otherwise report validation numbers labelled test."""
+  runs = os.path.join(workdir, 'runs')
+  for root, dirs, names in os.walk(runs):
+    dirs[:] = sorted(d for d in dirs if d not in ('checkpoints', 'broken_checkpoints'))
+    if RESULT_FILE not in names:
+      continue
+    path = os.path.join(root, RESULT_FILE)
+    saved = report.load_json(path)
+    for key in PROTOCOL_KEYS:
+      recorded, wanted = saved.get(key), getattr(study, key)
+      if recorded is not None and recorded != wanted:
+        raise config_lib.ConfigError(
+            f'config.study.{key}={wanted!r} is invalid for this workdir: {path} was evaluated with '
+            f'{key}={recorded!r}, and a finished result is reused only with the protocol its numbers were read '
+            f'by; allowed: config.study.{key}={recorded!r} here, or another --workdir for {key}={wanted!r} '
+            f'(config.study.trained_workdir={workdir!r} evaluates these trained runs there).'
+        )
+
+
 def _computed(config_json):
   """A run's config less `train.tensorboard`: where its events go is not what it computes (and results written
   before the shipped configs left that key None hold the machine's True or False)."""
@@ -438,6 +467,7 @@ def run_study(
     train_fn: Callable | None = None,
     on_result: Callable[[dict], None] | None = None,
     finished_only: bool = False,
+    on_finished: Callable[[dict], None] | None = None,
 ) -> dict:
   """Runs (or resumes) the study of `config` in `workdir`; returns the results dict (see `report`).
 
@@ -448,8 +478,11 @@ def run_study(
     workdir: where results and the runs go; calling again resumes.
     train_fn: `train_fn(config, workdir, data=...) -> TrainResult` (default `relpos_jax.train.loop.train`).
     on_result: called with the results dict after each encoder (e.g. to re-plot in a notebook).
-    finished_only: train nothing; report the (encoder, seed) runs that have finished so far (each run
-      lists its own `seeds`; encoders with none are left out), e.g. while a long study is under way.
+    on_finished: called with the results once every encoder is done, while the workdir's lock is still held
+      (the suite evaluates its held-out sets there: what it writes in the workdir, it writes as its writer).
+    finished_only: train nothing and write nothing; return the (encoder, seed) runs that have finished so far
+      (each run lists its own `seeds`; encoders with none are left out), e.g. while a long study is under way.
+      It takes no lock, so it must not write: the study's own process may be writing the same files.
 
   With `study.trained_workdir` set, nothing is trained: the runs of that study are evaluated anew
   (`relpos_jax.study.reevaluate.reevaluate_study`; train_fn, on_result and finished_only do not apply).
@@ -468,17 +501,22 @@ def run_study(
     raise config_lib.ConfigError(f'config.study.split={study.split!r}: {e}') from None
   check_transfers(base, entries)
   comparison_requests = parse_comparisons(study, entries, [int(n) for n in base.eval.lengths])
+  check_finished_protocol(workdir, study)
   # Every check above runs before the lock: a refused config leaves no trace (not even the workdir).
   # One writer per study directory; a report only reads.
   with workdir_lock.held(workdir, enabled=not finished_only and jax.process_index() == 0):
-    return _run_study(
+    results = _run_study(
         base, study, entries, seeds, data, workdir, train_fn, on_result, finished_only, comparison_requests
     )
+    if on_finished is not None:
+      on_finished(results)
+    return results
 
 
 def _run_study(base, study, entries, seeds, data, workdir, train_fn, on_result, finished_only, comparison_requests):
   metric, _ = metric_name(base)
-  os.makedirs(workdir, exist_ok=True)
+  if not finished_only:
+    os.makedirs(workdir, exist_ok=True)
   train_dirs = training_dirs(workdir, entries)
   ctx = _StudyContext(base=base, study=study, workdir=workdir, train_fn=train_fn, metric=metric, data=data)
   rates = _LearningRates(ctx, entries, seeds, train_dirs)
@@ -499,8 +537,14 @@ def _run_study(base, study, entries, seeds, data, workdir, train_fn, on_result, 
     if rows is None:
       continue
     results['runs'].extend(rows)
-    if not finished_only:  # Reporting finished runs takes seconds: their train_seconds say what they took.
-      results['meta']['wall_seconds'] = round(time.perf_counter() - started, 1)
+    if finished_only:  # Read-only: the table is the caller's to print, nothing is written.
+      if results.get('comparison_requests'):
+        results['comparisons'] = report.comparisons(results)
+      if on_result is not None:
+        on_result(results)
+      continue
+    # Reporting finished runs takes seconds: their train_seconds say what they took.
+    results['meta']['wall_seconds'] = round(time.perf_counter() - started, 1)
     write_outputs(results, workdir)
     # One chart per encoder, the metric against the evaluation length; by one process of a multi-process run.
     if tensorboard.enabled(base.train) and jax.process_index() == 0:

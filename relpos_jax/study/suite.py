@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import gc
 import hashlib
 import json
@@ -71,7 +72,6 @@ from relpos_jax.data.tasks import registry
 from relpos_jax.study import report, stats
 from relpos_jax.study.runner import SEQUENTIAL_SUFFIX, parse_entries, run_config, run_study, validate_study
 from relpos_jax.study.runner import split_study_config
-from relpos_jax.study.runner import write_outputs
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import data_sources, loop
 
@@ -118,7 +118,7 @@ class Suite:
   """The `suite` section of a suite config."""
 
   encoders: tuple[str, ...] = config_lib.key()
-  seeds: tuple[int, ...] = config_lib.key(ge=0)
+  seeds: tuple[int, ...] = config_lib.key(ge=0, lt=config_lib.SEED_LIMIT)
   tasks: tuple[str, ...] = config_lib.key()
   protocols: dict = config_lib.key()
   title: str = config_lib.key('Length-generalization suite')
@@ -309,10 +309,11 @@ def run_suite(
       raise config_lib.ConfigError(f'tasks {unknown} are not in config.suite.tasks ({[t for t, _ in studies]}).')
   for task, study in studies:
     if tasks is None or task in tasks:
-      results = run_study(study, os.path.join(workdir, task), train_fn=train_fn)
-      write_outputs(results, os.path.join(workdir, task))
-      if protocols[task].held_out:
-        evaluate_held_out(study, protocols[task], results, os.path.join(workdir, task))
+      task_dir = os.path.join(workdir, task)
+      held_out = None
+      if protocols[task].held_out:  # written in the task's directory while its study holds the lock
+        held_out = functools.partial(evaluate_held_out, study, protocols[task], task_dir=task_dir)
+      run_study(study, task_dir, train_fn=train_fn, on_finished=held_out)
       # Every task compiles its own train and eval programs (new shapes, vocabularies, encoders); one
       # process running the whole grid kept them all and ran out of memory (LLVM could not allocate)
       # after about ten tasks on a 24 GiB machine. Nothing of a finished task is needed again.
@@ -421,6 +422,14 @@ def _seed_values(run: dict, length, key: str = 'by_length') -> list[float | None
   if per_seed is None:
     value = run.get(key, {}).get(str(length))
     per_seed = [value] if (key == 'by_length' and not run.get('by_length_per_seed')) else []
+    if run.get('diverged'):
+      per_seed = []
+  # A seed the study marked diverged (beyond chance: its values are recorded, but they are not evidence)
+  # counts in no statistic, as in the study's own table (report._per_seed).
+  diverged = run.get('diverged_seeds') or {}
+  seeds = run.get('seeds') or []
+  if diverged and len(seeds) == len(per_seed):
+    per_seed = [None if str(seed) in diverged else v for seed, v in zip(seeds, per_seed)]
   return [None if v is None or math.isnan(float(v)) else float(v) for v in per_seed]
 
 
@@ -488,6 +497,7 @@ def summarize(results_by_task: dict[str, dict], title: str | None = None, statis
           'out_of_distribution_std': ood['std'],
           'seeds': len(ood['per_seed']),
           'diverged': bool(run.get('diverged', False)),
+          'diverged_seeds': sorted(int(seed) for seed in run.get('diverged_seeds') or {}),
           'learned': ind['mean'] is not None and ind['mean'] >= ID_LEARNED,
           'learned_max': ind['max'] is not None and ind['max'] >= ID_LEARNED,
           'token': token,
@@ -591,7 +601,7 @@ def _cell_text(cell: dict | None, statistic: str = 'token_mean') -> str:
     return '—'
   ood, spread = _statistic(cell, statistic, 'out_of_distribution')
   if ood is None:
-    return '—'
+    return 'diverged' if cell.get('diverged') else '—'
   text = f'{ood:.2f}'
   if cell['seeds'] > 1 and spread is not None:
     text += f' ± {spread:.2f}'

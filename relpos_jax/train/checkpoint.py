@@ -76,6 +76,9 @@ class Checkpoints:
     # One item (the TrainState) declared up front: otherwise orbax infers the layout from the newest step
     # directory, and a stray empty one makes every step unreadable.
     self.manager = ocp.CheckpointManager(self.directory, options=options, item_handlers=ocp.StandardCheckpointHandler())
+    # The step whose asynchronous save was started last: a background failure is that step's, whenever it
+    # surfaces (at the next save, at a check, at close).
+    self.in_flight: int | None = None
 
   def save(self, state: TrainState) -> bool:
     """Saves `state` under its step (asynchronously); False if that step is already saved.
@@ -85,17 +88,23 @@ class Checkpoints:
     self.check_for_errors()
     if step in self.manager.all_steps():
       return False
+    try:  # What orbax's save() does first: an error here is the save in flight's, not this step's.
+      self.manager.wait_until_finished()
+    except Exception as e:
+      raise self._write_error(e, self.in_flight) from None
     try:
-      return self.manager.save(step, args=ocp.args.StandardSave(state), force=True)
+      saved = self.manager.save(step, args=ocp.args.StandardSave(state), force=True)
     except Exception as e:  # orbax / tensorstore raise many types for one cause (a full disk, a lost mount)
       raise self._write_error(e, step) from None
+    self.in_flight = step
+    return saved
 
   def check_for_errors(self) -> None:
     """Raises CheckpointWriteError if an asynchronous save has failed since the last check."""
     try:
       self.manager.check_for_errors()
     except Exception as e:
-      raise self._write_error(e) from None
+      raise self._write_error(e, self.in_flight) from None
 
   def _write_error(self, error: BaseException, step: int | None = None) -> CheckpointWriteError:
     what = f'step {step}' if step is not None else 'a checkpoint'
@@ -189,7 +198,7 @@ class Checkpoints:
     try:
       self.manager.close()
     except Exception as e:
-      error = self._write_error(e)
+      error = self._write_error(e, self.in_flight)
       if not quiet:
         raise error from None
       from absl import logging

@@ -102,9 +102,13 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 @contextlib.contextmanager
 def errors_in_one_line():
   """A bad config, a busy workdir, a diverged run, an unreadable checkpoint: `ErrorName: message` and exit
-  status 1, without the traceback that would bury the message. Anything else (a bug) keeps its traceback."""
+  status 1, without the traceback that would bury the message; Ctrl-C (KeyboardInterrupt): a line and exit
+  status 130. Anything else (a bug) keeps its traceback."""
   try:
     yield
+  except KeyboardInterrupt:  # Ctrl-C during training steps, after the loop has let a save in flight finish.
+    print('\ninterrupted (the same command resumes from the last checkpoint)', file=sys.stderr)
+    raise SystemExit(INTERRUPTED_EXIT_STATUS) from None
   except Exception as e:  # pylint: disable=broad-except
     if isinstance(e, _user_errors()):
       raise SystemExit(f'{type(e).__name__}: {e}') from None
@@ -114,54 +118,96 @@ def errors_in_one_line():
 INTERRUPTED_EXIT_STATUS = 128 + signal.SIGINT  # What a shell reports for a process ended by Ctrl-C.
 
 
-@contextlib.contextmanager
-def interrupt_exits_before_first_step():
-  """Ctrl-C before the first training step ends the process at once: a message, exit status 130.
+INTERRUPTED_MESSAGE = (
+    'interrupted before the first training step (nothing was trained; the same command starts again, or '
+    'resumes from the last checkpoint)'
+)
+STUDY_INTERRUPTED_MESSAGE = (
+    'interrupted (finished runs are kept, an unfinished one resumes from its last checkpoint: rerun the same '
+    'command)'
+)
 
-  Yields the hook to pass to `train(hooks=[...])`; from the first step on, Ctrl-C raises KeyboardInterrupt
-  as usual (the loop lets a checkpoint save in flight finish). Before it there is nothing to keep, and the
-  time goes to XLA's compilation, where a KeyboardInterrupt unwinding through JAX's C++ (and the interpreter's
-  teardown racing XLA's threads) crashed the process about half the time. So the interrupt is taken by a
-  thread woken through `signal.set_wakeup_fd`, at once even while the main thread is inside the compiler,
-  which writes the message and leaves with `os._exit`: no unwinding, no teardown (the workdir lock goes with
-  the process; records written so far are complete files). Main thread only; elsewhere a no-op.
+
+class ExitOnInterrupt:
+  """While armed, Ctrl-C ends the process at once: a message, exit status 130, `os._exit`.
+
+  XLA's compilation takes the time before a run's first training step (and before each evaluation), and a
+  KeyboardInterrupt unwinding through JAX's C++ there (or the interpreter's teardown racing XLA's threads)
+  crashed the process about half the time. So while armed the interrupt is taken by a thread woken through
+  `signal.set_wakeup_fd`, at once even while the main thread is inside the compiler, which writes the message
+  and leaves with `os._exit`: no unwinding, no teardown (the workdir lock goes with the process; records
+  written so far are complete files, written atomically). `disarm()` (e.g. a training hook: from the first
+  step on) gives Ctrl-C back to Python, as a KeyboardInterrupt (the loop lets a checkpoint save in flight
+  finish); `arm()` takes it again. Main thread only; elsewhere a no-op.
   """
-  if threading.current_thread() is not threading.main_thread():
-    yield lambda *args: None
-    return
-  read_end, write_end = os.pipe()
-  os.set_blocking(write_end, False)
-  done = threading.Event()
 
-  def leave(*args):
+  def __init__(self, message: str = INTERRUPTED_MESSAGE):
+    self.message = ('\n' + message + '\n').encode()
+    self.active = self.armed = False
+
+  def __enter__(self) -> 'ExitOnInterrupt':
+    if threading.current_thread() is not threading.main_thread():
+      return self
+    self.active = True
+    self._read_end, self._write_end = os.pipe()
+    os.set_blocking(self._write_end, False)
+    threading.Thread(target=self._watch, name='exit-on-interrupt', daemon=True).start()
+    self.arm()
+    return self
+
+  def __exit__(self, *exc) -> None:
+    if self.active:
+      self.disarm()
+      self.active = False
+      os.close(self._write_end)  # the watcher reads b'' and ends
+
+  def _leave(self, *args) -> None:
     del args
-    if not done.is_set():
-      os.write(
-          2,
-          b'\ninterrupted before the first training step (nothing was trained; the same command starts '
-          b'again, or resumes from the last checkpoint)\n',
-      )
+    if self.armed:
+      os.write(2, self.message)
       os._exit(INTERRUPTED_EXIT_STATUS)  # pylint: disable=protected-access
 
-  def watch():
-    while signal_number := os.read(read_end, 1):  # b'' once the write end is closed: the guard is over.
+  def _watch(self) -> None:
+    while signal_number := os.read(self._read_end, 1):  # b'' once the write end is closed
       if signal_number[0] == signal.SIGINT:  # The fd wakes for every signal Python handles.
-        leave()
-    os.close(read_end)
+        self._leave()
+    os.close(self._read_end)
 
-  previous = signal.signal(signal.SIGINT, leave)
-  previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
-  threading.Thread(target=watch, name='interrupt-before-first-step', daemon=True).start()
+  def arm(self) -> None:
+    if self.active and not self.armed:
+      self._previous = signal.signal(signal.SIGINT, self._leave)
+      self._previous_fd = signal.set_wakeup_fd(self._write_end, warn_on_full_buffer=False)
+      self.armed = True
 
-  def first_step_done(*args):
+  def disarm(self, *args) -> None:
+    """Ctrl-C is Python's again (takes and ignores a training hook's arguments)."""
     del args
-    if not done.is_set():
-      done.set()
-      signal.signal(signal.SIGINT, previous)
-      signal.set_wakeup_fd(previous_fd)
-      os.close(write_end)
+    if self.armed:
+      self.armed = False
+      signal.signal(signal.SIGINT, self._previous)
+      signal.set_wakeup_fd(self._previous_fd)
 
-  try:
-    yield first_step_done
-  finally:
-    first_step_done()
+
+@contextlib.contextmanager
+def interrupt_exits_before_first_step():
+  """Ctrl-C before the first training step ends the process at once: a message, exit status 130
+  (`ExitOnInterrupt`). Yields the hook to pass to `train(hooks=[...])`; from the first step on, Ctrl-C raises
+  KeyboardInterrupt as usual (the loop lets a checkpoint save in flight finish)."""
+  with ExitOnInterrupt() as guard:
+    yield guard.disarm
+
+
+def guarded_train(guard: ExitOnInterrupt):
+  """`train_fn` of a study or suite under `guard`: each run's compilation (before its first step) and everything
+  between runs (evaluations, their compilations) exit at once on Ctrl-C; its training steps take Ctrl-C as
+  the train command's do."""
+  from relpos_jax.train import loop
+
+  def train(config, workdir=None, **kwargs):
+    guard.arm()
+    try:
+      return loop.train(config, workdir, hooks=[*kwargs.pop('hooks', ()), guard.disarm], **kwargs)
+    finally:
+      guard.arm()
+
+  return train

@@ -57,6 +57,18 @@ LOSS_REDUCTIONS = ('token_mean', 'sequence_sum')
 TOKENIZERS = ('byte', 'bpe')
 # The vocabulary sizes are fixed by the data (corpus bytes, task alphabet), never by the config.
 DATA_DERIVED_MODEL_FIELDS = ('vocab_size', 'output_vocab_size')
+# Seeds are below 2^32: a JAX key holds 32 bits of seed (without x64, jax.random.key(2**32) is key(0), so two
+# runs told apart by their seed would be one run) and 2^63 overflows a C long only when the key is made.
+SEED_LIMIT = 2**32
+# Upper bounds of the sizes a run allocates (issue 36): beyond them a typo segfaulted, aborted or failed to
+# allocate, some only after training. Each is several times the largest published value, so no experiment is
+# refused: 126 layers (Llama 3 405B; GPT-3 96), model_dim 16,384 (Llama 3 405B; GPT-3 12,288), an MLP ratio of
+# 4 (8/3 with a gated MLP; 16 is the widest in the scaling studies), global batches of a few thousand
+# sequences. What fits under the bounds but not in memory is refused by `check_memory`, with its estimate.
+MAX_LAYERS = 512
+MAX_MODEL_DIM = 65536
+MAX_MLP_RATIO = 64
+MAX_BATCH = 2**20
 
 
 class ConfigError(ValueError):
@@ -92,7 +104,7 @@ class Optim:
 @dataclasses.dataclass(frozen=True)
 class Train:
   steps: int = key(ge=1)
-  batch_size: int = key(ge=1)  # global: split over every device of the mesh
+  batch_size: int = key(ge=1, le=MAX_BATCH)  # global: split over every device of the mesh
   log_every: int = key(ge=1)
   checkpoint_every: int = key(ge=1)
   keep_checkpoints: int = key(ge=1)
@@ -107,12 +119,12 @@ class Train:
 class Eval:
   every: int = key(ge=0)  # 0: evaluate only at the end of training
   lengths: tuple[int, ...] = key(ge=1)  # corpus: window lengths; task: input lengths n (may be empty)
-  batch_size: int = key(ge=1)
+  batch_size: int = key(ge=1, le=MAX_BATCH)
   num_examples: int = key(ge=1)  # per length (corpus: at most this many windows)
   # Tasks: pad each evaluation set to a multiple of this many tokens (keys masked), so many lengths share
   # few compiled shapes. 1: no padding (the only value for the corpus, whose windows are exact).
   pad_multiple: int = key(ge=1)
-  seed: int = key(ge=0)  # the eval sets do not depend on the training seed
+  seed: int = key(ge=0, lt=SEED_LIMIT)  # the eval sets do not depend on the training seed
   # Corpus: evaluate every length on about this many scored tokens (windows = num_tokens // length,
   # overriding num_examples), so every length reads the same amount of validation text.
   num_tokens: int | None = key(None, ge=1)
@@ -271,7 +283,7 @@ class Config:
   (`config.train.steps`); `model` is the ModelConfig of the run (vocab_size a placeholder until the data
   is known, see `model_config`), `encoder_spec` the spec string it was parsed from."""
 
-  seed: int = key(ge=0)
+  seed: int = key(ge=0, lt=SEED_LIMIT)
   model: ModelConfig
   data: CorpusSource | TaskSource
   optim: Optim
@@ -308,7 +320,7 @@ def _is_number(v) -> bool:
 
 def _bounds_text(meta) -> str:
   parts = [
-      f'{op} {meta[name]:g}'
+      f'{op} {meta[name] if isinstance(meta[name], int) else format(meta[name], "g")}'
       for name, op in (('ge', '>='), ('gt', '>'), ('le', '<='), ('lt', '<'))
       if meta[name] is not None
   ]
@@ -405,6 +417,20 @@ def _parse_model(node) -> ModelConfig:
     raise ConfigError(f'config.model.{e.field}={e.value!r} is invalid{with_}: allowed: {e.allowed}.') from None
 
 
+def _check_model_sizes(node) -> None:
+  """The model's sizes within MAX_LAYERS / MAX_MODEL_DIM / MAX_MLP_RATIO (ModelConfig checks the lower bounds)."""
+  for name, limit, kind in (
+      ('num_layers', MAX_LAYERS, 'an int'),
+      ('model_dim', MAX_MODEL_DIM, 'an int'),
+      ('mlp_ratio', MAX_MLP_RATIO, 'a number'),
+  ):
+    value = node[name] if name in _keys(node) else None
+    if _is_number(value) and value > limit:
+      raise _invalid_key(
+          f'model.{name}', value, f'allowed: {kind} <= {limit} (several times the largest published model)'
+      )
+
+
 def parse(config) -> Config:
   """The typed, frozen form of a ConfigDict (a `Config` is returned as it is); raises ConfigError naming
   the key for an unknown or missing key, a wrong type, a value out of range, or sections that contradict."""
@@ -418,6 +444,7 @@ def parse(config) -> Config:
       'eval': parse_section(Eval, 'eval', config.eval),
   }
   seed = _typed_value(_SEED, int, config.seed, 'seed')
+  _check_model_sizes(config.model)
   run = Config(seed=seed, model=_parse_model(config.model), encoder_spec=config.model.encoder, **sections)
   _check_sections(run)
   return run
@@ -482,6 +509,7 @@ def validate(config, *, num_devices: int | None = None) -> list[str]:
           f'a global batch must split evenly over the {num_devices} devices '
           f'(data parallel); use a multiple of {num_devices}',
       )
+  check_memory(run, num_devices)
   try:
     layers = run.encoder if isinstance(run.encoder, tuple) else (run.encoder,)
     contract.check_model_encoders(
@@ -531,6 +559,21 @@ def _warnings(run: Config, limit: int | None, longest: int) -> list[str]:
         'invariant to permuting its input, so it can only learn order-free tasks (parity_check); on '
         'others expect chance accuracy.'
     )
+  causal_form = sorted(
+      {
+          node.name or type(node).__name__
+          for layer in (run.encoder if isinstance(run.encoder, tuple) else (run.encoder,))
+          for node in contract.walk(layer)
+          if getattr(node, 'bidirectional', None) is False
+      }
+  )
+  if architecture(run) == 'bidirectional' and causal_form:
+    found.append(
+        f'config.model.encoder={run.encoder_spec!r}: {causal_form} in the causal form (bidirectional=False, some '
+        f'by default) in the bidirectional model of config.data.task={run.data.task!r}: the bias then treats '
+        'every key ahead of the query as at distance 0 (no penalty, no order); for a bidirectional model write '
+        "the bidirectional form, e.g. 'alibi(bidirectional=True)'."
+    )
   if limit is not None and longest > limit:
     found.append(
         f'config.model.encoder={run.encoder_spec!r}: evaluation reaches {longest} tokens, beyond '
@@ -540,6 +583,91 @@ def _warnings(run: Config, limit: int | None, longest: int) -> list[str]:
   for message in found:
     warnings.warn(message, UserWarning, stacklevel=3)
   return found
+
+
+# ------------------------------------------------------------------------------------------ memory
+GIB = 2**30
+# Attention implementations that build the (B, H, L, L) scores (the others tile them, or may: None).
+FULL_SCORES = ('xla', 'einsum')
+
+
+def available_memory(num_devices: int) -> int | None:
+  """Bytes one device may hold: its own limit (GPU / TPU), or for CPU devices the machine's physical memory
+  shared among them; None when unknown (no check then)."""
+  device = jax.devices()[0]
+  if device.platform != 'cpu':
+    stats = device.memory_stats() or {}
+    return int(stats['bytes_limit']) if 'bytes_limit' in stats else None
+  try:
+    return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') // max(1, num_devices)
+  except (ValueError, OSError, AttributeError):
+    return None
+
+
+def memory_estimate(run: Config, num_devices: int) -> dict[str, tuple[int, str]]:
+  """A lower bound of what one device holds at once, per part: {what: (bytes, the keys that set it)}.
+
+  Counted: the parameters of the blocks and embeddings with their gradient and Adam's two moments (16 bytes
+  per float32 parameter, replicated on every device: data parallel), and per batch (training: its share of
+  `train.batch_size` at the longest training sequence; evaluation: the rows of one batch at each length,
+  `inputs.eval_batch_size`) the logits in float32 and the MLP's hidden activation of one layer (the
+  activations of every layer for training, which keeps them for the backward pass), plus one layer's
+  (rows, heads, L, L) attention scores for the implementations that build them. Left out: everything
+  smaller or harder to bound (position terms, XLA's workspace), so a run refused here cannot fit."""
+  from relpos_jax.train import inputs  # inputs reads this module
+
+  model = run.model
+  vocab, output_vocab = run.data.vocab_sizes(run)
+  output_vocab = output_vocab or vocab
+  dim, layers, heads = int(model.model_dim), int(model.num_layers), int(model.num_heads)
+  hidden = max(1, int(round(dim * float(model.mlp_ratio))))
+  item = 2 if model.dtype == 'bfloat16' else 4
+  params = layers * (4 * dim * dim + 2 * dim * hidden) + (vocab + output_vocab) * dim
+  scores = model.attention_implementation in FULL_SCORES
+  model_keys = f'config.model.num_layers={model.num_layers}, model_dim={model.model_dim}, mlp_ratio={model.mlp_ratio}'
+  found = {'parameters and optimizer state': (16 * params, model_keys)}
+
+  def batch(rows: int, length: int, keep_layers: int) -> int:
+    tokens = rows * length
+    total = 4 * tokens * output_vocab + item * tokens * (hidden + 2 * dim) * keep_layers
+    if scores:
+      total += 4 * rows * heads * length * length
+    return total
+
+  rows = max(1, int(run.train.batch_size) // max(1, num_devices))
+  longest = int(longest_training_sequence(run))
+  found['activations of one training batch'] = (
+      batch(rows, longest, layers),
+      f'config.train.batch_size={run.train.batch_size} over {num_devices} device(s), sequences of up to {longest} '
+      f'tokens (config.data), {model_keys}',
+  )
+  for n in run.eval.lengths:
+    length = int(run.data.longest_sequence(dataclasses.replace(run, eval=dataclasses.replace(run.eval, lengths=(n,)))))
+    rows = max(1, inputs.eval_batch_size(run.eval, length, num_devices) // max(1, num_devices))
+    found[f'evaluation at length {n}'] = (
+        batch(rows, length, 1),
+        f'config.eval.lengths (its {n}: {length} tokens), eval.batch_size={run.eval.batch_size}, '
+        f'eval.max_tokens_per_batch={run.eval.max_tokens_per_batch}',
+    )
+  return found
+
+
+def check_memory(run: Config, num_devices: int) -> None:
+  """Refuses a run whose `memory_estimate` (a lower bound) exceeds one device's memory, with the estimate:
+  before any allocation, rather than an allocation error, an abort or a segfault, maybe after training."""
+  available = available_memory(num_devices)
+  if available is None:
+    return
+  found = memory_estimate(run, num_devices)
+  what, (need, keys) = max(found.items(), key=lambda item: item[1][0])
+  total = found['parameters and optimizer state'][0] + need
+  if total > available:
+    raise ConfigError(
+        f'this run needs at least {total / GIB:,.1f} GiB per device ({what}: {need / GIB:,.1f} GiB, set by {keys}; '
+        f'parameters and optimizer state included) but each of the {num_devices} device(s) has '
+        f'{available / GIB:,.1f} GiB; allowed: a run that fits: a smaller model, batch or length, '
+        "config.eval.max_tokens_per_batch for long evaluations, or config.model.attention_implementation='blockwise'."
+    )
 
 
 # ---------------------------------------------------------------------------------- derived quantities

@@ -162,6 +162,14 @@ class CorpusData:
     self.vocab_size = self.num_classes = self.corpus.vocab_size
     self.eval_lengths = tuple(int(n) for n in config.eval.lengths)
     self.max_train_bytes = config.data.max_train_bytes
+    train_bytes = self.corpus.tokens('train').size
+    if self.train_length + 1 > train_bytes:  # else the first batch fails, with no key named
+      raise config_lib.ConfigError(
+          f'config.data.train_length={self.train_length} is invalid: a training window needs train_length + 1 '
+          f'bytes, but the train split of config.data.corpus={config.data.corpus!r} '
+          f'(config.data.max_train_bytes={self.max_train_bytes}) has {train_bytes}; allowed: <= {train_bytes - 1}, '
+          'or load more of the corpus.'
+      )
     if self.eval_lengths:
       self.require_split('validation', self.eval_lengths)
       self._warn_if_eval_is_short('validation')
@@ -189,6 +197,13 @@ class CorpusData:
     """ConfigError unless `split` holds a window of the longest of `lengths` (before any training)."""
     longest = max(int(n) for n in lengths)
     available = self.corpus.tokens(check_eval_split(split)).size
+    if not available and self.corpus.num_files == 1:
+      raise config_lib.ConfigError(
+          f'config.data.corpus={self.corpus.source.split(": ", 1)[-1]!r} is one file: a corpus is split into '
+          'train, validation and test by whole files (a hash of each path), so one file is all training and '
+          f'nothing is held out for the {split} split; allowed: a directory or a glob of several text files '
+          '(split a long text into files), or no evaluation (config.eval.lengths=()).'
+      )
     if longest + 1 > available:
       raise config_lib.ConfigError(
           f'config.eval.lengths={tuple(lengths)!r} is invalid: a window of {longest} bytes needs {longest + 1} '

@@ -177,11 +177,24 @@ class _BelowWarningFrom(python_logging.Filter):
     self.fragment = fragment
 
   def filter(self, record: python_logging.LogRecord) -> bool:
-    return record.levelno >= python_logging.WARNING or self.fragment not in record.pathname
+    if self.fragment not in record.pathname:
+      return True
+    if record.levelno < python_logging.WARNING:
+      return False
+    # One line, no traceback: a full disk made orbax log one ENOSPC from four threads, each with its traceback
+    # (330 lines around the one CheckpointWriteError line that says what happened and what to do).
+    lines = record.getMessage().strip().splitlines() or ['']
+    record.msg, record.args = lines[0][:ONE_LINE], ()
+    record.exc_info = record.exc_text = record.stack_info = None
+    return True
+
+
+ONE_LINE = 500  # characters of an orbax warning or error kept by `quiet_checkpoint_logs`
 
 
 def quiet_checkpoint_logs() -> None:
-  """Drops orbax's INFO records (about twenty per save) from absl logging; warnings and errors stay.
+  """Drops orbax's INFO records (about twenty per save) from absl logging; warnings and errors stay, as one
+  line each (their first, without the traceback).
 
   For entry points that log at INFO: the progress line is then not buried. Idempotent.
   """

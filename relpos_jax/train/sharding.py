@@ -130,6 +130,12 @@ def check_coordinator_address(address) -> None:
     )
 
 
+MULTIHOST_ALLOWED = (
+    'on Cloud TPU, Slurm, Open MPI or Kubernetes no more flags (JAX finds the cluster); elsewhere '
+    '--coordinator_address=host0:port --num_processes=N --process_id=i on every process (the same address and N)'
+)
+
+
 def initialize_distributed(
     coordinator_address: str | None = None, num_processes: int | None = None, process_id: int | None = None, **kwargs
 ) -> None:
@@ -145,24 +151,53 @@ def initialize_distributed(
   address = coordinator_address or os.environ.get('JAX_COORDINATOR_ADDRESS')  # as JAX reads it
   if address is not None:
     check_coordinator_address(address)
+  who = 'initialize_distributed'
   if num_processes is not None and (
       isinstance(num_processes, bool) or not isinstance(num_processes, int) or num_processes < 1
   ):
-    raise ValueError(f'num_processes must be an int >= 1, got {num_processes!r}')
+    raise validation.InvalidValue(
+        who,
+        'num_processes',
+        num_processes,
+        'an int >= 1',
+        message=f'num_processes must be an int >= 1, got ' f'{num_processes!r} (the flag --num_processes).',
+    )
   if process_id is not None and (
       isinstance(process_id, bool)
       or not isinstance(process_id, int)
       or not 0 <= process_id < (num_processes or process_id + 1)
   ):
-    raise ValueError(f'process_id must be an int in [0, num_processes={num_processes}), got {process_id!r}')
+    raise validation.InvalidValue(
+        who,
+        'process_id',
+        process_id,
+        f'an int in [0, num_processes={num_processes})',
+        message=f'process_id must be an int in [0, num_processes={num_processes}), got {process_id!r} (the flag '
+        '--process_id).',
+    )
   given = {'coordinator_address': address, 'num_processes': num_processes, 'process_id': process_id}
   if (num_processes is not None or process_id is not None) and None in given.values():
-    missing = ', '.join(k for k, v in given.items() if v is None)
-    raise ValueError(
-        f'give coordinator_address, num_processes and process_id together (or none of them, '
-        f'for a cluster JAX detects by itself); missing: {missing}.'
+    missing = ', '.join(f'{k} (--{k})' for k, v in given.items() if v is None)
+    raise validation.InvalidValue(
+        who,
+        'num_processes',
+        num_processes,
+        MULTIHOST_ALLOWED,
+        message=f'give --coordinator_address, --num_processes and --process_id together (or none of them, for a '
+        f'cluster JAX detects by itself); missing: {missing}.',
     )
   # CPU processes exchange gradients through gloo (JAX's default now; set for versions that had none).
   if jax.config.jax_cpu_collectives_implementation in (None, 'none'):
     jax.config.update('jax_cpu_collectives_implementation', 'gloo')
-  jax.distributed.initialize(coordinator_address, num_processes, process_id, **kwargs)
+  try:
+    jax.distributed.initialize(coordinator_address, num_processes, process_id, **kwargs)
+  except (ValueError, RuntimeError) as e:  # JAX's 'coordinator_address should be defined.' and its traceback
+    cause = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    raise validation.InvalidValue(
+        who,
+        'coordinator_address',
+        address,
+        MULTIHOST_ALLOWED,
+        message=f'--multihost: jax.distributed.initialize() could not join a cluster ({cause}); allowed: '
+        f'{MULTIHOST_ALLOWED}.',
+    ) from None

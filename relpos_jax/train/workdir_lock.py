@@ -9,7 +9,9 @@ The lock is `fcntl.flock(LOCK_EX | LOCK_NB)` on `<workdir>/.writer.lock`. The OS
 process exits, however it exits (SIGKILL included), so a lock left by a dead process is no lock: the next
 writer takes it at once. The file itself stays (it records the last holder; deleting it would let a third
 process lock a fresh file while a second still holds the old one). flock belongs to an open file, so two
-calls (or threads) of one process contend as two processes do.
+calls (or threads) of one process contend as two processes do. A lock file that is a symbolic link (or not a
+regular file) is refused, never followed: taking it would truncate its target. A workdir where the lock file
+cannot be made (a read-only directory) is refused with one message (`LockFileError`).
 
 Not covered: paths with a scheme (gs://, s3://), which have no OS locks (a warning says so), and in a
 multi-process run every process but process 0 (`jax.process_index() == 0` holds the lock; the others write
@@ -26,6 +28,7 @@ import inspect
 import json
 import os
 import socket
+import stat
 from typing import Callable
 
 from absl import logging
@@ -35,6 +38,11 @@ LOCK_FILE = '.writer.lock'
 
 class WorkdirBusyError(RuntimeError):
   """Another live process (or another call of this one) is writing the directory."""
+
+
+class LockFileError(WorkdirBusyError):
+  """The lock file is not a regular file of its own (a symbolic link, a FIFO, a directory): locking it would
+  truncate and overwrite whatever it points to, so no writer may take it until it is removed."""
 
 
 def _holder_text(path: str) -> str:
@@ -48,9 +56,22 @@ def _holder_text(path: str) -> str:
 
 def _acquire(workdir: str) -> int:
   """Takes the lock of `workdir` (made if missing); returns the descriptor whose closing releases it."""
-  os.makedirs(workdir, exist_ok=True)
   path = os.path.join(workdir, LOCK_FILE)
-  fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+  try:  # O_NOFOLLOW: a symbolic link is refused, never followed (its target would be truncated below).
+    os.makedirs(workdir, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+  except OSError as e:
+    if os.path.islink(path) or os.path.exists(path) and not os.path.isfile(path):
+      raise _not_a_lock_file(path) from None
+    raise LockFileError(
+        f'cannot take the lock of {workdir} ({e.strerror or e}: {path}): a run, a study and a suite write their '
+        'workdir, so it must be writable; allowed: a writable --workdir (copy a finished run or study there to '
+        'resume it). To read a finished study without writing: --finished_only; a finished run: '
+        'relpos_jax.train.loop.load_model.'
+    ) from None
+  if not stat.S_ISREG(os.fstat(fd).st_mode):
+    os.close(fd)
+    raise _not_a_lock_file(path)
   try:
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
   except BlockingIOError:
@@ -70,6 +91,15 @@ def _acquire(workdir: str) -> int:
   os.ftruncate(fd, 0)
   os.pwrite(fd, json.dumps(holder).encode(), 0)
   return fd
+
+
+def _not_a_lock_file(path: str) -> LockFileError:
+  what = f'a symbolic link (to {os.readlink(path)!r})' if os.path.islink(path) else 'not a regular file'
+  return LockFileError(
+      f'{path} is {what}: the lock file must be a regular file, which the lock truncates and writes its holder '
+      'into (a link would have its target overwritten); allowed: no file there, or the regular file a run left. '
+      'Check what it points to, remove it, and rerun.'
+  )
 
 
 @contextlib.contextmanager
