@@ -13,7 +13,9 @@ Transformers"): a bidirectional transformer on an algorithmic task. Variants (co
               significance) beside NoPE, FIRE and RoPE, addition to 6x the trained digits
   contextual  a suite: the causal tasks (CONTEXTUAL_TASKS: flip-flop, the claim of CoPE and FoX's authors
               about position from content, multi-query associative recall, the token-level passkey, counting
-              (count_copy), plain addition and selective copying) with the content-dependent encoders (CoPE, FoX, stick-breaking) beside NoPE, RoPE and ALiBi, the CPU suite's protocols
+              (count_copy, and CoPE's own counting task, cope_counting), plain addition and selective copying)
+              with the content-dependent encoders (CoPE, FoX, stick-breaking) beside NoPE, RoPE and ALiBi, the
+              CPU suite's protocols
 
     python -m experiments.train --config=configs/algorithmic.py --workdir=/tmp/even_pairs
     python -m experiments.train --config=configs/algorithmic.py --config.data.task=parity_check \
@@ -51,7 +53,8 @@ Deviation: the 460 evaluation lengths are padded to multiples of 32 (`eval.pad_m
 
 `suite`: the 15 tasks of the Chomsky hierarchy (Deletang et al. 2023; Ruoss et al. 2023), flip_flop (Liu et al.
 2023), mqar (Arora et al. 2023), passkey (byte level, and `passkey_tokens`: its template one token per
-sentence), selective_copy (Gu & Dao 2023; CoPE's splits), count_copy (Kazemnejad et al. 2023), and addition
+sentence), selective_copy (Gu & Dao 2023; CoPE's splits), count_copy (Kazemnejad et al. 2023), cope_counting
+(Golovneva et al. 2024's counting task), and addition
 with plain, coupled (Cho et al. 2024) and
 Abacus (McLeish et al. 2024) positions. CPU scale: this file's model, 1,000 to 2,500 steps per task (see
 `suite_protocols`), training lengths 1..16 (flip_flop 1..32 instruction pairs, mqar 1..8 pairs, addition 1..8
@@ -115,6 +118,7 @@ SUITE_OTHER = (
     'passkey_tokens',
     'selective_copy',
     'count_copy',
+    'cope_counting',
     'addition',
     'addition_coupled',
     'addition_abacus',
@@ -161,10 +165,19 @@ RUOSS_LR_GRID = (3e-4, 1e-3, 3e-3)
 # passkey_tokens is the passkey template one token per sentence (the byte-level one does not fit a CPU);
 # selective_copy is CoPE's second task (Gu & Dao's selective copying); count_copy is Kazemnejad et al.'s
 # counting task (emit as many symbols as the prompt had), scored by exact
-# match; addition is the plain task (positions 0..L-1: coupled and Abacus positions replace what these
+# match; cope_counting is CoPE's own counting task (the value of a variable after a program of sets, increments
+# and passes, Golovneva et al.'s generator), appended last so the committed runs keep their order; addition is the plain task (positions 0..L-1: coupled and Abacus positions replace what these
 # encoders would have to learn). The baselines are the CPU suite's (the same seeds and protocol, so their cells can be checked against
 # docs/suite).
-CONTEXTUAL_TASKS = ('flip_flop', 'mqar', 'passkey_tokens', 'count_copy', 'addition', 'selective_copy')
+CONTEXTUAL_TASKS = (
+    'flip_flop',
+    'mqar',
+    'passkey_tokens',
+    'count_copy',
+    'addition',
+    'selective_copy',
+    'cope_counting',
+)
 CONTEXTUAL_SUITE_ENCODERS = (
     'nope',
     'rope',
@@ -215,6 +228,8 @@ def suite_protocols(published: bool) -> dict:
         ),
         # Kazemnejad et al. 2023: trained to 20, tested to 40.
         'count_copy': dict(min_length=1, max_length=20, eval_lengths=(20, 30, 40)),
+        # CoPE's counting task (their run.sh: 3 variables, 3..512 statements, loss on the answer), tested to 4x.
+        'cope_counting': dict(min_length=3, max_length=512, eval_lengths=(512, 1024, 2048), num_buckets=8),
         # CoPE's splits: 128 tokens to copy among 128 blanks, dense 64 and sparse 256 blanks (4x: 512).
         'selective_copy': dict(
             min_length=128,
@@ -265,6 +280,9 @@ def suite_protocols(published: bool) -> dict:
       ),
       # The counts of the Chomsky grid's lengths, scored by exact match.
       'count_copy': dict(chomsky),
+      # CoPE's counting task (3 variables, the answer one token) at 3..32 statements (the paper: 3..512), to 4x.
+      # An example holds about 1.17 tokens a statement (pass; is 50 of 58 draws) but is padded to 4n + 2.
+      'cope_counting': dict(min_length=3, max_length=32, eval_lengths=(16, 32, 64, 128)),
       # CoPE's splits scaled by 1/8: 16 tokens to copy among 16 blanks in training, then dense (8 blanks),
       # sparse (32) and 4x (64 blanks). One training length, as the paper's.
       'selective_copy': dict(min_length=16, max_length=16, num_buckets=1, eval_lengths=(8, 16, 32, 64)),

@@ -37,6 +37,7 @@ ENCODER_TASKS = (
 )
 CAUSAL_TASKS = (
     'count_copy',
+    'cope_counting',
     'selective_copy',
     'flip_flop',
     'mqar',
@@ -50,6 +51,9 @@ ALL_TASKS = ENCODER_TASKS + CAUSAL_TASKS
 # Tasks whose scored positions are not the last output_length(n) ones: flip_flop scores its read bits (a varying
 # number, at most n), mqar the value after each query (n, interleaved with the queries).
 SCATTERED_SCORING = ('flip_flop', 'mqar')
+# Tasks whose examples of one length differ in tokens: each row is right-padded to total_length(n) by the task,
+# which hands its own padding_mask (cope_counting: statements of 1, 2 or 4 tokens; its answer is one token).
+RAGGED = ('cope_counting',)
 
 
 def _bits(s):
@@ -228,7 +232,13 @@ def _check_batch(task, b, n, bsz):
     assert b[key].shape == (bsz, t), key
   assert b['inputs'].dtype == np.int32 and b['targets'].dtype == np.int32
   assert b['loss_mask'].dtype == np.float32 and b['accuracy_mask'].dtype == np.float32
-  if task.name in SCATTERED_SCORING:
+  if task.name in RAGGED:
+    real = b['padding_mask'].sum(1)
+    assert b['padding_mask'].dtype == bool and np.all(b['padding_mask'] == (np.arange(t)[None] < real[:, None]))
+    assert np.all(b['loss_mask'].sum(1) == 1) and np.all(b['loss_mask'][np.arange(bsz), real - 1] == 1)
+    assert np.all(b['inputs'][~b['padding_mask']] == task.pad_id)
+    assert not np.any(b['inputs'][b['padding_mask']] == task.pad_id)
+  elif task.name in SCATTERED_SCORING:
     scored = b['loss_mask'].sum(1)
     assert np.all(scored >= 1) and np.all(scored <= m) and set(np.unique(b['loss_mask'])) <= {0.0, 1.0}
   else:
@@ -237,7 +247,7 @@ def _check_batch(task, b, n, bsz):
     assert np.array_equal(b['loss_mask'], np.broadcast_to(expect, (bsz, t)))
   assert np.all(b['accuracy_mask'] <= b['loss_mask']) and np.all(b['accuracy_mask'].sum(1) >= 1)
   assert b['inputs'].min() >= 0 and b['inputs'].max() < task.vocab_size
-  assert not np.any(b['inputs'] == task.pad_id)
+  assert task.name in RAGGED or not np.any(b['inputs'] == task.pad_id)
   assert b['targets'].min() >= 0 and b['targets'].max() < task.num_classes
   if task.kind == 'bidirectional':
     k = task.input_length(n)
@@ -341,8 +351,9 @@ def test_bucketed_batches_compile_at_most_num_buckets_shapes(name):
     shapes.add(tuple((k, v.shape) for k, v in sorted(b.items())))
     tb = b['inputs'].shape[1]
     assert tb == bucket_for(t, buckets) and tb >= t
-    assert b['padding_mask'].dtype == bool and np.all(b['padding_mask'].sum(1) == t)
-    assert np.all(b['inputs'][:, t:] == task.pad_id)
+    assert b['padding_mask'].dtype == bool
+    assert np.all(b['padding_mask'].sum(1) <= t) if name in RAGGED else np.all(b['padding_mask'].sum(1) == t)
+    assert not b['padding_mask'][:, t:].any() and np.all(b['inputs'][:, t:] == task.pad_id)
     assert np.all(b['loss_mask'][:, t:] == 0) and np.all(b['accuracy_mask'][:, t:] == 0)
     if name == 'flip_flop':  # a varying number of read bits, at most n each
       assert 4 <= b['loss_mask'][:, :t].sum() <= 4 * n

@@ -38,7 +38,7 @@ def tiny_suite(tasks=('even_pairs', 'flip_flop')) -> ml_collections.ConfigDict:
 
 
 def test_the_presets_cover_every_suite_task_and_validate():
-  for arg, tasks in (('suite', 23), ('published,suite', 24)):  # the CPU grid leaves byte-level passkey out (cost)
+  for arg, tasks in (('suite', 24), ('published,suite', 25)):  # the CPU grid leaves byte-level passkey out (cost)
     config = _algorithmic(arg)
     assert len(config.suite.tasks) == tasks and len(config.suite.encoders) >= 6
     assert set(config.suite.protocols) == set(_algorithmic('published,suite').suite.tasks)
@@ -238,7 +238,15 @@ def test_max_position_follows_each_tasks_longest_test_sequence():
 def test_the_contextual_suite_runs_the_causal_only_encoders_on_the_causal_tasks():
   """CoPE, FoX and stick-breaking refuse a bidirectional model; the causal tasks take them, checked up front."""
   studies = dict(suite.validate_suite(_algorithmic('contextual')))
-  assert list(studies) == ['flip_flop', 'mqar', 'passkey_tokens', 'count_copy', 'addition', 'selective_copy']
+  assert list(studies) == [
+      'flip_flop',
+      'mqar',
+      'passkey_tokens',
+      'count_copy',
+      'addition',
+      'selective_copy',
+      'cope_counting',
+  ]
   for study in studies.values():
     labels = [e.partition(':')[0] for e in study.study.encoders]
     assert labels == ['nope', 'rope', 'alibi', 'cope', 'fox', 'stick_breaking']
@@ -251,6 +259,8 @@ def test_the_contextual_suite_runs_the_causal_only_encoders_on_the_causal_tasks(
       64,
   )
   assert studies['count_copy'].data.task == 'count_copy' and max(studies['count_copy'].eval.lengths) == 64
+  counting = studies['cope_counting']  # CoPE's counting task: 3..32 statements (the paper's 3..512), tested to 4x
+  assert (counting.data.min_length, counting.data.max_length, tuple(counting.eval.lengths)) == (3, 32, (16, 32, 64, 128))
   copy = studies['selective_copy']  # CoPE's in-distribution, dense and sparse splits, scaled by 1/8
   assert (copy.data.min_length, copy.data.max_length, tuple(copy.eval.lengths)) == (16, 16, (8, 16, 32, 64))
   with pytest.raises(ValueError, match='different suites'):
