@@ -141,6 +141,10 @@ PUBLISHED_SUITE_ENCODERS = tuple(
     for e in SUITE_ENCODERS
 )
 
+# count_copy's alphabet (the task's default, named in the protocols so the protocol table shows it): the word
+# repeated is drawn per example, as Kazemnejad et al. draw it from their vocabulary.
+COUNT_COPY_SYMBOLS = 16
+
 # Liu et al. 2023's held-out flip-flop sets: FFL(0.98), sparse (almost every instruction an ignore, so a read
 # looks far back), and FFL(0.1), dense; evaluated at the longest training length, the glitch rate per
 # thousand reads. 1,024 examples: at 32 pairs the sparse set has about 1.6 reads per example.
@@ -227,7 +231,9 @@ def suite_protocols(published: bool) -> dict:
             min_length=1, max_length=64, eval_lengths=(64, 128, 256, 512), loss_reduction='token_mean'
         ),
         # Kazemnejad et al. 2023: trained to 20, tested to 40.
-        'count_copy': dict(min_length=1, max_length=20, eval_lengths=(20, 30, 40)),
+        'count_copy': dict(
+            min_length=1, max_length=20, eval_lengths=(20, 30, 40), task_kwargs={'num_symbols': COUNT_COPY_SYMBOLS}
+        ),
         # CoPE's counting task (their run.sh: 3 variables, 3..512 statements, loss on the answer), tested to 4x.
         'cope_counting': dict(min_length=3, max_length=512, eval_lengths=(512, 1024, 2048), num_buckets=8),
         # CoPE's splits: 128 tokens to copy among 128 blanks, dense 64 and sparse 256 blanks (4x: 512).
@@ -278,8 +284,9 @@ def suite_protocols(published: bool) -> dict:
       'passkey_tokens': dict(
           min_length=1, max_length=16, eval_lengths=(8, 16, 32, 64), loss_reduction='token_mean', steps=1_000
       ),
-      # The counts of the Chomsky grid's lengths, scored by exact match.
-      'count_copy': dict(chomsky),
+      # The counts of the Chomsky grid's lengths, scored by exact match; 16 symbols, so 16 distinct sequences of
+      # each length (docs/suite_contextual ran num_symbols=1: one sequence per length).
+      'count_copy': dict(chomsky, task_kwargs={'num_symbols': COUNT_COPY_SYMBOLS}),
       # CoPE's counting task (3 variables, the answer one token) at 3..32 statements (the paper: 3..512), to 4x.
       # An example holds about 1.17 tokens a statement (pass; is 50 of 58 draws) but is padded to 4n + 2.
       'cope_counting': dict(min_length=3, max_length=32, eval_lengths=(16, 32, 64, 128)),

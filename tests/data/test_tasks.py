@@ -202,7 +202,7 @@ def test_missing_duplicate_and_its_shortcut():
 
 
 def test_count_copy_format():
-  t = make_task('count_copy')
+  t = make_task('count_copy', num_symbols=1)  # the task as docs/suite_contextual ran it: one sequence per length
   a, bb, bos, sep, eos, pad = 0, 1, t.bos_id, t.sep_id, t.eos_id, t.pad_id
   assert (bos, sep, eos, pad, t.vocab_size) == (2, 3, 4, 5, 6)
   n = 3
@@ -222,6 +222,27 @@ def test_count_copy_format():
   s = t2.sequences(np.random.default_rng(1), 64, 4)
   assert np.array_equal(s[:, 6:10], s[:, 1:5] + 3) and np.all(s[:, 5] == t2.sep_id)
   assert len(set(s[:, 1].tolist())) == 3
+
+
+def test_count_copy_draws_many_distinct_sequences_per_length():
+  # Kazemnejad et al.'s first copy variant draws the repeated word from the vocabulary: by default 16 symbols,
+  # so 16 distinct sequences of each length, each drawn uniformly (4,096 draws: every one, none under 180).
+  t = make_task('count_copy')
+  assert (t.num_symbols, t.bos_id, t.sep_id, t.eos_id, t.pad_id, t.vocab_size) == (16, 32, 33, 34, 35, 36)
+  for n in (1, 5, 16):
+    s = t.sequences(np.random.default_rng(n), 4096, n)
+    assert len({tuple(row) for row in s.tolist()}) == 16
+    counts = np.bincount(s[:, 1], minlength=16)
+    assert counts.min() > 180 and counts.max() < 340  # expected 256 each, sd 15.5
+    for row in s[:40]:  # BOS s^n SEP (16 + s)^n EOS
+      assert row.tolist() == [32] + [row[1]] * n + [33] + [16 + row[1]] * n + [34]
+  b = t.sample(np.random.default_rng(0), 64, 8)
+  assert np.array_equal(b['inputs'][:, 10:18], b['inputs'][:, 1:9] + 16)  # the answer maps each example's symbol
+  # num_symbols=1 is the old generator exactly: it draws nothing, so the same rng continues unchanged.
+  old, rng = make_task('count_copy', num_symbols=1), np.random.default_rng(5)
+  assert np.all(old.sequences(rng, 3, 4) == [2, 0, 0, 0, 0, 3, 1, 1, 1, 1, 4]) and rng.integers(1000) == (
+      np.random.default_rng(5).integers(1000)
+  )
 
 
 # ------------------------------------------------------------------ common properties
@@ -265,10 +286,9 @@ def test_shapes_masks_reproducible_long(name):
     _check_batch(task, b, n, 4)
     b2 = task.sample(np.random.default_rng(7), 4, n)
     assert all(np.array_equal(b[k], b2[k]) for k in b)
-  if name not in ('count_copy',):
-    x1 = task.sample(np.random.default_rng(1), 8, 30)['inputs']
-    x2 = task.sample(np.random.default_rng(2), 8, 30)['inputs']
-    assert not np.array_equal(x1, x2)
+  x1 = task.sample(np.random.default_rng(1), 8, 30)['inputs']
+  x2 = task.sample(np.random.default_rng(2), 8, 30)['inputs']
+  assert not np.array_equal(x1, x2)
 
 
 @pytest.mark.parametrize('name', ALL_TASKS)
