@@ -64,6 +64,8 @@ protocol for the Chomsky tasks (train 1..40, test 41..500, every 10th length; 10
 script's count, the paper's 2,000,000 one override away), the other tasks at their papers' lengths, 3 seeds.
 """
 
+import math
+
 import ml_collections
 from ml_collections.config_dict import placeholder
 
@@ -147,9 +149,25 @@ COUNT_COPY_SYMBOLS = 16
 
 # Liu et al. 2023's held-out flip-flop sets: FFL(0.98), sparse (almost every instruction an ignore, so a read
 # looks far back), and FFL(0.1), dense; evaluated at the longest training length, the glitch rate per
-# thousand reads. 1,024 examples: at 32 pairs the sparse set has about 1.6 reads per example.
+# thousand reads. Each set holds enough examples for FLIP_FLOP_HELD_OUT_READS reads a run: a run without a
+# glitch in N reads bounds its rate below 3 / N at 95% (the rule of three), so 30,000 reads resolve the
+# 0.1 glitches per thousand reads the paper's rare glitches need (1,024 examples gave 1,363 sparse reads at 32
+# pairs: a bound of 2.2 per thousand). Examples per set: 5% above N / (expected reads an example), so the
+# reads drawn fall short of N with negligible chance (at 32 pairs the sparse count's margin is 17 sd).
 FLIP_FLOP_HELD_OUT = {'sparse': {'p_ignore': 0.98}, 'dense': {'p_ignore': 0.1}}
-FLIP_FLOP_HELD_OUT_EXAMPLES = 1_024
+FLIP_FLOP_HELD_OUT_READS = 30_000
+
+
+def flip_flop_held_out_examples(pairs: int, reads: int = FLIP_FLOP_HELD_OUT_READS) -> dict:
+  """{set: examples} giving each held-out set about 1.05 * `reads` reads at `pairs` instruction pairs
+  (at 32 pairs: sparse 24,046 examples, dense 2,108; at 256: 8,874 and 273)."""
+  from relpos_jax.data.tasks.flip_flop import FlipFlop
+
+  return {
+      name: math.ceil(1.05 * reads / FlipFlop(**kwargs).expected_reads(pairs))
+      for name, kwargs in FLIP_FLOP_HELD_OUT.items()
+  }
+
 
 # The Ruoss et al. 2023 protocol at CPU scale (`ruoss`): tasks RoPE learns in distribution at this budget
 # (docs/suite: in-distribution accuracy >= 0.92), RoPE against randomized RoPE at max_position 2x and 8x each
@@ -218,7 +236,13 @@ def suite_protocols(published: bool) -> dict:
     addition = dict(min_length=1, max_length=30, eval_lengths=(30, 50, 100, 200))
     return {
         **{t: dict(chomsky) for t in SUITE_CHOMSKY},
-        'flip_flop': dict(min_length=64, max_length=256, eval_lengths=(256, 512, 1024), held_out=FLIP_FLOP_HELD_OUT),
+        'flip_flop': dict(
+            min_length=64,
+            max_length=256,
+            eval_lengths=(256, 512, 1024),
+            held_out=FLIP_FLOP_HELD_OUT,
+            held_out_examples_by_set=flip_flop_held_out_examples(256),
+        ),
         'mqar': dict(
             min_length=4,
             max_length=64,
@@ -265,7 +289,7 @@ def suite_protocols(published: bool) -> dict:
           max_length=32,
           eval_lengths=(16, 32, 64, 128),
           held_out=FLIP_FLOP_HELD_OUT,
-          held_out_examples=FLIP_FLOP_HELD_OUT_EXAMPLES,
+          held_out_examples_by_set=flip_flop_held_out_examples(32),
       ),
       # 64 keys and 64 values (not the default 512 each): a 1,025-symbol vocabulary is not learned in
       # 1,000 steps (accuracy 0.01 in the sizing run); 64 keys still allow the 32 pairs of the 4x length.

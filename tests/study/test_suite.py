@@ -357,6 +357,35 @@ def test_glitch_rates_over_seeds():
   assert cell['std'] == pytest.approx(5 / 2**0.5) and cell['min'] == pytest.approx(5.0)
   assert '| a | 7.5 ± 3.5 [5.0; 10.0, 5.0] |' in suite.held_out_markdown(summary)
   assert "sparse: {'p_ignore': 0.98} at length 32" in suite.held_out_markdown(summary)
+  # The bound a clean run gives: 3 / 1,600 reads = 1.875 per thousand (the rule of three).
+  assert (
+      '1,600 scored tokens a run at 32, so a run without an error there bounds its rate below 1.9 per thousand'
+      in suite.held_out_markdown(summary)
+  )
+
+
+def test_held_out_sets_take_their_own_example_counts():
+  """Liu et al.'s sparse set has about 1.3 reads an example at 32 pairs, the dense one 15: each gets the examples
+  that make 30,000 reads (a clean run then bounds the glitch rate below 0.1 per thousand)."""
+  config = _algorithmic('contextual')
+  base, section, protocols = suite.split_config(config)
+  protocol = protocols['flip_flop']
+  assert protocol.held_out_examples_by_set == {'sparse': 24_046, 'dense': 2_108}
+  study = suite.study_config(base, section, 'flip_flop', protocol)
+  assert suite.held_out_config(study, protocol, 'sparse').eval.num_examples == 24_046
+  assert suite.held_out_config(study, protocol, 'dense').eval.num_examples == 2_108
+  request = suite._held_out_request(study, protocol, 1)
+  assert request['examples'] == {'sparse': 24_046, 'dense': 2_108}
+  # 24,046 x 1.31 and 2,108 x 14.95 expected reads: both 1.05 x 30,000, whose clean-run bound is 0.1 per thousand.
+  assert 24_046 * 1.31 >= 31_500 and 2_108 * 14.95 >= 31_500
+  # One count for every set: the request keeps the form the committed runs wrote (so they are reused).
+  single = suite.Protocol(**{**protocol.__dict__, 'held_out_examples_by_set': None, 'held_out_examples': 1_024})
+  assert suite._held_out_request(study, single, 1)['examples'] == 1_024
+  for bad in ({'medium': 10}, {'sparse': 0}, {'sparse': 2.5}):
+    config = _algorithmic('contextual')
+    config.suite.protocols.flip_flop.held_out_examples_by_set = bad
+    with pytest.raises(config_lib.ConfigError, match=r'flip_flop.held_out_examples_by_set=.*allowed: .*sparse'):
+      suite.split_config(config)
 
 
 @pytest.mark.slow
@@ -367,7 +396,7 @@ def test_a_tiny_suite_evaluates_randomized_encoders_at_random_positions_and_the_
   config.suite.encoders = ('rope', 'rand: randomized(rope, max_position={2*longest})')
   config.suite.seeds = (0,)
   config.eval.position_draws = 2
-  config.suite.protocols.flip_flop.held_out_examples = 16
+  config.suite.protocols.flip_flop.held_out_examples_by_set = {'sparse': 16, 'dense': 8}
   summary = suite.run_suite(config, tmp_path)
   results = json.load(open(tmp_path / 'flip_flop' / 'results.json'))
   rows = {r['name']: r for r in results['runs']}
@@ -383,6 +412,9 @@ def test_a_tiny_suite_evaluates_randomized_encoders_at_random_positions_and_the_
   assert sparse['task_kwargs'] == {'p_ignore': 0.98} and sparse['positions'] == rows['rand']['positions']
   at = sparse['by_length']['32']
   assert at['glitch_rate'] == pytest.approx(1000 * (1 - at['accuracy'])) and 16 <= at['scored_tokens'] < 16 * 33
+  assert held['request']['examples'] == {'sparse': 16, 'dense': 8}
+  dense = held_out_of(tmp_path, 'rope')['sets']['dense']['by_length']['32']
+  assert 8 <= dense['scored_tokens'] < 8 * 33 and dense['scored_tokens'] != at['scored_tokens']
   assert 'sequential' in sparse and 'sequential' not in held_out_of(tmp_path, 'rope')['sets']['dense']
   assert set(summary['held_out']['flip_flop']) == {'rope', 'rand', 'rand@0..L-1'}
   # Deterministic per seed: evaluating again (the records removed) gives the same numbers.
