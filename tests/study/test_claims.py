@@ -3,7 +3,6 @@ checked on hand-made reports, and docs/claims.md the generator's output from the
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
@@ -125,8 +124,12 @@ def test_exact_match_and_per_token_tasks():
   report = _report(
       {
           't': [
-              _run('a', {8: [1.0] * 3, 16: [0.9] * 3, 32: [0.9] * 3}, exact={8: [1.0] * 3, 16: [1.0] * 3, 32: [1.0] * 3}),
-              _run('b', {8: [1.0] * 3, 16: [0.9] * 3, 32: [0.9] * 3}, exact={8: [1.0] * 3, 16: [0.0] * 3, 32: [0.0] * 3}),
+              _run(
+                  'a', {8: [1.0] * 3, 16: [0.9] * 3, 32: [0.9] * 3}, exact={8: [1.0] * 3, 16: [1.0] * 3, 32: [1.0] * 3}
+              ),
+              _run(
+                  'b', {8: [1.0] * 3, 16: [0.9] * 3, 32: [0.9] * 3}, exact={8: [1.0] * 3, 16: [0.0] * 3, 32: [0.0] * 3}
+              ),
           ]
       }
   )
@@ -136,7 +139,9 @@ def test_exact_match_and_per_token_tasks():
 
 
 def test_glitches_need_an_error_in_every_seed_and_a_clean_run_states_its_bound():
-  report = _report({'flip_flop': [_run(e, {8: [1.0, 1.0], 16: [1.0, 1.0], 32: [1.0, 1.0]}, seeds=(0, 1)) for e in 'ab']})
+  report = _report(
+      {'flip_flop': [_run(e, {8: [1.0, 1.0], 16: [1.0, 1.0], 32: [1.0, 1.0]}, seeds=(0, 1)) for e in 'ab']}
+  )
   report['summary']['cells']['flip_flop/c'] = {'learned': False, 'in_distribution': 0.7}
 
   def held(rates, reads):
@@ -149,8 +154,9 @@ def test_glitches_need_an_error_in_every_seed_and_a_clean_run_states_its_bound()
           'c': {'dense': held([5.0, 5.0], [30_000.0, 30_000.0])},
       }
   }
-  judged = claims.judge(_claim(kind='glitches', tasks=('flip_flop',), encoders=('a', 'b', 'c'), baselines=()),
-                        {'r': report})
+  judged = claims.judge(
+      _claim(kind='glitches', tasks=('flip_flop',), encoders=('a', 'b', 'c'), baselines=()), {'r': report}
+  )
   cells = {(c['who'], c['where']): c for c in judged['cells']}
   assert cells[('a', 'dense at 32')]['status'] == 'reproduced'
   assert cells[('a', 'sparse at 32')]['status'] == 'contradicted'
@@ -197,9 +203,9 @@ def test_every_claim_reads_encoders_and_tasks_its_report_has_or_names_them_missi
 def test_the_committed_claims_table_is_the_generators_output(tmp_path):
   with open(os.path.join(REPO, 'docs', claims.CLAIMS_FILE), encoding='utf-8') as f:
     committed = f.read()
-  assert committed == claims.render(os.path.join(REPO, 'docs')), (
-      'docs/claims.md is stale: run `python -m relpos_jax.study.claims docs/`'
-  )
+  assert committed == claims.render(
+      os.path.join(REPO, 'docs')
+  ), 'docs/claims.md is stale: run `python -m relpos_jax.study.claims docs/`'
   # The command writes the same file into any docs directory.
   docs = tmp_path / 'docs'
   (docs / 'suite_abacus' / 'addition_abacus').mkdir(parents=True)

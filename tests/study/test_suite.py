@@ -261,7 +261,11 @@ def test_the_contextual_suite_runs_the_causal_only_encoders_on_the_causal_tasks(
   assert studies['count_copy'].data.task == 'count_copy' and max(studies['count_copy'].eval.lengths) == 64
   assert studies['count_copy'].data.task_kwargs.to_dict() == {'num_symbols': 16}  # 16 distinct sequences a length
   counting = studies['cope_counting']  # CoPE's counting task: 3..32 statements (the paper's 3..512), tested to 4x
-  assert (counting.data.min_length, counting.data.max_length, tuple(counting.eval.lengths)) == (3, 32, (16, 32, 64, 128))
+  assert (counting.data.min_length, counting.data.max_length, tuple(counting.eval.lengths)) == (
+      3,
+      32,
+      (16, 32, 64, 128),
+  )
   copy = studies['selective_copy']  # CoPE's in-distribution, dense and sparse splits, scaled by 1/8
   assert (copy.data.min_length, copy.data.max_length, tuple(copy.eval.lengths)) == (16, 16, (8, 16, 32, 64))
   with pytest.raises(ValueError, match='different suites'):

@@ -73,7 +73,9 @@ class CopeCounting(CausalTask):
   x's value. See the module docstring for the generator, the tokens and the batch."""
 
   name = 'cope_counting'
-  reference = 'Golovneva et al. 2024 (CoPE), counting task: facebookresearch/RAM projects/cope/scripts/count_data_gen.py'
+  reference = (
+      'Golovneva et al. 2024 (CoPE), counting task: facebookresearch/RAM projects/cope/scripts/count_data_gen.py'
+  )
   num_vars: int = 3
   max_value: int = 10
 
