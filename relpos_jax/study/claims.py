@@ -18,7 +18,8 @@ over seeds excludes zero on the claim's side: the paired t interval of the per-s
 `glitches`, every seed erring at least once (a rate above zero; a seed without an error bounds its rate below
 3 / reads, the rule of three). An interval on the other side *contradicts* it; one that holds zero leaves it
 *not resolved* (with 2 seeds the t quantile is 12.7, so only very consistent seeds resolve). A claim is
-*reproduced* when every tested cell reproduces it, *partly reproduced* when some do (the table says which
+*reproduced* when every cell was tested and reproduces it, *reproduced where tested* when every tested cell
+does but others could not be tested (a side not learned) or were not run, *partly reproduced* when some do (the table says which
 tasks and lengths), *not reproduced* when none does, and *not tested at this scale* when no cell could be
 tested. `compare`, `holds` and `fails` are judged at each length beyond the training lengths (written with
 its multiple of the longest training length) or, where the claim is the papers' mean over those lengths
@@ -313,7 +314,7 @@ def judge(claim: Claim, reports: dict) -> dict:
 
 
 def _glitch_cells(claim: Claim, report: dict, task: str) -> list[dict]:
-  held_out = (report['summary'].get('held_out') or {}).get(task) or {}
+  held_out = (report['summary'].get('held_out') or {}).get(task) or {}  # {encoder: {set: {length: cell}}}
   cells = []
   for encoder in claim.encoders:
     sets = held_out.get(encoder)
@@ -323,7 +324,7 @@ def _glitch_cells(claim: Claim, report: dict, task: str) -> list[dict]:
     reason = _untested(report, task, [encoder])
     for name in sorted(sets):
       for n, cell in sets[name].items():
-        where = f'{name} at {n}'
+        where = name if len(sets[name]) == 1 else f'{name} at {n}'
         if reason:
           cells.append(_cell(task, encoder, where, 'not tested', why=reason))
           continue
@@ -339,12 +340,14 @@ def _glitch_cells(claim: Claim, report: dict, task: str) -> list[dict]:
 
 
 def verdict(cells: Sequence[dict]) -> str:
+  """'reproduced' (every cell tested and reproduced), 'reproduced where tested' (every tested cell reproduced,
+  others not tested or not run), 'partly reproduced', 'not reproduced' or 'not tested at this scale'."""
   tested = [c for c in cells if c['status'] in ('reproduced', 'contradicted', 'not resolved')]
   if not tested:
     return 'not tested at this scale'
   reproduced = sum(c['status'] == 'reproduced' for c in tested)
   if reproduced == len(tested):
-    return 'reproduced'
+    return 'reproduced' if len(tested) == len(cells) else 'reproduced where tested'
   return 'partly reproduced' if reproduced else 'not reproduced'
 
 
@@ -398,6 +401,45 @@ GLITCH_LABELS = {
 }
 
 
+def _multiple(where: str) -> str:
+  """'24 (1.5x)' -> '1.5x'; 'dense at 32' and 'beyond 16' stay as they are."""
+  return where[where.index('(') + 1 : -1] if where.endswith('x)') else where
+
+
+def _by_task(cells: Sequence[dict], joiner: str = ' at ') -> str:
+  """Cells grouped as 'task (who at where, where; who ...)', e.g. 'selective_copy (cope vs rope at 0.5x, 2x)'."""
+  tasks = {}
+  for c in cells:
+    wheres = tasks.setdefault(c['task'], {}).setdefault(c['who'], [])
+    where = _multiple(c['where'])
+    if where and not where.startswith('beyond'):
+      wheres.append(where)
+  groups = []
+  for task, whos in tasks.items():
+    named = [who + (joiner + ', '.join(w) if w else '') for who, w in whos.items()]
+    groups.append(f'{task} ({"; ".join(named)})')
+  return '; '.join(groups)
+
+
+def where_text(judged: dict) -> str:
+  """The verdict's extent in a line: where it reproduced, where it was contradicted or not resolved, and the
+  tasks that tested nothing (a side not learned) or have no result."""
+  cells = judged['cells']
+  parts = []
+  glitches = judged['claim'].kind == 'glitches'
+  labels = GLITCH_LABELS if glitches else LABELS
+  for status in ('reproduced', 'contradicted', 'not resolved'):
+    chosen = [c for c in cells if c['status'] == status]
+    if chosen:
+      parts.append(f'{labels[status]}: {_by_task(chosen, " on " if glitches else " at ")}')
+  tested = {c['task'] for c in cells if c['status'] in ('reproduced', 'contradicted', 'not resolved')}
+  for status, label in (('not tested', 'not learned in distribution'), ('no result', 'not in the report')):
+    tasks = sorted({c['task'] for c in cells if c['status'] == status} - tested)
+    if tasks:
+      parts.append(f'{label}: {", ".join(tasks)}')
+  return '. '.join(parts)
+
+
 def _test_text(claim: Claim) -> str:
   level = 'per-token accuracy' if claim.level == 'token' else 'exact match'
   where = 'at each length beyond the training lengths' if claim.per_length else 'mean over the lengths beyond them'
@@ -421,7 +463,11 @@ def markdown(judged: Sequence[dict]) -> str:
   for j in judged:
     c = j['claim']
     report = f'[docs/{c.report}](docs/{c.report}/README.md)' + (' (absent)' if j.get('missing_report') else '')
-    lines.append(f'| **{c.paper}**: {c.claim} | {report} | {_test_text(c)} | **{j["verdict"]}** | {c.note} |')
+    extent = where_text(j)
+    lines.append(
+        f'| **{c.paper}**: {c.claim} | {report} | {_test_text(c)} | **{j["verdict"]}**'
+        f'{". " + extent if extent else ""} | {c.note} |'
+    )
   lines.append('')
   for j in judged:
     c = j['claim']
@@ -447,7 +493,8 @@ HEADER = (
     '(fails; Delétang et al. count a task solved at 90%), or, for glitches, every seed erring at least once '
     '(a run without a glitch bounds its rate below 3 / reads at 95%, the rule of three). An interval on the '
     'other side contradicts it; one that holds zero leaves it not resolved (with 2 seeds the t quantile is '
-    '12.7). A claim is reproduced when every tested cell reproduces it, partly reproduced when some do (listed '
+    '12.7). A claim is reproduced when every cell was tested and reproduces it, reproduced where tested when '
+    'every tested cell does but some could not be tested or were not run, partly reproduced when some do (listed '
     'with their task and length, as a multiple of the longest training length), not reproduced when none '
     'does, and not tested at this scale when none could be tested. Numbers: the mean difference over seeds '
     "[its 95% interval] (compare), the mean accuracy [its 95% interval] (holds, fails), each seed's glitches "

@@ -65,6 +65,7 @@ def test_a_comparison_reproduces_only_where_both_learn_and_the_paired_interval_e
   assert at16['diff']['low'] == pytest.approx(0.32 - 4.302653 * 0.02 / 3**0.5, abs=1e-6)
   assert by_where['32 (4x)']['status'] == 'not resolved'
   assert judged['verdict'] == 'partly reproduced'
+  assert claims.where_text(judged) == 'reproduced: t (a vs b at 2x). not resolved: t (a vs b at 4x)'
   # the other side of zero contradicts; a side below the threshold (mean 0.867 < 0.9) is not tested
   # (a - worse at 16: -0.09, -0.07, -0.05, so the interval [-0.120, -0.020] is below zero)
   worse = claims.judge(_claim(baselines=('worse',)), {'r': report})
@@ -158,22 +159,27 @@ def test_glitches_need_an_error_in_every_seed_and_a_clean_run_states_its_bound()
       _claim(kind='glitches', tasks=('flip_flop',), encoders=('a', 'b', 'c'), baselines=()), {'r': report}
   )
   cells = {(c['who'], c['where']): c for c in judged['cells']}
-  assert cells[('a', 'dense at 32')]['status'] == 'reproduced'
-  assert cells[('a', 'sparse at 32')]['status'] == 'contradicted'
-  assert cells[('a', 'sparse at 32')]['bound'] == pytest.approx(3000 / 1363)
-  assert cells[('b', 'dense at 32')]['bound'] == pytest.approx(0.1)  # 30,000 clean reads: below 0.1 per 1,000
-  assert cells[('b', 'sparse at 32')]['status'] == 'not resolved'
-  assert cells[('c', 'dense at 32')]['status'] == 'not tested'  # c did not learn flip-flop
+  assert cells[('a', 'dense')]['status'] == 'reproduced'
+  assert cells[('a', 'sparse')]['status'] == 'contradicted'
+  assert cells[('a', 'sparse')]['bound'] == pytest.approx(3000 / 1363)
+  assert cells[('b', 'dense')]['bound'] == pytest.approx(0.1)  # 30,000 clean reads: below 0.1 per 1,000
+  assert cells[('b', 'sparse')]['status'] == 'not resolved'
+  assert cells[('c', 'dense')]['status'] == 'not tested'  # c did not learn flip-flop
   assert judged['verdict'] == 'partly reproduced'
+  assert claims.where_text(judged) == (
+      'reproduced (a glitch in every seed): flip_flop (a on dense). no glitch in any seed: flip_flop (a on sparse; '
+      'b on dense). glitches in some seeds only: flip_flop (b on sparse)'
+  )
   text = claims.markdown([judged])
-  assert 'no glitch in any seed: flip_flop a sparse at 32 (0 in every seed: below 2.2 per 1,000)' in text
-  assert 'flip_flop b dense at 32 (0 in every seed: below 0.1 per 1,000)' in text
-  assert 'reproduced (a glitch in every seed): flip_flop a dense at 32 (1.5, 0.5 per 1,000)' in text
+  assert 'no glitch in any seed: flip_flop a sparse (0 in every seed: below 2.2 per 1,000)' in text
+  assert 'flip_flop b dense (0 in every seed: below 0.1 per 1,000)' in text
+  assert 'reproduced (a glitch in every seed): flip_flop a dense (1.5, 0.5 per 1,000)' in text
 
 
 def test_verdicts_from_cells():
   cell = lambda status: {'status': status}
-  assert claims.verdict([cell('reproduced'), cell('not tested'), cell('no result')]) == 'reproduced'
+  assert claims.verdict([cell('reproduced'), cell('reproduced')]) == 'reproduced'
+  assert claims.verdict([cell('reproduced'), cell('not tested'), cell('no result')]) == 'reproduced where tested'
   assert claims.verdict([cell('reproduced'), cell('not resolved')]) == 'partly reproduced'
   assert claims.verdict([cell('contradicted'), cell('not resolved')]) == 'not reproduced'
   assert claims.verdict([cell('not tested'), cell('no result')]) == 'not tested at this scale'

@@ -202,6 +202,7 @@ def test_bad_input_is_named_before_any_run(tmp_path):
     suite.run_suite(config, workdir)
   config = tiny_suite()
   config.suite.protocols.flip_flop.held_out = {'sparse': {'p_ignore': 1.5}}
+  config.suite.protocols.flip_flop.held_out_examples_by_set = {'sparse': 8}  # its sets must be held_out's
   with pytest.raises(config_lib.ConfigError, match=r"flip_flop.held_out\['sparse'\].*p_ignore=1.5"):
     suite.run_suite(config, workdir)
   assert not workdir.exists()
