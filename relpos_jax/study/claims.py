@@ -35,6 +35,7 @@ import os
 import sys
 from typing import Sequence
 
+from relpos_jax import files
 from relpos_jax.study import stats, suite
 
 CLAIMS_FILE = 'claims.md'
@@ -453,7 +454,7 @@ def _test_text(claim: Claim) -> str:
   return f'{", ".join(claim.encoders)}: {level} {side} {suite.ID_LEARNED}, {where}'
 
 
-def markdown(judged: Sequence[dict]) -> str:
+def markdown(judged: Sequence[dict], link_prefix: str = '') -> str:
   """The claims table: one row per claim (paper, claim, report, test, verdict, the protocol difference), then
   each claim's cells by status."""
   lines = [
@@ -462,7 +463,8 @@ def markdown(judged: Sequence[dict]) -> str:
   ]
   for j in judged:
     c = j['claim']
-    report = f'[docs/{c.report}](docs/{c.report}/README.md)' + (' (absent)' if j.get('missing_report') else '')
+    link = f'{link_prefix}{c.report}/README.md'  # docs/claims.md links beside it; the README's copy, 'docs/'
+    report = f'[docs/{c.report}]({link})' + (' (absent)' if j.get('missing_report') else '')
     extent = where_text(j)
     lines.append(
         f'| **{c.paper}**: {c.claim} | {report} | {_test_text(c)} | **{j["verdict"]}**'
@@ -502,17 +504,15 @@ HEADER = (
 )
 
 
-def render(docs: str) -> str:
+def render(docs: str, link_prefix: str = '') -> str:
   """docs/claims.md's text, from the reports under `docs`."""
   reports = load_reports(docs)
-  return HEADER + markdown([judge(c, reports) for c in CLAIMS])
+  return HEADER + markdown([judge(c, reports) for c in CLAIMS], link_prefix)
 
 
 def write(docs: str) -> str:
   path = os.path.join(docs, CLAIMS_FILE)
-  text = render(docs)
-  with open(path, 'w', encoding='utf-8') as f:
-    f.write(text)
+  files.write_text_atomic(path, render(docs))  # the one atomic writer (relpos_jax.files)
   return path
 
 
