@@ -13,7 +13,9 @@ Transformers"): a bidirectional transformer on an algorithmic task. Variants (co
               significance) beside NoPE, FIRE and RoPE, addition to 6x the trained digits
   contextual  a suite: the causal tasks (CONTEXTUAL_TASKS: flip-flop, the claim of CoPE and FoX's authors
               about position from content, multi-query associative recall, the token-level passkey, counting
-              (count_copy), plain addition and selective copying) with the content-dependent encoders (CoPE, FoX, stick-breaking) beside NoPE, RoPE and ALiBi, the CPU suite's protocols
+              (count_copy, and CoPE's own counting task, cope_counting), plain addition and selective copying)
+              with the content-dependent encoders (CoPE, FoX, stick-breaking) beside NoPE, RoPE and ALiBi, the
+              CPU suite's protocols
 
     python -m experiments.train --config=configs/algorithmic.py --workdir=/tmp/even_pairs
     python -m experiments.train --config=configs/algorithmic.py --config.data.task=parity_check \
@@ -51,7 +53,8 @@ Deviation: the 460 evaluation lengths are padded to multiples of 32 (`eval.pad_m
 
 `suite`: the 15 tasks of the Chomsky hierarchy (Deletang et al. 2023; Ruoss et al. 2023), flip_flop (Liu et al.
 2023), mqar (Arora et al. 2023), passkey (byte level, and `passkey_tokens`: its template one token per
-sentence), selective_copy (Gu & Dao 2023; CoPE's splits), count_copy (Kazemnejad et al. 2023), and addition
+sentence), selective_copy (Gu & Dao 2023; CoPE's splits), count_copy (Kazemnejad et al. 2023), cope_counting
+(Golovneva et al. 2024's counting task), and addition
 with plain, coupled (Cho et al. 2024) and
 Abacus (McLeish et al. 2024) positions. CPU scale: this file's model, 1,000 to 2,500 steps per task (see
 `suite_protocols`), training lengths 1..16 (flip_flop 1..32 instruction pairs, mqar 1..8 pairs, addition 1..8
@@ -60,6 +63,8 @@ filler sentences: about 12 hours of this CPU for its 12 runs). With `published`:
 protocol for the Chomsky tasks (train 1..40, test 41..500, every 10th length; 10,000 steps, the example
 script's count, the paper's 2,000,000 one override away), the other tasks at their papers' lengths, 3 seeds.
 """
+
+import math
 
 import ml_collections
 from ml_collections.config_dict import placeholder
@@ -115,6 +120,7 @@ SUITE_OTHER = (
     'passkey_tokens',
     'selective_copy',
     'count_copy',
+    'cope_counting',
     'addition',
     'addition_coupled',
     'addition_abacus',
@@ -137,11 +143,31 @@ PUBLISHED_SUITE_ENCODERS = tuple(
     for e in SUITE_ENCODERS
 )
 
+# count_copy's alphabet (the task's default, named in the protocols so the protocol table shows it): the word
+# repeated is drawn per example, as Kazemnejad et al. draw it from their vocabulary.
+COUNT_COPY_SYMBOLS = 16
+
 # Liu et al. 2023's held-out flip-flop sets: FFL(0.98), sparse (almost every instruction an ignore, so a read
 # looks far back), and FFL(0.1), dense; evaluated at the longest training length, the glitch rate per
-# thousand reads. 1,024 examples: at 32 pairs the sparse set has about 1.6 reads per example.
+# thousand reads. Each set holds enough examples for FLIP_FLOP_HELD_OUT_READS reads a run: a run without a
+# glitch in N reads bounds its rate below 3 / N at 95% (the rule of three), so 30,000 reads resolve the
+# 0.1 glitches per thousand reads the paper's rare glitches need (1,024 examples gave 1,363 sparse reads at 32
+# pairs: a bound of 2.2 per thousand). Examples per set: 5% above N / (expected reads an example), so the
+# reads drawn fall short of N with negligible chance (at 32 pairs the sparse count's margin is 17 sd).
 FLIP_FLOP_HELD_OUT = {'sparse': {'p_ignore': 0.98}, 'dense': {'p_ignore': 0.1}}
-FLIP_FLOP_HELD_OUT_EXAMPLES = 1_024
+FLIP_FLOP_HELD_OUT_READS = 30_000
+
+
+def flip_flop_held_out_examples(pairs: int, reads: int = FLIP_FLOP_HELD_OUT_READS) -> dict:
+  """{set: examples} giving each held-out set about 1.05 * `reads` reads at `pairs` instruction pairs
+  (at 32 pairs: sparse 24,046 examples, dense 2,108; at 256: 8,874 and 273)."""
+  from relpos_jax.data.tasks.flip_flop import FlipFlop
+
+  return {
+      name: math.ceil(1.05 * reads / FlipFlop(**kwargs).expected_reads(pairs))
+      for name, kwargs in FLIP_FLOP_HELD_OUT.items()
+  }
+
 
 # The Ruoss et al. 2023 protocol at CPU scale (`ruoss`): tasks RoPE learns in distribution at this budget
 # (docs/suite: in-distribution accuracy >= 0.92), RoPE against randomized RoPE at max_position 2x and 8x each
@@ -161,10 +187,19 @@ RUOSS_LR_GRID = (3e-4, 1e-3, 3e-3)
 # passkey_tokens is the passkey template one token per sentence (the byte-level one does not fit a CPU);
 # selective_copy is CoPE's second task (Gu & Dao's selective copying); count_copy is Kazemnejad et al.'s
 # counting task (emit as many symbols as the prompt had), scored by exact
-# match; addition is the plain task (positions 0..L-1: coupled and Abacus positions replace what these
+# match; cope_counting is CoPE's own counting task (the value of a variable after a program of sets, increments
+# and passes, Golovneva et al.'s generator), appended last so the committed runs keep their order; addition is the plain task (positions 0..L-1: coupled and Abacus positions replace what these
 # encoders would have to learn). The baselines are the CPU suite's (the same seeds and protocol, so their cells can be checked against
 # docs/suite).
-CONTEXTUAL_TASKS = ('flip_flop', 'mqar', 'passkey_tokens', 'count_copy', 'addition', 'selective_copy')
+CONTEXTUAL_TASKS = (
+    'flip_flop',
+    'mqar',
+    'passkey_tokens',
+    'count_copy',
+    'addition',
+    'selective_copy',
+    'cope_counting',
+)
 CONTEXTUAL_SUITE_ENCODERS = (
     'nope',
     'rope',
@@ -201,7 +236,13 @@ def suite_protocols(published: bool) -> dict:
     addition = dict(min_length=1, max_length=30, eval_lengths=(30, 50, 100, 200))
     return {
         **{t: dict(chomsky) for t in SUITE_CHOMSKY},
-        'flip_flop': dict(min_length=64, max_length=256, eval_lengths=(256, 512, 1024), held_out=FLIP_FLOP_HELD_OUT),
+        'flip_flop': dict(
+            min_length=64,
+            max_length=256,
+            eval_lengths=(256, 512, 1024),
+            held_out=FLIP_FLOP_HELD_OUT,
+            held_out_examples_by_set=flip_flop_held_out_examples(256),
+        ),
         'mqar': dict(
             min_length=4,
             max_length=64,
@@ -214,7 +255,11 @@ def suite_protocols(published: bool) -> dict:
             min_length=1, max_length=64, eval_lengths=(64, 128, 256, 512), loss_reduction='token_mean'
         ),
         # Kazemnejad et al. 2023: trained to 20, tested to 40.
-        'count_copy': dict(min_length=1, max_length=20, eval_lengths=(20, 30, 40)),
+        'count_copy': dict(
+            min_length=1, max_length=20, eval_lengths=(20, 30, 40), task_kwargs={'num_symbols': COUNT_COPY_SYMBOLS}
+        ),
+        # CoPE's counting task (their run.sh: 3 variables, 3..512 statements, loss on the answer), tested to 4x.
+        'cope_counting': dict(min_length=3, max_length=512, eval_lengths=(512, 1024, 2048), num_buckets=8),
         # CoPE's splits: 128 tokens to copy among 128 blanks, dense 64 and sparse 256 blanks (4x: 512).
         'selective_copy': dict(
             min_length=128,
@@ -244,7 +289,7 @@ def suite_protocols(published: bool) -> dict:
           max_length=32,
           eval_lengths=(16, 32, 64, 128),
           held_out=FLIP_FLOP_HELD_OUT,
-          held_out_examples=FLIP_FLOP_HELD_OUT_EXAMPLES,
+          held_out_examples_by_set=flip_flop_held_out_examples(32),
       ),
       # 64 keys and 64 values (not the default 512 each): a 1,025-symbol vocabulary is not learned in
       # 1,000 steps (accuracy 0.01 in the sizing run); 64 keys still allow the 32 pairs of the 4x length.
@@ -263,8 +308,12 @@ def suite_protocols(published: bool) -> dict:
       'passkey_tokens': dict(
           min_length=1, max_length=16, eval_lengths=(8, 16, 32, 64), loss_reduction='token_mean', steps=1_000
       ),
-      # The counts of the Chomsky grid's lengths, scored by exact match.
-      'count_copy': dict(chomsky),
+      # The counts of the Chomsky grid's lengths, scored by exact match; 16 symbols, so 16 distinct sequences of
+      # each length (docs/suite_contextual ran num_symbols=1: one sequence per length).
+      'count_copy': dict(chomsky, task_kwargs={'num_symbols': COUNT_COPY_SYMBOLS}),
+      # CoPE's counting task (3 variables, the answer one token) at 3..32 statements (the paper: 3..512), to 4x.
+      # An example holds about 1.17 tokens a statement (pass; is 50 of 58 draws) but is padded to 4n + 2.
+      'cope_counting': dict(min_length=3, max_length=32, eval_lengths=(16, 32, 64, 128)),
       # CoPE's splits scaled by 1/8: 16 tokens to copy among 16 blanks in training, then dense (8 blanks),
       # sparse (32) and 4x (64 blanks). One training length, as the paper's.
       'selective_copy': dict(min_length=16, max_length=16, num_buckets=1, eval_lengths=(8, 16, 32, 64)),

@@ -7,6 +7,11 @@
 ± in every table of relpos_jax is `std`: the sample standard deviation over seeds (n - 1 in the
 denominator), so a 2-seed spread reads the same in a study and in the suite.
 
+A clean run (no error in N independent trials) bounds the error rate below 3/N at 95% confidence: the rule of
+three (Hanley & Lippman-Hand 1983, "If nothing goes wrong, is everything all right?", JAMA 249:1743), the
+Poisson form of the exact one-sided bound 1 - 0.05^(1/N) = -ln(0.05)/N + O(1/N^2) = 2.996/N, so 3/N is
+slightly conservative. `clean_run_bound`.
+
 Paired differences: two encoders trained with the same seed see the same data stream (and the same
 evaluation text), so the difference of their metrics per seed, d_s = a_s - b_s, removes what the seed
 shares. Its 95% interval is the t interval mean(d) ± t_{0.975, n-1} · std(d) / √n over the n seeds that
@@ -196,3 +201,12 @@ def holm(p_values: Sequence[float | None], confidence: float = CONFIDENCE) -> di
       'm': m,
       'alpha': alpha,
   }
+
+
+def clean_run_bound(trials: float) -> float:
+  """The 95% upper bound on an error rate that `trials` independent trials without an error give: the rule of
+  three, 3 / trials (a flip-flop run with no glitch in N reads bounds its glitch rate below 3000 / N per
+  thousand reads; 30,000 reads resolve 0.1 per thousand)."""
+  if not isinstance(trials, (int, float)) or isinstance(trials, bool) or not trials > 0:
+    raise ValueError(f'clean_run_bound: trials={trials!r} is invalid; allowed: a number > 0.')
+  return 3.0 / float(trials)

@@ -27,10 +27,12 @@ second row '<label>@0..L-1'. The summary records, per cell, the positions and th
 
 Held-out sets (`suite.protocols.<task>.held_out`, e.g. flip_flop's Liu et al. 2023 FFL(0.98) and FFL(0.1)):
 {name: task_kwargs overriding the task's}, evaluated on every finished run at `held_out_lengths` (default: the
-longest training length) with `held_out_examples` examples (default: config.eval.num_examples), at the same
+longest training length) with `held_out_examples` examples (default: config.eval.num_examples; per set with
+`held_out_examples_by_set`), at the same
 positions as the run's evaluation. Each run keeps `held_out.json` beside its result (reused on the next call);
 the task's `held_out.json` collects them, and the summary reports the glitch rate, the errors per thousand
-scored tokens (for flip_flop: per thousand reads), per encoder over seeds.
+scored tokens (for flip_flop: per thousand reads), per encoder over seeds, and the bound a run without an
+error gives (the rule of three: below 3 / scored tokens at 95%; `stats.clean_run_bound`).
 
 For every task the suite runs `relpos_jax.study.run_study` in `<workdir>/<task>/` (resumable exactly as a
 study is: finished runs are reused, an interrupted one resumes) and then writes the summary:
@@ -111,6 +113,8 @@ class Protocol:
   held_out: dict | None = config_lib.key(None)
   held_out_lengths: tuple[int, ...] | None = config_lib.key(None, ge=1)
   held_out_examples: int | None = config_lib.key(None, ge=1)
+  # Per set {name: examples}, over held_out_examples (a sparse set needs more examples for as many reads).
+  held_out_examples_by_set: dict | None = config_lib.key(None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,6 +166,16 @@ def split_config(config) -> tuple[ml_collections.ConfigDict, Suite, dict[str, Pr
       raise config_lib.ConfigError(
           f'config.suite.protocols.{task}.held_out={held_out!r} is invalid: allowed: None or a non-empty dict '
           "{name: task_kwargs} with names that are identifiers, e.g. {'sparse': {'p_ignore': 0.98}}."
+      )
+    by_set = protocol.held_out_examples_by_set
+    if by_set is not None and not (
+        held_out
+        and set(by_set) <= set(held_out)
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in by_set.values())
+    ):
+      raise config_lib.ConfigError(
+          f'config.suite.protocols.{task}.held_out_examples_by_set={by_set!r} is invalid: allowed: None or a dict '
+          f'{{set: examples (an int >= 1)}} whose sets are among held_out ({sorted(held_out or {})}).'
       )
   return ml_collections.ConfigDict(as_dict), suite, protocols
 
@@ -238,9 +252,18 @@ def held_out_config(study: ml_collections.ConfigDict, protocol: Protocol, name: 
     del config['study']
   config.data.task_kwargs = ml_collections.ConfigDict({**dict(protocol.task_kwargs or {}), **protocol.held_out[name]})
   config.eval.lengths = held_out_lengths(protocol)
-  if protocol.held_out_examples is not None:
-    config.eval.num_examples = int(protocol.held_out_examples)
+  examples = held_out_examples(protocol, name)
+  if examples is not None:
+    config.eval.num_examples = examples
   return config
+
+
+def held_out_examples(protocol: Protocol, name: str) -> int | None:
+  """The examples of held-out set `name`: its own count, else the protocol's, else None (the study's)."""
+  by_set = protocol.held_out_examples_by_set or {}
+  if name in by_set:
+    return int(by_set[name])
+  return None if protocol.held_out_examples is None else int(protocol.held_out_examples)
 
 
 def _check_max_position(task: str, study: ml_collections.ConfigDict, longest: int) -> None:
@@ -328,10 +351,14 @@ def run_suite(
 
 # ----------------------------------------------------------------------------------------- held-out sets
 def _held_out_request(study, protocol: Protocol, draws: int) -> dict:
+  """What a run's held-out evaluation asks: its 'examples' one count for every set, or {set: count} where
+  the sets differ (a request as the earlier runs wrote it stays equal, so their evaluations are reused)."""
+  default = int(protocol.held_out_examples or study.eval.num_examples)
+  counts = {name: held_out_examples(protocol, name) or default for name in protocol.held_out}
   return {
       'sets': {name: dict(kwargs) for name, kwargs in protocol.held_out.items()},
       'lengths': [int(n) for n in held_out_lengths(protocol)],
-      'examples': int(protocol.held_out_examples or study.eval.num_examples),
+      'examples': default if set(counts.values()) == {default} else counts,
       'position_draws': int(draws),
       'split': 'test',
   }
@@ -692,9 +719,29 @@ def held_out_markdown(summary: dict) -> str:
     described = []
     for name in names:
       cells = next(sets[name] for sets in by_encoder.values() if name in sets)
-      described.append(f'{name}: {next(iter(cells.values()))["task_kwargs"]} at length {", ".join(cells)}')
+      text = f'{name}: {next(iter(cells.values()))["task_kwargs"]} at length {", ".join(cells)}'
+      for n in cells:
+        reads = _fewest_scored(by_encoder, name, n)
+        if reads:
+          text += (
+              f'; {reads:,.0f} scored tokens a run at {n}, so a run without an error there bounds its rate below '
+              f'{1000 * stats.clean_run_bound(reads):.2g} per thousand (95%, the rule of three: 3 / tokens)'
+          )
+      described.append(text)
     lines.append(f'\nSets: {"; ".join(described)}.\n')
   return '\n'.join(lines) + ('\n' if lines else '')
+
+
+def _fewest_scored(by_encoder: dict, name: str, length: str) -> float | None:
+  """The fewest scored tokens (flip_flop: reads) any run of any encoder had on held-out set `name` at `length`
+  (every run scores the same examples, so they agree unless a random-position row drew fewer)."""
+  found = [
+      float(v)
+      for sets in by_encoder.values()
+      for v in ((sets.get(name) or {}).get(length) or {}).get('scored_tokens') or ()
+      if v is not None
+  ]
+  return min(found) if found else None
 
 
 def _values(protocols: dict, key: str) -> str:

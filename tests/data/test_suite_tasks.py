@@ -318,6 +318,14 @@ def test_flip_flop_sparse_and_dense_sets_score_only_reads():
     reads[name] = b['accuracy_mask'].sum() / rows
   assert reads['sparse'] == pytest.approx(1 + (n - 1) * 0.01, abs=0.2)
   assert reads['dense'] == pytest.approx(1 + (n - 1) * 0.45, abs=1.0)
+  # expected_reads, by hand: the closing read plus 31 drawn instructions, each a read with (1 - p_ignore) / 2.
+  assert make_task('flip_flop', p_ignore=0.98).expected_reads(32) == pytest.approx(1.31)
+  assert make_task('flip_flop', p_ignore=0.1).expected_reads(32) == pytest.approx(14.95)
+  assert make_task('flip_flop').expected_reads(1) == 1.0
+  b = make_task('flip_flop', p_ignore=0.98).sample(np.random.default_rng(1), 20_000, n)
+  assert b['accuracy_mask'].sum() / 20_000 == pytest.approx(1.31, abs=0.005)  # sd 0.0008
+  with pytest.raises(ValueError, match='length=0'):
+    make_task('flip_flop').expected_reads(0)
 
 
 def test_addition_abacus_as_input_hands_the_indices_to_the_input_embedding_and_evaluates_without_offset():

@@ -37,6 +37,7 @@ ENCODER_TASKS = (
 )
 CAUSAL_TASKS = (
     'count_copy',
+    'cope_counting',
     'selective_copy',
     'flip_flop',
     'mqar',
@@ -50,6 +51,9 @@ ALL_TASKS = ENCODER_TASKS + CAUSAL_TASKS
 # Tasks whose scored positions are not the last output_length(n) ones: flip_flop scores its read bits (a varying
 # number, at most n), mqar the value after each query (n, interleaved with the queries).
 SCATTERED_SCORING = ('flip_flop', 'mqar')
+# Tasks whose examples of one length differ in tokens: each row is right-padded to total_length(n) by the task,
+# which hands its own padding_mask (cope_counting: statements of 1, 2 or 4 tokens; its answer is one token).
+RAGGED = ('cope_counting',)
 
 
 def _bits(s):
@@ -198,7 +202,7 @@ def test_missing_duplicate_and_its_shortcut():
 
 
 def test_count_copy_format():
-  t = make_task('count_copy')
+  t = make_task('count_copy', num_symbols=1)  # the task as docs/suite_contextual ran it: one sequence per length
   a, bb, bos, sep, eos, pad = 0, 1, t.bos_id, t.sep_id, t.eos_id, t.pad_id
   assert (bos, sep, eos, pad, t.vocab_size) == (2, 3, 4, 5, 6)
   n = 3
@@ -220,6 +224,27 @@ def test_count_copy_format():
   assert len(set(s[:, 1].tolist())) == 3
 
 
+def test_count_copy_draws_many_distinct_sequences_per_length():
+  # Kazemnejad et al.'s first copy variant draws the repeated word from the vocabulary: by default 16 symbols,
+  # so 16 distinct sequences of each length, each drawn uniformly (4,096 draws: every one, none under 180).
+  t = make_task('count_copy')
+  assert (t.num_symbols, t.bos_id, t.sep_id, t.eos_id, t.pad_id, t.vocab_size) == (16, 32, 33, 34, 35, 36)
+  for n in (1, 5, 16):
+    s = t.sequences(np.random.default_rng(n), 4096, n)
+    assert len({tuple(row) for row in s.tolist()}) == 16
+    counts = np.bincount(s[:, 1], minlength=16)
+    assert counts.min() > 180 and counts.max() < 340  # expected 256 each, sd 15.5
+    for row in s[:40]:  # BOS s^n SEP (16 + s)^n EOS
+      assert row.tolist() == [32] + [row[1]] * n + [33] + [16 + row[1]] * n + [34]
+  b = t.sample(np.random.default_rng(0), 64, 8)
+  assert np.array_equal(b['inputs'][:, 10:18], b['inputs'][:, 1:9] + 16)  # the answer maps each example's symbol
+  # num_symbols=1 is the old generator exactly: it draws nothing, so the same rng continues unchanged.
+  old, rng = make_task('count_copy', num_symbols=1), np.random.default_rng(5)
+  assert np.all(old.sequences(rng, 3, 4) == [2, 0, 0, 0, 0, 3, 1, 1, 1, 1, 4]) and rng.integers(1000) == (
+      np.random.default_rng(5).integers(1000)
+  )
+
+
 # ------------------------------------------------------------------ common properties
 def _check_batch(task, b, n, bsz):
   t = task.total_length(n)
@@ -228,7 +253,13 @@ def _check_batch(task, b, n, bsz):
     assert b[key].shape == (bsz, t), key
   assert b['inputs'].dtype == np.int32 and b['targets'].dtype == np.int32
   assert b['loss_mask'].dtype == np.float32 and b['accuracy_mask'].dtype == np.float32
-  if task.name in SCATTERED_SCORING:
+  if task.name in RAGGED:
+    real = b['padding_mask'].sum(1)
+    assert b['padding_mask'].dtype == bool and np.all(b['padding_mask'] == (np.arange(t)[None] < real[:, None]))
+    assert np.all(b['loss_mask'].sum(1) == 1) and np.all(b['loss_mask'][np.arange(bsz), real - 1] == 1)
+    assert np.all(b['inputs'][~b['padding_mask']] == task.pad_id)
+    assert not np.any(b['inputs'][b['padding_mask']] == task.pad_id)
+  elif task.name in SCATTERED_SCORING:
     scored = b['loss_mask'].sum(1)
     assert np.all(scored >= 1) and np.all(scored <= m) and set(np.unique(b['loss_mask'])) <= {0.0, 1.0}
   else:
@@ -237,7 +268,7 @@ def _check_batch(task, b, n, bsz):
     assert np.array_equal(b['loss_mask'], np.broadcast_to(expect, (bsz, t)))
   assert np.all(b['accuracy_mask'] <= b['loss_mask']) and np.all(b['accuracy_mask'].sum(1) >= 1)
   assert b['inputs'].min() >= 0 and b['inputs'].max() < task.vocab_size
-  assert not np.any(b['inputs'] == task.pad_id)
+  assert task.name in RAGGED or not np.any(b['inputs'] == task.pad_id)
   assert b['targets'].min() >= 0 and b['targets'].max() < task.num_classes
   if task.kind == 'bidirectional':
     k = task.input_length(n)
@@ -255,10 +286,9 @@ def test_shapes_masks_reproducible_long(name):
     _check_batch(task, b, n, 4)
     b2 = task.sample(np.random.default_rng(7), 4, n)
     assert all(np.array_equal(b[k], b2[k]) for k in b)
-  if name not in ('count_copy',):
-    x1 = task.sample(np.random.default_rng(1), 8, 30)['inputs']
-    x2 = task.sample(np.random.default_rng(2), 8, 30)['inputs']
-    assert not np.array_equal(x1, x2)
+  x1 = task.sample(np.random.default_rng(1), 8, 30)['inputs']
+  x2 = task.sample(np.random.default_rng(2), 8, 30)['inputs']
+  assert not np.array_equal(x1, x2)
 
 
 @pytest.mark.parametrize('name', ALL_TASKS)
@@ -341,8 +371,9 @@ def test_bucketed_batches_compile_at_most_num_buckets_shapes(name):
     shapes.add(tuple((k, v.shape) for k, v in sorted(b.items())))
     tb = b['inputs'].shape[1]
     assert tb == bucket_for(t, buckets) and tb >= t
-    assert b['padding_mask'].dtype == bool and np.all(b['padding_mask'].sum(1) == t)
-    assert np.all(b['inputs'][:, t:] == task.pad_id)
+    assert b['padding_mask'].dtype == bool
+    assert np.all(b['padding_mask'].sum(1) <= t) if name in RAGGED else np.all(b['padding_mask'].sum(1) == t)
+    assert not b['padding_mask'][:, t:].any() and np.all(b['inputs'][:, t:] == task.pad_id)
     assert np.all(b['loss_mask'][:, t:] == 0) and np.all(b['accuracy_mask'][:, t:] == 0)
     if name == 'flip_flop':  # a varying number of read bits, at most n each
       assert 4 <= b['loss_mask'][:, :t].sum() <= 4 * n

@@ -77,3 +77,15 @@ def test_report_comparisons_pair_seeds_and_leave_out_diverged_ones():
   assert longest['mean'] == pytest.approx(-0.35) and longest['a_mean'] == pytest.approx(3.1)
   table = report.comparisons_table(_results())
   assert '| x | y | train length 8 | 2 |' in table and 'sample standard deviation' in table
+
+
+def test_a_clean_run_bounds_the_error_rate_by_the_rule_of_three():
+  # 30,000 reads without a glitch: below 0.1 per thousand; 1,363 (the committed sparse set): 2.2 per thousand.
+  assert 1000 * stats.clean_run_bound(30_000) == pytest.approx(0.1)
+  assert 1000 * stats.clean_run_bound(1_363) == pytest.approx(2.201, abs=1e-3)
+  # The rule of three is the exact one-sided 95% bound 1 - 0.05^(1/N) to within 0.2% (slightly conservative).
+  exact = 1 - 0.05 ** (1 / 30_000)
+  assert exact < stats.clean_run_bound(30_000) < 1.002 * exact
+  for bad in (0, -5, True, None):
+    with pytest.raises(ValueError, match=f'trials={bad!r}'):
+      stats.clean_run_bound(bad)

@@ -38,7 +38,7 @@ def tiny_suite(tasks=('even_pairs', 'flip_flop')) -> ml_collections.ConfigDict:
 
 
 def test_the_presets_cover_every_suite_task_and_validate():
-  for arg, tasks in (('suite', 23), ('published,suite', 24)):  # the CPU grid leaves byte-level passkey out (cost)
+  for arg, tasks in (('suite', 24), ('published,suite', 25)):  # the CPU grid leaves byte-level passkey out (cost)
     config = _algorithmic(arg)
     assert len(config.suite.tasks) == tasks and len(config.suite.encoders) >= 6
     assert set(config.suite.protocols) == set(_algorithmic('published,suite').suite.tasks)
@@ -202,6 +202,7 @@ def test_bad_input_is_named_before_any_run(tmp_path):
     suite.run_suite(config, workdir)
   config = tiny_suite()
   config.suite.protocols.flip_flop.held_out = {'sparse': {'p_ignore': 1.5}}
+  config.suite.protocols.flip_flop.held_out_examples_by_set = {'sparse': 8}  # its sets must be held_out's
   with pytest.raises(config_lib.ConfigError, match=r"flip_flop.held_out\['sparse'\].*p_ignore=1.5"):
     suite.run_suite(config, workdir)
   assert not workdir.exists()
@@ -238,7 +239,15 @@ def test_max_position_follows_each_tasks_longest_test_sequence():
 def test_the_contextual_suite_runs_the_causal_only_encoders_on_the_causal_tasks():
   """CoPE, FoX and stick-breaking refuse a bidirectional model; the causal tasks take them, checked up front."""
   studies = dict(suite.validate_suite(_algorithmic('contextual')))
-  assert list(studies) == ['flip_flop', 'mqar', 'passkey_tokens', 'count_copy', 'addition', 'selective_copy']
+  assert list(studies) == [
+      'flip_flop',
+      'mqar',
+      'passkey_tokens',
+      'count_copy',
+      'addition',
+      'selective_copy',
+      'cope_counting',
+  ]
   for study in studies.values():
     labels = [e.partition(':')[0] for e in study.study.encoders]
     assert labels == ['nope', 'rope', 'alibi', 'cope', 'fox', 'stick_breaking']
@@ -251,6 +260,13 @@ def test_the_contextual_suite_runs_the_causal_only_encoders_on_the_causal_tasks(
       64,
   )
   assert studies['count_copy'].data.task == 'count_copy' and max(studies['count_copy'].eval.lengths) == 64
+  assert studies['count_copy'].data.task_kwargs.to_dict() == {'num_symbols': 16}  # 16 distinct sequences a length
+  counting = studies['cope_counting']  # CoPE's counting task: 3..32 statements (the paper's 3..512), tested to 4x
+  assert (counting.data.min_length, counting.data.max_length, tuple(counting.eval.lengths)) == (
+      3,
+      32,
+      (16, 32, 64, 128),
+  )
   copy = studies['selective_copy']  # CoPE's in-distribution, dense and sparse splits, scaled by 1/8
   assert (copy.data.min_length, copy.data.max_length, tuple(copy.eval.lengths)) == (16, 16, (8, 16, 32, 64))
   with pytest.raises(ValueError, match='different suites'):
@@ -346,6 +362,35 @@ def test_glitch_rates_over_seeds():
   assert cell['std'] == pytest.approx(5 / 2**0.5) and cell['min'] == pytest.approx(5.0)
   assert '| a | 7.5 ± 3.5 [5.0; 10.0, 5.0] |' in suite.held_out_markdown(summary)
   assert "sparse: {'p_ignore': 0.98} at length 32" in suite.held_out_markdown(summary)
+  # The bound a clean run gives: 3 / 1,600 reads = 1.875 per thousand (the rule of three).
+  assert (
+      '1,600 scored tokens a run at 32, so a run without an error there bounds its rate below 1.9 per thousand'
+      in suite.held_out_markdown(summary)
+  )
+
+
+def test_held_out_sets_take_their_own_example_counts():
+  """Liu et al.'s sparse set has about 1.3 reads an example at 32 pairs, the dense one 15: each gets the examples
+  that make 30,000 reads (a clean run then bounds the glitch rate below 0.1 per thousand)."""
+  config = _algorithmic('contextual')
+  base, section, protocols = suite.split_config(config)
+  protocol = protocols['flip_flop']
+  assert protocol.held_out_examples_by_set == {'sparse': 24_046, 'dense': 2_108}
+  study = suite.study_config(base, section, 'flip_flop', protocol)
+  assert suite.held_out_config(study, protocol, 'sparse').eval.num_examples == 24_046
+  assert suite.held_out_config(study, protocol, 'dense').eval.num_examples == 2_108
+  request = suite._held_out_request(study, protocol, 1)
+  assert request['examples'] == {'sparse': 24_046, 'dense': 2_108}
+  # 24,046 x 1.31 and 2,108 x 14.95 expected reads: both 1.05 x 30,000, whose clean-run bound is 0.1 per thousand.
+  assert 24_046 * 1.31 >= 31_500 and 2_108 * 14.95 >= 31_500
+  # One count for every set: the request keeps the form the committed runs wrote (so they are reused).
+  single = suite.Protocol(**{**protocol.__dict__, 'held_out_examples_by_set': None, 'held_out_examples': 1_024})
+  assert suite._held_out_request(study, single, 1)['examples'] == 1_024
+  for bad in ({'medium': 10}, {'sparse': 0}, {'sparse': 2.5}):
+    config = _algorithmic('contextual')
+    config.suite.protocols.flip_flop.held_out_examples_by_set = bad
+    with pytest.raises(config_lib.ConfigError, match=r'flip_flop.held_out_examples_by_set=.*allowed: .*sparse'):
+      suite.split_config(config)
 
 
 @pytest.mark.slow
@@ -356,7 +401,7 @@ def test_a_tiny_suite_evaluates_randomized_encoders_at_random_positions_and_the_
   config.suite.encoders = ('rope', 'rand: randomized(rope, max_position={2*longest})')
   config.suite.seeds = (0,)
   config.eval.position_draws = 2
-  config.suite.protocols.flip_flop.held_out_examples = 16
+  config.suite.protocols.flip_flop.held_out_examples_by_set = {'sparse': 16, 'dense': 8}
   summary = suite.run_suite(config, tmp_path)
   results = json.load(open(tmp_path / 'flip_flop' / 'results.json'))
   rows = {r['name']: r for r in results['runs']}
@@ -372,6 +417,9 @@ def test_a_tiny_suite_evaluates_randomized_encoders_at_random_positions_and_the_
   assert sparse['task_kwargs'] == {'p_ignore': 0.98} and sparse['positions'] == rows['rand']['positions']
   at = sparse['by_length']['32']
   assert at['glitch_rate'] == pytest.approx(1000 * (1 - at['accuracy'])) and 16 <= at['scored_tokens'] < 16 * 33
+  assert held['request']['examples'] == {'sparse': 16, 'dense': 8}
+  dense = held_out_of(tmp_path, 'rope')['sets']['dense']['by_length']['32']
+  assert 8 <= dense['scored_tokens'] < 8 * 33 and dense['scored_tokens'] != at['scored_tokens']
   assert 'sequential' in sparse and 'sequential' not in held_out_of(tmp_path, 'rope')['sets']['dense']
   assert set(summary['held_out']['flip_flop']) == {'rope', 'rand', 'rand@0..L-1'}
   # Deterministic per seed: evaluating again (the records removed) gives the same numbers.

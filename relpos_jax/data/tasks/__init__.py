@@ -1,5 +1,5 @@
 """Algorithmic length-generalization tasks: the Chomsky-hierarchy suite (Delétang et al. 2023; Ruoss et al. 2023),
-count_copy (Kazemnejad et al. 2023), selective_copy (Gu & Dao 2023; CoPE's), flip_flop (Liu et al. 2023), mqar
+count_copy (Kazemnejad et al. 2023), cope_counting (CoPE's counting task), selective_copy (Gu & Dao 2023; CoPE's), flip_flop (Liu et al. 2023), mqar
 (Arora et al. 2023), passkey, and addition
 with task-structured positions (Cho et al. 2024; McLeish et al. 2024).
 
@@ -9,6 +9,7 @@ See ``base`` for the bidirectional batch format and ``count_copy`` for the decod
 from relpos_jax.data.tasks.addition import Addition, AdditionAbacus, AdditionCoupled
 from relpos_jax.data.tasks.arithmetic import BinaryAddition, BinaryMultiplication, ComputeSqrt
 from relpos_jax.data.tasks.base import Batch, BidirectionalTask, Task
+from relpos_jax.data.tasks.cope_counting import CopeCounting
 from relpos_jax.data.tasks.count_copy import CountCopy
 from relpos_jax.data.tasks.dcf import ModularArithmeticBrackets, SolveEquation, StackManipulation
 from relpos_jax.data.tasks.flip_flop import FlipFlop
@@ -37,6 +38,7 @@ __all__ = [
     'BucketSort',
     'CHOMSKY_TASKS',
     'ComputeSqrt',
+    'CopeCounting',
     'CountCopy',
     'CycleNavigation',
     'DuplicateString',

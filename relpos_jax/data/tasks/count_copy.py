@@ -4,9 +4,17 @@ Kazemnejad et al.'s "Copy (repeat)" variant asks a decoder to rewrite ``n`` copi
 copies of another (their prompt reads "Replace 6 with > in 6 6 6 [SEP] > > >"), i.e. the model must
 *count* the prompt tokens and stop after emitting the same number. Here it is a synthetic token task:
 
-Token ids (``k = num_symbols``, default 1): source symbols ``0 .. k-1``, target symbols ``k .. 2k-1``
+Token ids (``k = num_symbols``, default 16): source symbols ``0 .. k-1``, target symbols ``k .. 2k-1``
 (source ``s`` maps to target ``k + s``), ``bos_id = 2k``, ``sep_id = 2k + 1``, ``eos_id = 2k + 2``,
 ``pad_id = 2k + 3``; ``vocab_size = 2k + 4``. With ``k = 1``: a=0, b=1, BOS=2, SEP=3, EOS=4, PAD=5.
+
+Distinct sequences: one per symbol, so ``k`` per length. Kazemnejad et al. draw the repeated word from their
+model's vocabulary (appendix D.1, Copy, first variant: "the input tokens are the same, so the model basically
+counts the number of input tokens"), so an evaluation set holds many distinct prompts of each length, and a
+model cannot pass by memorizing one answer per length. The default, 16 symbols (the selective_copy and Mamba
+alphabet), gives 16 distinct sequences per length, each drawn uniformly. ``num_symbols=1`` is the task as the
+committed docs/suite_contextual ran it (its results record ``params: {'num_symbols': 1}``): one sequence per
+length, every example of a batch identical, so its exact match per seed is 0 or 1 at each length.
 
 Sequence for count ``n`` (one source symbol ``s`` per example, uniform over the k symbols)::
 
@@ -19,8 +27,7 @@ positions ``n + 1 .. 2n + 1`` -- exactly the ``n + 1`` positions whose target is
 ``t`` and the EOS); the prompt is never scored. Evaluate with ``sequence_exact_match``: an example is
 right only if ALL its answer tokens are right (teacher-forced argmax, or a greedy generation of
 ``output_length(n) = n + 1`` tokens after the ``prompt_length(n) = n + 2`` prompt tokens, compared with
-``targets[:, n + 1:]``). With ``k = 1`` every example of a batch is identical (the task is deterministic
-given n); the randomness is in ``n`` (see ``relpos_jax.data.buckets``).
+``targets[:, n + 1:]``). The symbol is drawn per example; ``n`` per batch (see ``relpos_jax.data.buckets``).
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ class CountCopy(CausalTask):
 
   name = 'count_copy'
   reference = 'Kazemnejad et al. 2023 (copy/repeat variant)'
-  num_symbols: int = 1
+  num_symbols: int = 16
 
   def __post_init__(self):
     validation.positive_int('task', 'num_symbols', self.num_symbols)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from relpos_jax.data.tasks.addition import Addition, AdditionAbacus, AdditionCoupled
 from relpos_jax.data.tasks.arithmetic import BinaryAddition, BinaryMultiplication, ComputeSqrt
 from relpos_jax.data.tasks.base import Task
+from relpos_jax.data.tasks.cope_counting import CopeCounting
 from relpos_jax.data.tasks.count_copy import CountCopy
 from relpos_jax.data.tasks.dcf import ModularArithmeticBrackets, SolveEquation, StackManipulation
 from relpos_jax.data.tasks.flip_flop import FlipFlop
@@ -40,6 +41,7 @@ TASKS: dict[str, type[Task]] = {
         *CHOMSKY_CONTEXT_SENSITIVE,
         Shift,
         CountCopy,
+        CopeCounting,
         SelectiveCopy,
         FlipFlop,
         MultiQueryAssociativeRecall,
