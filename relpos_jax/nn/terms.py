@@ -455,7 +455,7 @@ class _CountedPositions(Term):
       scores = logits
     gates = part.gates(logits * np.float32(self.scale), valid)
     counts = local['carry'][..., None] + jnp.flip(jnp.cumsum(jnp.flip(gates, -1), axis=-1), -1)
-    return scores, part.counted_term(local['params'], query, counts, self.scale)
+    return scores, part.counted_term(local['params'], query, counts, np.float32(self.scale))
 
 
 @dataclasses.dataclass(frozen=True)

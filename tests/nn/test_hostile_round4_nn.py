@@ -47,3 +47,33 @@ def test_tiled_stick_breaking_gradients_match_a_float64_reference(length, logit_
   for name, t, e, r in zip(('dq', 'dk', 'dv'), tiled, explicit, reference):
     assert _relative(t, e) < 1e-5, (name, _relative(t, e))
     assert _relative(t, r) < max(1e-5, 2 * _relative(e, r)), (name, _relative(t, r), _relative(e, r))
+
+
+@pytest.mark.parametrize('spec', ['cope', 'rope + cope + stick_breaking'])
+def test_tiled_cope_runs_under_enable_x64(spec):
+  """The softmax scale reached CoPE's tiled term as a float64 under jax_enable_x64 and turned the tile loop's
+  float32 carry into float64: a TypeError from the while loop. Outputs and gradients as the explicit path."""
+  rng = np.random.default_rng(1)
+  q, k, v, cotangent = (rng.standard_normal((1, 9, 2, 8)).astype(np.float32) for _ in range(4))
+  parts = position_terms.attention_parts(encoders.from_spec(spec))
+  params = [part.init(jax.random.key(0), 2, head_dim=8, model_dim=16) for part in parts]
+  params = [jax.tree.map(lambda x: x + 0.1, p) for p in params]  # CoPE's table starts at zero
+
+  def run(implementation):
+    def loss(q, k, v):
+      block_size = (4, 4) if implementation == 'blockwise' else None
+      out = functional.attend(
+          q, k, v, parts=parts, params=params, causal=True, implementation=implementation, block_size=block_size
+      )
+      return jnp.sum(out * cotangent), out
+
+    (_, out), grads = jax.value_and_grad(loss, argnums=(0, 1, 2), has_aux=True)(q, k, v)
+    return out, grads
+
+  with jax.enable_x64(True):
+    out, grads = run('blockwise')
+    assert out.dtype == jnp.float32
+  ref_out, ref_grads = run('einsum')
+  np.testing.assert_allclose(out, ref_out, atol=1e-5, rtol=1e-5)
+  for g, r in zip(grads, ref_grads):
+    np.testing.assert_allclose(g, r, atol=1e-5, rtol=1e-5)
