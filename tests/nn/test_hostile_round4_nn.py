@@ -77,3 +77,59 @@ def test_tiled_cope_runs_under_enable_x64(spec):
   np.testing.assert_allclose(out, ref_out, atol=1e-5, rtol=1e-5)
   for g, r in zip(grads, ref_grads):
     np.testing.assert_allclose(g, r, atol=1e-5, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Item 10: stick-breaking beside DAPE version 2 (a score transform reading neighbouring keys).
+
+
+def _layer_pair(spec, causal=True, block=(4, 3)):
+  from flax import nnx
+
+  from relpos_jax.nn import RelativeMultiHeadAttention
+
+  return [
+      RelativeMultiHeadAttention(
+          2,
+          16,
+          encoders.from_spec(spec),
+          causal=causal,
+          implementation=impl,
+          block_size=block if impl == 'blockwise' else None,
+          rngs=nnx.Rngs(0),
+      )
+      for impl in ('blockwise', 'einsum')
+  ]
+
+
+def _assert_same_values_and_grads(fast, slow, x, padding_mask=None):
+  from flax import nnx
+
+  cotangent = jax.random.normal(jax.random.key(7), x.shape)
+
+  def value_and_grads(layer):
+    def loss(layer, x):
+      y = layer(x, padding_mask=padding_mask)
+      return jnp.sum(y * cotangent), y
+
+    (_, y), (g_layer, g_x) = nnx.value_and_grad(loss, argnums=(0, 1), has_aux=True)(layer, x)
+    return y, g_x, jax.tree.leaves(nnx.state(g_layer))
+
+  y1, gx1, gl1 = value_and_grads(fast)
+  y2, gx2, gl2 = value_and_grads(slow)
+  np.testing.assert_allclose(y1, y2, atol=1e-4, rtol=1e-4)
+  np.testing.assert_allclose(gx1, gx2, atol=1e-4, rtol=1e-4)
+  assert len(gl1) == len(gl2) > 0
+  for a, b in zip(gl1, gl2):
+    np.testing.assert_allclose(a, b, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize('spec', ['stick_breaking + dape(alibi, version=2)', 'dape(kerple_log, version=2) + stick_breaking'])
+def test_stick_breaking_beside_dape_v2_runs_on_both_paths(spec):
+  """It passed validation and then failed on every implementation, the explicit one included, with an error
+  telling the user to use the explicit one. Now both paths run it, and agree (outputs and every gradient),
+  causal with padding and tiles that do not divide L."""
+  x = jax.random.normal(jax.random.key(0), (2, 11, 16))
+  padding = jnp.array([[False] * 2 + [True] * 9, [True] * 8 + [False] * 3])
+  fast, slow = _layer_pair(spec)
+  _assert_same_values_and_grads(fast, slow, x, padding_mask=padding)
