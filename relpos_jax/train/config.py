@@ -503,14 +503,20 @@ def validate(config, *, num_devices: int | None = None) -> list[str]:
         'the model input positions (an absolute input embedding of them) and this encoder has no absolute '
         "part to embed them; allowed: one with it, e.g. 'learned(max_length=64) + fire'."
     )
+  # A task's own positions replace 0..T-1 for every encoder: its tables must cover them (issue 36: a learned
+  # table read past its end ended as a DivergedError that said to lower the learning rate).
+  given_bound = task_position_bound(run)
   for part in leaves:
     embeds_task_positions = input_bound is not None and part.kind is contract.Kind.ABSOLUTE
+    reads_task_positions = given_bound is not None and given_bound > longest and not embeds_task_positions
     try:
-      part.check_positions(input_bound if embeds_task_positions else longest)
+      part.check_positions(input_bound if embeds_task_positions else given_bound if reads_task_positions else longest)
     except ValueError as e:
       reach = (
           f"embeds the task's input positions, up to {input_bound - 1}"
           if embeds_task_positions
+          else f"reads the task's positions, up to {given_bound - 1} (config.data.task_kwargs)"
+          if reads_task_positions
           else f'trains or evaluates sequences of up to {longest} tokens (config.data / config.eval.lengths)'
       )
       raise ConfigError(
@@ -590,6 +596,18 @@ def input_position_bound(config) -> int | None:
     return None
   at = [task.max_input_position(int(run.data.max_length))]
   at += [task.for_evaluation().max_input_position(int(n)) for n in run.eval.lengths]
+  return None if at[0] is None else max(at) + 1
+
+
+def task_position_bound(config) -> int | None:
+  """One past the largest position (`batch['positions']`, read by every encoder in place of 0..T-1) the run's
+  task hands the model at any training or evaluation length; None when it hands none."""
+  run = parse(config)
+  task = getattr(run.data, 'task', None) and run.task
+  if task is None:
+    return None
+  at = [task.max_given_position(int(run.data.max_length))]
+  at += [task.for_evaluation().max_given_position(int(n)) for n in run.eval.lengths]
   return None if at[0] is None else max(at) + 1
 
 
