@@ -494,6 +494,16 @@ def validate(config, *, num_devices: int | None = None) -> list[str]:
         f'hold up to {longest_train} tokens but randomized positions are drawn from only '
         f'max_position={limit} positions; raise max_position.'
     )
+  given_bound = task_position_bound(run)
+  if limit is not None and given_bound is not None:
+    # The task's positions replace the random ones in training and evaluation (train/step.py): the run was its
+    # base exactly while its record said "random positions" (issue 36).
+    raise ConfigError(
+        f'config.model.encoder={run.encoder_spec!r} is invalid for this run: task {run.data.task!r} hands the '
+        "model its own positions (batch['positions']), which replace randomized positions in training and "
+        'evaluation, so it would run exactly as its base; allowed: the base encoder itself (e.g. '
+        "'rope'), or a task that hands no positions (e.g. addition, or addition_abacus with as_input=True)."
+    )
   longest = longest_sequence(run)
   input_bound = input_position_bound(run)
   leaves = layer_leaves(run.encoder)
@@ -505,7 +515,6 @@ def validate(config, *, num_devices: int | None = None) -> list[str]:
     )
   # A task's own positions replace 0..T-1 for every encoder: its tables must cover them (issue 36: a learned
   # table read past its end ended as a DivergedError that said to lower the learning rate).
-  given_bound = task_position_bound(run)
   for part in leaves:
     embeds_task_positions = input_bound is not None and part.kind is contract.Kind.ABSOLUTE
     reads_task_positions = given_bound is not None and given_bound > longest and not embeds_task_positions

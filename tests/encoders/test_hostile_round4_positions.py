@@ -75,3 +75,50 @@ def test_the_largest_allowed_offset_samples_positions_in_range():
   assert batch['positions'].dtype == np.int32
   assert 0 <= batch['positions'].min() and batch['positions'].max() <= validation.MAX_POSITION
   assert task.max_given_position(8) <= validation.MAX_POSITION
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Item 3: randomized positions on a task that hands its own (the task's replace the random ones: the run was
+# its base exactly, recorded as "random positions, 4 draws" with an @0..L-1 row).
+
+
+@pytest.mark.parametrize(
+    'task, task_kwargs',
+    [('addition_coupled', {'max_position': 300}), ('addition_abacus', {'max_offset': 30})],
+)
+def test_randomized_positions_on_a_task_with_its_own_positions_are_refused(task, task_kwargs):
+  config = _task_config(task, task_kwargs, 'randomized(rope, max_position=2048)')
+  with pytest.raises(
+      ConfigError,
+      match=rf"config.model.encoder='randomized\(rope, max_position=2048\)' is invalid for this run: task '{task}' "
+      r"hands the model its own positions .*allowed: the base encoder itself \(e.g. 'rope'\)",
+  ):
+    validate(config, num_devices=1)
+  config.model.encoder = '(randomized(rope, max_position=2048), rope)'  # per layer: the same
+  with pytest.raises(ConfigError, match=r"hands the model its own positions"):
+    validate(config, num_devices=1)
+  config.model.encoder = 'rope'
+  assert validate(config, num_devices=1) == []
+
+
+def test_the_suite_leaves_randomized_entries_out_of_tasks_with_their_own_positions():
+  """The CPU suite trains 'rope+randomized' on every task: on addition_coupled / addition_abacus it ran as
+  RoPE exactly. Those entries are left out of those tasks' studies, and the study says so."""
+  import importlib.util
+
+  from relpos_jax.study import suite
+  from relpos_jax.study.runner import parse_entries
+
+  spec = importlib.util.spec_from_file_location('_algorithmic_round4', os.path.join(REPO, 'configs', 'algorithmic.py'))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  base, section, protocols = suite.split_config(module.get_config('suite'))
+  for task in ('addition_coupled', 'addition_abacus', 'addition'):
+    study = suite.study_config(base, section, task, protocols[task])
+    labels = [e.label for e in parse_entries(study.study.encoders)]
+    assert 'rope' in labels
+    if task == 'addition':
+      assert 'rope+randomized' in labels
+    else:
+      assert 'rope+randomized' not in labels
+      assert "left out: 'rope+randomized'" in study.study.description
