@@ -133,3 +133,34 @@ def test_stick_breaking_beside_dape_v2_runs_on_both_paths(spec):
   padding = jnp.array([[False] * 2 + [True] * 9, [True] * 8 + [False] * 3])
   fast, slow = _layer_pair(spec)
   _assert_same_values_and_grads(fast, slow, x, padding_mask=padding)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Item 5: remaps over a rotary base whose frequencies follow the current length.
+
+_LENGTH_DEPENDENT_ROPES = [
+    'rope(scaling="dynamic", factor=2.0, original_max_position=4)',
+    'rope(scaling="yarn", dynamic=True, original_max_position=4)',
+    'rope(scaling="longrope", factor=4.0, original_max_position=6)',
+]
+_REMAPS = ['self_extend({}, group_size=2, window=4)', 'dual_chunk({}, chunk=6, local_window=2)', 'rerope({}, window=4)']
+
+
+@pytest.mark.parametrize('remap', _REMAPS)
+@pytest.mark.parametrize('base', _LENGTH_DEPENDENT_ROPES)
+def test_remaps_refuse_a_base_whose_frequencies_follow_the_length(remap, base):
+  """The base read its "current length" from the remapped positions of whatever it was handed: padding changed
+  real tokens' outputs, a partial last tile changed results, the tiled default differed from the explicit path
+  by 0.48 at L = 600 and decoding from the forward by up to 0.08. Refused, naming the key, the value and what
+  is allowed."""
+  spec = remap.format(base)
+  with pytest.raises(ValueError, match=r"base=.*is invalid; allowed: a rotary encoder whose frequencies do not follow"):
+    encoders.from_spec(spec)
+
+
+@pytest.mark.parametrize('remap', _REMAPS)
+@pytest.mark.parametrize(
+    'base', ['rope', 'rope(scaling="yarn", factor=2.0, original_max_position=4)', 'rope(scaling="ntk", factor=2.0)']
+)
+def test_remaps_keep_fixed_frequency_bases(remap, base):
+  encoders.from_spec(remap.format(base))
