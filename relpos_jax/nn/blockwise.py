@@ -19,7 +19,8 @@ tile (index > q_offset + last query) are never visited.
 Backward: a custom VJP that recomputes each tile from q, k, v, the position data and lse (FlashAttention-2's
 backward): P = exp(s - lse), dP = dO . (v + a^V)^T, dS = P (dP - D) with D_i = dO_i . O_i, then the tile's
 own score and value functions are differentiated by `jax.vjp` to give dq, dk, dv and the position data's
-gradient. Nothing (Lq, Lk)-sized is saved or rebuilt: memory O(L) in training.
+gradient. Nothing (Lq, Lk)-sized is saved or rebuilt: memory O(L) in training (a normalizer, stick-breaking, also
+saves its carry per (query, key tile): Lq x Lk / bk floats, below the output's size up to Lk = bk x head_dim).
 
 What each kind contributes to a tile is its Term (`relpos_jax.nn.terms`: one per kind, the same for the
 explicit path, which is the one-tile case `attend_one_tile`); this module folds a tile's Terms into its

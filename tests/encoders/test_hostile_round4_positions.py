@@ -65,7 +65,9 @@ def test_task_positions_bound_is_none_for_tasks_without_positions():
 )
 def test_positions_that_would_wrap_in_int32_are_refused(task, field, value):
   """max_offset=3e9 wrapped to negative int32 positions and trained with exit 0."""
-  with pytest.raises(ValueError, match=rf'{field}={value!r} is invalid; allowed: an int >= \d and <= {validation.MAX_POSITION}'):
+  with pytest.raises(
+      ValueError, match=rf'{field}={value!r} is invalid; allowed: an int >= \d and <= {validation.MAX_POSITION}'
+  ):
     tasks.make_task(task, **{field: value})
 
 
@@ -95,7 +97,7 @@ def test_randomized_positions_on_a_task_with_its_own_positions_are_refused(task,
   ):
     validate(config, num_devices=1)
   config.model.encoder = '(randomized(rope, max_position=2048), rope)'  # per layer: the same
-  with pytest.raises(ConfigError, match=r"hands the model its own positions"):
+  with pytest.raises(ConfigError, match=r'hands the model its own positions'):
     validate(config, num_devices=1)
   config.model.encoder = 'rope'
   assert validate(config, num_devices=1) == []

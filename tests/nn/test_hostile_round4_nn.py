@@ -11,7 +11,6 @@ import pytest
 from relpos_jax import encoders
 from relpos_jax.nn import functional, position_terms
 
-
 # ---------------------------------------------------------------------------------------------------------
 # Item 11: the tiled stick-breaking backward against a float64 reference.
 
@@ -124,7 +123,9 @@ def _assert_same_values_and_grads(fast, slow, x, padding_mask=None):
     np.testing.assert_allclose(a, b, atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize('spec', ['stick_breaking + dape(alibi, version=2)', 'dape(kerple_log, version=2) + stick_breaking'])
+@pytest.mark.parametrize(
+    'spec', ['stick_breaking + dape(alibi, version=2)', 'dape(kerple_log, version=2) + stick_breaking']
+)
 def test_stick_breaking_beside_dape_v2_runs_on_both_paths(spec):
   """It passed validation and then failed on every implementation, the explicit one included, with an error
   telling the user to use the explicit one. Now both paths run it, and agree (outputs and every gradient),
@@ -154,7 +155,7 @@ def test_remaps_refuse_a_base_whose_frequencies_follow_the_length(remap, base):
   by 0.48 at L = 600 and decoding from the forward by up to 0.08. Refused, naming the key, the value and what
   is allowed."""
   spec = remap.format(base)
-  with pytest.raises(ValueError, match=r"base=.*is invalid; allowed: a rotary encoder whose frequencies do not follow"):
+  with pytest.raises(ValueError, match=r'base=.*is invalid; allowed: a rotary encoder whose frequencies do not follow'):
     encoders.from_spec(spec)
 
 
