@@ -169,3 +169,11 @@ def test_remaps_refuse_a_base_whose_frequencies_follow_the_length(remap, base):
 )
 def test_remaps_keep_fixed_frequency_bases(remap, base):
   encoders.from_spec(remap.format(base))
+
+
+def test_two_score_transforms_reading_neighbouring_keys_are_refused_when_composed():
+  """Like stick-breaking beside DAPE v2, two DAPE v2 passed validation and then failed in attention (on every
+  path): now the sum refuses them, naming the key, the value and what is allowed."""
+  with pytest.raises(ValueError, match=r'parts=.* is invalid; allowed: at most one part that reads neighbouring keys'):
+    encoders.from_spec('dape(alibi, version=2) + dape(t5, version=2, kernel_size=5)')
+  encoders.from_spec('dape(alibi, version=2) + fox')  # one is fine
