@@ -11,7 +11,8 @@ form for equality, hashing (jit caching) and `spec.to_spec` ("a + b + c").
 Rejected: fewer than two parts (use the encoder itself); two rotary parts, counting the rotary base of a
 remap (rotating twice composes the rotations into a different encoding, not a sum: `rerope(rope) + rope`
 would rotate at doubled positions); two input-level absolute parts (x + p_i + p'_i is one absolute encoding
-with two tables, which nobody means); two normalizers (one function replaces the softmax); two parts that
+with two tables, which nobody means); two normalizers (one function replaces the softmax); two score
+transforms that read neighbouring keys (DAPE version 2: one halo of extra key columns per tile); two parts that
 replace the content logit (PaTH); a position remap beside PaTH (no q . k to remap); PoPE, whose rotation
 doubles the features of q and k, beside a part that multiplies them by vectors of head_dim features
 (shaw_vector, transformer_xl, cope, path); randomized positions that an absolute table of the sum cannot
@@ -95,6 +96,16 @@ class Combined(contract.Encoder):
         'parts',
         self.parts,
         f'at most one part that replaces the content logit q . k (path); got {len(replacing)}',
+    )
+    # Two such transforms would share one halo of extra key columns per tile; refused at composition rather
+    # than in attention, where it failed on every path (issue 36).
+    halos = [f'{p.name}(key_halo={p.key_halo})' for p in leaves if getattr(p, 'key_halo', 0)]
+    validation.require(
+        len(halos) <= 1,
+        self.name,
+        'parts',
+        self.parts,
+        f'at most one part that reads neighbouring keys to correct a logit (DAPE version 2); got {", ".join(halos)}',
     )
     remaps = [p for p in leaves if p.kind is contract.Kind.POSITION_REMAP]
     validation.require(

@@ -77,9 +77,12 @@ class CoPE(contract.ContextualEncoder):
     return gates if valid is None else jnp.where(valid, gates, 0.0)
 
   def counted_term(self, params, query, counts, scale) -> jax.Array:
-    """The logit term at counts p_ij (B, H, Lq, Lk), clamped to npos - 1: z_ij * scale."""
+    """The logit term at counts p_ij (B, H, Lq, Lk), clamped to npos - 1: z_ij * scale, float32.
+
+    The scale is cast: a float64 one (1 / sqrt(d) from numpy under jax_enable_x64) made the term float64 and
+    the tiled path's float32 loop carry a TypeError (issue 36)."""
     position_logits = jnp.einsum('bihd,dn->bhin', jnp.asarray(query, jnp.float32), params['embedding'])
-    return interpolate(position_logits, jnp.minimum(counts, self.npos - 1)) * scale
+    return interpolate(position_logits, jnp.minimum(counts, self.npos - 1)) * jnp.float32(scale)
 
   def score_term(self, params, ctx):
     q, k = jnp.asarray(ctx.query, jnp.float32), jnp.asarray(ctx.key, jnp.float32)

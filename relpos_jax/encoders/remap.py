@@ -65,6 +65,18 @@ class _Remap(contract.PositionRemapEncoder):
         f'a rotary encoder that rotates queries and keys with one map (rope): a remap rotates both with '
         f'{base.name}.rotate at its remapped positions, and {base.name} treats queries and keys differently',
     )
+    # A remap rotates under positions of its own (grouped, clipped, chunk-local) against one position of the
+    # other axis, per tile and per decoding step: a base that reads its length from the positions it rotates
+    # saw a different length on each path. Padding changed real tokens' outputs, the tiled path differed from
+    # the explicit one by 0.48 at L = 600, decoding from the forward by 0.08 (issue 36).
+    validation.require(
+        not getattr(base, 'length_dependent', False),
+        self.name,
+        'base',
+        base,
+        'a rotary encoder whose frequencies do not follow the current length (rope with scaling none, linear, '
+        'ntk, yarn with dynamic=False, llama3; not dynamic, longrope or dynamic YaRN), or a scalar-bias encoder',
+    )
     validation.require(
         base.reads_positions,
         self.name,

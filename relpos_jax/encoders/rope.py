@@ -399,6 +399,12 @@ class Rope(contract.RotaryEncoder):
 
   # --- frequencies -----------------------------------------------------------------------------------------
 
+  @property
+  def length_dependent(self) -> bool:
+    """Whether the frequencies follow the current length (max position + 1 of the positions rotated): dynamic
+    NTK, dynamic YaRN, LongRoPE."""
+    return self.scaling in _LENGTH_DEPENDENT or self.dynamic is True
+
   def rotary_dim(self, head_dim: int) -> int:
     """How many leading dims of a head rotate: int(D * partial_rotary_factor) (HF's rounding)."""
     return int(head_dim * self.partial_rotary_factor)

@@ -455,7 +455,7 @@ class _CountedPositions(Term):
       scores = logits
     gates = part.gates(logits * np.float32(self.scale), valid)
     counts = local['carry'][..., None] + jnp.flip(jnp.cumsum(jnp.flip(gates, -1), axis=-1), -1)
-    return scores, part.counted_term(local['params'], query, counts, self.scale)
+    return scores, part.counted_term(local['params'], query, counts, np.float32(self.scale))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -527,12 +527,13 @@ def terms_for(parts, contiguous: bool, scale: float, *, one_tile: bool, query_bi
         dataclasses.replace(t, shares_scores=False) if isinstance(t, _CountedPositions) else t for t in chosen
     )
   halos = [(part, t.halo) for part, t in zip(parts, chosen) if isinstance(t, _ScoreTransform) and t.halo]
-  normalizers = [part for part in parts if part.kind is Kind.NORMALIZER]
-  if halos and (normalizers or len(halos) > 1):
+  # Beside a normalizer a halo tiles too (stick-breaking's backward adds the strips' key gradients like the
+  # softmax's); it used to be refused here on every path, the explicit one included, while the error pointed
+  # the user to the explicit one (issue 36). Two such transforms share one halo width: refused on every path.
+  if len(halos) > 1:
     raise ValueError(
-        f'tiled attention: {halos[0][0].name!r} reads {halos[0][1]} neighbouring keys on each side of a logit; it '
-        'tiles alone or beside softmax terms, not beside a normalizer or a second such transform; use '
-        'implementation "einsum".'
+        f'attention: {halos[0][0].name!r} and {halos[1][0].name!r} each read neighbouring keys on each side of a '
+        f'logit ({halos[0][1]} and {halos[1][1]}); allowed: one such score transform (DAPE version 2) per layer.'
     )
   counted = [part for part, t in zip(parts, chosen) if isinstance(t, _CountedPositions)]
   if counted and halos and not one_tile:

@@ -232,17 +232,43 @@ def study_config(
   if protocol.steps is not None:
     config.train.steps = protocol.steps
   config.eval.lengths = tuple(protocol.eval_lengths)
+  encoders, left_out = _without_randomized_on_task_positions(
+      config, resolve_encoders(suite.encoders, longest_test_sequence(base, task, protocol))
+  )
+  description = f'Per-output-token accuracy on {task}; lengths <= {protocol.max_length} are in distribution.'
+  if left_out:
+    description += (
+        f' {task} hands the model its own positions, which replace randomized ones: left out: '
+        + ', '.join(repr(label) for label in left_out)
+        + ' (each would run exactly as its base).'
+    )
   config.study = ml_collections.ConfigDict(
       {
-          'encoders': resolve_encoders(suite.encoders, longest_test_sequence(base, task, protocol)),
+          'encoders': encoders,
           'seeds': tuple(suite.seeds),
           'title': f'{task}: trained on lengths {protocol.min_length}..{protocol.max_length}',
-          'description': f'Per-output-token accuracy on {task}; lengths <= {protocol.max_length} are in distribution.',
+          'description': description,
       }
   )
   if suite.lr_grid is not None:
     config.study.lr_grid = tuple(suite.lr_grid)
   return config
+
+
+def _without_randomized_on_task_positions(config, encoders: Sequence[str]) -> tuple[tuple[str, ...], list[str]]:
+  """(The entries a task's study trains, the labels left out): on a task that hands its own positions
+  (addition_coupled, addition_abacus) randomized positions are replaced by the task's, so a randomized entry
+  would be its base exactly, recorded as random positions (issue 36); `config_lib.validate` refuses it."""
+  if config_lib.task_position_bound(config) is None:
+    return tuple(encoders), []
+  kept, left_out = [], []
+  for encoder, entry in zip(encoders, parse_entries(encoders)):
+    run = run_config(config, entry)
+    with warnings.catch_warnings():
+      warnings.simplefilter('ignore')
+      randomized = config_lib.train_position_limit(config_lib.encoder_of(run)) is not None
+    (left_out if randomized else kept).append(entry.label if randomized else encoder)
+  return tuple(kept), left_out
 
 
 def held_out_config(study: ml_collections.ConfigDict, protocol: Protocol, name: str) -> ml_collections.ConfigDict:

@@ -525,6 +525,16 @@ def validate(config, *, num_devices: int | None = None) -> list[str]:
         f'hold up to {longest_train} tokens but randomized positions are drawn from only '
         f'max_position={limit} positions; raise max_position.'
     )
+  given_bound = task_position_bound(run)
+  if limit is not None and given_bound is not None:
+    # The task's positions replace the random ones in training and evaluation (train/step.py): the run was its
+    # base exactly while its record said "random positions" (issue 36).
+    raise ConfigError(
+        f'config.model.encoder={run.encoder_spec!r} is invalid for this run: task {run.data.task!r} hands the '
+        "model its own positions (batch['positions']), which replace randomized positions in training and "
+        'evaluation, so it would run exactly as its base; allowed: the base encoder itself (e.g. '
+        "'rope'), or a task that hands no positions (e.g. addition, or addition_abacus with as_input=True)."
+    )
   longest = longest_sequence(run)
   input_bound = input_position_bound(run)
   leaves = layer_leaves(run.encoder)
@@ -534,14 +544,19 @@ def validate(config, *, num_devices: int | None = None) -> list[str]:
         'the model input positions (an absolute input embedding of them) and this encoder has no absolute '
         "part to embed them; allowed: one with it, e.g. 'learned(max_length=64) + fire'."
     )
+  # A task's own positions replace 0..T-1 for every encoder: its tables must cover them (issue 36: a learned
+  # table read past its end ended as a DivergedError that said to lower the learning rate).
   for part in leaves:
     embeds_task_positions = input_bound is not None and part.kind is contract.Kind.ABSOLUTE
+    reads_task_positions = given_bound is not None and given_bound > longest and not embeds_task_positions
     try:
-      part.check_positions(input_bound if embeds_task_positions else longest)
+      part.check_positions(input_bound if embeds_task_positions else given_bound if reads_task_positions else longest)
     except ValueError as e:
       reach = (
           f"embeds the task's input positions, up to {input_bound - 1}"
           if embeds_task_positions
+          else f"reads the task's positions, up to {given_bound - 1} (config.data.task_kwargs)"
+          if reads_task_positions
           else f'trains or evaluates sequences of up to {longest} tokens (config.data / config.eval.lengths)'
       )
       raise ConfigError(
@@ -721,6 +736,18 @@ def input_position_bound(config) -> int | None:
     return None
   at = [task.max_input_position(int(run.data.max_length))]
   at += [task.for_evaluation().max_input_position(int(n)) for n in run.eval.lengths]
+  return None if at[0] is None else max(at) + 1
+
+
+def task_position_bound(config) -> int | None:
+  """One past the largest position (`batch['positions']`, read by every encoder in place of 0..T-1) the run's
+  task hands the model at any training or evaluation length; None when it hands none."""
+  run = parse(config)
+  task = getattr(run.data, 'task', None) and run.task
+  if task is None:
+    return None
+  at = [task.max_given_position(int(run.data.max_length))]
+  at += [task.for_evaluation().max_given_position(int(n)) for n in run.eval.lengths]
   return None if at[0] is None else max(at) + 1
 
 

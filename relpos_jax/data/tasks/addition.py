@@ -119,7 +119,11 @@ class AdditionCoupled(Addition):
   max_position: int = 1024
 
   def __post_init__(self):
-    validation.positive_int('task', 'max_position', self.max_position)
+    # int32 positions: a larger bound wrapped to negative ids and trained without a word (issue 36).
+    validation.positive_int('task', 'max_position', self.max_position, maximum=validation.MAX_POSITION)
+
+  def max_given_position(self, n: int) -> int | None:
+    return self.max_position  # start <= max_position - n - 1, plus significance + 1 <= n + 1
 
   def positions(self, rng, significance):
     n = significance.shape[1] // 3 - 1
@@ -142,7 +146,8 @@ class AdditionAbacus(Addition):
   as_input: bool = False
 
   def __post_init__(self):
-    validation.positive_int('task', 'max_offset', self.max_offset, minimum=0)
+    # int32 positions: max_offset=3e9 wrapped to negative ids and trained without a word (issue 36).
+    validation.positive_int('task', 'max_offset', self.max_offset, minimum=0, maximum=validation.MAX_POSITION)
     validation.require(
         isinstance(self.as_input, bool),
         'task',
@@ -160,6 +165,9 @@ class AdditionAbacus(Addition):
 
   def max_input_position(self, n: int) -> int | None:
     return self.max_offset + n + 1 if self.as_input else None
+
+  def max_given_position(self, n: int) -> int | None:
+    return None if self.as_input else self.max_offset + n + 1
 
   def positions(self, rng, significance):
     offset = rng.integers(0, self.max_offset + 1, size=(significance.shape[0], 1))

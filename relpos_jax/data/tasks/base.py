@@ -85,6 +85,11 @@ class Task(abc.ABC):
     """The largest ``batch['input_positions']`` value at input length ``n``; None: the task hands none."""
     return None
 
+  def max_given_position(self, n: int) -> int | None:
+    """The largest ``batch['positions']`` value (the positions every encoder reads, in place of 0..T-1) at
+    input length ``n``; None: the task hands none. The run's config holds it to the encoder's tables."""
+    return None
+
   @property
   def params(self) -> dict:
     return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
