@@ -151,11 +151,11 @@ class MRope(GridRotaryEncoder):
     t, h, w = self.sections_for(dims_.head_dim)
     half = dims_.head_dim // 2
     validation.require(
-        t + h + w == half and (not self.interleaved or (3 * h <= half + 1 and 3 * w <= half + 2)),
+        t + h + w == half,
         self.name,
         'sections',
         self.sections,
-        f'sections summing to head_dim / 2 = {half}' + (' with 3 h, 3 w within the pairs' if self.interleaved else ''),
+        f'3 sections (t, h, w) summing to head_dim / 2 = {half}',
     )
 
   def axis_of_frequency(self, head_dim: int) -> np.ndarray:
