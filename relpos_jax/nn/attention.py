@@ -429,6 +429,13 @@ class RelativeMultiHeadAttention(nnx.Module):
     params = self._params(position_params)
     q, k, v = self._project(x)
     bias, rest, rest_params = position_bias, [], []
+    for part, p in zip(self.parts, params):  # rotations first: a contextual term reads the rotated q and k
+      if grid_lib.is_grid(part) and part.kind is contract.Kind.ROTARY:
+        c = part.coordinates(coords)
+        if grid_shape is not None:
+          part.check_grid(grid_shape)
+        q = part.rotate_queries(p, q.astype(jnp.float32), c).astype(q.dtype)
+        k = part.rotate_keys(p, k.astype(jnp.float32), c).astype(k.dtype)
     for part, p in zip(self.parts, params):
       if not grid_lib.is_grid(part):
         rest.append(part)
@@ -437,9 +444,9 @@ class RelativeMultiHeadAttention(nnx.Module):
       c = part.coordinates(coords)
       if grid_shape is not None:
         part.check_grid(grid_shape)
-      if part.kind is contract.Kind.ROTARY:
-        q = part.rotate_queries(p, q.astype(jnp.float32), c).astype(q.dtype)
-        k = part.rotate_keys(p, k.astype(jnp.float32), c).astype(k.dtype)
+      if part.kind is contract.Kind.VECTOR_RELATIVE:  # iRPE's contextual mode: a score term of q and k
+        term = part.contextual_scores(p, q, k, c, c, 1.0 / np.sqrt(self.head_dim))
+        bias = term if bias is None else bias + term
       elif part.kind is contract.Kind.SCALAR_BIAS and position_bias is None:
         if grid_shape is not None:
           term = grid_lib.grid_bias_matrix(part, p, grid_shape, class_token=class_token)
@@ -460,7 +467,9 @@ class RelativeMultiHeadAttention(nnx.Module):
     q . k / sqrt(D) + the scalar bias, masked. For diagnostics (attention entropy); the parts must be rotary,
     scalar biases or position-free (NoPE, absolute parts), else a ValueError naming the part."""
     allowed = (contract.Kind.ROTARY, contract.Kind.SCALAR_BIAS, contract.Kind.ABSOLUTE)
-    other = [p.name for p in self.parts if p.kind not in allowed and p.reads_positions]
+    other = [
+        p.name for p in self.parts if p.kind not in allowed and p.reads_positions and not getattr(p, 'is_grid', False)
+    ]
     validation.require(
         not other, 'attention_weights', 'encoder', self.encoder,
         f'rotary, scalar-bias or position-free parts only (the weights are rebuilt explicitly); {other} are not',

@@ -342,3 +342,33 @@ def test_grid_encoders_refuse_one_d_positions_by_name():
 
     one_d = encoders.make('alibi')
     grid.grid_bias_matrix(one_d, one_d.init(jax.random.key(0), 4), (3, 3))
+
+
+@pytest.mark.parametrize('method, rpe_on, class_token', [('product', 'k', True), ('cross', 'qk', False),
+                                                         ('euclidean', 'q', True)])
+def test_irpe_contextual_matches_reference(method, rpe_on, class_token):
+  """The reference's forward_rpe_transpose in contextual mode: lookup = x @ W (per head), read at the pair's
+  bucket; on keys x = q * scale, on queries x = k * scale and the result transposed."""
+  enc = grid.make('irpe', method=method, mode='contextual', rpe_on=rpe_on, shared_head=False)
+  params = _randomize(_init(enc, head_dim=8))
+  shape = (3, 4)
+  n = 12 + int(class_token)
+  coords = grid.grid_positions(shape, class_token=class_token)[None]
+  q = jax.random.normal(jax.random.key(5), (1, n, H, 8))
+  k = jax.random.normal(jax.random.key(6), (1, n, H, 8))
+  scale = 8**-0.5
+  ours = np.asarray(enc.contextual_scores(params, q, k, coords, coords, scale))
+  kw = dict(alpha=enc.alpha, beta=enc.beta, gamma=enc.gamma)
+  methods = ['cross_rows', 'cross_cols'] if method == 'cross' else [method]
+  expected = 0.0
+  for side in rpe_on:
+    x = (np.asarray(q) if side == 'k' else np.asarray(k)).transpose(0, 2, 1, 3) * scale  # (B, H, L, D)
+    for t, m in enumerate(methods):
+      ids, _ = ref_irpe_bucket_ids(m, *shape, int(class_token), **kw)
+      weight = np.asarray(params[side][t])  # (H, D, num_buckets + 1)
+      lookup = np.einsum('bhld,hdn->bhln', x, weight)
+      term = np.take_along_axis(lookup, np.broadcast_to(ids, lookup.shape[:2] + ids.shape), axis=-1)
+      expected = expected + (term if side == 'k' else term.transpose(0, 1, 3, 2))
+  np.testing.assert_allclose(ours, expected, rtol=1e-5, atol=1e-5)
+  with pytest.raises(ValueError, match='grid bias encoder'):
+    grid.grid_bias_matrix(enc, params, shape)

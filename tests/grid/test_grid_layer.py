@@ -178,3 +178,16 @@ def test_grid_under_jit():
   x = _x(12)
   f = nnx.jit(lambda m, x, c: m(x, positions=c))
   np.testing.assert_allclose(f(layer, x, _coords()), layer(x, grid_shape=SHAPE), rtol=2e-5, atol=2e-5)
+
+
+def test_irpe_contextual_in_the_layer_is_translation_invariant_and_matches_explicit():
+  layer = _layer("irpe(mode='contextual', rpe_on='qk')")
+  x = _x(13)
+  a = layer(x, grid_shape=SHAPE, class_token=True)
+  np.testing.assert_allclose(a, layer(x, positions=_coords(class_token=True)), rtol=2e-5, atol=2e-5)
+  c = _coords()
+  np.testing.assert_allclose(layer(x[:, :12], positions=c), layer(x[:, :12], positions=c + 7), rtol=2e-5, atol=2e-5)
+  w = layer.attention_weights(x, grid_shape=SHAPE, class_token=True)
+  _, _, v = layer._project(x)
+  out = layer.out(jnp.einsum('bhij,bjhd->bihd', w, v).reshape(2, 13, DIM))
+  np.testing.assert_allclose(out, a, rtol=1e-4, atol=1e-5)
