@@ -36,7 +36,9 @@ AXES = (2, 3)
 
 
 def check_axes(name: str, axes) -> int:
-  validation.require(validation.is_int(axes) and axes in AXES, name, 'axes', axes, f'one of {AXES} (H x W or T x H x W)')
+  validation.require(
+      validation.is_int(axes) and axes in AXES, name, 'axes', axes, f'one of {AXES} (H x W or T x H x W)'
+  )
   return int(axes)
 
 
@@ -127,7 +129,9 @@ class GridRotaryEncoder(GridEncoder, contract.RotaryEncoder):
     head_dim = rope.check_head_dim(who, x.shape[-1])
     dims = contract.dims(params)
     if dims.head_dim is not None and dims.head_dim != head_dim:
-      raise ValueError(f'{who}: x has head_dim={head_dim} but the params were initialised for head_dim={dims.head_dim}.')
+      raise ValueError(
+          f'{who}: x has head_dim={head_dim} but the params were initialised for head_dim={dims.head_dim}.'
+      )
     coords = self.coordinates(positions)
     lead = tuple(x.shape[:-2])
     try:

@@ -41,7 +41,9 @@ def get_rope_index(
   """(position_ids (3, batch, length) int64, deltas (batch, 1) int64) for token ids (batch, length)."""
   who = 'get_rope_index'
   ids = np.asarray(input_ids)
-  validation.require(ids.ndim == 2 and ids.dtype.kind in 'iu', who, 'input_ids', f'<{ids.dtype} {ids.shape}>', 'int (batch, length)')
+  validation.require(
+      ids.ndim == 2 and ids.dtype.kind in 'iu', who, 'input_ids', f'<{ids.dtype} {ids.shape}>', 'int (batch, length)'
+  )
   merge = validation.positive_int(who, 'spatial_merge_size', spatial_merge_size)
   batch, length = ids.shape
   mask = np.ones_like(ids) if attention_mask is None else np.asarray(attention_mask)
@@ -54,8 +56,10 @@ def get_rope_index(
     pos = np.where(mask == 0, 1, pos)
     pos = np.broadcast_to(pos, (3, batch, length)).copy()
     return pos, pos.max(0).max(-1, keepdims=True) + 1 - length
-  grids = {image_token_id: list(np.asarray(image_grid_thw if image_grid_thw is not None else np.zeros((0, 3)))),
-           video_token_id: list(np.asarray(video_grid_thw if video_grid_thw is not None else np.zeros((0, 3))))}
+  grids = {
+      image_token_id: list(np.asarray(image_grid_thw if image_grid_thw is not None else np.zeros((0, 3)))),
+      video_token_id: list(np.asarray(video_grid_thw if video_grid_thw is not None else np.zeros((0, 3)))),
+  }
   used = {image_token_id: 0, video_token_id: 0}
   position_ids = np.ones((3, batch, length), np.int64)
   deltas = []

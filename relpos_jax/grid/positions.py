@@ -47,7 +47,9 @@ def check_shape(who: str, shape) -> tuple[int, ...]:
   ok = isinstance(shape, (tuple, list)) and len(shape) in (2, 3) and all(validation.is_int(n) and n >= 1 for n in shape)
   validation.require(ok, who, 'shape', shape, 'a tuple of 2 or 3 ints >= 1 (H, W) or (T, H, W)')
   size = math.prod(int(n) for n in shape)
-  validation.require(size <= validation.MAX_TABLE_ROWS, who, 'shape', shape, f'at most {validation.MAX_TABLE_ROWS} tokens')
+  validation.require(
+      size <= validation.MAX_TABLE_ROWS, who, 'shape', shape, f'at most {validation.MAX_TABLE_ROWS} tokens'
+  )
   return tuple(int(n) for n in shape)
 
 
@@ -138,7 +140,8 @@ def block_toeplitz(values: jax.Array, shape, *, class_token: bool = False) -> ja
   if values.shape[-1] != expected:
     raise ValueError(
         f'block_toeplitz: values has {values.shape[-1]} entries on its last axis; the grid {shape} has '
-        f'prod(2n - 1) = {num_distinct_offsets(shape)} distinct offsets' + (' + 1 class-token value' if class_token else '')
+        f'prod(2n - 1) = {num_distinct_offsets(shape)} distinct offsets'
+        + (' + 1 class-token value' if class_token else '')
         + f' = {expected}.'
     )
   return jnp.take(values, jnp.asarray(block_toeplitz_index(shape, class_token=class_token)), axis=-1)

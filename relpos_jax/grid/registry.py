@@ -16,6 +16,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
+import inspect
+import math
+
+import numpy as np
 
 from relpos_jax import validation
 from relpos_jax.encoders import contract
@@ -37,17 +42,34 @@ def register(name: str):
   def wrap(cls):
     if name in _REGISTRY and _REGISTRY[name] is not cls:
       raise ValueError(f'grid encoder name {name!r} is registered twice.')
-    if name in registry_1d._REGISTRY:
+    if name in registry_1d.names():
       raise ValueError(f'grid encoder name {name!r} is a 1-D encoder name already.')
     if not dataclasses.is_dataclass(cls) or not cls.__dataclass_params__.frozen:
       raise TypeError(f'{cls.__name__} must be a frozen dataclass to be registered.')
     cls.name = name
-    registry_1d._check_types_on_init(cls)  # the 1-D registry's type and bound checks of every hyperparameter
+    _check_types_on_init(cls)
     cls.__repr__ = _repr
     _REGISTRY[name] = cls
     return cls
 
   return wrap
+
+
+def _check_types_on_init(cls) -> None:
+  """Every hyperparameter checked against its annotation and the package's bounds (`validation.typed_fields`,
+  `validation.bounded_fields`, as the 1-D registry does) before the encoder's own `__post_init__`."""
+  init = cls.__init__
+  signature = inspect.signature(init)
+  annotations = {f.name: f.type for f in dataclasses.fields(cls)}
+
+  @functools.wraps(init)
+  def checked_init(self, *args, **kwargs):
+    given = dict(list(signature.bind(self, *args, **kwargs).arguments.items())[1:])
+    validation.typed_fields(cls.name, given, annotations)
+    validation.bounded_fields(cls.name, given)
+    init(self, *args, **kwargs)
+
+  cls.__init__ = checked_init
 
 
 def _repr(encoder) -> str:
@@ -83,7 +105,9 @@ def make(name: str, **hparams):
 
 
 def _load():
-  from relpos_jax.grid import encoders  # noqa: F401  (registers every family on import)
+  import importlib
+
+  importlib.import_module('relpos_jax.grid.encoders')  # registers every family on import
 
 
 def from_spec(spec):
@@ -111,10 +135,37 @@ def _build(node, text):
         raise ValueError(f'grid encoder spec {text!r}: each hyperparameter once, as name=value; allowed: {ALLOWED}.')
       value = keyword.value
       # A bare word is a string value (irpe(method=product)): grid hyperparameters never name variables.
-      hparams[keyword.arg] = value.id if isinstance(value, ast.Name) else spec_1d._literal(value, keyword.arg, text)
+      hparams[keyword.arg] = value.id if isinstance(value, ast.Name) else _literal(value, keyword.arg, text)
     return make(node.func.id, **hparams)
   piece = ast.get_source_segment(text, node) or ast.dump(node)
   raise ValueError(f'grid encoder spec {text!r}: {piece!r} is not a grid encoder spec; allowed: {ALLOWED}.')
+
+
+def _literal(node, field, text):
+  try:
+    value = ast.literal_eval(node)
+  except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+    raise ValueError(f'grid encoder spec {text!r}: {field} is not a literal value; allowed: {ALLOWED}.') from None
+  as_tuple = lambda v: tuple(as_tuple(x) for x in v) if isinstance(v, (list, tuple)) else v
+  return as_tuple(value)  # lists read as tuples: encoders are hashable
+
+
+def _write_literal(value) -> str:
+  if isinstance(value, np.generic):
+    value = value.item()
+  if isinstance(value, tuple):
+    items = [_write_literal(v) for v in value]
+    return f'({items[0]},)' if len(items) == 1 else f'({", ".join(items)})'
+  if isinstance(value, float) and math.isinf(value):
+    return '1e999' if value > 0 else '-1e999'
+  return repr(value)
+
+
+def _is_default(encoder, field) -> bool:
+  value = getattr(encoder, field.name)
+  if field.default is dataclasses.MISSING:
+    return False
+  return value == field.default and isinstance(value, bool) == isinstance(field.default, bool)
 
 
 def to_spec(encoder) -> str:
@@ -126,8 +177,8 @@ def to_spec(encoder) -> str:
   if not name or _REGISTRY.get(name) is not cls:
     return spec_1d.to_spec(encoder)  # a 1-D encoder (beside a grid one in a sum)
   args = [
-      f'{f.name}={spec_1d._write_literal(encoder, f.name, getattr(encoder, f.name))}'
+      f'{f.name}={_write_literal(getattr(encoder, f.name))}'
       for f in dataclasses.fields(cls)
-      if f.init and not spec_1d._is_default(encoder, f)
+      if f.init and not _is_default(encoder, f)
   ]
   return f'{name}({", ".join(args)})' if args else name

@@ -403,7 +403,10 @@ class RelativeMultiHeadAttention(nnx.Module):
       )
     validation.require(self.window is None, who, 'window', self.window, 'None with grid encoders (a window is 1-D)')
     validation.require(
-        self.implementation != 'pallas', who, 'implementation', self.implementation,
+        self.implementation != 'pallas',
+        who,
+        'implementation',
+        self.implementation,
         'not "pallas" with grid encoders (its kernel builds 1-D Toeplitz biases); None, "einsum", "xla", "cudnn" or '
         '"blockwise"',
     )
@@ -414,10 +417,15 @@ class RelativeMultiHeadAttention(nnx.Module):
       class_token = validation.boolean(who, 'class_token', class_token)
       expected = int(np.prod(grid_shape)) + int(class_token)
       validation.require(
-          expected == length, who, 'grid_shape', grid_shape,
+          expected == length,
+          who,
+          'grid_shape',
+          grid_shape,
           f'a grid of length - class token = {length - int(class_token)} tokens (x has length {length})',
       )
-      coords = jnp.broadcast_to(grid_lib.grid_positions(grid_shape, class_token=class_token), (b, length, len(grid_shape)))
+      coords = jnp.broadcast_to(
+          grid_lib.grid_positions(grid_shape, class_token=class_token), (b, length, len(grid_shape))
+      )
     else:
       shape = tuple(jnp.shape(positions))
       if len(shape) != 3 or shape[:2] != (b, length):
@@ -471,7 +479,10 @@ class RelativeMultiHeadAttention(nnx.Module):
         p.name for p in self.parts if p.kind not in allowed and p.reads_positions and not getattr(p, 'is_grid', False)
     ]
     validation.require(
-        not other, 'attention_weights', 'encoder', self.encoder,
+        not other,
+        'attention_weights',
+        'encoder',
+        self.encoder,
         f'rotary, scalar-bias or position-free parts only (the weights are rebuilt explicitly); {other} are not',
     )
     b, length = x.shape[:2]
@@ -553,7 +564,10 @@ class RelativeMultiHeadAttention(nnx.Module):
     )
     grid_parts = [p.name for p in self.parts if getattr(p, 'is_grid', False)]
     validation.require(
-        not grid_parts, 'decode', 'encoder', self.encoder,
+        not grid_parts,
+        'decode',
+        'encoder',
+        self.encoder,
         f'an encoder of 1-D positions: cached decoding of grid encoders ({grid_parts}) is not built',
     )
     explicit, padding_mask = self._check_input(x, positions, padding_mask)

@@ -56,7 +56,9 @@ def resolve_encoder(encoder) -> contract.Encoder:
       return spec_1d.from_spec(encoder)
     except ValueError as one_d_error:
       raise validation.invalid(
-          'ViT', 'encoder', encoder,
+          'ViT',
+          'encoder',
+          encoder,
           f'a grid encoder spec ({", ".join(grid.names())}) or a 1-D one; as a grid spec: {grid_error} As a 1-D '
           f'spec: {one_d_error}',
       ) from None
@@ -69,7 +71,10 @@ def resolve_layers(encoder, num_layers: int) -> tuple:
   if items is None:
     return (resolve_encoder(encoder),) * num_layers
   validation.require(
-      0 < len(items) <= num_layers, 'ViT', 'encoder', encoder,
+      0 < len(items) <= num_layers,
+      'ViT',
+      'encoder',
+      encoder,
       f'one encoder per layer, or a shorter pattern repeated over them (at most num_layers={num_layers})',
   )
   resolved = [resolve_encoder(item) for item in items]
@@ -103,9 +108,15 @@ class ViT(nnx.Module):
       rngs: nnx.Rngs,
   ):
     who = 'ViT'
-    for field, value in dict(num_classes=num_classes, patch_size=patch_size, in_channels=in_channels,
-                             model_dim=model_dim, num_heads=num_heads, num_layers=num_layers,
-                             mlp_ratio=mlp_ratio).items():
+    for field, value in dict(
+        num_classes=num_classes,
+        patch_size=patch_size,
+        in_channels=in_channels,
+        model_dim=model_dim,
+        num_heads=num_heads,
+        num_layers=num_layers,
+        mlp_ratio=mlp_ratio,
+    ).items():
       validation.positive_int(who, field, value, maximum=2**16)
     validation.head_dim(who, model_dim, num_heads)
     validation.choice(who, 'pool', pool, POOLS)
@@ -116,20 +127,40 @@ class ViT(nnx.Module):
     self.layer_axes = tuple(_grid_axes(e) for e in self.layer_encoders)
     linear = dict(param_dtype=jnp.float32, rngs=rngs)
     self.patch_embed = nnx.Linear(patch_size * patch_size * in_channels, model_dim, **linear)
-    self.cls_token = nnx.Param(0.02 * jax.random.truncated_normal(rngs.params(), -2, 2, (1, 1, model_dim))) if (
-        pool == 'cls') else None
+    self.cls_token = (
+        nnx.Param(0.02 * jax.random.truncated_normal(rngs.params(), -2, 2, (1, 1, model_dim)))
+        if (pool == 'cls')
+        else None
+    )
     # The absolute parts (x + p_i) of the first layer's encoder, added once at the input, as the 1-D models do.
     self.input_parts = position_terms.input_parts(self.layer_encoders[0])
-    self.input_params = nnx.List([
-        attention_lib.as_variables(p)
-        for p in position_terms.init_params(self.input_parts, rngs.params(), num_heads=num_heads,
-                                            head_dim=model_dim // num_heads, model_dim=model_dim)
-    ])
-    self.blocks = nnx.List([
-        blocks.TransformerBlock(model_dim, num_heads, e, mlp_hidden_dim=mlp_ratio * model_dim, causal=False,
-                                norm='layernorm', model_adds_absolute=True, rngs=rngs)
-        for e in self.layer_encoders
-    ])
+    self.input_params = nnx.List(
+        [
+            attention_lib.as_variables(p)
+            for p in position_terms.init_params(
+                self.input_parts,
+                rngs.params(),
+                num_heads=num_heads,
+                head_dim=model_dim // num_heads,
+                model_dim=model_dim,
+            )
+        ]
+    )
+    self.blocks = nnx.List(
+        [
+            blocks.TransformerBlock(
+                model_dim,
+                num_heads,
+                e,
+                mlp_hidden_dim=mlp_ratio * model_dim,
+                causal=False,
+                norm='layernorm',
+                model_adds_absolute=True,
+                rngs=rngs,
+            )
+            for e in self.layer_encoders
+        ]
+    )
     self.norm = blocks.make_norm('layernorm', model_dim, rngs)
     self.head = nnx.Linear(model_dim, num_classes, **linear)
 
@@ -139,7 +170,10 @@ class ViT(nnx.Module):
     ok = len(shape) == 4 and shape[-1] == self.in_channels and min(shape) > 0
     validation.require(ok, who, 'images', f'<shape {shape}>', f'float (batch, H, W, in_channels={self.in_channels})')
     validation.require(
-        shape[1] % p == 0 and shape[2] % p == 0, who, 'images', f'<shape {shape}>',
+        shape[1] % p == 0 and shape[2] % p == 0,
+        who,
+        'images',
+        f'<shape {shape}>',
         f'H and W multiples of patch_size={p}',
     )
     images = jnp.asarray(images, jnp.float32)

@@ -93,7 +93,9 @@ def test_piecewise_index_matches_reference():
       np.asarray(grid.encoders.irpe.piecewise_index(x, alpha, beta, gamma)), ref_piecewise_index(x, alpha, beta, gamma)
   )
   # Hand-computed: exact within alpha, saturating at int(beta) = 3 far away.
-  np.testing.assert_array_equal(ref_piecewise_index(np.array([0, 1, 2, 5, 40, -40]), alpha, beta, gamma), [0, 1, 2, 3, 3, -3])
+  np.testing.assert_array_equal(
+      ref_piecewise_index(np.array([0, 1, 2, 5, 40, -40]), alpha, beta, gamma), [0, 1, 2, 3, 3, -3]
+  )
 
 
 @pytest.mark.parametrize('method', ['euclidean', 'quant', 'cross', 'product'])
@@ -280,8 +282,17 @@ def test_fire2d_follows_its_formula_and_is_query_dependent():
 # ---------------------------------------------------------------------------------------------------------
 # Every relative bias encoder: the block-Toeplitz construction equals direct evaluation on all pairs.
 
-RELATIVE_BIAS = ['distance2d', 'shaw2d', 'irpe', "irpe(method='euclidean')", "irpe(method='cross')", 'swin',
-                 'swin_v2_cpb', 'alibi2d', 'kerple2d']
+RELATIVE_BIAS = [
+    'distance2d',
+    'shaw2d',
+    'irpe',
+    "irpe(method='euclidean')",
+    "irpe(method='cross')",
+    'swin',
+    'swin_v2_cpb',
+    'alibi2d',
+    'kerple2d',
+]
 
 
 @pytest.mark.parametrize('spec', RELATIVE_BIAS)
@@ -306,8 +317,23 @@ def test_three_axes():
     np.testing.assert_allclose(built, direct, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize('name', ['alibi2d', 'distance2d', 'fire2d', 'irpe', 'kerple2d', 'mrope', 'rope_axial',
-                                  'rope_mixed', 'shaw2d', 'sincos2d', 'swin', 'swin_v2_cpb'])
+@pytest.mark.parametrize(
+    'name',
+    [
+        'alibi2d',
+        'distance2d',
+        'fire2d',
+        'irpe',
+        'kerple2d',
+        'mrope',
+        'rope_axial',
+        'rope_mixed',
+        'shaw2d',
+        'sincos2d',
+        'swin',
+        'swin_v2_cpb',
+    ],
+)
 def test_every_grid_encoder_spec_round_trips(name):
   enc = grid.make(name)
   assert grid.from_spec(grid.to_spec(enc)) == enc
@@ -316,8 +342,13 @@ def test_every_grid_encoder_spec_round_trips(name):
 
 
 def test_spec_round_trips_with_hyperparameters_and_sums():
-  for spec in ['swin_v2_cpb(pretrained_window=14)', "irpe(method='cross', ratio=2.5)", 'mrope(interleaved=True)',
-               'alibi2d + rope_axial', 'distance2d(metric=\'l1\', learnable=False)']:
+  for spec in [
+      'swin_v2_cpb(pretrained_window=14)',
+      "irpe(method='cross', ratio=2.5)",
+      'mrope(interleaved=True)',
+      'alibi2d + rope_axial',
+      "distance2d(metric='l1', learnable=False)",
+  ]:
     enc = grid.from_spec(spec)
     assert grid.from_spec(grid.to_spec(enc)) == enc
 
@@ -344,8 +375,9 @@ def test_grid_encoders_refuse_one_d_positions_by_name():
     grid.grid_bias_matrix(one_d, one_d.init(jax.random.key(0), 4), (3, 3))
 
 
-@pytest.mark.parametrize('method, rpe_on, class_token', [('product', 'k', True), ('cross', 'qk', False),
-                                                         ('euclidean', 'q', True)])
+@pytest.mark.parametrize(
+    'method, rpe_on, class_token', [('product', 'k', True), ('cross', 'qk', False), ('euclidean', 'q', True)]
+)
 def test_irpe_contextual_matches_reference(method, rpe_on, class_token):
   """The reference's forward_rpe_transpose in contextual mode: lookup = x @ W (per head), read at the pair's
   bucket; on keys x = q * scale, on queries x = k * scale and the result transposed."""

@@ -92,16 +92,20 @@ def test_float_coordinates_equal_integer_ones():
 def test_three_axes_and_mrope():
   x = _x(12)
   for spec in ['alibi2d(axes=3)', 'rope_axial(axes=3)', 'mrope', 'irpe(axes=3)']:
-    layer = _layer(spec) if 'rope_axial' not in spec else RelativeMultiHeadAttention(
-        HEADS, 48, grid.from_spec(spec), rngs=nnx.Rngs(0))
+    layer = (
+        _layer(spec)
+        if 'rope_axial' not in spec
+        else RelativeMultiHeadAttention(HEADS, 48, grid.from_spec(spec), rngs=nnx.Rngs(0))
+    )
     xs = x if 'rope_axial' not in spec else jax.random.normal(jax.random.key(0), (2, 12, 48))
     a = layer(xs, grid_shape=(2, 2, 3))
     b = layer(xs, positions=_coords((2, 2, 3)))
     np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5)
 
 
-@pytest.mark.parametrize('spec', ['irpe + rope_axial', pytest.param('swin_v2_cpb', marks=SLOW),
-                                  pytest.param('fire2d', marks=SLOW)])
+@pytest.mark.parametrize(
+    'spec', ['irpe + rope_axial', pytest.param('swin_v2_cpb', marks=SLOW), pytest.param('fire2d', marks=SLOW)]
+)
 def test_blockwise_equals_explicit_in_outputs_and_gradients(spec):
   explicit = _layer(spec, implementation='einsum')
   tiled = _layer(spec, implementation='blockwise', block_size=4)
@@ -110,8 +114,12 @@ def test_blockwise_equals_explicit_in_outputs_and_gradients(spec):
   def loss(layer, x):
     return jnp.sum(jnp.sin(layer(x, grid_shape=SHAPE, class_token=True)))
 
-  np.testing.assert_allclose(explicit(x, grid_shape=SHAPE, class_token=True),
-                             tiled(x, grid_shape=SHAPE, class_token=True), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(
+      explicit(x, grid_shape=SHAPE, class_token=True),
+      tiled(x, grid_shape=SHAPE, class_token=True),
+      rtol=1e-5,
+      atol=1e-5,
+  )
   g1 = nnx.grad(loss)(explicit, x)
   g2 = nnx.grad(loss)(tiled, x)
   for a, b in zip(jax.tree.leaves(nnx.state(g1)), jax.tree.leaves(nnx.state(g2))):
@@ -145,7 +153,7 @@ def test_refusals_name_the_encoder_and_the_shape():
   one_d = RelativeMultiHeadAttention(HEADS, DIM, encoders.make('alibi', bidirectional=True), rngs=nnx.Rngs(0))
   with pytest.raises(ValueError, match=r"alibi.*\(2, 12, 2\).*\['alibi'\] read 1-D positions"):
     one_d(x, positions=_coords())
-  with pytest.raises(ValueError, match=r"alibi.*grid_shape=\(3, 4\)"):
+  with pytest.raises(ValueError, match=r'alibi.*grid_shape=\(3, 4\)'):
     one_d(x, grid_shape=SHAPE)
   layer = _layer('rope_axial')
   with pytest.raises(ValueError, match=r"\['rope_axial'\] read coordinates.*got positions of shape \(2, 12\)"):

@@ -1,6 +1,5 @@
 """Grid coordinates, offsets and the block-Toeplitz construction (relpos_jax/grid/positions.py, checks.py)."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest

@@ -1,8 +1,6 @@
 """Grid rotary encoders against numpy transcriptions of naver-ai/rope-vit (axial, mixed) and Hugging Face's
 Qwen2-VL / Qwen3-VL (M-RoPE chunked and interleaved), and M-RoPE ids against Qwen2-VL's `get_rope_index`."""
 
-import math
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -115,8 +113,10 @@ def ref_qwen3_mrope(q, position_ids, mrope_section, base=10000.0):
   return q * np.cos(emb)[:, :, None] + ref_rotate_half(q) * np.sin(emb)[:, :, None]
 
 
-@pytest.mark.parametrize('interleaved, head_dim, sections', [(False, 32, (4, 6, 6)), (True, 32, (6, 5, 5)),
-                                                              (False, 16, None), (True, 128, (24, 20, 20))])
+@pytest.mark.parametrize(
+    'interleaved, head_dim, sections',
+    [(False, 32, (4, 6, 6)), (True, 32, (6, 5, 5)), (False, 16, None), (True, 128, (24, 20, 20))],
+)
 def test_mrope_matches_qwen(interleaved, head_dim, sections):
   enc = grid.make('mrope', interleaved=interleaved, sections=sections)
   params = enc.init(jax.random.key(0), 2, head_dim=head_dim)
@@ -213,8 +213,12 @@ def ref_get_rope_index(input_ids, image_grid_thw, video_grid_thw, attention_mask
         st_idx = llm_pos_ids_list[-1].max() + 1 if len(llm_pos_ids_list) > 0 else 0
         llm_pos_ids_list.append(np.broadcast_to(np.arange(text_len).reshape(1, -1), (3, text_len)) + st_idx)
         t_index = np.broadcast_to(np.arange(llm_grid_t).reshape(-1, 1), (llm_grid_t, llm_grid_h * llm_grid_w)).flatten()
-        h_index = np.broadcast_to(np.arange(llm_grid_h).reshape(1, -1, 1), (llm_grid_t, llm_grid_h, llm_grid_w)).flatten()
-        w_index = np.broadcast_to(np.arange(llm_grid_w).reshape(1, 1, -1), (llm_grid_t, llm_grid_h, llm_grid_w)).flatten()
+        h_index = np.broadcast_to(
+            np.arange(llm_grid_h).reshape(1, -1, 1), (llm_grid_t, llm_grid_h, llm_grid_w)
+        ).flatten()
+        w_index = np.broadcast_to(
+            np.arange(llm_grid_w).reshape(1, 1, -1), (llm_grid_t, llm_grid_h, llm_grid_w)
+        ).flatten()
         llm_pos_ids_list.append(np.stack([t_index, h_index, w_index]) + text_len + st_idx)
         st = ed + llm_grid_t * llm_grid_h * llm_grid_w
       if st < len(input_tokens):
@@ -231,8 +235,10 @@ def ref_get_rope_index(input_ids, image_grid_thw, video_grid_thw, attention_mask
     position_ids = np.broadcast_to(position_ids[None], (3,) + position_ids.shape)
     max_position_ids = position_ids.max(0).max(-1, keepdims=True)
     return position_ids, max_position_ids + 1 - attention_mask.shape[-1]
-  return (np.broadcast_to(np.arange(input_ids.shape[1]).reshape(1, 1, -1), (3, input_ids.shape[0], input_ids.shape[1])),
-          np.zeros((input_ids.shape[0], 1), np.int64))
+  return (
+      np.broadcast_to(np.arange(input_ids.shape[1]).reshape(1, 1, -1), (3, input_ids.shape[0], input_ids.shape[1])),
+      np.zeros((input_ids.shape[0], 1), np.int64),
+  )
 
 
 def _sequence(blocks, text=2):
@@ -266,8 +272,9 @@ def test_get_rope_index_matches_qwen2_vl(case):
   else:
     ids = np.array([[0, 6, 7, 8], [5, 6, 7, 8]])
     mask = np.array([[0, 1, 1, 1], [1, 1, 1, 1]])
-  ours, ours_delta = get_rope_index(ids, images, videos, mask, image_token_id=IMG, video_token_id=VID,
-                                    vision_start_token_id=START)
+  ours, ours_delta = get_rope_index(
+      ids, images, videos, mask, image_token_id=IMG, video_token_id=VID, vision_start_token_id=START
+  )
   ref, ref_delta = ref_get_rope_index(ids, images, videos, mask)
   np.testing.assert_array_equal(ours, ref)
   np.testing.assert_array_equal(ours_delta, ref_delta)
@@ -276,8 +283,9 @@ def test_get_rope_index_matches_qwen2_vl(case):
 def test_get_rope_index_hand_values():
   """Two text tokens, START, a 2 x 3 grid, END: the grid starts at 3, the text after it at 3 + 3 = 6."""
   ids = np.array([[1, 2, START] + [IMG] * 6 + [END]])
-  pos, delta = get_rope_index(ids, np.array([[1, 4, 6]]), image_token_id=IMG, video_token_id=VID,
-                              vision_start_token_id=START)
+  pos, delta = get_rope_index(
+      ids, np.array([[1, 4, 6]]), image_token_id=IMG, video_token_id=VID, vision_start_token_id=START
+  )
   np.testing.assert_array_equal(pos[:, 0, :3], [[0, 1, 2]] * 3)
   np.testing.assert_array_equal(pos[1, 0, 3:9], [3, 3, 3, 4, 4, 4])  # rows
   np.testing.assert_array_equal(pos[2, 0, 3:9], [3, 4, 5, 3, 4, 5])  # columns

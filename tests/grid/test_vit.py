@@ -14,8 +14,10 @@ def _images(b=2, h=6, w=6, c=1, seed=0):
   return jax.random.normal(jax.random.key(seed), (b, h, w, c))
 
 
-@pytest.mark.parametrize('encoder, pool', [('irpe', 'cls'), ('rope_axial', 'mean'), ('mrope', 'none'),
-                                           ('nope', 'mean'), ('sincos2d + alibi2d', 'cls')])
+@pytest.mark.parametrize(
+    'encoder, pool',
+    [('irpe', 'cls'), ('rope_axial', 'mean'), ('mrope', 'none'), ('nope', 'mean'), ('sincos2d + alibi2d', 'cls')],
+)
 def test_shapes_at_two_grid_sizes(encoder, pool):
   model = ViT(encoder=encoder, num_classes=5, patch_size=2, model_dim=32, num_heads=2, rngs=nnx.Rngs(0), pool=pool)
   for side in (4, 8):

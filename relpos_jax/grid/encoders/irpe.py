@@ -71,7 +71,10 @@ class IRPE(GridBiasEncoder):
     validation.choice(self.name, 'mode', self.mode, MODES)
     validation.choice(self.name, 'rpe_on', self.rpe_on, RPE_ON)
     validation.require(
-        self.mode == 'contextual' or self.rpe_on == 'k', self.name, 'rpe_on', self.rpe_on,
+        self.mode == 'contextual' or self.rpe_on == 'k',
+        self.name,
+        'rpe_on',
+        self.rpe_on,
         "'k' with mode='bias' (a bias has no content to sit on)",
     )
     validation.number(self.name, 'ratio', self.ratio, at_least=0.5, at_most=64)
