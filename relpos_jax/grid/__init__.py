@@ -12,7 +12,8 @@ The attention layer takes coordinates (batch, length, axes) or a static `grid_sh
 
   distance2d     -slope_h * |delta|_1 or |delta|_2 (the lecture's relative distance on a grid)
   shaw2d         Shaw's clipped table per axis, summed
-  irpe           iRPE (Wu et al. 2021): piecewise index, methods euclidean / quant / cross / product, bias mode
+  irpe           iRPE (Wu et al. 2021): piecewise index, methods euclidean / quant / cross / product; bias mode, and
+                 contextual mode on keys / queries (a content term, kind VECTOR_RELATIVE)
   swin           Swin v1's learned (2M - 1)^2 table (refuses grids beyond its window)
   swin_v2_cpb    Swin v2's continuous position bias (MLP on log-spaced offsets, 16 sigmoid)
   alibi2d        -m_h |delta|_2 with ALiBi's slopes (CROMA's 2D-ALiBi)
@@ -22,6 +23,8 @@ The attention layer takes coordinates (batch, length, axes) or a static `grid_sh
   rope_mixed     rope-vit's RoPE-Mixed (learned 2-D frequencies per head, per layer)
   mrope          Qwen2-VL's M-RoPE (chunked sections) or Qwen3-VL's interleaved layout
   sincos2d       MAE's fixed 2-D sin-cos absolute embedding (not relative)
+
+`mrope_index.get_rope_index` builds the (t, h, w) ids of packed text + image / video sequences as Qwen2-VL does.
 """
 
 from relpos_jax.grid.checks import assert_block_toeplitz

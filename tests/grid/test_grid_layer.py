@@ -199,3 +199,17 @@ def test_irpe_contextual_in_the_layer_is_translation_invariant_and_matches_expli
   _, _, v = layer._project(x)
   out = layer.out(jnp.einsum('bhij,bjhd->bihd', w, v).reshape(2, 13, DIM))
   np.testing.assert_allclose(out, a, rtol=1e-4, atol=1e-5)
+
+
+def test_dot_product_attention_path_takes_the_grid_bias():
+  """implementation='xla' (jax.nn.dot_product_attention, the default on accelerators) gets the grid bias as its
+  precomputed bias: the same outputs as the explicit path, for the (H, L, L) and the (B, H, L, L) forms."""
+  x = _x(13)
+  for spec in ['irpe + rope_axial', "irpe(mode='contextual')"]:
+    a = _layer(spec, implementation='einsum')
+    b = _layer(spec, implementation='xla')
+    np.testing.assert_allclose(
+        a(x, grid_shape=SHAPE, class_token=True), b(x, grid_shape=SHAPE, class_token=True), rtol=1e-5, atol=1e-5
+    )
+    c = _coords(class_token=True)
+    np.testing.assert_allclose(a(x, positions=c), b(x, positions=c), rtol=1e-5, atol=1e-5)
