@@ -228,3 +228,19 @@ class ViT(nnx.Module):
     if return_entropy:
       return logits, jnp.stack(entropies)
     return logits
+
+
+_NO_DECAY = ('position_params', 'input_params', 'cls_token')
+
+
+def weight_decay_mask(params):
+  """For `optax.adamw(..., mask=weight_decay_mask)` on a ViT's params: True for the matrices to decay (ndim >= 2,
+  the package's rule, relpos_jax.train.optim), False for the position encoders' parameters (RoPE-Mixed's
+  frequencies, iRPE's and Swin's tables, the CPB MLP), the absolute embedding and the class token, which rope-vit
+  excludes from weight decay (`no_weight_decay`: 'pos_embed', 'cls_token', 'freqs')."""
+
+  def decide(path, leaf):
+    name = jax.tree_util.keystr(path)
+    return bool(jnp.ndim(leaf) >= 2 and not any(key in name for key in _NO_DECAY))
+
+  return jax.tree_util.tree_map_with_path(decide, params)

@@ -97,3 +97,20 @@ def test_trains_under_jit():
 
   losses = [float(step(model, optimizer)) for _ in range(15)]
   assert losses[-1] < losses[0]
+
+
+def test_weight_decay_mask_excludes_position_parameters():
+  from relpos_jax.nn.vit import weight_decay_mask
+
+  model = ViT(encoder='rope_mixed + irpe', num_classes=2, pool='cls', rngs=nnx.Rngs(0))
+  mask = weight_decay_mask(nnx.state(model, nnx.Param))
+  flat = {tuple(k): v.get_value() if isinstance(v, nnx.Variable) else v for k, v in nnx.to_flat_state(mask)}
+  assert flat[('blocks', 0, 'attention', 'position_params', 0, 'freqs')] is False
+  assert flat[('blocks', 1, 'attention', 'position_params', 1, 'table')] is False
+  assert flat[('cls_token',)] is False and flat[('head', 'bias')] is False
+  assert flat[('blocks', 0, 'attention', 'query', 'kernel')] is True
+  optimizer = nnx.Optimizer(model, optax.adamw(1e-3, weight_decay=0.5, mask=weight_decay_mask), wrt=nnx.Param)
+  freqs = model.blocks[0].attention.position_params[0]['freqs'][...]
+  grads = jax.tree.map(jnp.zeros_like, nnx.state(model, nnx.Param))
+  optimizer.update(model, grads)  # zero gradients: only weight decay moves a parameter
+  np.testing.assert_array_equal(model.blocks[0].attention.position_params[0]['freqs'][...], freqs)

@@ -12,8 +12,10 @@ one vector per pair, head and layer: angle_k = x * f^x_{h,k} + y * f^y_{h,k}, in
 with magnitudes theta^(-4k/D) (k < D/4, theta = 10 for the mixed models) in two directions per head, at a random
 angle a_h and at a_h + pi/2: f^x = [m cos a_h, m cos(a_h + pi/2)], f^y = [m sin a_h, m sin(a_h + pi/2)]. Each
 attention layer owns its encoder params, so the frequencies are per layer as the reference's `freqs` of shape
-(2, depth, ...). The reference excludes them from weight decay (`no_weight_decay`); this package's optimiser
-does not decay by name, so that is the training code's choice, not made here. 2-D only.
+(2, depth, ...). The reference excludes them from weight decay (`no_weight_decay`); the package's optimiser
+decays every matrix (ndim >= 2, relpos_jax.train.optim), so a ViT trained with decay should pass
+`relpos_jax.nn.vit.weight_decay_mask` as AdamW's mask, which leaves them (and every position parameter) out. 2-D
+only.
 
 mrope (Qwen2-VL, Wang et al. 2024; huggingface/transformers modeling_qwen2_vl.py
 `apply_multimodal_rotary_pos_emb`): coordinates (t, h, w); 1-D RoPE frequencies base^(-2k/D) (k < D/2, base
