@@ -5,7 +5,7 @@
 The 1-D scalar form (relpos_jax/encoders/shaw.py: clip(j - i) indexes a (2k + 1) table) applied per axis, as
 iRPE's "cross" method sums a row and a column encoding (Wu et al. 2021, section 3.2). The grid offsets are
 p_i - p_j (positions.py), so row k + d holds offset d = p_i - p_j. Beyond k all offsets share the edge rows: it
-takes any grid. Tables start at N(0, 0.02) like the 1-D tables.
+takes any grid. Float coordinates are read at the nearest integer offset (a table has integer rows). Tables start at N(0, 0.02) like the 1-D tables.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ swin (v1): a learned table B of (2M - 1)^2 x H entries for a window of M x M tok
     index(delta) = (delta_row + M - 1) * (2M - 1) + (delta_col + M - 1),      delta = p_i - p_j
 
 (the reference's `relative_position_index`, built from `coords_flatten[:, :, None] - coords_flatten[:, None, :]`),
-initialised trunc_normal(std=0.02). It covers |delta_a| <= M - 1 only: a grid of side > M is refused by name
+initialised trunc_normal(std=0.02). A table has integer rows: float coordinates are read at the nearest integer
+offset (integral ones exactly). It covers |delta_a| <= M - 1 only: a grid of side > M is refused by name
 (`check_grid`), and an offset beyond the table at traced coordinates gives NaN, never a clipped value. axes = 3
 is Video Swin's (2T - 1)(2M - 1)^2 table with the same window on every axis.
 
