@@ -23,6 +23,7 @@ The attention layer takes coordinates (batch, length, axes) or a static `grid_sh
   rope_mixed     rope-vit's RoPE-Mixed (learned 2-D frequencies per head, per layer)
   mrope          Qwen2-VL's M-RoPE (chunked sections) or Qwen3-VL's interleaved layout
   sincos2d       MAE's fixed 2-D sin-cos absolute embedding (not relative)
+  learned2d      ViT's learned absolute embedding, a table of max_size^2 rows (refuses larger grids)
 
 `mrope_index.get_rope_index` builds the (t, h, w) ids of packed text + image / video sequences as Qwen2-VL does.
 """

@@ -199,7 +199,9 @@ class ViT(nnx.Module):
       emb = 0.0
       for part, p in zip(self.input_parts, params):
         if grid.is_grid(part):
-          coords = grid.grid_positions(grid_hw if part.axes == 2 else (1,) + grid_hw, class_token=cls)
+          shape = grid_hw if part.axes == 2 else (1,) + grid_hw
+          part.check_grid(shape)  # a learned table refuses a grid beyond it
+          coords = grid.grid_positions(shape, class_token=cls)
         else:
           part.check_positions(n + int(cls))  # a learned 1-D table refuses a grid with more tokens than it has
           coords = jnp.arange(n + int(cls), dtype=jnp.int32)

@@ -332,6 +332,7 @@ def test_three_axes():
         'sincos2d',
         'swin',
         'swin_v2_cpb',
+        'learned2d',
     ],
 )
 def test_every_grid_encoder_spec_round_trips(name):

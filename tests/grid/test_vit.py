@@ -114,3 +114,21 @@ def test_weight_decay_mask_excludes_position_parameters():
   grads = jax.tree.map(jnp.zeros_like, nnx.state(model, nnx.Param))
   optimizer.update(model, grads)  # zero gradients: only weight decay moves a parameter
   np.testing.assert_array_equal(model.blocks[0].attention.position_params[0]['freqs'][...], freqs)
+
+
+def test_learned_absolute_table_refuses_larger_grids():
+  model = ViT(encoder='learned2d(max_size=4) + alibi2d', num_classes=2, pool='cls', rngs=nnx.Rngs(0))
+  assert model(_images(h=4, w=3)).shape == (2, 2)
+  with pytest.raises(ValueError, match='learned2d.*max_size=4.*cannot extrapolate'):
+    model(_images(h=5, w=3))
+  from relpos_jax import grid
+
+  enc = grid.make('learned2d', max_size=4)
+  p = enc.init(jax.random.key(0), 2, model_dim=8)
+  e = np.asarray(enc.embed(p, grid.grid_positions((2, 3), class_token=True)))
+  np.testing.assert_array_equal(e[0], 0.0)
+  np.testing.assert_allclose(e[1 + 3 + 2], np.asarray(p['table'])[1 * 4 + 2])  # row 1, column 2
+  with pytest.raises(ValueError, match='outside the learned table'):
+    enc.embed(p, jnp.array([[0, 4]]))
+  out = jax.jit(lambda c: enc.embed(p, c))(jnp.array([[0, 4], [1, 1]]))
+  assert np.isnan(np.asarray(out)[0]).all() and np.isfinite(np.asarray(out)[1]).all()

@@ -46,3 +46,57 @@ class SinCos2D(GridAbsoluteEncoder):
 
     emb = jnp.concatenate([one(p[..., 1]), one(p[..., 0])], axis=-1)
     return jnp.where(cls[..., None], 0.0, emb)
+
+
+@register('learned2d')
+@dataclasses.dataclass(frozen=True)
+class Learned2D(GridAbsoluteEncoder):
+  """ViT's learned absolute position embedding (Dosovitskiy et al. 2021, google-research/vision_transformer
+  `AddPositionEmbs`: a (1, N, D) parameter, normal(std=0.02)), as a table of max_size^axes rows read at the
+  token's coordinates (row-major), so a grid smaller than the table reads its top-left corner. It cannot
+  extrapolate: a grid with a side above max_size is refused by name (`check_grid`), concrete coordinates
+  outside [0, max_size) too, and traced ones there give NaN. The class token's embedding is zeros (ViT learns
+  the class token itself instead)."""
+
+  any_size = False
+
+  max_size: int = 16
+
+  def __post_init__(self):
+    super().__post_init__()
+    validation.positive_int(self.name, 'max_size', self.max_size, maximum=1024)
+
+  @property
+  def max_length(self):
+    return self.max_size**self.axes
+
+  def check_grid(self, shape) -> None:
+    shape = positions_lib.check_shape(self.name, shape)
+    if max(shape) > self.max_size:
+      raise ValueError(
+          f'{self.name}: the grid {shape} has a side above the learned table of max_size={self.max_size} per axis; '
+          'a learned absolute table cannot extrapolate. Use a grid of side <= max_size or a larger max_size.'
+      )
+
+  def init_params(self, rng, dims_):
+    import jax
+
+    return {'table': 0.02 * jax.random.normal(rng, (self.max_length, dims_.model_dim), jnp.float32)}
+
+  def embed(self, params, positions):
+    coords = self.coordinates(positions)
+    cls = positions_lib.is_class_token(coords)
+    c = jnp.where(cls[..., None], 0, jnp.round(coords).astype(jnp.int32))
+    values = validation.concrete(c)
+    if values is not None and values.size and (values.min() < 0 or values.max() >= self.max_size):
+      raise ValueError(
+          f'{self.name}: coordinates up to {values.max()} (min {values.min()}) are outside the learned table '
+          f'[0, {self.max_size}) per axis; a learned absolute table cannot extrapolate.'
+      )
+    inside = jnp.all((c >= 0) & (c < self.max_size), axis=-1)
+    index = jnp.zeros(c.shape[:-1], jnp.int32)
+    for a in range(self.axes):
+      index = index * self.max_size + jnp.clip(c[..., a], 0, self.max_size - 1)
+    emb = jnp.take(params['table'], index, axis=0)
+    emb = jnp.where(inside[..., None], emb, jnp.nan)  # traced coordinates beyond the table: NaN, not a clip
+    return jnp.where(cls[..., None], 0.0, emb)
