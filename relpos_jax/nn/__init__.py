@@ -6,6 +6,7 @@ DecoderLM, BidirectionalModel      NNX transformers configured by ModelConfig (m
 attend, attention_mask       the pure attention core shared with the Linen twin (functional.py)
 position_terms               pure per-kind position terms (scalar bias, vector relative, rotary, absolute)
 skew                         the vector-relative table kernels (rows to evaluate, skew gather, custom VJPs)
+ViT                          a small Vision Transformer over any encoder, 1-D or on the grid (vit.py)
 linen                        the Linen twin of the layer, for t5x / big_vision style models (import
                              relpos_jax.nn.linen)
 """
@@ -17,3 +18,4 @@ from relpos_jax.nn.attention import KVCache, RelativeMultiHeadAttention, jit_dec
 from relpos_jax.nn.blocks import MLP, TransformerBlock
 from relpos_jax.nn.functional import attend, attention_mask
 from relpos_jax.nn.models import DecoderLM, BidirectionalModel, ModelConfig
+from relpos_jax.nn.vit import ViT

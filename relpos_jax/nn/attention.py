@@ -25,6 +25,7 @@ import flax.struct
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from relpos_jax import validation
@@ -287,13 +288,37 @@ class RelativeMultiHeadAttention(nnx.Module):
       padding_mask: jax.Array | None = None,
       position_bias: jax.Array | None = None,
       position_params=None,
+      grid_shape=None,
+      class_token: bool = False,
   ) -> jax.Array:
     """x (B, L, model_dim) -> (B, L, model_dim).
 
     positions: explicit int positions (B, L), None for 0 .. L-1. padding_mask: (B, L) bool, True = real
     token (padded keys are masked). position_bias: a precomputed scalar bias of the scalar parts, shared
     across layers. position_params: the encoder params when the layer does not own them.
+
+    Grid encoders (relpos_jax.grid) read coordinates instead: positions (B, L, axes), int or float, or
+    `grid_shape` (a static (H, W) or (T, H, W): the tokens are that grid in raster order, after a class token
+    first when `class_token`), the grid's counterpart of contiguous positions (see `_grid_inputs`).
     """
+    if self._on_grid(positions, grid_shape):
+      q, k, v, bias, parts, params, padding_mask = self._grid_inputs(
+          x, positions, padding_mask, position_bias, position_params, grid_shape, class_token
+      )
+      out = functional.attend(
+          q,
+          k,
+          v,
+          parts=parts,
+          params=params,
+          causal=self.causal,
+          key_mask=padding_mask,
+          position_bias=bias,
+          implementation=self.implementation,
+          block_size=self.block_size,
+          features=content_terms.token_features(parts, params, x),
+      )
+      return self.out(merge_heads(out).astype(self.dtype))
     positions, padding_mask = self._check_input(x, positions, padding_mask)
     b, length, _ = x.shape
     params = self._params(position_params)
@@ -320,6 +345,168 @@ class RelativeMultiHeadAttention(nnx.Module):
         features=content_terms.token_features(self.parts, params, x),
     )
     return self.out(merge_heads(out).astype(self.dtype))
+
+  # --------------------------------------------------------------------------------------------------------
+  # Positions on a grid (relpos_jax.grid): coordinates (B, L, axes) or a static grid shape.
+
+  def _on_grid(self, positions, grid_shape) -> bool:
+    from relpos_jax import grid as grid_lib  # Local: the 1-D path never imports the grid package.
+
+    return (
+        grid_shape is not None
+        or any(grid_lib.is_grid(p) for p in self.parts)
+        or (positions is not None and jnp.ndim(positions) == 3)
+    )
+
+  def _grid_inputs(self, x, positions, padding_mask, position_bias, position_params, grid_shape, class_token):
+    """What the grid path attends with: (q, k, v rotated by the grid rotary parts, the summed grid bias, the
+    remaining parts and their params, the padding mask).
+
+    A grid bias is a scalar bias and a grid rotary a rotation (DESIGN.md): the rotary parts rotate q and k at
+    their coordinates, the bias parts are summed into one bias handed to `functional.attend` as a precomputed
+    `position_bias` (every path takes it: dot_product_attention, the explicit path, and 'blockwise', which
+    slices it per tile, so blockwise gives the same outputs but not O(L) memory on a grid). With `grid_shape` a
+    relative bias is built from its prod(2n - 1) distinct offsets (grid.grid_bias_matrix, (H, L, L)); with
+    explicit coordinates every pair is evaluated ((B, H, L, L)). Refused by name: a 1-D encoder that reads
+    positions given coordinates, a grid encoder without them (or given 1-D positions), both positions and
+    grid_shape, coordinates of the wrong rank or trailing axis, non-finite coordinates, a grid beyond a learned
+    table, sliding windows and the Pallas kernel.
+    """
+    from relpos_jax import grid as grid_lib
+
+    who = 'RelativeMultiHeadAttention'
+    validation.shaped(who, 'x', x, ('batch', 'length', self.model_dim))
+    b, length, _ = x.shape
+    grid_parts = [p for p in self.parts if grid_lib.is_grid(p)]
+    one_d = [p.name or type(p).__name__ for p in self.parts if not grid_lib.is_grid(p) and p.reads_positions]
+    where = f'grid_shape={grid_shape}' if grid_shape is not None else f'positions of shape {tuple(np.shape(positions))}'
+    validation.require(
+        not one_d,
+        who,
+        'encoder',
+        self.encoder,
+        f'grid encoders only when the layer is given coordinates ({where}): {one_d} read 1-D positions (batch, '
+        'length); give them positions (batch, length), or use a grid encoder (relpos_jax.grid.names())',
+    )
+    names = [p.name for p in grid_parts]
+    validation.require(
+        positions is None or grid_shape is None,
+        who,
+        'grid_shape',
+        grid_shape,
+        'None when positions are given (coordinates (batch, length, axes) or a grid shape, not both)',
+    )
+    if positions is None and grid_shape is None:
+      raise ValueError(
+          f'{who}: the grid encoder(s) {names} read coordinates: pass positions (batch, length, axes) or '
+          f'grid_shape=(H, W) / (T, H, W); got neither.'
+      )
+    validation.require(self.window is None, who, 'window', self.window, 'None with grid encoders (a window is 1-D)')
+    validation.require(
+        self.implementation != 'pallas',
+        who,
+        'implementation',
+        self.implementation,
+        'not "pallas" with grid encoders (its kernel builds 1-D Toeplitz biases); None, "einsum", "xla", "cudnn" or '
+        '"blockwise"',
+    )
+    if padding_mask is not None:
+      padding_mask = validation.mask(who, padding_mask, (b, length))
+    if grid_shape is not None:
+      grid_shape = grid_lib.positions.check_shape(who, grid_shape)
+      class_token = validation.boolean(who, 'class_token', class_token)
+      expected = int(np.prod(grid_shape)) + int(class_token)
+      validation.require(
+          expected == length,
+          who,
+          'grid_shape',
+          grid_shape,
+          f'a grid of length - class token = {length - int(class_token)} tokens (x has length {length})',
+      )
+      coords = jnp.broadcast_to(
+          grid_lib.grid_positions(grid_shape, class_token=class_token), (b, length, len(grid_shape))
+      )
+    else:
+      shape = tuple(jnp.shape(positions))
+      if len(shape) != 3 or shape[:2] != (b, length):
+        raise ValueError(
+            f'{who}: the grid encoder(s) {names} read coordinates (batch, length, axes) = ({b}, {length}, axes); got '
+            f'positions of shape {shape}.'
+        )
+      coords = positions
+    params = self._params(position_params)
+    q, k, v = self._project(x)
+    bias, rest, rest_params = position_bias, [], []
+    for part, p in zip(self.parts, params):  # rotations first: a contextual term reads the rotated q and k
+      if grid_lib.is_grid(part) and part.kind is contract.Kind.ROTARY:
+        c = part.coordinates(coords)
+        if grid_shape is not None:
+          part.check_grid(grid_shape)
+        q = part.rotate_queries(p, q.astype(jnp.float32), c).astype(q.dtype)
+        k = part.rotate_keys(p, k.astype(jnp.float32), c).astype(k.dtype)
+    for part, p in zip(self.parts, params):
+      if not grid_lib.is_grid(part):
+        rest.append(part)
+        rest_params.append(p)
+        continue
+      c = part.coordinates(coords)
+      if grid_shape is not None:
+        part.check_grid(grid_shape)
+      if part.kind is contract.Kind.VECTOR_RELATIVE:  # iRPE's contextual mode: a score term of q and k
+        term = part.contextual_scores(p, q, k, c, c, 1.0 / np.sqrt(self.head_dim))
+        bias = term if bias is None else bias + term
+      elif part.kind is contract.Kind.SCALAR_BIAS and position_bias is None:
+        if grid_shape is not None:
+          term = grid_lib.grid_bias_matrix(part, p, grid_shape, class_token=class_token)
+          if self.debug_checks and part.is_toeplitz:
+            jax.debug.callback(
+                lambda t, shape=grid_shape, cls=class_token: grid_lib.assert_block_toeplitz(t, shape, class_token=cls),
+                term,
+            )
+        else:
+          term = grid_lib.grid_bias_at_positions(part, p, c, c)
+        bias = term if bias is None else bias + term
+    return q, k, v, bias, tuple(rest), rest_params, padding_mask
+
+  def attention_weights(
+      self, x, *, positions=None, padding_mask=None, position_params=None, grid_shape=None, class_token: bool = False
+  ) -> jax.Array:
+    """The attention distribution (B, H, L, L) float32 this layer's __call__ uses, built explicitly: softmax of
+    q . k / sqrt(D) + the scalar bias, masked. For diagnostics (attention entropy); the parts must be rotary,
+    scalar biases or position-free (NoPE, absolute parts), else a ValueError naming the part."""
+    allowed = (contract.Kind.ROTARY, contract.Kind.SCALAR_BIAS, contract.Kind.ABSOLUTE)
+    other = [
+        p.name for p in self.parts if p.kind not in allowed and p.reads_positions and not getattr(p, 'is_grid', False)
+    ]
+    validation.require(
+        not other,
+        'attention_weights',
+        'encoder',
+        self.encoder,
+        f'rotary, scalar-bias or position-free parts only (the weights are rebuilt explicitly); {other} are not',
+    )
+    b, length = x.shape[:2]
+    if self._on_grid(positions, grid_shape):
+      q, k, _, bias, _, _, padding_mask = self._grid_inputs(
+          x, positions, padding_mask, None, position_params, grid_shape, class_token
+      )
+    else:
+      positions, padding_mask = self._check_input(x, positions, padding_mask)
+      params = self._params(position_params)
+      q, k, _ = self._project(x)
+      rot = positions if positions is not None else position_terms.contiguous_positions(b, length)
+      if position_terms.has_kind(self.parts, contract.Kind.ROTARY):
+        q, k = position_terms.rotate(self.parts, params, q, k, rot, rot)
+      bias = position_terms.scalar_bias(
+          self.parts, params, length, length, q_positions=positions, k_positions=positions
+      )
+    logits = jnp.einsum('bihd,bjhd->bhij', q, k, preferred_element_type=jnp.float32) / np.sqrt(self.head_dim)
+    if bias is not None:
+      logits = logits + jnp.asarray(bias, jnp.float32)
+    mask = functional.attention_mask(length, length, causal=self.causal, key_mask=padding_mask)
+    if mask is not None:
+      logits = jnp.where(mask, logits, -1e30)
+    return jax.nn.softmax(logits, axis=-1)
 
   # --------------------------------------------------------------------------------------------------------
   # Cached decoding.
@@ -374,6 +561,14 @@ class RelativeMultiHeadAttention(nnx.Module):
         self.causal,
         'True: decode needs a causal layer (a bidirectional one would let cached tokens attend '
         'to tokens that do not exist yet)',
+    )
+    grid_parts = [p.name for p in self.parts if getattr(p, 'is_grid', False)]
+    validation.require(
+        not grid_parts,
+        'decode',
+        'encoder',
+        self.encoder,
+        f'an encoder of 1-D positions: cached decoding of grid encoders ({grid_parts}) is not built',
     )
     explicit, padding_mask = self._check_input(x, positions, padding_mask)
     b, chunk, _ = x.shape

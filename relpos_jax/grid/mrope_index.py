@@ -1,0 +1,96 @@
+"""M-RoPE position ids of packed text + image / video sequences, as Qwen2-VL builds them.
+
+Reference: huggingface/transformers models/qwen2_vl/modeling_qwen2_vl.py, `Qwen2VLModel.get_rope_index`. Each
+sequence is text tokens, then a vision block (a `vision_start` token, then t h w / merge^2 image or video tokens),
+then text, and so on. Text tokens get t = h = w = one running index (1-D RoPE); the tokens of a grid of
+(t, h / merge, w / merge) get (frame, row, column) offset by the index where the grid starts, and the text after
+it continues from the largest id of the grid + 1. So a 4 x 4 image after 3 text tokens takes ids 3..6 in h and
+w and the text after it resumes at 7 (not at 3 + 16): the sequence's positions grow with the grid's side, not its
+area. Padding (attention_mask 0) gets id 1, and `deltas` = (largest id + 1) - length per sequence (how far the
+ids run behind the token count, used to continue decoding).
+
+Host-side numpy, as in the reference (the ids depend on where the vision tokens are: data-dependent shapes). The
+layer takes `np.moveaxis(ids, 0, -1)`, coordinates (batch, length, 3), with the `mrope` encoder.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from relpos_jax import validation
+
+
+def _grid(thw, merge):
+  t, h, w = (int(v) for v in thw)
+  h, w = h // merge, w // merge
+  ids = np.stack(np.meshgrid(np.arange(t), np.arange(h), np.arange(w), indexing='ij')).reshape(3, -1)
+  return ids, t * h * w
+
+
+def get_rope_index(
+    input_ids,
+    image_grid_thw=None,
+    video_grid_thw=None,
+    attention_mask=None,
+    *,
+    spatial_merge_size: int = 2,
+    image_token_id: int,
+    video_token_id: int,
+    vision_start_token_id: int,
+):
+  """(position_ids (3, batch, length) int64, deltas (batch, 1) int64) for token ids (batch, length)."""
+  who = 'get_rope_index'
+  ids = np.asarray(input_ids)
+  validation.require(
+      ids.ndim == 2 and ids.dtype.kind in 'iu', who, 'input_ids', f'<{ids.dtype} {ids.shape}>', 'int (batch, length)'
+  )
+  merge = validation.positive_int(who, 'spatial_merge_size', spatial_merge_size)
+  batch, length = ids.shape
+  mask = np.ones_like(ids) if attention_mask is None else np.asarray(attention_mask)
+  validation.require(mask.shape == ids.shape, who, 'attention_mask', f'<shape {mask.shape}>', f'shape {ids.shape}')
+  if image_grid_thw is None and video_grid_thw is None:
+    if attention_mask is None:
+      pos = np.broadcast_to(np.arange(length), (3, batch, length)).astype(np.int64)
+      return pos, np.zeros((batch, 1), np.int64)
+    pos = np.cumsum(mask.astype(np.int64), -1) - 1
+    pos = np.where(mask == 0, 1, pos)
+    pos = np.broadcast_to(pos, (3, batch, length)).copy()
+    return pos, pos.max(0).max(-1, keepdims=True) + 1 - length
+  grids = {
+      image_token_id: list(np.asarray(image_grid_thw if image_grid_thw is not None else np.zeros((0, 3)))),
+      video_token_id: list(np.asarray(video_grid_thw if video_grid_thw is not None else np.zeros((0, 3)))),
+  }
+  used = {image_token_id: 0, video_token_id: 0}
+  position_ids = np.ones((3, batch, length), np.int64)
+  deltas = []
+  for b in range(batch):
+    tokens = ids[b][mask[b] == 1]
+    starts = np.flatnonzero(tokens[:-1] == vision_start_token_id)
+    blocks = [int(tokens[s + 1]) for s in starts if tokens[s + 1] in (image_token_id, video_token_id)]
+    pieces, cursor, next_id = [], 0, 0
+    # Blocks are taken in order of where their first vision token is found, images and videos alike.
+    remaining = {image_token_id: blocks.count(image_token_id), video_token_id: blocks.count(video_token_id)}
+    for _ in range(len(blocks)):
+      found = {}
+      for kind in (image_token_id, video_token_id):
+        hits = np.flatnonzero(tokens[cursor:] == kind)
+        found[kind] = cursor + int(hits[0]) if remaining[kind] > 0 and hits.size else len(tokens) + 1
+      kind = image_token_id if found[image_token_id] < found[video_token_id] else video_token_id
+      end = found[kind]
+      remaining[kind] -= 1
+      if used[kind] >= len(grids[kind]):
+        raise ValueError(f'{who}: more vision blocks of token {kind} than grids given ({len(grids[kind])}).')
+      grid_ids, size = _grid(grids[kind][used[kind]], merge)
+      used[kind] += 1
+      text = end - cursor
+      pieces.append(np.broadcast_to(np.arange(text) + next_id, (3, text)))
+      pieces.append(grid_ids + text + next_id)
+      next_id = int(pieces[-1].max()) + 1
+      cursor = end + size
+    if cursor < len(tokens):
+      text = len(tokens) - cursor
+      pieces.append(np.broadcast_to(np.arange(text) + next_id, (3, text)))
+    ids_b = np.concatenate(pieces, axis=1)
+    position_ids[:, b, mask[b] == 1] = ids_b
+    deltas.append(int(ids_b.max()) + 1 - length)
+  return position_ids, np.asarray(deltas, np.int64)[:, None]
