@@ -102,8 +102,10 @@ def test_deterministic_and_batch_size_independent(name):
 @pytest.mark.parametrize('name', ['life', 'count', 'direction'])
 def test_splits_and_seeds_are_different_streams(name):
   task = gt.make_grid_task(name)
-  batches = [task.batch(side=7, batch_size=32, seed=s, split=sp, step=0) for s, sp in
-             [(0, 'train'), (0, 'validation'), (0, 'test'), (1, 'train')]]
+  batches = [
+      task.batch(side=7, batch_size=32, seed=s, split=sp, step=0)
+      for s, sp in [(0, 'train'), (0, 'validation'), (0, 'test'), (1, 'train')]
+  ]
   for i in range(len(batches)):
     for j in range(i + 1, len(batches)):
       assert not np.array_equal(batches[i]['images'], batches[j]['images'])
