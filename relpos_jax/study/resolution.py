@@ -336,6 +336,17 @@ def _evaluate(model, eval_fn, task, pixels: int, settings: Settings, split: str,
   return out
 
 
+def majority_baseline(settings: Settings, task, pixels: int, split: str = 'test') -> float:
+  """The accuracy of always answering the most frequent label of the scored examples (per cell for per-cell
+  tasks): the floor a row must beat (life's dead cells are most of a board; count's classes are uniform)."""
+  n, bs = settings.eval_examples, settings.eval_batch_size
+  labels = np.concatenate(
+      [task.batch(pixels, bs, settings.data_seed, split, step)['labels'] for step in range(math.ceil(n / bs))]
+  )[:n]
+  counts = np.bincount(labels.ravel(), minlength=task.num_classes)
+  return float(counts.max() / counts.sum())
+
+
 def run_config(settings: Settings, task: grid_tasks.GridTask, entry: Entry, seed: int, lr: float) -> dict:
   """What one run computes (recorded in its result; a saved result is reused only for an equal one)."""
   return {
@@ -551,7 +562,17 @@ def _run_study(settings, config, tasks, entries, workdir, model_fn, on_result) -
           'sides': "tokens per side (pixels = side x the task's patch_size)",
           'plus_minus': stats.PLUS_MINUS,
       },
-      'tasks': {name: {'task': task.describe(), 'runs': [], 'comparisons': []} for name, task in tasks.items()},
+      'tasks': {
+          name: {
+              'task': task.describe(),
+              'majority_baseline': {
+                  str(side): majority_baseline(settings, task, side * task.patch_size) for side in settings.eval_sides
+              },
+              'runs': [],
+              'comparisons': [],
+          }
+          for name, task in tasks.items()
+      },
       'meta': {'config': json.loads(json.dumps(config_json, default=str)), **environment()},
   }
   seeds = list(settings.seeds)
@@ -619,6 +640,9 @@ def markdown(results: dict) -> str:
     )
     for metric, title in metrics:
       lines += [f'Test {title}:', '', f'| encoder | {head} | lr |', '|---|' + '---|' * len(sides) + '---|']
+      if metric == 'accuracy' and task.get('majority_baseline'):
+        base = ' | '.join(_cell(task['majority_baseline'][s], []) for s in sides)
+        lines.append(f'| majority class (the floor) | {base} | |')
       for row in runs:
         cells = ' | '.join(_cell(row[metric][s], row[f'{metric}_per_seed'][s]) for s in sides)
         lr = f'{row["learning_rate"]:g} ({row["lr_choice"]})'
@@ -680,6 +704,9 @@ def plot(results: dict, path: str) -> str:
         continue
       line = ax.plot(sides, means, marker='o', label=row['name'])[0]
       ax.fill_between(sides, np.subtract(means, spread), np.add(means, spread), color=line.get_color(), alpha=0.15)
+    if task.get('majority_baseline'):
+      floor = [task['majority_baseline'][str(s)] for s in sides]
+      ax.plot(sides, floor, color='grey', ls='--', lw=0.8, label='majority class')
     ax.axvline(results['train_side'], color='grey', lw=0.8, ls=':')
     ax.set_title(name)
     ax.set_xlabel('grid side (tokens)')

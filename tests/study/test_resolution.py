@@ -109,12 +109,18 @@ def test_end_to_end_and_resume(tmp_path):
   grid = {float(k): v for k, v in row['lr_grid'].items()}
   assert row['lr_choice'] == 'grid' and row['learning_rate'] == min(grid, key=grid.get)
   assert 'exact_match' not in results['tasks']['count']['runs'][0]
+  # The floor: the most frequent label's share of the same test examples (count: 10 classes, 12 examples).
+  settings = resolution.parse_config(_config())
+  labels = resolution.make_task(settings, 'count').batch(8, 12, settings.data_seed, 'test', 0)['labels']
+  assert results['tasks']['count']['majority_baseline']['8'] == pytest.approx(np.bincount(labels).max() / 12)
+  assert 0.5 < results['tasks']['life']['majority_baseline']['4'] < 1  # dead cells are the majority
   # Comparisons: 'relu vs tanh' at both sides, 'tanh vs relu at 8' at one; per task.
   comps = results['tasks']['count']['comparisons']
   assert [(c['a'], c['b'], c['side']) for c in comps] == [('relu', 'tanh', 4), ('relu', 'tanh', 8), ('tanh', 'relu', 8)]
   assert comps[1]['mean'] == pytest.approx(-comps[2]['mean']) and comps[1]['n'] == 2
   markdown = (tmp_path / 'results.md').read_text()
   assert '## life' in markdown and 'exact match per board' in markdown and 'Paired differences' in markdown
+  assert '| majority class (the floor) |' in markdown
   saved = json.loads((tmp_path / 'results.json').read_text())
   assert saved['tasks']['life']['runs'][0]['accuracy'] == results['tasks']['life']['runs'][0]['accuracy']
   run_file = tmp_path / 'runs' / 'life' / 'relu' / f'lr{row["learning_rate"]:g}' / 'seed1' / 'result.json'
