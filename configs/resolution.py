@@ -19,7 +19,9 @@ Every key (relpos_jax.study.resolution.Settings checks each; an error names the 
                   training side wins and the other seeds train with it (None: learning_rate for every run)
   seeds           every (task, encoder) trains once per seed (init and training stream)
   data_seed       the seed of the validation and test streams: every run scores the same examples
-  eval_examples, eval_batch_size: examples per side, and per evaluation call
+  eval_examples, eval_batch_size: test examples per side, and per evaluation call
+  entropy_examples  the attention entropy is measured on the first evaluation batches covering this many
+                  examples (the model rebuilds its attention weights for it: a batch costs about twice)
   comparisons     'A vs B' (at every side) or 'A vs B at <side>': paired differences over seeds, 95% t
   model           model_dim, num_heads, num_layers, mlp_ratio, pool ('mean' | 'cls'; per-cell tasks: 'none')
 
@@ -84,8 +86,9 @@ def get_config(variants: str | None = None) -> ml_collections.ConfigDict:
   config.grad_clip_norm = 1.0
   config.seeds = (0, 1)
   config.data_seed = 0
-  config.eval_examples = 256
+  config.eval_examples = 128
   config.eval_batch_size = 32
+  config.entropy_examples = 32
   config.comparisons = COMPARISONS
   config.model = ml_collections.ConfigDict(
       {'model_dim': 32, 'num_heads': 4, 'num_layers': 2, 'mlp_ratio': 2, 'pool': 'mean'}
@@ -99,6 +102,7 @@ def get_config(variants: str | None = None) -> ml_collections.ConfigDict:
     config.lr_grid = (1e-3, 3e-3, 1e-2)
     config.steps = 2000
     config.eval_examples = 512
+    config.entropy_examples = 64
     if 'fashion_mnist' not in variants:
       config.tasks = ('life', 'count', 'direction', 'distance', 'shift')
   return config

@@ -107,6 +107,7 @@ class Settings:
   data_seed: int = key(0, ge=0)
   eval_examples: int = key(256, ge=1)
   eval_batch_size: int = key(64, ge=1)
+  entropy_examples: int = key(32, ge=1)
   comparisons: tuple[str, ...] = key(())
 
 
@@ -308,14 +309,17 @@ def _eval_step(model, images, labels, entropy):
 
 
 def _evaluate(model, eval_fn, task, pixels: int, settings: Settings, split: str, entropy: bool) -> dict:
-  """Loss, accuracy (per cell for per-cell tasks), exact match and mean entropy per layer on the first
-  `eval_examples` examples of the (data_seed, split) stream at `pixels` per side."""
+  """Loss, accuracy (per cell for per-cell tasks) and exact match on the first `eval_examples` examples of the
+  (data_seed, split) stream at `pixels` per side; with `entropy`, the mean attention entropy per layer on the
+  first evaluation batches that cover `entropy_examples` of them (the model rebuilds its attention weights
+  explicitly for it, which doubles a batch's cost)."""
   n, bs = settings.eval_examples, settings.eval_batch_size
   losses, right, boards, entropies, weights = [], [], [], [], []
   for step in range(math.ceil(n / bs)):
     batch = task.batch(pixels, bs, settings.data_seed, split, step)
     keep = min(bs, n - step * bs)
-    loss, pred, ent = eval_fn(model, jnp.asarray(batch['images']), jnp.asarray(batch['labels']), entropy)
+    with_entropy = entropy and step * bs < settings.entropy_examples  # the first batches only: it costs twice
+    loss, pred, ent = eval_fn(model, jnp.asarray(batch['images']), jnp.asarray(batch['labels']), with_entropy)
     loss, pred, labels = np.asarray(loss)[:keep], np.asarray(pred)[:keep], batch['labels'][:keep]
     losses.append(loss.reshape(keep, -1).mean(axis=1))
     ok = (pred == labels).reshape(keep, -1)
@@ -333,6 +337,7 @@ def _evaluate(model, eval_fn, task, pixels: int, settings: Settings, split: str,
     out['exact_match'] = float(np.concatenate(boards).mean())
   if entropies:
     out['entropy'] = [float(x) for x in np.average(np.stack(entropies), axis=0, weights=weights)]
+    out['entropy_examples'] = int(sum(weights))
   return out
 
 
@@ -361,6 +366,7 @@ def run_config(settings: Settings, task: grid_tasks.GridTask, entry: Entry, seed
       },
       'eval_sides': list(settings.eval_sides),
       'eval_examples': settings.eval_examples,
+      'entropy_examples': settings.entropy_examples,
       'data_seed': settings.data_seed,
   }
 

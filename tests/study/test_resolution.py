@@ -174,6 +174,13 @@ def test_same_test_examples_for_every_encoder_and_seed():
   assert {s[1] for s in first} == {settings.data_seed} and {s[2] for s in first} == {'validation', 'test'}
   assert {s[0] for s in first if s[2] == 'test'} == {4, 8}
   assert b['num_params'] == a['num_params']
+  assert a['test']['8']['entropy_examples'] == 12  # entropy_examples (32) >= eval_examples: every batch
+  fewer = resolution.parse_config(
+      _config(tasks=('direction',), lr_grid=None, steps=1, warmup_steps=0, entropy_examples=5)
+  )
+  c = resolution.train_and_evaluate(fewer, task, entries[0], 0, 1e-3, StandIn)
+  assert c['test']['8']['entropy_examples'] == 8  # the first batch (8 examples) covers 5
+  assert c['test']['8']['accuracy'] == a['test']['8']['accuracy']  # the accuracy still counts all 12
 
 
 def test_paired_interval_on_hand_made_numbers():
