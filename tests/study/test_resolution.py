@@ -303,3 +303,12 @@ def test_fashion_mnist_protocols_end_to_end(tmp_path):
       r'.*multiple of 28',
   ):
     resolution.run_resolution_study(bad, tmp_path / 'w2', model_fn=StandIn)
+
+
+def test_one_writer_per_workdir(tmp_path):
+  from relpos_jax.train import workdir_lock
+
+  with workdir_lock.held(tmp_path):
+    with pytest.raises(workdir_lock.WorkdirBusyError, match=str(tmp_path)):
+      resolution.run_resolution_study(_config(tasks=('count',), seeds=(0,), lr_grid=None), tmp_path, model_fn=StandIn)
+  assert not (tmp_path / 'runs').exists()
