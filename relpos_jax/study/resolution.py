@@ -1,0 +1,774 @@
+"""The resolution-extrapolation study: train each grid encoder at one grid side, evaluate it at 1x-4x that side.
+
+    results = run_resolution_study(config, workdir)            # config: configs/resolution.py's get_config()
+    results = run_resolution_study(config, workdir, model_fn=my_factory)   # any model with the ViT's interface
+
+The 2-D form of the length-generalization study (relpos_jax.study.runner), with its protocol standards (issue
+33): for every task of `config.tasks`, every encoder of `config.encoders` and every seed of `config.seeds`, a
+model is trained at `config.train_side` tokens per side and evaluated at every side of `config.eval_sides` on
+the TEST split, the same test examples for every encoder and seed (drawn from the stream of
+`config.data_seed`), so differences between encoders per seed are paired (`relpos_jax.study.stats`).
+
+Sides are in tokens per side: the task's grid is side x task.patch_size pixels (1 for the synthetic tasks of
+relpos_jax.data.grid_tasks, 4 for Fashion-MNIST, whose 28 x 28 image is 7 x 7 patches).
+
+Learning rate per (task, encoder), at equal budget: with `config.lr_grid` every rate of the grid trains at the
+first seed, the lowest validation loss at the training side wins ('grid'; ties: the first rate of the grid)
+and the other seeds train with it; `config.lr_grid=None` trains every run at `config.learning_rate` ('fixed').
+Validation is its own seed stream (`data_seed`), never the test examples.
+
+Reported per task and encoder, at each side: test accuracy (per cell for per-cell tasks, which also report
+the per-board exact match), the test loss, and the mean attention entropy per layer (the model's
+`return_entropy=True`): the published explanation of rotary's resolution failure is attention that spreads
+(entropy growing) or collapses at unseen grids; the uniform attention's entropy log N (N tokens) is given
+beside it. `config.comparisons` ('A vs B' at every side, or 'A vs B at <side>'): paired differences of the
+accuracy over seeds with 95% t intervals. Cells are mean ± sample std over seeds (ddof 1).
+
+Resumable: each (task, encoder, lr, seed) run writes `<workdir>/runs/<task>/<label>/lr<lr>/seed<s>/result.json`
+atomically when it has finished (train and every evaluation); a rerun in the same workdir reuses finished
+runs (an unfinished one trains again from the start: runs take seconds to minutes here), and refuses, naming
+the directory, one whose recorded run config differs from this config's. The workdir is locked for one writer
+(relpos_jax.train.workdir_lock). Outputs: results.json and results.md, rewritten after each (task, encoder), and
+at the end results.png (accuracy against grid side, one panel per task) and results_entropy.png (entropy per
+layer against grid side).
+
+The model: `model_fn(*, encoder, num_classes, patch_size, in_channels, pool, rngs, **config.model)` returns a
+flax NNX module called as `model(images float[B, H, W, C], train=..., return_entropy=...)` -> logits
+[B, num_classes] (pool 'mean' / 'cls') or [B, H/p, W/p, num_classes] (pool 'none': per-cell tasks). The
+default, `vit_model`, builds `relpos_jax.nn.vit.ViT`, imported when it is first called (not at this module's
+import), so this module and its tests run with any stand-in model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import os
+import platform
+import time
+from typing import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+from absl import logging
+from flax import nnx
+
+from relpos_jax.data import grid_tasks, idx
+from relpos_jax.study import stats
+from relpos_jax.study.runner import parse_entries, Entry
+from relpos_jax.train import config as config_lib
+from relpos_jax.train import workdir_lock
+
+ConfigError = config_lib.ConfigError
+key = config_lib.key
+RESULT_FILE = 'result.json'
+FASHION_MNIST_TASKS = {'fashion_mnist_canvas': 'canvas', 'fashion_mnist_upsample': 'upsample'}
+TASK_NAMES = grid_tasks.grid_task_names() + tuple(FASHION_MNIST_TASKS)
+POOLS = ('mean', 'cls')
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+  """`config.model`: the model's size (passed to model_fn); pool for the classification tasks (per-cell: 'none')."""
+
+  model_dim: int = key(64, ge=1)
+  num_heads: int = key(4, ge=1)
+  num_layers: int = key(2, ge=1)
+  mlp_ratio: int = key(4, ge=1)
+  pool: str = key('mean', choices=POOLS)
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The top-level keys of a resolution-study config (configs/resolution.py documents each)."""
+
+  encoders: tuple[str, ...] = key()
+  tasks: tuple[str, ...] = key()
+  model: Model = key()
+  title: str = key('Resolution extrapolation')
+  description: str = key('')
+  task_kwargs: dict | None = key(None)  # {task name: {parameter: value}}
+  data_dir: str = key(idx.DEFAULT_DIRECTORY)
+  train_side: int = key(7, ge=2)
+  eval_sides: tuple[int, ...] = key((7, 14, 21, 28), ge=2)
+  steps: int = key(300, ge=1)
+  batch_size: int = key(32, ge=1)
+  learning_rate: float = key(1e-3, gt=0)
+  lr_grid: tuple[float, ...] | None = key(None, gt=0)
+  warmup_steps: int = key(0, ge=0)
+  weight_decay: float = key(0.0, ge=0)
+  grad_clip_norm: float | None = key(1.0, gt=0)
+  seeds: tuple[int, ...] = key((0,), ge=0)
+  data_seed: int = key(0, ge=0)
+  eval_examples: int = key(256, ge=1)
+  eval_batch_size: int = key(64, ge=1)
+  entropy_examples: int = key(32, ge=1)
+  comparisons: tuple[str, ...] = key(())
+
+
+def parse_config(config) -> Settings:
+  """The config's keys, types and bounds checked (each error names its key); the tasks made."""
+  node = config.to_dict() if isinstance(config, ml_collections.ConfigDict) else dict(config)
+  model_node = node.get('model')
+  if model_node is None:
+    raise ConfigError('missing key config.model (model_dim, num_heads, num_layers, mlp_ratio, pool).')
+  model = config_lib.parse_section(Model, 'model', model_node)
+  settings = config_lib.parse_section(Settings, '', node, model=model)
+  parse_entries(settings.encoders)  # 'label: spec' entries, unique labels (the LM study's rule)
+  if not settings.tasks or len(set(settings.tasks)) != len(settings.tasks):
+    raise ConfigError(f'config.tasks={settings.tasks!r} is invalid: allowed: a non-empty tuple of distinct task names.')
+  for name in settings.tasks:
+    if name not in TASK_NAMES:
+      raise ConfigError(f'config.tasks entry {name!r} is unknown: allowed: {TASK_NAMES}.')
+  for name in settings.task_kwargs or {}:
+    if name not in settings.tasks:
+      raise ConfigError(f'config.task_kwargs.{name} names no task of config.tasks {settings.tasks}.')
+  for k in ('seeds', 'eval_sides'):
+    values = getattr(settings, k)
+    if not values or len(set(values)) != len(values):
+      raise ConfigError(f'config.{k}={values!r} is invalid: allowed: a non-empty tuple of distinct ints.')
+  if settings.lr_grid is not None and (not settings.lr_grid or len(set(settings.lr_grid)) != len(settings.lr_grid)):
+    raise ConfigError(
+        f'config.lr_grid={settings.lr_grid!r} is invalid: allowed: None or a non-empty tuple of distinct rates > 0.'
+    )
+  if settings.warmup_steps >= settings.steps:
+    raise ConfigError(
+        f'config.warmup_steps={settings.warmup_steps} is invalid with config.steps={settings.steps}: allowed: '
+        'fewer warmup steps than steps.'
+    )
+  parse_comparisons(settings)
+  return settings
+
+
+def parse_comparisons(settings: Settings) -> list[dict]:
+  """'A vs B' (every evaluation side) or 'A vs B at <side>' as [{'a', 'b', 'sides'}]."""
+  labels = [e.label for e in parse_entries(settings.encoders)]
+  allowed = (
+      f"allowed: 'A vs B' or 'A vs B at S', A and B labels of config.encoders {labels}, S one of "
+      f'config.eval_sides {settings.eval_sides}'
+  )
+  parsed = []
+  for item in settings.comparisons:
+    words = str(item).split()
+    ok = len(words) in (3, 5) and words[1] == 'vs' and (len(words) == 3 or words[3] == 'at')
+    if not ok or words[0] not in labels or words[2] not in labels or words[0] == words[2]:
+      raise ConfigError(f'config.comparisons entry {item!r} is invalid: {allowed}.')
+    sides = list(settings.eval_sides)
+    if len(words) == 5:
+      if not words[4].isdigit() or int(words[4]) not in settings.eval_sides:
+        raise ConfigError(f'config.comparisons entry {item!r} has side {words[4]!r}: {allowed}.')
+      sides = [int(words[4])]
+    parsed.append({'a': words[0], 'b': words[2], 'sides': sides})
+  return parsed
+
+
+def make_task(settings: Settings, name: str, fashion_mnist_cache: dict | None = None) -> grid_tasks.GridTask:
+  """The task `name` with its `config.task_kwargs`; Fashion-MNIST loaded from `config.data_dir` once."""
+  kwargs = dict((settings.task_kwargs or {}).get(name) or {})
+  try:
+    if name in FASHION_MNIST_TASKS:
+      cache = {} if fashion_mnist_cache is None else fashion_mnist_cache
+      num_validation = kwargs.pop('num_validation', 5000)
+      if (settings.data_dir, num_validation) not in cache:
+        cache[(settings.data_dir, num_validation)] = idx.load_fashion_mnist(settings.data_dir, num_validation)
+      return idx.FashionMnist(cache[(settings.data_dir, num_validation)], protocol=FASHION_MNIST_TASKS[name], **kwargs)
+    return grid_tasks.make_grid_task(name, **kwargs)
+  except idx.IdxError as e:
+    raise ConfigError(f'config.data_dir={settings.data_dir!r} (task {name!r}): {e}') from None
+  except (TypeError, ValueError) as e:
+    raise ConfigError(f'config.task_kwargs.{name}={kwargs!r} is invalid: {e}') from None
+
+
+def check_sides(settings: Settings, task: grid_tasks.GridTask, name: str) -> None:
+  """Every side (in tokens) is a grid the task is defined at (in pixels: side x patch_size)."""
+  for k, sides in (('train_side', [settings.train_side]), ('eval_sides', settings.eval_sides)):
+    for side in sides:
+      try:
+        task.check_side(side * task.patch_size, key='side')
+      except ValueError as e:
+        raise ConfigError(
+            f'config.{k}={getattr(settings, k)!r} is invalid for task {name!r} (side {side} tokens = '
+            f'{side * task.patch_size} pixels at patch size {task.patch_size}): {e}'
+        ) from None
+
+
+# ------------------------------------------------------------------------------------------------ the model
+def vit_model(*, encoder: str, num_classes: int, patch_size: int, in_channels: int, pool: str, rngs, **model):
+  """The default model_fn: relpos_jax.nn.vit.ViT, imported here so that the study runs without it."""
+  try:
+    from relpos_jax.nn import vit  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    raise ConfigError(
+        f'the default model of the resolution study, relpos_jax.nn.vit.ViT, cannot be imported ({e}); pass '
+        'model_fn= to run_resolution_study with a model of the same interface.'
+    ) from None
+  return vit.ViT(
+      encoder=encoder,
+      num_classes=num_classes,
+      patch_size=patch_size,
+      in_channels=in_channels,
+      pool=pool,
+      rngs=rngs,
+      **model,
+  )
+
+
+def _build(model_fn, settings: Settings, task: grid_tasks.GridTask, spec: str, seed: int):
+  return model_fn(
+      encoder=spec,
+      num_classes=task.num_classes,
+      patch_size=task.patch_size,
+      in_channels=task.in_channels,
+      pool='none' if task.per_cell else settings.model.pool,
+      rngs=nnx.Rngs(seed),
+      model_dim=settings.model.model_dim,
+      num_heads=settings.model.num_heads,
+      num_layers=settings.model.num_layers,
+      mlp_ratio=settings.model.mlp_ratio,
+  )
+
+
+def check_models(settings: Settings, tasks: dict, entries: Sequence[Entry], model_fn) -> None:
+  """Builds and calls every (task, encoder) model once on one example at the training side, so an unknown
+  encoder spec or a model the size keys cannot make fails in seconds, before any training."""
+  for name, task in tasks.items():
+    side = settings.train_side * task.patch_size
+    images = jnp.zeros((1, side, side, task.in_channels), jnp.float32)
+    for entry in entries:
+      try:
+        graphdef, state = nnx.split(_build(model_fn, settings, task, entry.spec, 0))
+        logits = jax.eval_shape(lambda state, x: nnx.merge(graphdef, state)(x), state, images)  # traced only
+      except ConfigError:
+        raise
+      except Exception as e:  # pylint: disable=broad-except
+        raise ConfigError(
+            f'config.encoders entry {entry.label!r} (encoder {entry.spec!r}, task {name!r}, config.model '
+            f'{dataclasses.asdict(settings.model)}): the model cannot be built or called: {type(e).__name__}: {e}'
+        ) from None
+      want = (1, settings.train_side, settings.train_side, task.num_classes) if task.per_cell else (1, task.num_classes)
+      if tuple(logits.shape) != want:
+        raise ConfigError(
+            f'config.encoders entry {entry.label!r} on task {name!r}: the model returns logits of shape '
+            f'{tuple(logits.shape)}, the task needs {want}.'
+        )
+
+
+# ---------------------------------------------------------------------------------------- one run
+def _loss_and_predictions(logits, labels):
+  losses = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), labels)
+  return losses, jnp.argmax(logits, axis=-1)
+
+
+@functools.lru_cache(maxsize=None)
+def _optimizer(steps: int, warmup_steps: int, weight_decay: float, grad_clip_norm: float | None):
+  """AdamW (optax.adamw's order: Adam, decoupled weight decay, then the rate) with a unit-peak (warmup) cosine
+  schedule; the peak rate is a hyperparameter in the optimizer state, so every run of one study shares one
+  transformation object and the jitted step compiles once per model structure, not once per run."""
+  if warmup_steps == 0:
+    unit = optax.cosine_decay_schedule(1.0, steps)
+  else:
+    unit = optax.warmup_cosine_decay_schedule(0.0, 1.0, warmup_steps, steps)
+  parts = [] if grad_clip_norm is None else [optax.clip_by_global_norm(grad_clip_norm)]
+  parts += [
+      optax.scale_by_adam(),
+      optax.add_decayed_weights(weight_decay),
+      optax.scale_by_schedule(unit),
+      optax.inject_hyperparams(optax.scale)(step_size=-1.0),
+  ]
+  return optax.chain(*parts)
+
+
+def _set_peak(optimizer, peak: float) -> None:
+  state = optimizer.opt_state[-1]
+  state.hyperparams['step_size'][...] = -peak
+
+
+@nnx.jit
+def _train_step(model, optimizer, images, labels):
+  def loss_fn(model):
+    return _loss_and_predictions(model(images, train=True), labels)[0].mean()
+
+  loss, grads = nnx.value_and_grad(loss_fn)(model)
+  optimizer.update(model, grads)
+  return loss
+
+
+@nnx.jit(static_argnums=3)
+def _eval_step(model, images, labels, entropy):
+  if entropy:
+    logits, ent = model(images, train=False, return_entropy=True)
+  else:
+    logits, ent = model(images, train=False), None
+  losses, pred = _loss_and_predictions(logits, labels)
+  return losses, pred, ent
+
+
+def _evaluate(model, eval_fn, task, pixels: int, settings: Settings, split: str, entropy: bool) -> dict:
+  """Loss, accuracy (per cell for per-cell tasks) and exact match on the first `eval_examples` examples of the
+  (data_seed, split) stream at `pixels` per side; with `entropy`, the mean attention entropy per layer on the
+  first evaluation batches that cover `entropy_examples` of them (the model rebuilds its attention weights
+  explicitly for it, which doubles a batch's cost)."""
+  n, bs = settings.eval_examples, settings.eval_batch_size
+  losses, right, boards, entropies, weights = [], [], [], [], []
+  for step in range(math.ceil(n / bs)):
+    batch = task.batch(pixels, bs, settings.data_seed, split, step)
+    keep = min(bs, n - step * bs)
+    with_entropy = entropy and step * bs < settings.entropy_examples  # the first batches only: it costs twice
+    loss, pred, ent = eval_fn(model, jnp.asarray(batch['images']), jnp.asarray(batch['labels']), with_entropy)
+    loss, pred, labels = np.asarray(loss)[:keep], np.asarray(pred)[:keep], batch['labels'][:keep]
+    losses.append(loss.reshape(keep, -1).mean(axis=1))
+    ok = (pred == labels).reshape(keep, -1)
+    right.append(ok.mean(axis=1))
+    boards.append(ok.all(axis=1))
+    if ent is not None:
+      entropies.append(np.asarray(ent, np.float64))
+      weights.append(keep)
+  out = {
+      'loss': float(np.concatenate(losses).mean()),
+      'accuracy': float(np.concatenate(right).mean()),
+      'num_examples': n,
+  }
+  if task.per_cell:
+    out['exact_match'] = float(np.concatenate(boards).mean())
+  if entropies:
+    out['entropy'] = [float(x) for x in np.average(np.stack(entropies), axis=0, weights=weights)]
+    out['entropy_examples'] = int(sum(weights))
+  return out
+
+
+def majority_baseline(settings: Settings, task, pixels: int, split: str = 'test') -> float:
+  """The accuracy of always answering the most frequent label of the scored examples (per cell for per-cell
+  tasks): the floor a row must beat (life's dead cells are most of a board; count's classes are uniform)."""
+  n, bs = settings.eval_examples, settings.eval_batch_size
+  labels = np.concatenate(
+      [task.batch(pixels, bs, settings.data_seed, split, step)['labels'] for step in range(math.ceil(n / bs))]
+  )[:n]
+  counts = np.bincount(labels.ravel(), minlength=task.num_classes)
+  return float(counts.max() / counts.sum())
+
+
+def run_config(settings: Settings, task: grid_tasks.GridTask, entry: Entry, seed: int, lr: float) -> dict:
+  """What one run computes (recorded in its result; a saved result is reused only for an equal one)."""
+  return {
+      'task': task.describe(),
+      'encoder': entry.spec,
+      'seed': seed,
+      'learning_rate': lr,
+      'model': dataclasses.asdict(settings.model),
+      **{
+          k: getattr(settings, k)
+          for k in ('train_side', 'steps', 'batch_size', 'warmup_steps', 'weight_decay', 'grad_clip_norm')
+      },
+      'eval_sides': list(settings.eval_sides),
+      'eval_examples': settings.eval_examples,
+      'entropy_examples': settings.entropy_examples,
+      'data_seed': settings.data_seed,
+  }
+
+
+def train_and_evaluate(settings: Settings, task, entry: Entry, seed: int, lr: float, model_fn) -> dict:
+  """Trains one model (seed: the initialisation and the training stream) and evaluates it."""
+  model = _build(model_fn, settings, task, entry.spec, seed)
+  num_params = int(sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param))))
+  tx = _optimizer(settings.steps, settings.warmup_steps, settings.weight_decay, settings.grad_clip_norm)
+  optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+  _set_peak(optimizer, lr)
+  train_step, eval_step = _train_step, _eval_step
+
+  pixels = settings.train_side * task.patch_size
+  started = time.perf_counter()
+  train_losses = []
+  for step in range(settings.steps):
+    batch = task.batch(pixels, settings.batch_size, seed, 'train', step)
+    loss = float(train_step(model, optimizer, jnp.asarray(batch['images']), jnp.asarray(batch['labels'])))
+    if not math.isfinite(loss):
+      return {
+          'diverged': {'step': step, 'message': f'non-finite training loss {loss} at step {step}'},
+          'train_seconds': round(time.perf_counter() - started, 2),
+          'num_params': num_params,
+      }
+    train_losses.append(loss)
+  train_seconds = time.perf_counter() - started
+  started = time.perf_counter()
+  validation = _evaluate(model, eval_step, task, pixels, settings, 'validation', entropy=False)
+  by_side = {}
+  for side in settings.eval_sides:
+    by_side[str(side)] = _evaluate(model, eval_step, task, side * task.patch_size, settings, 'test', entropy=True)
+  tail = train_losses[-max(1, len(train_losses) // 10) :]
+  return {
+      'validation': validation,
+      'test': by_side,
+      'train_loss': float(np.mean(tail)),
+      'num_params': num_params,
+      'train_seconds': round(train_seconds, 2),
+      'eval_seconds': round(time.perf_counter() - started, 2),
+  }
+
+
+def _write_json_atomically(obj, path: str) -> None:
+  tmp = f'{path}.tmp{os.getpid()}'
+  with open(tmp, 'w', encoding='utf-8') as f:
+    json.dump(obj, f, indent=1, sort_keys=True)
+  os.replace(tmp, path)
+
+
+def run_dir(workdir: str, task_name: str, label: str, lr: float, seed: int) -> str:
+  return os.path.join(workdir, 'runs', task_name, label, f'lr{lr:g}', f'seed{seed}')
+
+
+def _run(settings, workdir, task_name, task, entry, seed, lr, model_fn, counter) -> dict:
+  """The saved result of one run, or the run trained, evaluated and saved."""
+  directory = run_dir(workdir, task_name, entry.label, lr, seed)
+  path = os.path.join(directory, RESULT_FILE)
+  config = run_config(settings, task, entry, seed, lr)
+  if os.path.exists(path):
+    with open(path, encoding='utf-8') as f:
+      saved = json.load(f)
+    if saved.get('run_config') != json.loads(json.dumps(config)):
+      raise ConfigError(
+          f'{directory} holds a finished run of another config (task, encoder, sizes or protocol changed); use '
+          'a new workdir or remove that directory.'
+      )
+    counter['reused'] += 1
+    return saved
+  logging.info('resolution study: %s / %s / lr %g / seed %d', task_name, entry.label, lr, seed)
+  result = {'run_config': config, **train_and_evaluate(settings, task, entry, seed, lr, model_fn)}
+  os.makedirs(directory, exist_ok=True)
+  _write_json_atomically(result, path)
+  counter['trained'] += 1
+  return result
+
+
+def _selection_loss(result: dict) -> float:
+  return math.inf if result.get('diverged') else float(result['validation']['loss'])
+
+
+def merge_seeds(settings: Settings, entry: Entry, per_seed: Sequence[dict], lr: float, how: str, grid) -> dict:
+  """One (task, encoder) row: per-side means over the seeds that did not diverge, and every seed's value."""
+  finite = [r for r in per_seed if not r.get('diverged')]
+  sides = [str(s) for s in settings.eval_sides]
+  row = {
+      'name': entry.label,
+      'spec': entry.spec,
+      'seeds': [r['run_config']['seed'] for r in per_seed],
+      'learning_rate': lr,
+      'lr_choice': how,
+      'num_params': per_seed[0].get('num_params'),
+      'train_seconds': round(sum(r.get('train_seconds', 0) for r in per_seed), 1),
+      'eval_seconds': round(sum(r.get('eval_seconds', 0) for r in per_seed), 1),
+      'validation_loss': stats.mean([r['validation']['loss'] for r in finite]),
+  }
+  for metric in ('accuracy', 'loss', 'exact_match'):
+    if finite and metric not in finite[0]['test'][sides[0]]:
+      continue
+    values = {s: [None if r.get('diverged') else r['test'][s][metric] for r in per_seed] for s in sides}
+    row[metric] = {s: stats.mean(v) for s, v in values.items()}
+    row[f'{metric}_per_seed'] = values
+  if finite and 'entropy' in finite[0]['test'][sides[0]]:
+    row['entropy'] = {
+        s: [stats.mean(layer) for layer in zip(*[r['test'][s]['entropy'] for r in finite])] for s in sides
+    }
+    row['entropy_per_seed'] = {
+        s: [None if r.get('diverged') else r['test'][s]['entropy'] for r in per_seed] for s in sides
+    }
+  if grid:
+    row['lr_grid'] = {
+        f'{v:g}': (None if math.isinf(_selection_loss(r)) else _selection_loss(r)) for v, r in grid.items()
+    }
+  diverged = {str(r['run_config']['seed']): r['diverged'] for r in per_seed if r.get('diverged')}
+  if diverged:
+    row['diverged_seeds'] = diverged
+  return row
+
+
+def comparisons(results: dict, task_name: str) -> list[dict]:
+  """The paired differences of test accuracy asked for in `config.comparisons`, on one task."""
+  rows = {r['name']: r for r in results['tasks'][task_name]['runs']}
+  out = []
+  for request in results['comparison_requests']:
+    a, b = rows.get(request['a']), rows.get(request['b'])
+    if a is None or b is None:
+      continue
+    seeds = [s for s in a['seeds'] if s in b['seeds']]
+    for side in request['sides']:
+      s = str(side)
+      va = [a['accuracy_per_seed'][s][a['seeds'].index(x)] for x in seeds]
+      vb = [b['accuracy_per_seed'][s][b['seeds'].index(x)] for x in seeds]
+      out.append(
+          {
+              'a': a['name'],
+              'b': b['name'],
+              'side': side,
+              'seeds': seeds,
+              'a_mean': stats.mean(va),
+              'b_mean': stats.mean(vb),
+              **stats.paired_difference(va, vb),
+          }
+      )
+  return out
+
+
+def environment() -> dict:
+  device = jax.devices()[0]
+  return {
+      'jax_version': jax.__version__,
+      'device': f'{jax.device_count()} x {device.device_kind}',
+      'platform': platform.platform(),
+      'python': platform.python_version(),
+      'cpu_count': os.cpu_count(),
+  }
+
+
+def run_resolution_study(
+    config, workdir: str | os.PathLike, *, model_fn: Callable | None = None, on_result: Callable | None = None
+) -> dict:
+  """Runs (or resumes) the study of `config` in `workdir`; returns the results dict (module docstring).
+
+  model_fn: the model factory (default `vit_model`); on_result: called with the results after each
+  (task, encoder), e.g. to re-plot in a notebook."""
+  settings = parse_config(config)
+  model_fn = vit_model if model_fn is None else model_fn
+  entries = parse_entries(settings.encoders)
+  cache: dict = {}
+  tasks = {name: make_task(settings, name, cache) for name in settings.tasks}
+  for name, task in tasks.items():
+    check_sides(settings, task, name)
+  check_models(settings, tasks, entries, model_fn)
+  # Every check above runs before the lock: a refused config leaves no trace.
+  workdir = os.fspath(workdir)
+  with workdir_lock.held(workdir):
+    return _run_study(settings, config, tasks, entries, workdir, model_fn, on_result)
+
+
+def _run_study(settings, config, tasks, entries, workdir, model_fn, on_result) -> dict:
+  started = time.perf_counter()
+  counter = {'trained': 0, 'reused': 0}
+  config_json = config.to_dict() if isinstance(config, ml_collections.ConfigDict) else dict(config)
+  results = {
+      'title': settings.title,
+      'description': settings.description,
+      'metric': 'accuracy',
+      'split': 'test',
+      'train_side': settings.train_side,
+      'eval_sides': list(settings.eval_sides),
+      'seeds': list(settings.seeds),
+      'comparison_requests': parse_comparisons(settings),
+      'protocol': {
+          'split': 'test',
+          'selection': f'validation loss at the training side {settings.train_side}' if settings.lr_grid else None,
+          'lr_grid': list(settings.lr_grid) if settings.lr_grid else None,
+          'same_test_examples': (
+              f'the first {settings.eval_examples} of the test stream of data_seed {settings.data_seed}'
+          ),
+          'sides': "tokens per side (pixels = side x the task's patch_size)",
+          'plus_minus': stats.PLUS_MINUS,
+      },
+      'tasks': {
+          name: {
+              'task': task.describe(),
+              'majority_baseline': {
+                  str(side): majority_baseline(settings, task, side * task.patch_size) for side in settings.eval_sides
+              },
+              'runs': [],
+              'comparisons': [],
+          }
+          for name, task in tasks.items()
+      },
+      'meta': {'config': json.loads(json.dumps(config_json, default=str)), **environment()},
+  }
+  seeds = list(settings.seeds)
+  for name, task in tasks.items():
+    for entry in entries:
+      grid = {}
+      if settings.lr_grid is not None:
+        for lr in settings.lr_grid:
+          grid[lr] = _run(settings, workdir, name, task, entry, seeds[0], lr, model_fn, counter)
+        lr = min(grid, key=lambda v: _selection_loss(grid[v]))  # ties: the first rate of the grid
+        how = 'grid'
+      else:
+        lr, how = settings.learning_rate, 'fixed'
+      per_seed = [
+          grid[lr]
+          if seed == seeds[0] and lr in grid
+          else _run(settings, workdir, name, task, entry, seed, lr, model_fn, counter)
+          for seed in seeds
+      ]
+      results['tasks'][name]['runs'].append(merge_seeds(settings, entry, per_seed, lr, how, grid))
+      results['tasks'][name]['comparisons'] = comparisons(results, name)
+      results['meta'].update(counter, wall_seconds=round(time.perf_counter() - started, 1))
+      write_outputs(results, workdir, plots=False)  # the tables after each encoder, the plots at the end
+      if on_result is not None:
+        on_result(results)
+  write_outputs(results, workdir)
+  return results
+
+
+# ------------------------------------------------------------------------------------------------ report
+def _cell(mean, values, digits=3) -> str:
+  if mean is None:
+    return 'diverged'
+  spread = stats.std(values)
+  return f'{mean:.{digits}f}' + (f' ± {spread:.{digits}f}' if spread is not None else '')
+
+
+def _seeds_note(row: dict, results: dict) -> str:
+  return '' if row['seeds'] == results['seeds'] else f' [seeds {", ".join(map(str, row["seeds"]))}]'
+
+
+def markdown(results: dict) -> str:
+  """results.md: per task, accuracy (and exact match) by side, entropy per layer by side, the comparisons."""
+  sides = [str(s) for s in results['eval_sides']]
+  head = ' | '.join(f'{s}×{s}' for s in sides)
+  lines = [f'# {results["title"]}', '']
+  if results.get('description'):
+    lines += [results['description'], '']
+  grid = results['protocol']['lr_grid']
+  rate = f'chosen per encoder on validation loss at the training side from {grid}' if grid else 'fixed'
+  lines += [
+      f'Trained at {results["train_side"]}×{results["train_side"]} tokens, evaluated on the test split at '
+      f'{", ".join(f"{s}×{s}" for s in sides)} tokens; seeds {results["seeds"]}; cells: {stats.PLUS_MINUS}. '
+      f'Learning rate: {rate}.',
+      '',
+  ]
+  for name, task in results['tasks'].items():
+    runs = task['runs']
+    if not runs:
+      continue
+    per_cell = task['task'].get('per_cell')
+    lines += [f'## {name}', '', f'Task: `{json.dumps(task["task"], sort_keys=True)}`', '']
+    metrics = [('accuracy', 'per-cell accuracy' if per_cell else 'accuracy')] + (
+        [('exact_match', 'exact match per board')] if per_cell else []
+    )
+    for metric, title in metrics:
+      lines += [f'Test {title}:', '', f'| encoder | {head} | lr |', '|---|' + '---|' * len(sides) + '---|']
+      if metric == 'accuracy' and task.get('majority_baseline'):
+        base = ' | '.join(_cell(task['majority_baseline'][s], []) for s in sides)
+        lines.append(f'| majority class (the floor) | {base} | |')
+      for row in runs:
+        cells = ' | '.join(_cell(row[metric][s], row[f'{metric}_per_seed'][s]) for s in sides)
+        lr = f'{row["learning_rate"]:g} ({row["lr_choice"]})'
+        lines.append(f'| {row["name"]} (`{row["spec"]}`){_seeds_note(row, results)} | {cells} | {lr} |')
+      lines.append('')
+    if any('entropy' in row for row in runs):
+      ns = [int(s) ** 2 for s in sides]
+      lines += [
+          'Mean attention entropy per layer (nats; layer 1 / layer 2 / ...), mean over seeds; uniform attention '
+          'over N tokens has log N:',
+          '',
+          f'| encoder | {head} |',
+          '|---|' + '---|' * len(sides),
+          '| uniform (log N) | ' + ' | '.join(f'{math.log(n):.2f}' for n in ns) + ' |',
+      ]
+      for row in runs:
+        if 'entropy' in row:
+          cells = ' | '.join(' / '.join(f'{x:.2f}' for x in row['entropy'][s]) for s in sides)
+          lines.append(f'| {row["name"]} | {cells} |')
+      lines.append('')
+    if task['comparisons']:
+      lines += [
+          'Paired differences of test accuracy over seeds (95% t interval; resolved: the interval excludes 0):',
+          '',
+          '| A | B | side | seeds | A | B | A − B | 95% interval | resolved |',
+          '|---|---|---|---|---|---|---|---|---|',
+      ]
+      for c in task['comparisons']:
+        interval = f'[{c["low"]:+.3f}, {c["high"]:+.3f}]' if c['low'] is not None else 'n/a (< 2 seeds)'
+        diff = f'{c["mean"]:+.3f}' if c['mean'] is not None else 'n/a'
+        lines.append(
+            f'| {c["a"]} | {c["b"]} | {c["side"]} | {c["n"]} | {_cell(c["a_mean"], [])} | {_cell(c["b_mean"], [])} | '
+            f'{diff} | {interval} | {"yes" if c["resolved"] else "no"} |'
+        )
+      lines.append('')
+  meta = results['meta']
+  lines.append(
+      f'Runs trained {meta.get("trained", 0)}, reused {meta.get("reused", 0)}; wall {meta.get("wall_seconds")} s on '
+      f'{meta.get("device")} ({meta.get("cpu_count")} CPUs visible).'
+  )
+  return '\n'.join(lines) + '\n'
+
+
+def plot(results: dict, path: str) -> str:
+  """Test accuracy against grid side, one panel per task (mean, ± std band over seeds)."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  tasks = [(n, t) for n, t in results['tasks'].items() if t['runs']]
+  fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(4.5 * max(1, len(tasks)), 3.6), squeeze=False)
+  sides = results['eval_sides']
+  for ax, (name, task) in zip(axes[0], tasks):
+    for row in task['runs']:
+      means = [row['accuracy'][str(s)] for s in sides]
+      spread = [stats.std(row['accuracy_per_seed'][str(s)]) or 0.0 for s in sides]
+      if any(m is None for m in means):
+        continue
+      line = ax.plot(sides, means, marker='o', label=row['name'])[0]
+      ax.fill_between(sides, np.subtract(means, spread), np.add(means, spread), color=line.get_color(), alpha=0.15)
+    if task.get('majority_baseline'):
+      floor = [task['majority_baseline'][str(s)] for s in sides]
+      ax.plot(sides, floor, color='grey', ls='--', lw=0.8, label='majority class')
+    ax.axvline(results['train_side'], color='grey', lw=0.8, ls=':')
+    ax.set_title(name)
+    ax.set_xlabel('grid side (tokens)')
+    ax.set_xticks(sides)
+    ax.set_ylabel('test accuracy' + (' (per cell)' if task['task'].get('per_cell') else ''))
+  axes[0][-1].legend(fontsize=7, loc='best')
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
+def plot_entropy(results: dict, path: str) -> str | None:
+  """Mean attention entropy against grid side: one row of panels per task, one panel per layer."""
+  tasks = [(n, t) for n, t in results['tasks'].items() if any('entropy' in r for r in t['runs'])]
+  if not tasks:
+    return None
+  import matplotlib  # pylint: disable=g-import-not-at-top
+
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  sides = results['eval_sides']
+  layers = max(len(r['entropy'][str(sides[0])]) for _, t in tasks for r in t['runs'] if 'entropy' in r)
+  fig, axes = plt.subplots(len(tasks), layers, figsize=(4 * layers, 3.2 * len(tasks)), squeeze=False)
+  for i, (name, task) in enumerate(tasks):
+    for layer in range(layers):
+      ax = axes[i][layer]
+      ax.plot(sides, [math.log(s * s) for s in sides], color='grey', ls='--', lw=0.8, label='uniform (log N)')
+      for row in task['runs']:
+        if 'entropy' in row and layer < len(row['entropy'][str(sides[0])]):
+          ax.plot(sides, [row['entropy'][str(s)][layer] for s in sides], marker='o', label=row['name'])
+      ax.set_title(f'{name}: layer {layer + 1}')
+      ax.set_xlabel('grid side (tokens)')
+      ax.set_xticks(sides)
+      ax.set_ylabel('attention entropy (nats)')
+  axes[0][-1].legend(fontsize=7, loc='best')
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
+def write_outputs(results: dict, workdir: str, plots: bool = True) -> dict[str, str]:
+  """results.json, results.md and (plots) results.png and results_entropy.png in `workdir`."""
+  os.makedirs(workdir, exist_ok=True)
+  paths = {'json': os.path.join(workdir, 'results.json'), 'markdown': os.path.join(workdir, 'results.md')}
+  _write_json_atomically(results, paths['json'])
+  tmp = paths['markdown'] + f'.tmp{os.getpid()}'
+  with open(tmp, 'w', encoding='utf-8') as f:
+    f.write(markdown(results))
+  os.replace(tmp, paths['markdown'])
+  if not plots:
+    return paths
+  paths['plot'] = plot(results, os.path.join(workdir, 'results.png'))
+  entropy = plot_entropy(results, os.path.join(workdir, 'results_entropy.png'))
+  if entropy:
+    paths['entropy_plot'] = entropy
+  return paths

@@ -1,0 +1,313 @@
+"""The resolution study end to end with a stand-in model (seconds): outputs, resume, choices, errors, intervals.
+
+The stand-in has the ViT's interface (relpos_jax.nn.vit.ViT: encoder spec, pool, any grid at call time,
+return_entropy) but is a per-patch MLP: it is defined here, in the tests only, so the study is tested without
+the grid encoders.
+"""
+
+import gzip
+import json
+import math
+import os
+import struct
+
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+from flax import nnx
+
+import configs.resolution as resolution_config
+from relpos_jax.data import idx
+from relpos_jax.study import resolution, stats
+from relpos_jax.train import config as config_lib
+
+STAND_IN_ENCODERS = ('relu', 'tanh')
+
+
+class StandIn(nnx.Module):
+  """A per-patch MLP with mean pooling; 'encoder' picks the activation ('relu' or 'tanh')."""
+
+  def __init__(
+      self,
+      *,
+      encoder,
+      num_classes,
+      patch_size=1,
+      in_channels=1,
+      model_dim=64,
+      num_heads=4,
+      num_layers=2,
+      mlp_ratio=4,
+      pool='mean',
+      rngs,
+  ):
+    if encoder not in STAND_IN_ENCODERS:
+      raise ValueError(f'unknown encoder spec {encoder!r}')
+    self.encoder, self.pool, self.patch_size, self.num_layers = encoder, pool, patch_size, num_layers
+    self.embed = nnx.Linear(in_channels * patch_size**2, model_dim, rngs=rngs)
+    self.hidden = nnx.Linear(model_dim, model_dim * mlp_ratio, rngs=rngs)
+    self.head = nnx.Linear(model_dim * mlp_ratio, num_classes, rngs=rngs)
+
+  def __call__(self, images, *, train=False, return_entropy=False):
+    b, h, w, c = images.shape
+    p = self.patch_size
+    x = images.reshape(b, h // p, p, w // p, p, c).transpose(0, 1, 3, 2, 4, 5).reshape(b, h // p, w // p, p * p * c)
+    act = nnx.relu if self.encoder == 'relu' else jnp.tanh
+    x = act(self.hidden(act(self.embed(x))))
+    logits = self.head(x if self.pool == 'none' else x.mean(axis=(1, 2)))
+    if return_entropy:  # uniform attention over the (h/p)(w/p) tokens, as a stand-in's "entropy"
+      return logits, jnp.full((self.num_layers,), jnp.log((h // p) * (w // p)), jnp.float32)
+    return logits
+
+
+def _config(**overrides) -> ml_collections.ConfigDict:
+  config = resolution_config.get_config()
+  config.encoders = STAND_IN_ENCODERS
+  config.tasks = ('life', 'count')
+  config.train_side, config.eval_sides = 4, (4, 8)
+  config.steps, config.batch_size, config.warmup_steps = 4, 8, 1
+  config.seeds = (0, 1)
+  config.lr_grid = (1e-3, 3e-2)
+  config.eval_examples, config.eval_batch_size = 12, 8
+  config.comparisons = ('relu vs tanh', 'tanh vs relu at 8')
+  config.model.model_dim, config.model.mlp_ratio = 8, 1
+  for k, v in overrides.items():
+    config[k] = v
+  return config
+
+
+def test_default_config_parses():
+  for variant in (None, 'fashion_mnist', 'full', 'fashion_mnist,full'):
+    settings = resolution.parse_config(resolution_config.get_config(variant))
+    assert settings.eval_sides == (7, 14, 21, 28) and settings.train_side == 7
+  with pytest.raises(ValueError, match='unknown variant'):
+    resolution_config.get_config('bogus')
+
+
+def test_end_to_end_and_resume(tmp_path):
+  calls = []
+
+  def model_fn(**kwargs):
+    calls.append(kwargs['encoder'])
+    return StandIn(**kwargs)
+
+  results = resolution.run_resolution_study(_config(), tmp_path, model_fn=model_fn)
+  for name in ('results.json', 'results.md', 'results.png', 'results_entropy.png'):
+    assert os.path.getsize(tmp_path / name) > 0
+  assert results['meta']['trained'] == 2 * 2 * 3 and results['meta']['reused'] == 0  # 2 rates + 1 seed each
+  life = {r['name']: r for r in results['tasks']['life']['runs']}
+  assert set(life) == set(STAND_IN_ENCODERS)
+  row = life['relu']
+  assert row['seeds'] == [0, 1] and set(row['accuracy']) == {'4', '8'} and set(row['exact_match']) == {'4', '8'}
+  assert len(row['accuracy_per_seed']['8']) == 2
+  assert row['accuracy']['8'] == pytest.approx(np.mean(row['accuracy_per_seed']['8']))
+  # The stand-in's entropy is log N: 2 layers at side 4 (16 tokens) and 8 (64 tokens).
+  np.testing.assert_allclose(row['entropy']['4'], [math.log(16)] * 2, rtol=1e-6)
+  np.testing.assert_allclose(row['entropy']['8'], [math.log(64)] * 2, rtol=1e-6)
+  # The learning rate is the grid's lowest validation loss at seed 0 (the recorded grid).
+  grid = {float(k): v for k, v in row['lr_grid'].items()}
+  assert row['lr_choice'] == 'grid' and row['learning_rate'] == min(grid, key=grid.get)
+  assert 'exact_match' not in results['tasks']['count']['runs'][0]
+  # The floor: the most frequent label's share of the same test examples (count: 10 classes, 12 examples).
+  settings = resolution.parse_config(_config())
+  labels = resolution.make_task(settings, 'count').batch(8, 12, settings.data_seed, 'test', 0)['labels']
+  assert results['tasks']['count']['majority_baseline']['8'] == pytest.approx(np.bincount(labels).max() / 12)
+  assert 0.5 < results['tasks']['life']['majority_baseline']['4'] < 1  # dead cells are the majority
+  # Comparisons: 'relu vs tanh' at both sides, 'tanh vs relu at 8' at one; per task.
+  comps = results['tasks']['count']['comparisons']
+  assert [(c['a'], c['b'], c['side']) for c in comps] == [('relu', 'tanh', 4), ('relu', 'tanh', 8), ('tanh', 'relu', 8)]
+  assert comps[1]['mean'] == pytest.approx(-comps[2]['mean']) and comps[1]['n'] == 2
+  markdown = (tmp_path / 'results.md').read_text()
+  assert '## life' in markdown and 'exact match per board' in markdown and 'Paired differences' in markdown
+  assert '| majority class (the floor) |' in markdown
+  saved = json.loads((tmp_path / 'results.json').read_text())
+  assert saved['tasks']['life']['runs'][0]['accuracy'] == results['tasks']['life']['runs'][0]['accuracy']
+  run_file = tmp_path / 'runs' / 'life' / 'relu' / f'lr{row["learning_rate"]:g}' / 'seed1' / 'result.json'
+  assert json.loads(run_file.read_text())['run_config']['seed'] == 1
+
+  calls.clear()
+  again = resolution.run_resolution_study(_config(), tmp_path, model_fn=model_fn)
+  assert again['meta']['trained'] == 0 and again['meta']['reused'] == 12
+  assert len(calls) == 4  # only the up-front check builds models (2 tasks x 2 encoders); no run trains
+  assert again['tasks'] == results['tasks']
+
+  more = resolution.run_resolution_study(_config(seeds=(0, 1, 2)), tmp_path, model_fn=model_fn)
+  assert more['meta']['trained'] == 4 and more['meta']['reused'] == 12  # the new seed only
+
+
+def test_changed_config_is_not_reused(tmp_path):
+  resolution.run_resolution_study(_config(tasks=('count',), seeds=(0,), lr_grid=None), tmp_path, model_fn=StandIn)
+  with pytest.raises(config_lib.ConfigError, match=r'runs/count/relu/lr0.003/seed0 holds a finished run of another'):
+    resolution.run_resolution_study(
+        _config(tasks=('count',), seeds=(0,), lr_grid=None, steps=5), tmp_path, model_fn=StandIn
+    )
+
+
+def test_same_test_examples_for_every_encoder_and_seed():
+  seen = []
+
+  class Recording:
+    """The task, recording every evaluation batch it hands out."""
+
+    def __init__(self, task):
+      self.task = task
+
+    def __getattr__(self, name):
+      return getattr(self.task, name)
+
+    def batch(self, side, batch_size, seed, split, step):
+      out = self.task.batch(side, batch_size, seed, split, step)
+      if split != 'train':
+        seen.append((side, seed, split, step, out['images'].tobytes()))
+      return out
+
+  config = _config(tasks=('direction',), lr_grid=None, steps=1, warmup_steps=0)
+  settings = resolution.parse_config(config)
+  task = Recording(resolution.make_task(settings, 'direction'))
+  entries = resolution.parse_entries(settings.encoders)
+  a = resolution.train_and_evaluate(settings, task, entries[0], 0, 1e-3, StandIn)
+  first = list(seen)
+  b = resolution.train_and_evaluate(settings, task, entries[1], 1, 1e-3, StandIn)
+  assert set(a['test']) == {'4', '8'} and a['validation']['num_examples'] == 12
+  assert seen[len(first) :] == first  # the same examples, whichever encoder and seed
+  assert {s[1] for s in first} == {settings.data_seed} and {s[2] for s in first} == {'validation', 'test'}
+  assert {s[0] for s in first if s[2] == 'test'} == {4, 8}
+  assert b['num_params'] == a['num_params']
+  assert a['test']['8']['entropy_examples'] == 12  # entropy_examples (32) >= eval_examples: every batch
+  fewer = resolution.parse_config(
+      _config(tasks=('direction',), lr_grid=None, steps=1, warmup_steps=0, entropy_examples=5)
+  )
+  c = resolution.train_and_evaluate(fewer, task, entries[0], 0, 1e-3, StandIn)
+  assert c['test']['8']['entropy_examples'] == 8  # the first batch (8 examples) covers 5
+  assert c['test']['8']['accuracy'] == a['test']['8']['accuracy']  # the accuracy still counts all 12
+
+
+def test_paired_interval_on_hand_made_numbers():
+  results = {
+      'comparison_requests': [{'a': 'A', 'b': 'B', 'sides': [14]}],
+      'tasks': {
+          't': {
+              'runs': [
+                  {'name': 'A', 'seeds': [0, 1, 2], 'accuracy_per_seed': {'14': [0.9, 0.8, 0.85]}},
+                  {
+                      'name': 'B',
+                      'seeds': [2, 0, 1],
+                      'accuracy_per_seed': {'14': [0.6, 0.7, 0.75]},
+                  },  # seed order differs
+              ]
+          }
+      },
+  }
+  (c,) = resolution.comparisons(results, 't')
+  # d = (0.9 - 0.7, 0.8 - 0.75, 0.85 - 0.6) = (0.2, 0.05, 0.25): mean 1/6, sample std 0.104083,
+  # t_{0.975, 2} = 4.302653, half width 4.302653 * 0.104083 / sqrt(3) = 0.258555.
+  assert c['seeds'] == [0, 1, 2] and c['n'] == 3
+  assert c['mean'] == pytest.approx(1 / 6) and c['std'] == pytest.approx(0.1040833, abs=1e-6)
+  assert c['half_width'] == pytest.approx(0.258555, abs=1e-5)
+  assert c['low'] == pytest.approx(1 / 6 - 0.258555, abs=1e-5) and not c['resolved']
+  assert c == {**c, **stats.paired_difference([0.9, 0.8, 0.85], [0.7, 0.75, 0.6])}
+
+
+@pytest.mark.parametrize(
+    'overrides, message',
+    [
+        ({'tasks': ('life', 'lif')}, r"config.tasks entry 'lif' is unknown: allowed: \('life'"),
+        ({'eval_sides': (4, 1)}, r'config.eval_sides=\(4, 1\) is invalid: allowed: .*>= 2'),
+        ({'train_side': 1}, r'config.train_side=1 is invalid: allowed: an int >= 2'),
+        (
+            {'encoders': ('relu', 'sigmoid'), 'comparisons': ()},
+            r"config.encoders entry 'sigmoid' \(encoder 'sigmoid'.*unknown encoder spec",
+        ),
+        ({'comparisons': ('relu vs gelu',)}, r"config.comparisons entry 'relu vs gelu' is invalid"),
+        ({'comparisons': ('relu vs tanh at 5',)}, r"config.comparisons entry 'relu vs tanh at 5' has side '5'"),
+        ({'task_kwargs': {'count': {'max_cont': 3}}}, r"config.task_kwargs.count=.* no parameter\(s\) \['max_cont'\]"),
+        ({'task_kwargs': {'shift': {}}}, r'config.task_kwargs.shift names no task of config.tasks'),
+        ({'task_kwargs': {'count': {'max_count': 20}}}, r"config.train_side=4 is invalid for task 'count'.*>= 5"),
+        ({'steps': 0}, r'config.steps=0 is invalid: allowed: an int >= 1'),
+        ({'warmup_steps': 4}, r'config.warmup_steps=4 is invalid with config.steps=4'),
+        ({'lr_grid': ()}, r'config.lr_grid=\(\) is invalid'),
+        ({'seeds': (0, 0)}, r'config.seeds=\(0, 0\) is invalid'),
+        (
+            {'tasks': ('fashion_mnist_canvas',), 'data_dir': '/nonexistent'},
+            r"config.data_dir='/nonexistent'.*apt-get install -y dataset-fashion-mnist",
+        ),
+    ],
+)
+def test_bad_config_names_the_key(tmp_path, overrides, message):
+  with pytest.raises(config_lib.ConfigError, match=message):
+    resolution.run_resolution_study(_config(**overrides), tmp_path / 'w', model_fn=StandIn)
+  assert not (tmp_path / 'w').exists()  # refused before anything is written
+
+
+def test_model_pool_is_checked():
+  config = _config()
+  config.model.pool = 'max'
+  with pytest.raises(
+      config_lib.ConfigError, match=r"config.model.pool='max' is invalid: allowed: one of \('mean', 'cls'\)"
+  ):
+    resolution.parse_config(config)
+
+
+def test_default_model_is_imported_lazily():
+  # relpos_jax.nn.vit lives on the grid branch until merged: the study imports it only inside its factory.
+  source = open(resolution.__file__, encoding='utf-8').read()
+  before, factory = source.split('def vit_model', 1)
+  assert 'nn import vit' not in before and 'from relpos_jax.nn import vit' in factory.split('\ndef ', 1)[0]
+
+
+def _write_fashion_mnist(directory, n_train=24, n_test=8):
+  rng = np.random.default_rng(0)
+  arrays = {
+      'train_images': rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
+      'train_labels': (np.arange(n_train) % 10).astype(np.uint8),
+      'test_images': rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
+      'test_labels': (np.arange(n_test) % 10).astype(np.uint8),
+  }
+  os.makedirs(directory, exist_ok=True)
+  for key, stem in idx.FILES.items():
+    a = arrays[key]
+    raw = bytes([0, 0, 8, a.ndim]) + b''.join(struct.pack('>I', d) for d in a.shape) + a.tobytes()
+    with open(os.path.join(directory, stem + '.gz'), 'wb') as f:
+      f.write(gzip.compress(raw))
+
+
+def test_fashion_mnist_protocols_end_to_end(tmp_path):
+  _write_fashion_mnist(tmp_path / 'fm')
+  config = _config(
+      tasks=('fashion_mnist_canvas', 'fashion_mnist_upsample'),
+      data_dir=str(tmp_path / 'fm'),
+      task_kwargs={'fashion_mnist_canvas': {'num_validation': 4}, 'fashion_mnist_upsample': {'num_validation': 4}},
+      train_side=7,
+      eval_sides=(7, 14),
+      seeds=(0,),
+      lr_grid=None,
+      comparisons=(),
+  )
+  results = resolution.run_resolution_study(config, tmp_path / 'w', model_fn=StandIn)
+  for name in ('fashion_mnist_canvas', 'fashion_mnist_upsample'):
+    task = results['tasks'][name]
+    assert task['task']['patch_size'] == 4 and task['task']['split_sizes'] == {'train': 20, 'validation': 4, 'test': 8}
+    np.testing.assert_allclose(task['runs'][0]['entropy']['14'], [math.log(14 * 14)] * 2, rtol=1e-6)
+  bad = _config(
+      **{
+          **{k: config[k] for k in ('tasks', 'data_dir', 'task_kwargs', 'seeds', 'lr_grid', 'comparisons')},
+          'train_side': 7,
+          'eval_sides': (7, 10),
+      }
+  )
+  with pytest.raises(
+      config_lib.ConfigError,
+      match=r"config.eval_sides=\(7, 10\) is invalid for task 'fashion_mnist_upsample' \(side 10 tokens = 40 pixels"
+      r'.*multiple of 28',
+  ):
+    resolution.run_resolution_study(bad, tmp_path / 'w2', model_fn=StandIn)
+
+
+def test_one_writer_per_workdir(tmp_path):
+  from relpos_jax.train import workdir_lock
+
+  with workdir_lock.held(tmp_path):
+    with pytest.raises(workdir_lock.WorkdirBusyError, match=str(tmp_path)):
+      resolution.run_resolution_study(_config(tasks=('count',), seeds=(0,), lr_grid=None), tmp_path, model_fn=StandIn)
+  assert not (tmp_path / 'runs').exists()
