@@ -1,4 +1,4 @@
-r"""The resolution-extrapolation study (issue 33): train a small ViT at a 7x7 grid, evaluate at 7, 14, 21 and 28.
+r"""The resolution-extrapolation study: train a small ViT at a 7x7 grid, evaluate at 7, 14, 21 and 28.
 
     python -m experiments.resolution --config=configs/resolution.py --workdir=results/resolution
     python -m experiments.resolution --config=configs/resolution.py:fashion_mnist --workdir=results/resolution_fmnist
