@@ -274,7 +274,7 @@ def f2(x: float) -> str:
 # (page, sentence fragment with {} for each number, a function returning the numbers as the page writes them).
 # The fragment is looked up in the page with its line breaks read as spaces.
 CLAIMS = [
-    # issue 34: randomized RoPE's gap at 16x is 1.216 to KERPLE-log; 0.99 was the gap to ALiBi.
+    # randomized RoPE's gap at 16x is 1.216 to KERPLE-log; 0.99 was the gap to ALiBi.
     (
         'docs/study/README.md',
         'stays {} bits behind KERPLE-log at 16x ({} behind ALiBi)',
@@ -292,7 +292,7 @@ CLAIMS = [
             f3(at('study', 'rope+randomized', 1024) - at('study', 'kerple_log', 1024)),
         ],
     ),
-    # issue 34: flat to the third decimal holds for distance and monotone-lin only.
+    # flat to the third decimal holds for distance and monotone-lin only.
     (
         'docs/study/README.md',
         '`distance` ({}) and `monotone-lin` ({}) read the same at 128 ... 1024 to the third decimal',
@@ -333,7 +333,7 @@ CLAIMS = [
         'ALiBi does not learn its decay',
         lambda: [] if _run('study', 'alibi')['spec'] == 'alibi' else ['a learned spec'],
     ),
-    # issue 34: the long study's best fit at 64 is monotone-t5-32, not T5.
+    # the long study's best fit at 64 is monotone-t5-32, not T5.
     (
         'docs/study_long/README.md',
         "1.815 at 64 (the second-best fit of the five there, behind `monotone-t5-32`'s {})",
@@ -348,7 +348,7 @@ CLAIMS = [
         'T5 with its published layout fails harder with longer training**: {} at 64',
         lambda: [f3(at('study_long', 't5', 64))],
     ),
-    # issue 34: Delétang: DAPE on even_pairs stays at 0.916 beyond the training lengths.
+    # Delétang: DAPE on even_pairs stays at 0.916 beyond the training lengths.
     (
         'docs/suite/README.md',
         'the exception: DAPE on even_pairs stays at {} ± {} beyond',
@@ -359,7 +359,7 @@ CLAIMS = [
         'DAPE on even_pairs ({} beyond the training lengths)',
         lambda: [f3(suite('suite', 'even_pairs/dape')['mean'])],
     ),
-    # issue 34: Ruoss: reverse_string's randomized rows not learned in distribution; RoPE not on cycle_navigation,
+    # Ruoss: reverse_string's randomized rows not learned in distribution; RoPE not on cycle_navigation,
     # where the randomized rows fall to chance from 3x.
     (
         'docs/suite/README.md',
@@ -383,7 +383,7 @@ CLAIMS = [
             f3(suite('suite_ruoss', 'bucket_sort/rope+rand.2x')['mean']),
         ],
     ),
-    # issue 34: RoPE+SSMax ran seed 0 only; compared with RoPE's seed 0, not its 5-seed mean.
+    # RoPE+SSMax ran seed 0 only; compared with RoPE's seed 0, not its 5-seed mean.
     (
         'docs/study_contextual/README.md',
         "RoPE + SSMax {} against RoPE's {} on the same seed (seed 0; RoPE's 5-seed mean is {} ± 0.216), {} lower",
@@ -588,7 +588,7 @@ def test_the_prose_numbers_are_the_reports(page, fragment, numbers):
 def test_every_page_a_claim_names_exists_and_the_issue_34_fixes_are_covered():
   pages = {c[0] for c in CLAIMS}
   assert pages <= set(PAGES)
-  # The six statements issue 34 found unsupported, each pinned above, and their old wording gone.
+  # The six statements an audit of the reports found unsupported, each pinned above, and their old wording gone.
   gone = {
       'docs/study/README.md': ['stays 0.99 bits behind KERPLE-log', 'KERPLE-log and ALiBi read the same at 128'],
       'docs/study_long/README.md': ['(the best fit of the five'],

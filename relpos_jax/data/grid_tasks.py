@@ -7,7 +7,7 @@
 
 Every task is the 2-D counterpart of an algorithmic task of the 1-D suite: its rule is the same at every grid
 side, so a model that learned the rule (and not the training grid) keeps its accuracy at 2x-4x the side. The
-grid-side question is "resolution extrapolation" (issue 33; Heo et al. 2024, "Rotary Position Embedding for
+grid-side question is "resolution extrapolation" (Heo et al. 2024, "Rotary Position Embedding for
 Vision Transformer", evaluate ImageNet models at larger resolutions than trained).
 
 Determinism. Example `index` of a (seed, split) stream at grid `side` is drawn from its own generator,

@@ -98,7 +98,7 @@ class Combined(contract.Encoder):
         f'at most one part that replaces the content logit q . k (path); got {len(replacing)}',
     )
     # Two such transforms would share one halo of extra key columns per tile; refused at composition rather
-    # than in attention, where it failed on every path (issue 36).
+    # than in attention, where it failed on every path.
     halos = [f'{p.name}(key_halo={p.key_halo})' for p in leaves if getattr(p, 'key_halo', 0)]
     validation.require(
         len(halos) <= 1,

@@ -80,7 +80,7 @@ class CoPE(contract.ContextualEncoder):
     """The logit term at counts p_ij (B, H, Lq, Lk), clamped to npos - 1: z_ij * scale, float32.
 
     The scale is cast: a float64 one (1 / sqrt(d) from numpy under jax_enable_x64) made the term float64 and
-    the tiled path's float32 loop carry a TypeError (issue 36)."""
+    the tiled path's float32 loop carry a TypeError."""
     position_logits = jnp.einsum('bihd,dn->bhin', jnp.asarray(query, jnp.float32), params['embedding'])
     return interpolate(position_logits, jnp.minimum(counts, self.npos - 1)) * jnp.float32(scale)
 

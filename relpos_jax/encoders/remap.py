@@ -68,7 +68,7 @@ class _Remap(contract.PositionRemapEncoder):
     # A remap rotates under positions of its own (grouped, clipped, chunk-local) against one position of the
     # other axis, per tile and per decoding step: a base that reads its length from the positions it rotates
     # saw a different length on each path. Padding changed real tokens' outputs, the tiled path differed from
-    # the explicit one by 0.48 at L = 600, decoding from the forward by 0.08 (issue 36).
+    # the explicit one by 0.48 at L = 600, decoding from the forward by 0.08.
     validation.require(
         not getattr(base, 'length_dependent', False),
         self.name,

@@ -362,7 +362,7 @@ _attention.defvjp(_attention_fwd, attention_bwd)
 # from the forward (saved per key tile: (key tiles, B, H, Lq) float32, 1/bk of an (Lq, Lk) array). It used to
 # go nearest first with F_i = G_i - R_i (all keys' sum dacc_i . acc_i + dw_i w_i minus the nearer keys'): a
 # difference of two nearly equal float32 sums whose rounding every farther key's dq picked up, 2e-5 relative
-# at L = 2,048 and 2.6e-4 at |z| ~ 200 against a float64 reference (the explicit path: 2e-7, 7e-6; issue 36).
+# at L = 2,048 and 2.6e-4 at |z| ~ 200 against a float64 reference (the explicit path: 2e-7, 7e-6).
 # The explicit path's autodiff forms the same sums as a cumulative sum, directly. Each tile is `jax.vjp` of
 # its own tile_weights: no (Lq, Lk) array.
 

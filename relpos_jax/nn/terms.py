@@ -529,7 +529,7 @@ def terms_for(parts, contiguous: bool, scale: float, *, one_tile: bool, query_bi
   halos = [(part, t.halo) for part, t in zip(parts, chosen) if isinstance(t, _ScoreTransform) and t.halo]
   # Beside a normalizer a halo tiles too (stick-breaking's backward adds the strips' key gradients like the
   # softmax's); it used to be refused here on every path, the explicit one included, while the error pointed
-  # the user to the explicit one (issue 36). Two such transforms share one halo width: refused on every path.
+  # the user to the explicit one. Two such transforms share one halo width: refused on every path.
   if len(halos) > 1:
     raise ValueError(
         f'attention: {halos[0][0].name!r} and {halos[1][0].name!r} each read neighbouring keys on each side of a '

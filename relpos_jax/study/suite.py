@@ -258,7 +258,7 @@ def study_config(
 def _without_randomized_on_task_positions(config, encoders: Sequence[str]) -> tuple[tuple[str, ...], list[str]]:
   """(The entries a task's study trains, the labels left out): on a task that hands its own positions
   (addition_coupled, addition_abacus) randomized positions are replaced by the task's, so a randomized entry
-  would be its base exactly, recorded as random positions (issue 36); `config_lib.validate` refuses it."""
+  would be its base exactly, recorded as random positions; `config_lib.validate` refuses it."""
   if config_lib.task_position_bound(config) is None:
     return tuple(encoders), []
   kept, left_out = [], []

@@ -60,7 +60,7 @@ DATA_DERIVED_MODEL_FIELDS = ('vocab_size', 'output_vocab_size')
 # Seeds are below 2^32: a JAX key holds 32 bits of seed (without x64, jax.random.key(2**32) is key(0), so two
 # runs told apart by their seed would be one run) and 2^63 overflows a C long only when the key is made.
 SEED_LIMIT = 2**32
-# Upper bounds of the sizes a run allocates (issue 36): beyond them a typo segfaulted, aborted or failed to
+# Upper bounds of the sizes a run allocates: beyond them a typo segfaulted, aborted or failed to
 # allocate, some only after training. Each is several times the largest published value, so no experiment is
 # refused: 126 layers (Llama 3 405B; GPT-3 96), model_dim 16,384 (Llama 3 405B; GPT-3 12,288), an MLP ratio of
 # 4 (8/3 with a gated MLP; 16 is the widest in the scaling studies), global batches of a few thousand
@@ -528,7 +528,7 @@ def validate(config, *, num_devices: int | None = None) -> list[str]:
   given_bound = task_position_bound(run)
   if limit is not None and given_bound is not None:
     # The task's positions replace the random ones in training and evaluation (train/step.py): the run was its
-    # base exactly while its record said "random positions" (issue 36).
+    # base exactly while its record said "random positions".
     raise ConfigError(
         f'config.model.encoder={run.encoder_spec!r} is invalid for this run: task {run.data.task!r} hands the '
         "model its own positions (batch['positions']), which replace randomized positions in training and "
@@ -544,7 +544,7 @@ def validate(config, *, num_devices: int | None = None) -> list[str]:
         'the model input positions (an absolute input embedding of them) and this encoder has no absolute '
         "part to embed them; allowed: one with it, e.g. 'learned(max_length=64) + fire'."
     )
-  # A task's own positions replace 0..T-1 for every encoder: its tables must cover them (issue 36: a learned
+  # A task's own positions replace 0..T-1 for every encoder: its tables must cover them (a learned
   # table read past its end ended as a DivergedError that said to lower the learning rate).
   for part in leaves:
     embeds_task_positions = input_bound is not None and part.kind is contract.Kind.ABSOLUTE

@@ -184,7 +184,7 @@ def test_documents_in_memory_refuse_what_a_split_cannot_hold():
 
 @pytest.mark.skipif(not os.path.isdir(austen.DEFAULT_PATH), reason='r-cran-janeaustenr is not installed')
 def test_the_test_novel_gives_64k_scored_characters_from_every_chapter():
-  """The study's 'enough text' (issue 34): >= 64k scored characters from >= 50 test documents. The default study's
+  """The study's 'enough text': >= 64k scored characters from >= 50 test documents. The default study's
   anchors (reach 1024, tail 64) at eval.num_tokens=65,536 reach all 55 chapters of Emma, ASCII throughout."""
   corpus = Corpus.load('austen')
   anchors = corpus.anchors(1024, 64, 65_536 // 64, 'test')

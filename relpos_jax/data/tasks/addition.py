@@ -119,7 +119,7 @@ class AdditionCoupled(Addition):
   max_position: int = 1024
 
   def __post_init__(self):
-    # int32 positions: a larger bound wrapped to negative ids and trained without a word (issue 36).
+    # int32 positions: a larger bound wrapped to negative ids and trained without a word.
     validation.positive_int('task', 'max_position', self.max_position, maximum=validation.MAX_POSITION)
 
   def max_given_position(self, n: int) -> int | None:
@@ -146,7 +146,7 @@ class AdditionAbacus(Addition):
   as_input: bool = False
 
   def __post_init__(self):
-    # int32 positions: max_offset=3e9 wrapped to negative ids and trained without a word (issue 36).
+    # int32 positions: max_offset=3e9 wrapped to negative ids and trained without a word.
     validation.positive_int('task', 'max_offset', self.max_offset, minimum=0, maximum=validation.MAX_POSITION)
     validation.require(
         isinstance(self.as_input, bool),
