@@ -504,6 +504,28 @@ HEADER = (
 )
 
 
+README_MARKER = '<!-- claims-table: python -m relpos_jax.study.claims docs/ (generated from the reports) -->'
+README_END = '<!-- /claims-table -->'
+
+
+def summary_table(docs: str, link_prefix: str = 'docs/') -> str:
+  """The verdicts alone, one row per claim (the README's and docs/suite's copy; docs/claims.md has the cells):
+  the paper and its claim, the verdict by the rule of `HEADER`, and where it was tested."""
+  reports = load_reports(docs)
+  lines = ['| claim (paper) | verdict | report |', '|---|---|---|']
+  for claim in CLAIMS:
+    judged = judge(claim, reports)
+    link = f'[docs/{claim.report}]({link_prefix}{claim.report}/README.md)'
+    lines.append(f'| **{claim.paper}**: {claim.claim} | **{judged["verdict"]}** | {link} |')
+  return '\n'.join(lines)
+
+
+def with_summary_table(text: str, docs: str, link_prefix: str = 'docs/') -> str:
+  """`text` with the block between `README_MARKER` and `README_END` replaced by `summary_table`."""
+  start, end = text.index(README_MARKER) + len(README_MARKER), text.index(README_END)
+  return text[:start] + '\n' + summary_table(docs, link_prefix) + '\n' + text[end:]
+
+
 def render(docs: str, link_prefix: str = '') -> str:
   """docs/claims.md's text, from the reports under `docs`."""
   reports = load_reports(docs)
@@ -524,6 +546,17 @@ def main(argv: Sequence[str]) -> int:
     )
     return 2
   print(write(argv[1]))
+  # The copies of the verdicts in the README and docs/suite/README.md, where they carry the marker.
+  root = os.path.dirname(os.path.abspath(argv[1].rstrip('/')))
+  for page, prefix in (
+      (os.path.join(root, 'README.md'), 'docs/'),
+      (os.path.join(argv[1], 'suite', 'README.md'), '../'),
+  ):
+    if os.path.exists(page):
+      text = open(page, encoding='utf-8').read()
+      if README_MARKER in text:
+        files.write_text_atomic(page, with_summary_table(text, argv[1], prefix))
+        print(page)
   return 0
 
 
