@@ -22,7 +22,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = ROOT / 'notebooks'
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob('*.ipynb'))
 # Figures each notebook must show (a lower bound): a plot that silently stops rendering fails here.
-MIN_FIGURES = {'encoder_tour.ipynb': 20, 'length_generalization.ipynb': 3}
+MIN_FIGURES = {'encoder_tour.ipynb': 20, 'grid_positions.ipynb': 10, 'length_generalization.ipynb': 3}
 CELL_TIMEOUT_S = 600
 # jupyter_client runs a kernelspec whose argv[0] is one of these with sys.executable (KernelManager).
 _SAME_PYTHON_NAMES = {'python', f'python{sys.version_info[0]}', 'python{}.{}'.format(*sys.version_info[:2])}
