@@ -54,6 +54,33 @@ from relpos_jax.encoders.mlp import apply_mlp, init_mlp
 from relpos_jax.encoders.registry import register
 
 
+def check_fields(encoder) -> None:
+  """FIRE's hyperparameters (shared by the 2-D FIRE, relpos_jax.grid.encoders.fire): a table width and positive
+  finite c, L and eps."""
+  validation.positive_int(encoder.name, 'mlp_width', encoder.mlp_width, maximum=validation.MAX_TABLE_ROWS)
+  for field in ('init_c', 'init_threshold', 'eps'):
+    value = getattr(encoder, field)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    validation.require(ok, encoder.name, field, value, 'a finite number > 0')
+
+
+def init_fire_params(encoder, rng, num_heads: int) -> dict:
+  """f_theta = Linear(1, width) -> ReLU -> Linear(width, H) (PyTorch's default init), c, L's multiplier."""
+  return {
+      'mlp': init_mlp(rng, (1, encoder.mlp_width, num_heads), torch_default=True),
+      'c': jnp.asarray(encoder.init_c, jnp.float32),
+      'threshold_multiplier': jnp.asarray(1.0, jnp.float32),
+  }
+
+
+def normalize(encoder, params, distance: jax.Array, query_place: jax.Array) -> jax.Array:
+  """psi(distance) / (psi(max(query_place, L)) + eps), psi(x) = log(|c| x + 1): the MLP's input."""
+  c = jnp.abs(params['c'])
+  psi = lambda x: jnp.log1p(c * x)  # x >= 0 here
+  threshold = jnp.abs(params['threshold_multiplier']) * encoder.init_threshold
+  return psi(distance) / (psi(jnp.maximum(query_place, threshold)) + encoder.eps)
+
+
 @register('fire')
 @dataclasses.dataclass(frozen=True)
 class FIRE(contract.ScalarBiasEncoder):
@@ -65,18 +92,10 @@ class FIRE(contract.ScalarBiasEncoder):
   eps: float = 1e-6
 
   def __post_init__(self):
-    validation.positive_int(self.name, 'mlp_width', self.mlp_width, maximum=validation.MAX_TABLE_ROWS)
-    for field in ('init_c', 'init_threshold', 'eps'):
-      value = getattr(self, field)
-      ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-      validation.require(ok, self.name, field, value, 'a finite number > 0')
+    check_fields(self)
 
   def init_params(self, rng, dims_):
-    return {
-        'mlp': init_mlp(rng, (1, self.mlp_width, dims_.num_heads), torch_default=True),
-        'c': jnp.asarray(self.init_c, jnp.float32),
-        'threshold_multiplier': jnp.asarray(1.0, jnp.float32),
-    }
+    return init_fire_params(self, rng, dims_.num_heads)
 
   def scale(self, params) -> jax.Array:
     """c, the log transform's scale (kept positive through |.|, as in the reference)."""
@@ -92,10 +111,7 @@ class FIRE(contract.ScalarBiasEncoder):
     # The distance in integers, then float: exact at any position, where q - k in float32 would round
     # beyond 2^24.
     distance = jnp.abs(q - jnp.asarray(k_pos, jnp.int32)).astype(jnp.float32)
-    c = self.scale(params)
-    psi = lambda x: jnp.log1p(c * x)  # x >= 0 here
-    normaliser = psi(jnp.maximum(q.astype(jnp.float32), self.threshold(params))) + self.eps
-    return psi(distance) / normaliser
+    return normalize(self, params, distance, q.astype(jnp.float32))
 
   def pair_bias(self, params, q_pos, k_pos):
     return apply_mlp(params['mlp'], self.normalized_distance(params, q_pos, k_pos)[..., None])

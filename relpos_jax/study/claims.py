@@ -36,24 +36,14 @@ import sys
 from typing import Sequence
 
 from relpos_jax import files
+from relpos_jax.data.tasks import registry as task_registry
 from relpos_jax.study import stats, suite
 
 CLAIMS_FILE = 'claims.md'
 KINDS = ('compare', 'fails', 'holds', 'glitches')
 STATUSES = ('reproduced', 'contradicted', 'not resolved', 'not tested', 'no result')
-NON_REGULAR = (  # Delétang et al.'s context-free and context-sensitive tasks (relpos_jax.data.tasks.registry)
-    'stack_manipulation',
-    'reverse_string',
-    'modular_arithmetic_brackets',
-    'solve_equation',
-    'duplicate_string',
-    'missing_duplicate',
-    'odds_first',
-    'binary_addition',
-    'binary_multiplication',
-    'compute_sqrt',
-    'bucket_sort',
-)
+# Delétang et al.'s context-free and context-sensitive tasks, as the task registry groups them.
+NON_REGULAR = tuple(cls.name for cls in (*task_registry.CHOMSKY_CONTEXT_FREE, *task_registry.CHOMSKY_CONTEXT_SENSITIVE))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -46,7 +46,6 @@ import functools
 import json
 import math
 import os
-import platform
 import time
 from typing import Callable, Sequence
 
@@ -59,8 +58,8 @@ from absl import logging
 from flax import nnx
 
 from relpos_jax.data import grid_tasks, idx
-from relpos_jax.study import stats
-from relpos_jax.study.runner import parse_entries, Entry
+from relpos_jax.study import record, stats
+from relpos_jax.study.plan import Entry, parse_entries
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import workdir_lock
 
@@ -514,14 +513,8 @@ def comparisons(results: dict, task_name: str) -> list[dict]:
 
 
 def environment() -> dict:
-  device = jax.devices()[0]
-  return {
-      'jax_version': jax.__version__,
-      'device': f'{jax.device_count()} x {device.device_kind}',
-      'platform': platform.platform(),
-      'python': platform.python_version(),
-      'cpu_count': os.cpu_count(),
-  }
+  """The study record's environment (`record.environment`) and the CPU count (a run's cost is read with it)."""
+  return {**record.environment(), 'cpu_count': os.cpu_count()}
 
 
 def run_resolution_study(

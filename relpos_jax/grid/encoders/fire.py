@@ -21,12 +21,11 @@ length. The class token gets 0.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import jax.numpy as jnp
 
-from relpos_jax import validation
-from relpos_jax.encoders.mlp import apply_mlp, init_mlp
+from relpos_jax.encoders import fire
+from relpos_jax.encoders.mlp import apply_mlp
 from relpos_jax.grid.contract import GridBiasEncoder
 from relpos_jax.grid.encoders.distance import grid_distance
 from relpos_jax.grid.registry import register
@@ -45,26 +44,14 @@ class FIRE2D(GridBiasEncoder):
 
   def __post_init__(self):
     super().__post_init__()
-    validation.positive_int(self.name, 'mlp_width', self.mlp_width, maximum=validation.MAX_TABLE_ROWS)
-    for field in ('init_c', 'init_threshold', 'eps'):
-      value = getattr(self, field)
-      ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-      validation.require(ok, self.name, field, value, 'a finite number > 0')
+    fire.check_fields(self)
 
   def init_params(self, rng, dims_):
-    return {
-        'mlp': init_mlp(rng, (1, self.mlp_width, dims_.num_heads), torch_default=True),
-        'c': jnp.asarray(self.init_c, jnp.float32),
-        'threshold_multiplier': jnp.asarray(1.0, jnp.float32),
-    }
+    return fire.init_fire_params(self, rng, dims_.num_heads)
 
   def normalized_distance(self, params, q_pos, k_pos):
-    c = jnp.abs(params['c'])
-    psi = lambda x: jnp.log1p(c * x)
     distance = grid_distance(jnp.asarray(q_pos) - jnp.asarray(k_pos), 'euclidean')
-    origin = grid_distance(jnp.asarray(q_pos), 'euclidean')
-    threshold = jnp.abs(params['threshold_multiplier']) * self.init_threshold
-    return psi(distance) / (psi(jnp.maximum(origin, threshold)) + self.eps)
+    return fire.normalize(self, params, distance, grid_distance(jnp.asarray(q_pos), 'euclidean'))
 
   def query_bias(self, params, q_pos, k_pos):
     return apply_mlp(params['mlp'], self.normalized_distance(params, q_pos, k_pos)[..., None])
