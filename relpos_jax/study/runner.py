@@ -66,7 +66,7 @@ import jax
 import ml_collections
 from absl import logging
 
-from relpos_jax.study import plan, protocol, reevaluate, report, stats
+from relpos_jax.study import documents, plan, protocol, reevaluate, report, stats
 
 # The plan and the record are shared with `reevaluate` (which this module calls), so they live in rooms below
 # both; their names stay importable from here.
@@ -284,6 +284,9 @@ def _run_seed(
           sequential_row=ctx.study.sequential_positions,
       )
   )
+  totals = document_totals_record(ctx, model)
+  if totals is not None:
+    run['document_totals'] = totals
   metrics = result.final_metrics
   # train_seconds: this run's own time (for 'X -> Y', its evaluation, plus X's training if it was not
   # trained before), evaluation included.
@@ -310,6 +313,26 @@ def _run_seed(
     run['diverged'] = marker
   report.write_json(run, result_path)
   return run
+
+
+def document_totals_lengths(base) -> list[int]:
+  """The lengths a run's per-document totals are stored at: the training length and the longest evaluation
+  length (the two that the comparisons 'train' and 'longest' read)."""
+  return sorted({train_length(base), max(int(n) for n in base.eval.lengths)})
+
+
+def document_totals_record(ctx: _StudyContext, model) -> dict | None:
+  """{str(length): `documents.sparse_totals`} of a trained model on the reported split, the input of the report's
+  document bootstrap; None (nothing stored) for a task study (no documents) and for an encoder evaluated at
+  random positions (`documents.document_totals` scores 0..L-1 only; the report says so). Computed from the
+  study's own data object: a data object rebuilt from the run's config.json would lack the study's evaluation
+  lengths. Costs one more evaluation pass per length."""
+  if ctx.metric != 'bits_per_char' or not hasattr(ctx.data, 'corpus') or not documents.sequential_positions(model):
+    return None
+  return {
+      str(n): documents.sparse_totals(documents.document_totals(model, ctx.data, n, ctx.study.split))
+      for n in document_totals_lengths(ctx.base)
+  }
 
 
 # What a finished result.json records of the study's protocol that changes its numbers and is not in its run
