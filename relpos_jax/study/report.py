@@ -28,6 +28,8 @@ import json
 import math
 from typing import Any
 
+import numpy as np
+
 from relpos_jax import files
 from relpos_jax.study import stats
 from relpos_jax.train import config as config_lib
@@ -207,8 +209,6 @@ def _totals_length(results: Results, statistic) -> int | None:
 def _pooled_totals(run: dict, length: int, seeds) -> tuple | None:
   """(bits, characters) per document of `run` at `length`, summed over `seeds`, as dense arrays over the
   split's documents; None unless every one of those seeds stored totals at that length."""
-  import numpy as np
-
   found = [((run.get('document_totals_per_seed') or {}).get(str(seed)) or {}).get(str(length)) for seed in seeds]
   if not found or any(t is None for t in found) or len({t['num_documents'] for t in found}) != 1:
     return None
@@ -314,7 +314,7 @@ def comparisons_table(results: Results) -> str:
   if holm:  # Results computed before these columns existed have neither: their table reads as it did.
     header += ' p (Holm) | resolved (Holm) |'
     notes.append(
-        f'p (Holm): the paired t test\'s two-sided p-value, adjusted by Holm (1979) over the study\'s '
+        f"p (Holm): the paired t test's two-sided p-value, adjusted by Holm (1979) over the study's "
         f'{found[0].get("holm_family", "")} comparisons with a p-value; resolved (Holm): adjusted p < 0.05, which '
         'bounds the chance of any false "resolved" in the family at 5%.'
     )
@@ -322,11 +322,11 @@ def comparisons_table(results: Results) -> str:
     header += ' documents | document bootstrap 95% |'
     notes.append(
         'Document bootstrap: the test documents resampled with replacement (Efron & Tibshirani 1993, percentile '
-        f'interval, {stats.BOOTSTRAP_RESAMPLES} resamples), each side\'s bits and characters per document summed '
+        f"interval, {stats.BOOTSTRAP_RESAMPLES} resamples), each side's bits and characters per document summed "
         'over the paired seeds: the text-sample variance of the mean difference with the trained models held '
         'fixed. — (random positions): an encoder evaluated at random positions stores no per-document totals '
-        '(they score 0..L-1 only); — (several lengths): the out-of-distribution mean; — (no totals): a run '
-        'finished before totals were stored.'
+        '(they score 0..L-1 only); — (several lengths): the out-of-distribution mean; — (no totals): a side has '
+        'none (a run finished before totals were stored, or the 0..L-1 row of a randomized encoder).'
     )
   lines = [
       f'## Paired differences\n\nA − B in {results["metric"]} ({better}) per seed, over the seeds both have (the '
