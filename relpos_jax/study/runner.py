@@ -29,7 +29,12 @@ trained at every rate of the grid at the first seed, the rate with the lowest va
 length is chosen ('grid'; that run is the first seed's run) and the other seeds train with it; else
 `config.optim.learning_rate` ('fixed'). A chosen rate's runs live in `runs/<label>/lr<rate>/seed<s>/`, a
 fixed one's in `runs/<label>/seed<s>/`. `config.study.comparisons=('A vs B', 'A vs B at 1024', ...)`: paired
-differences over seeds with 95% t intervals in results.md / results.json (`relpos_jax.study.stats`).
+differences over seeds with 95% t intervals in results.md / results.json (`relpos_jax.study.stats`), the paired
+t test's p-values Holm-adjusted over the study's comparisons, and, where both sides stored per-document totals, a
+document-bootstrap interval of the difference (`report.comparisons`). A corpus study's run evaluated at
+positions 0..L-1 stores its per-document bits and characters on the reported split at the training and the
+longest length in its result.json ('document_totals', `document_totals_record`); a task study, an encoder
+evaluated at random positions and a run finished before this was recorded store none, and stay valid.
 
 Nothing saved is lost on interruption: a finished (encoder, seed) keeps its result
 (`runs/<label>/seed<s>/result.json`) and is skipped on the next call, an unfinished one resumes from its
