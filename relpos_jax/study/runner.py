@@ -321,9 +321,11 @@ def _run_seed(
 
 
 def document_totals_lengths(base) -> list[int]:
-  """The lengths a run's per-document totals are stored at: the training length and the longest evaluation
-  length (the two that the comparisons 'train' and 'longest' read)."""
-  return sorted({train_length(base), max(int(n) for n in base.eval.lengths)})
+  """The lengths a run's per-document totals are stored at: the longest evaluation length and, when it is
+  evaluated, the training length (the ones the comparisons 'longest' and 'train' read; 'train' over a study that
+  does not evaluate its training length is the in-distribution mean, several lengths, with no bootstrap)."""
+  lengths = [int(n) for n in base.eval.lengths]
+  return sorted({max(lengths), *([train_length(base)] if train_length(base) in lengths else [])})
 
 
 def document_totals_record(ctx: _StudyContext, model) -> dict | None:

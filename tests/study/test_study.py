@@ -545,3 +545,10 @@ def test_a_tiny_study_stores_document_totals_and_reports_bootstrap_and_holm(tmp_
   text = (tmp_path / 'results.md').read_text()
   assert '| p (Holm) | resolved (Holm) | documents | document bootstrap 95% |' in text
   assert '| — | — (random positions) |' in text and '| — | — (several lengths) |' in text
+
+
+def test_document_totals_are_stored_at_the_longest_and_the_evaluated_training_length():
+  base = config_lib_free_config()  # trains at 8, evaluates at 8, 16, 32
+  assert runner.document_totals_lengths(base) == [8, 32]
+  base.eval.lengths = (16, 32)  # 'train' is then the in-distribution mean: no single length to store
+  assert runner.document_totals_lengths(base) == [32]
