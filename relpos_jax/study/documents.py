@@ -21,13 +21,32 @@ from relpos_jax.train import loop, step
 from relpos_jax.train.objectives import token_cross_entropy
 from relpos_jax.train.state import split_model
 
-__all__ = ['document_totals']
+__all__ = ['document_totals', 'sequential_positions', 'sparse_totals']
+
+
+def sequential_positions(model) -> bool:
+  """Whether `model` is evaluated at positions 0..L-1 (the only case `document_totals` scores): False for an
+  encoder that draws random positions, whose metric averages over draws."""
+  return loop.EvalPositions.of(model, 1, 0).encoder is None
+
+
+def sparse_totals(totals: dict) -> dict:
+  """`document_totals` as a result file stores it: the documents some window scored ('documents', their
+  indices in the split), their 'bits' and 'characters' (lists), and 'num_documents' (all of the split's). The
+  documents no window reached hold zeros and are left out: the bootstrap leaves them out too."""
+  keep = np.flatnonzero(np.asarray(totals['characters']) > 0)
+  return {
+      'num_documents': int(totals['num_documents']),
+      'documents': [int(k) for k in keep],
+      'bits': [float(x) for x in np.asarray(totals['bits'])[keep]],
+      'characters': [float(x) for x in np.asarray(totals['characters'])[keep]],
+  }
 
 
 def document_totals(model, data, length: int, split: str = 'test') -> dict:
   """{'bits', 'characters' (float64 arrays, one entry per document of `split`), 'tokens', 'num_documents'}: the
   scored targets of `data.eval_set(length, split)` summed by document (module docstring)."""
-  if loop.EvalPositions.of(model, 1, 0).encoder is not None:
+  if not sequential_positions(model):
     raise ValueError('document_totals scores positions 0..L-1; an encoder drawing random positions is not supported')
   parts, params = split_model(model)
 

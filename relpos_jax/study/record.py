@@ -54,7 +54,11 @@ def merge_seeds(entry: Entry, per_seed: Sequence[dict], *, sequential: bool = Fa
   seed diverged the entry carries `diverged` (the first seed's marker) and no values.
 
   sequential: the row of a randomized entry evaluated at positions 0..L-1 (its runs' `sequential`
-  records), named '<label>@0..L-1'."""
+  records), named '<label>@0..L-1'.
+
+  Runs that stored per-document totals (`runner.document_totals_record`) keep them in
+  `document_totals_per_seed` ({seed: {length: totals}}, the seeds that did not diverge), for the report's
+  document bootstrap; results without them read as before."""
 
   def view(r):  # the values of this row in one seed's result
     if not sequential:
@@ -91,6 +95,9 @@ def merge_seeds(entry: Entry, per_seed: Sequence[dict], *, sequential: bool = Fa
   for key in ('split', 'positions', 'position_draws', 'scored_sets', 'same_targets', 'learning_rate'):
     if key in first:
       merged[key] = first[key]
+  totals = {str(r['seed']): r['document_totals'] for r in finite if r.get('document_totals')}
+  if totals and not sequential:  # per-document totals (corpus studies, 0..L-1 encoders): the document bootstrap
+    merged['document_totals_per_seed'] = totals
   if any('run_dir' in r for r in per_seed):
     merged['run_dirs'] = [r.get('run_dir') for r in per_seed]
   curve = _mean_curve([r.get('position_curve') for r in finite])

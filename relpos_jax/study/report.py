@@ -28,6 +28,8 @@ import json
 import math
 from typing import Any
 
+import numpy as np
+
 from relpos_jax import files
 from relpos_jax.study import stats
 from relpos_jax.train import config as config_lib
@@ -193,10 +195,73 @@ def _seed_statistic(results: Results, run: dict, statistic) -> dict[int, float |
   return out
 
 
+def _totals_length(results: Results, statistic) -> int | None:
+  """The one evaluation length a comparison statistic reads (None for 'ood', a mean over several lengths, and
+  for 'train' when the training length is not evaluated: the in-distribution mean)."""
+  train_length, lengths = results['train_length'], results['eval_lengths']
+  if statistic == 'ood':
+    return None
+  if statistic == 'train':
+    return train_length if train_length in lengths else None
+  return lengths[-1] if statistic == 'longest' else int(statistic)
+
+
+def _pooled_totals(run: dict, length: int, seeds) -> tuple | None:
+  """(bits, characters) per document of `run` at `length`, summed over `seeds`, as dense arrays over the
+  split's documents; None unless every one of those seeds stored totals at that length."""
+  found = [((run.get('document_totals_per_seed') or {}).get(str(seed)) or {}).get(str(length)) for seed in seeds]
+  if not found or any(t is None for t in found) or len({t['num_documents'] for t in found}) != 1:
+    return None
+  bits, characters = np.zeros(found[0]['num_documents']), np.zeros(found[0]['num_documents'])
+  for t in found:
+    np.add.at(bits, np.asarray(t['documents'], np.int64), np.asarray(t['bits'], np.float64))
+    np.add.at(characters, np.asarray(t['documents'], np.int64), np.asarray(t['characters'], np.float64))
+  return bits, characters
+
+
+def _document_bootstrap(results: Results, a_run: dict, b_run: dict, statistic, seeds) -> tuple[dict | None, str]:
+  """The document bootstrap of A - B over `seeds` (the paired ones), or None and why there is none.
+
+  Pooled over the seeds: each side's per-document bits and characters are summed over the seeds, then one
+  bootstrap resamples documents (`stats.document_bootstrap`). Why pooled rather than one bootstrap per seed,
+  averaged: the seeds score the same text (same windows, same documents), so a resampled document must count for
+  every seed at once (independent resamples per seed would treat one text as several); and an average of
+  per-seed percentile bounds is not a percentile interval of anything. Pooled, the point estimate is
+  sum_s bits_s / (S chars) = the mean over seeds of bits per character (the characters of a document are the
+  same for every seed), i.e. exactly the seed table's mean difference. The interval measures the text-sample
+  variance of that mean with the trained models held fixed; the seed interval measures the seed variance with
+  the text held fixed: they answer different questions and are reported side by side."""
+  length = _totals_length(results, statistic)
+  if length is None:
+    return None, 'several lengths'
+  random = [r['name'] for r in (a_run, b_run) if str(r.get('positions', '')).startswith('random')]
+  if random:
+    return None, 'random positions'
+  if len(seeds) < 1:
+    return None, 'no seeds'
+  a, b = _pooled_totals(a_run, length, seeds), _pooled_totals(b_run, length, seeds)
+  if a is None or b is None or a[0].size != b[0].size:
+    return None, 'no totals'
+  try:
+    return stats.document_bootstrap(a[0], a[1], b[0], b[1]), ''
+  except ValueError:  # fewer than two scored documents: no interval
+    return None, 'under 2 documents'
+
+
 def comparisons(results: Results) -> list[dict]:
   """The paired differences `results['comparison_requests']` asks for (`runner.parse_comparisons`): per
-  comparison and statistic, A - B over the seeds both have (stats.paired_difference), and each side's mean."""
+  comparison and statistic, A - B over the seeds both have (stats.paired_difference), each side's mean, and the
+  paired t test's p-value ('p_value', `stats.paired_p_value`).
+
+  Across the study's family of comparisons (every request and statistic), Holm's adjustment of those p-values
+  (`stats.holm`): 'p_holm' and 'resolved_holm' (p_holm < 0.05), present when at least one comparison has a
+  p-value (two seeds or more). Where both sides stored per-document totals for the paired seeds at the one
+  length the statistic reads, 'bootstrap': the document bootstrap of the difference pooled over those seeds
+  (`_document_bootstrap` says why pooled); where the study has totals but a comparison has none,
+  'bootstrap_missing' says why ('random positions': an encoder evaluated at random positions stores none;
+  'several lengths': the out-of-distribution mean; 'no totals': a side finished without them)."""
   rows = {run['name']: run for run in results['runs']}
+  with_totals = any(run.get('document_totals_per_seed') for run in results['runs'])
   out = []
   for request in results.get('comparison_requests', []):
     if request['a'] not in rows or request['b'] not in rows:
@@ -206,17 +271,25 @@ def comparisons(results: Results) -> list[dict]:
       b = _seed_statistic(results, rows[request['b']], statistic)
       seeds = [seed for seed in a if seed in b]
       difference = stats.paired_difference([a[seed] for seed in seeds], [b[seed] for seed in seeds])
-      out.append(
-          {
-              'a': request['a'],
-              'b': request['b'],
-              'statistic': statistic,
-              'seeds': [seed for seed in seeds if a[seed] is not None and b[seed] is not None],
-              'a_mean': stats.mean([a[seed] for seed in seeds if b[seed] is not None]),
-              'b_mean': stats.mean([b[seed] for seed in seeds if a[seed] is not None]),
-              **difference,
-          }
-      )
+      paired = [seed for seed in seeds if a[seed] is not None and b[seed] is not None]
+      row = {
+          'a': request['a'],
+          'b': request['b'],
+          'statistic': statistic,
+          'seeds': paired,
+          'a_mean': stats.mean([a[seed] for seed in seeds if b[seed] is not None]),
+          'b_mean': stats.mean([b[seed] for seed in seeds if a[seed] is not None]),
+          **difference,
+          'p_value': stats.paired_p_value([a[seed] for seed in seeds], [b[seed] for seed in seeds]),
+      }
+      if with_totals:
+        bootstrap, missing = _document_bootstrap(results, rows[request['a']], rows[request['b']], statistic, paired)
+        row.update({'bootstrap': bootstrap} if bootstrap is not None else {'bootstrap_missing': missing})
+      out.append(row)
+  family = stats.holm([row['p_value'] for row in out])
+  if family['m']:
+    for row, adjusted, resolved in zip(out, family['adjusted'], family['resolved']):
+      row.update({'p_holm': adjusted, 'resolved_holm': resolved, 'holm_family': family['m']})
   return out
 
 
@@ -234,21 +307,54 @@ def comparisons_table(results: Results) -> str:
   if not found:
     return ''
   better = 'lower is better' if results.get('lower_is_better', True) else 'higher is better'
+  holm = any(c.get('p_holm') is not None for c in found)
+  bootstrap = any('bootstrap' in c or 'bootstrap_missing' in c for c in found)
+  header = '| A | B | at | seeds | A | B | A − B | 95% interval | resolved |'
+  notes = []
+  if holm:  # Results computed before these columns existed have neither: their table reads as it did.
+    header += ' p (Holm) | resolved (Holm) |'
+    notes.append(
+        f"p (Holm): the paired t test's two-sided p-value, adjusted by Holm (1979) over the study's "
+        f'{found[0].get("holm_family", "")} comparisons with a p-value; resolved (Holm): adjusted p < 0.05, which '
+        'bounds the chance of any false "resolved" in the family at 5%.'
+    )
+  if bootstrap:
+    header += ' documents | document bootstrap 95% |'
+    notes.append(
+        'Document bootstrap: the test documents resampled with replacement (Efron & Tibshirani 1993, percentile '
+        f"interval, {stats.BOOTSTRAP_RESAMPLES} resamples), each side's bits and characters per document summed "
+        'over the paired seeds: the text-sample variance of the mean difference with the trained models held '
+        'fixed. — (random positions): an encoder evaluated at random positions stores no per-document totals '
+        '(they score 0..L-1 only); — (several lengths): the out-of-distribution mean; — (no totals): a side has '
+        'none (a run finished before totals were stored, or the 0..L-1 row of a randomized encoder).'
+    )
   lines = [
       f'## Paired differences\n\nA − B in {results["metric"]} ({better}) per seed, over the seeds both have (the '
       'same data stream and evaluation text per seed): the mean difference and its 95% t interval, '
       'mean ± t(0.975, n − 1) · sd / √n with sd the sample standard deviation of the differences (ddof 1). '
-      'Resolved: the interval excludes 0; with one seed there is no interval and nothing is resolved.\n',
-      '| A | B | at | seeds | A | B | A − B | 95% interval | resolved |',
-      '|---|---|---|---|---|---|---|---|---|',
+      'Resolved: the interval excludes 0; with one seed there is no interval and nothing is resolved.'
+      + ''.join(' ' + note for note in notes)
+      + '\n',
+      header,
+      '|' + '---|' * header.count(' |'),
   ]
   for c in found:
     interval = '—' if c['low'] is None else f'[{c["low"]:+.3f}, {c["high"]:+.3f}]'
     difference = '—' if c['mean'] is None else f'{c["mean"]:+.3f}'
-    lines.append(
+    line = (
         f'| {c["a"]} | {c["b"]} | {_statistic_name(results, c["statistic"])} | {c["n"]} | {_fmt(c["a_mean"])} | '
         f'{_fmt(c["b_mean"])} | {difference} | {interval} | {"yes" if c["resolved"] else "no"} |'
     )
+    if holm:
+      adjusted = c.get('p_holm')
+      line += f' {"—" if adjusted is None else f"{adjusted:.3g}"} | {"yes" if c.get("resolved_holm") else "no"} |'
+    if bootstrap:
+      b = c.get('bootstrap')
+      if b is None:
+        line += f' — | — ({c.get("bootstrap_missing", "no totals")}) |'
+      else:
+        line += f' {b["n_documents"]} | [{b["low"]:+.3f}, {b["high"]:+.3f}] |'
+    lines.append(line)
   return '\n'.join(lines) + '\n'
 
 

@@ -29,7 +29,12 @@ trained at every rate of the grid at the first seed, the rate with the lowest va
 length is chosen ('grid'; that run is the first seed's run) and the other seeds train with it; else
 `config.optim.learning_rate` ('fixed'). A chosen rate's runs live in `runs/<label>/lr<rate>/seed<s>/`, a
 fixed one's in `runs/<label>/seed<s>/`. `config.study.comparisons=('A vs B', 'A vs B at 1024', ...)`: paired
-differences over seeds with 95% t intervals in results.md / results.json (`relpos_jax.study.stats`).
+differences over seeds with 95% t intervals in results.md / results.json (`relpos_jax.study.stats`), the paired
+t test's p-values Holm-adjusted over the study's comparisons, and, where both sides stored per-document totals, a
+document-bootstrap interval of the difference (`report.comparisons`). A corpus study's run evaluated at
+positions 0..L-1 stores its per-document bits and characters on the reported split at the training and the
+longest length in its result.json ('document_totals', `document_totals_record`); a task study, an encoder
+evaluated at random positions and a run finished before this was recorded store none, and stay valid.
 
 Nothing saved is lost on interruption: a finished (encoder, seed) keeps its result
 (`runs/<label>/seed<s>/result.json`) and is skipped on the next call, an unfinished one resumes from its
@@ -66,7 +71,7 @@ import jax
 import ml_collections
 from absl import logging
 
-from relpos_jax.study import plan, protocol, reevaluate, report, stats
+from relpos_jax.study import documents, plan, protocol, reevaluate, report, stats
 
 # The plan and the record are shared with `reevaluate` (which this module calls), so they live in rooms below
 # both; their names stay importable from here.
@@ -284,6 +289,9 @@ def _run_seed(
           sequential_row=ctx.study.sequential_positions,
       )
   )
+  totals = document_totals_record(ctx, model)
+  if totals is not None:
+    run['document_totals'] = totals
   metrics = result.final_metrics
   # train_seconds: this run's own time (for 'X -> Y', its evaluation, plus X's training if it was not
   # trained before), evaluation included.
@@ -310,6 +318,28 @@ def _run_seed(
     run['diverged'] = marker
   report.write_json(run, result_path)
   return run
+
+
+def document_totals_lengths(base) -> list[int]:
+  """The lengths a run's per-document totals are stored at: the longest evaluation length and, when it is
+  evaluated, the training length (the ones the comparisons 'longest' and 'train' read; 'train' over a study that
+  does not evaluate its training length is the in-distribution mean, several lengths, with no bootstrap)."""
+  lengths = [int(n) for n in base.eval.lengths]
+  return sorted({max(lengths), *([train_length(base)] if train_length(base) in lengths else [])})
+
+
+def document_totals_record(ctx: _StudyContext, model) -> dict | None:
+  """{str(length): `documents.sparse_totals`} of a trained model on the reported split, the input of the report's
+  document bootstrap; None (nothing stored) for a task study (no documents) and for an encoder evaluated at
+  random positions (`documents.document_totals` scores 0..L-1 only; the report says so). Computed from the
+  study's own data object: a data object rebuilt from the run's config.json would lack the study's evaluation
+  lengths. Costs one more evaluation pass per length."""
+  if ctx.metric != 'bits_per_char' or not hasattr(ctx.data, 'corpus') or not documents.sequential_positions(model):
+    return None
+  return {
+      str(n): documents.sparse_totals(documents.document_totals(model, ctx.data, n, ctx.study.split))
+      for n in document_totals_lengths(ctx.base)
+  }
 
 
 # What a finished result.json records of the study's protocol that changes its numbers and is not in its run

@@ -504,3 +504,51 @@ def test_a_finished_run_is_reused_whatever_train_tensorboard_said(tmp_path):
   runner._check_saved(saved, str(tmp_path), config, {'d': 1}, None)
   with pytest.raises(config_lib.ConfigError, match='another config'):
     runner._check_saved(saved, str(tmp_path), {**config, 'train': {'steps': 11, 'tensorboard': None}}, {'d': 1}, None)
+
+
+@pytest.mark.slow  # six tiny runs and their document totals: about 50 s on two shared cores
+def test_a_tiny_study_stores_document_totals_and_reports_bootstrap_and_holm(tmp_path):
+  """Two seeds of alibi, abs and randomized RoPE on a corpus: the 0..L-1 runs store per-document totals at the
+  training and the longest length that add up to their bits per character; the randomized one stores none.
+  The comparisons carry the pooled document bootstrap (whose point estimate is the seed mean difference) and the
+  Holm-adjusted seed p-values, and results.md shows both."""
+  config = tiny_study_config(encoders=('alibi', 'abs: sinusoidal', 'rr: randomized(rope, max_position=64)'))
+  config.study.seeds = (0, 1)
+  config.study.comparisons = ('alibi vs abs', 'rr vs alibi at 32')
+  results = study.run_study(config, tmp_path)
+  for label in ('alibi', 'abs'):
+    for seed in (0, 1):
+      saved = report.load_json(tmp_path / 'runs' / label / f'seed{seed}' / runner.RESULT_FILE)
+      assert sorted(saved['document_totals']) == ['32', '8']  # the training length 8 and the longest 32
+      for length, totals in saved['document_totals'].items():
+        assert len(totals['documents']) == len(totals['bits']) == len(totals['characters']) >= 2
+        assert max(totals['documents']) < totals['num_documents'] and min(totals['characters']) > 0
+        assert sum(totals['bits']) / sum(totals['characters']) == pytest.approx(saved['by_length'][length], rel=1e-5)
+  assert 'document_totals' not in report.load_json(tmp_path / 'runs' / 'rr' / 'seed0' / runner.RESULT_FILE)
+  saved = report.load_json(tmp_path / 'results.json')
+  assert json.dumps(saved['comparisons'], sort_keys=True) == json.dumps(results['comparisons'], sort_keys=True)
+  found = {(c['a'], c['b'], c['statistic']): c for c in saved['comparisons']}
+  assert sorted(found, key=str) == sorted(
+      [('alibi', 'abs', 'train'), ('alibi', 'abs', 'ood'), ('alibi', 'abs', 'longest'), ('rr', 'alibi', 32)], key=str
+  )
+  for statistic in ('train', 'longest'):
+    c = found[('alibi', 'abs', statistic)]
+    boot = c['bootstrap']
+    assert boot['mean'] == pytest.approx(c['mean'], rel=1e-5, abs=1e-9)  # pooled: the seed mean difference
+    assert boot['low'] <= boot['mean'] <= boot['high'] and boot['n_documents'] >= 2
+  assert found[('alibi', 'abs', 'ood')]['bootstrap_missing'] == 'several lengths'
+  assert found[('rr', 'alibi', 32)]['bootstrap_missing'] == 'random positions'
+  p_values = [c['p_value'] for c in saved['comparisons']]
+  adjusted = stats.holm(p_values)['adjusted']
+  for c, p in zip(saved['comparisons'], adjusted):
+    assert c['p_holm'] == pytest.approx(p) and c['holm_family'] == 4 and c['resolved_holm'] == (p < 0.05)
+  text = (tmp_path / 'results.md').read_text()
+  assert '| p (Holm) | resolved (Holm) | documents | document bootstrap 95% |' in text
+  assert '| — | — (random positions) |' in text and '| — | — (several lengths) |' in text
+
+
+def test_document_totals_are_stored_at_the_longest_and_the_evaluated_training_length():
+  base = config_lib_free_config()  # trains at 8, evaluates at 8, 16, 32
+  assert runner.document_totals_lengths(base) == [8, 32]
+  base.eval.lengths = (16, 32)  # 'train' is then the in-distribution mean: no single length to store
+  assert runner.document_totals_lengths(base) == [32]
