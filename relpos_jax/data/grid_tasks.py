@@ -50,7 +50,7 @@ SPLITS = ('train', 'validation', 'test')
 _SPLIT_ID = {'train': 0, 'validation': 1, 'test': 2}
 
 
-def _check_int(key: str, value, minimum: int) -> int:
+def check_int(key: str, value, minimum: int) -> int:
   if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
     raise ValueError(f'{key}={value!r} is invalid: allowed: an int >= {minimum}.')
   return int(value)
@@ -75,7 +75,7 @@ class GridTask:
     return 2
 
   def check_side(self, side, key: str = 'side') -> int:
-    side = _check_int(key, side, 1)
+    side = check_int(key, side, 1)
     if side < self.min_side():
       raise ValueError(f'{key}={side} is invalid for grid task {self.name!r}: allowed: an int >= {self.min_side()}.')
     return side
@@ -95,9 +95,9 @@ class GridTask:
   def batch(self, side: int, batch_size: int, seed: int, split: str, step: int) -> dict[str, np.ndarray]:
     """Examples step * batch_size ... + batch_size - 1 of the (seed, split) stream at grid `side`."""
     side = self.check_side(side)
-    batch_size = _check_int('batch_size', batch_size, 1)
-    seed = _check_int('seed', seed, 0)
-    step = _check_int('step', step, 0)
+    batch_size = check_int('batch_size', batch_size, 1)
+    seed = check_int('seed', seed, 0)
+    step = check_int('step', step, 0)
     if split not in _SPLIT_ID:
       raise ValueError(f'split={split!r} is invalid: allowed: one of {SPLITS}.')
     images = np.zeros((batch_size, side, side, self.in_channels), np.float32)
@@ -153,7 +153,7 @@ class Count(GridTask):
   max_count: int = 9
 
   def __post_init__(self):
-    _check_int('count: max_count', self.max_count, 1)
+    check_int('count: max_count', self.max_count, 1)
 
   @property
   def num_classes(self) -> int:
@@ -218,7 +218,7 @@ class Distance(GridTask):
   max_distance: int = 6
 
   def __post_init__(self):
-    _check_int('distance: max_distance', self.max_distance, 1)
+    check_int('distance: max_distance', self.max_distance, 1)
 
   @property
   def num_classes(self) -> int:

@@ -201,7 +201,7 @@ class FashionMnist(grid_tasks.GridTask):
   def __post_init__(self):
     if self.protocol not in PROTOCOLS:
       raise ValueError(f'fashion_mnist: protocol={self.protocol!r} is invalid: allowed: one of {PROTOCOLS}.')
-    grid_tasks._check_int('fashion_mnist: patch_size', self.patch_size, 1)
+    grid_tasks.check_int('fashion_mnist: patch_size', self.patch_size, 1)
 
   @property
   def num_classes(self) -> int:
@@ -244,9 +244,9 @@ class FashionMnist(grid_tasks.GridTask):
 
   def batch(self, side: int, batch_size: int, seed: int, split: str, step: int) -> dict[str, np.ndarray]:
     side = self.check_side(side)
-    batch_size = grid_tasks._check_int('batch_size', batch_size, 1)
-    seed = grid_tasks._check_int('seed', seed, 0)
-    step = grid_tasks._check_int('step', step, 0)
+    batch_size = grid_tasks.check_int('batch_size', batch_size, 1)
+    seed = grid_tasks.check_int('seed', seed, 0)
+    step = grid_tasks.check_int('step', step, 0)
     if split not in grid_tasks.SPLITS:
       raise ValueError(f'split={split!r} is invalid: allowed: one of {grid_tasks.SPLITS}.')
     index = self._indices(seed, split, step * batch_size, batch_size)

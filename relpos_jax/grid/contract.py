@@ -30,6 +30,7 @@ import numpy as np
 
 from relpos_jax import validation
 from relpos_jax.encoders import contract
+from relpos_jax.encoders import rope  # the rotation and head-size checks of the 1-D RoPE
 from relpos_jax.grid import positions as positions_lib
 
 AXES = (2, 3)
@@ -121,8 +122,6 @@ class GridRotaryEncoder(GridEncoder, contract.RotaryEncoder):
     raise NotImplementedError
 
   def rotate(self, params, x, positions):
-    from relpos_jax.encoders import rope  # the rotation and head-size checks of the 1-D RoPE
-
     who = self.name or type(self).__name__
     if x.ndim < 3:
       raise ValueError(f'{who}: x must be (..., length, heads, head_dim), got shape {x.shape}.')

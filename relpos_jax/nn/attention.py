@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from relpos_jax import grid as grid_lib
 from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.nn import content_terms, functional, position_terms
@@ -350,7 +351,6 @@ class RelativeMultiHeadAttention(nnx.Module):
   # Positions on a grid (relpos_jax.grid): coordinates (B, L, axes) or a static grid shape.
 
   def _on_grid(self, positions, grid_shape) -> bool:
-    from relpos_jax import grid as grid_lib  # Local: the 1-D path never imports the grid package.
 
     return (
         grid_shape is not None
@@ -372,7 +372,6 @@ class RelativeMultiHeadAttention(nnx.Module):
     grid_shape, coordinates of the wrong rank or trailing axis, non-finite coordinates, a grid beyond a learned
     table, sliding windows and the Pallas kernel.
     """
-    from relpos_jax import grid as grid_lib
 
     who = 'RelativeMultiHeadAttention'
     validation.shaped(who, 'x', x, ('batch', 'length', self.model_dim))

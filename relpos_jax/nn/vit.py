@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from relpos_jax import validation
+from relpos_jax import grid, validation
 from relpos_jax.encoders import contract, spec as spec_1d
 from relpos_jax.nn import attention as attention_lib
 from relpos_jax.nn import blocks, position_terms
@@ -44,7 +44,6 @@ POOLS = ('mean', 'cls', 'none')
 
 def resolve_encoder(encoder) -> contract.Encoder:
   """An Encoder as it is; a spec string as a grid spec (relpos_jax.grid) if it names grid encoders, else a 1-D one."""
-  from relpos_jax import grid
 
   if isinstance(encoder, contract.Encoder):
     return encoder
@@ -83,7 +82,6 @@ def resolve_layers(encoder, num_layers: int) -> tuple:
 
 def _grid_axes(encoder) -> int | None:
   """The coordinates' axes a layer's encoder reads (2 or 3), or None for 1-D / position-free encoders."""
-  from relpos_jax import grid
 
   axes = {leaf.axes for leaf in contract.leaves(encoder) if grid.is_grid(leaf)}
   validation.require(len(axes) <= 1, 'ViT', 'encoder', encoder, 'grid parts of one number of axes')
@@ -193,7 +191,6 @@ class ViT(nnx.Module):
     b, n = x.shape[:2]
     cls = self.pool == 'cls'
     if self.input_parts:
-      from relpos_jax import grid
 
       params = [attention_lib.variable_values(p) for p in self.input_params]
       emb = 0.0

@@ -58,6 +58,7 @@ from absl import logging
 from flax import nnx
 
 from relpos_jax.data import grid_tasks, idx
+from relpos_jax.nn import vit
 from relpos_jax.study import record, stats
 from relpos_jax.study.plan import Entry, parse_entries
 from relpos_jax.train import config as config_lib
@@ -198,14 +199,7 @@ def check_sides(settings: Settings, task: grid_tasks.GridTask, name: str) -> Non
 
 # ------------------------------------------------------------------------------------------------ the model
 def vit_model(*, encoder: str, num_classes: int, patch_size: int, in_channels: int, pool: str, rngs, **model):
-  """The default model_fn: relpos_jax.nn.vit.ViT, imported here so that the study runs without it."""
-  try:
-    from relpos_jax.nn import vit  # pylint: disable=g-import-not-at-top
-  except ImportError as e:
-    raise ConfigError(
-        f'the default model of the resolution study, relpos_jax.nn.vit.ViT, cannot be imported ({e}); pass '
-        'model_fn= to run_resolution_study with a model of the same interface.'
-    ) from None
+  """The default model_fn: relpos_jax.nn.vit.ViT (any model of the same interface can be passed as model_fn)."""
   return vit.ViT(
       encoder=encoder,
       num_classes=num_classes,

@@ -201,7 +201,6 @@ def guarded_train(guard: ExitOnInterrupt):
   """`train_fn` of a study or suite under `guard`: each run's compilation (before its first step) and everything
   between runs (evaluations, their compilations) exit at once on Ctrl-C; its training steps take Ctrl-C as
   the train command's do."""
-  from relpos_jax.train import loop
 
   def train(config, workdir=None, **kwargs):
     guard.arm()

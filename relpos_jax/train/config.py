@@ -619,18 +619,29 @@ def available_memory(num_devices: int) -> int | None:
     return None
 
 
+def eval_batch_size(eval_section, length: int, num_devices: int | None = None) -> int:
+  """Rows per evaluation batch at `length` tokens: `eval.batch_size`, or fewer under
+  `eval.max_tokens_per_batch`, but always a multiple of the device count (at least one row per device)."""
+  size = int(eval_section.batch_size)
+  budget = getattr(eval_section, 'max_tokens_per_batch', None)
+  if budget is None:
+    return size
+  if num_devices is None:
+    num_devices = jax.device_count()
+  fitting = (int(budget) // max(int(length), 1)) // num_devices * num_devices
+  return max(num_devices, min(size, fitting))
+
+
 def memory_estimate(run: Config, num_devices: int) -> dict[str, tuple[int, str]]:
   """A lower bound of what one device holds at once, per part: {what: (bytes, the keys that set it)}.
 
   Counted: the parameters of the blocks and embeddings with their gradient and Adam's two moments (16 bytes
   per float32 parameter, replicated on every device: data parallel), and per batch (training: its share of
   `train.batch_size` at the longest training sequence; evaluation: the rows of one batch at each length,
-  `inputs.eval_batch_size`) the logits in float32 and the MLP's hidden activation of one layer (the
+  `eval_batch_size`) the logits in float32 and the MLP's hidden activation of one layer (the
   activations of every layer for training, which keeps them for the backward pass), plus one layer's
   (rows, heads, L, L) attention scores for the implementations that build them. Left out: everything
   smaller or harder to bound (position terms, XLA's workspace), so a run refused here cannot fit."""
-  from relpos_jax.train import inputs  # inputs reads this module
-
   model = run.model
   vocab, output_vocab = run.data.vocab_sizes(run)
   output_vocab = output_vocab or vocab
@@ -658,7 +669,7 @@ def memory_estimate(run: Config, num_devices: int) -> dict[str, tuple[int, str]]
   )
   for n in run.eval.lengths:
     length = int(run.data.longest_sequence(dataclasses.replace(run, eval=dataclasses.replace(run.eval, lengths=(n,)))))
-    rows = max(1, inputs.eval_batch_size(run.eval, length, num_devices) // max(1, num_devices))
+    rows = max(1, eval_batch_size(run.eval, length, num_devices) // max(1, num_devices))
     found[f'evaluation at length {n}'] = (
         batch(rows, length, 1),
         f'config.eval.lengths (its {n}: {length} tokens), eval.batch_size={run.eval.batch_size}, '

@@ -30,7 +30,6 @@ import hashlib
 import warnings
 from typing import Protocol
 
-import jax
 import numpy as np
 
 from relpos_jax import data as data_lib
@@ -104,17 +103,8 @@ def batches_of(arrays: Batch, batch_size: int) -> list[Batch]:
   return [{k: v[i : i + batch_size] for k, v in arrays.items()} for i in range(0, n + fill, batch_size)]
 
 
-def eval_batch_size(eval_section, length: int, num_devices: int | None = None) -> int:
-  """Rows per evaluation batch at `length` tokens: `eval.batch_size`, or fewer under
-  `eval.max_tokens_per_batch`, but always a multiple of the device count (at least one row per device)."""
-  size = int(eval_section.batch_size)
-  budget = getattr(eval_section, 'max_tokens_per_batch', None)
-  if budget is None:
-    return size
-  if num_devices is None:
-    num_devices = jax.device_count()
-  fitting = (int(budget) // max(int(length), 1)) // num_devices * num_devices
-  return max(num_devices, min(size, fitting))
+# Rows per evaluation batch: a property of the config (config.py computes it for the memory estimate too).
+eval_batch_size = config_lib.eval_batch_size
 
 
 def lm_batch(tokens: np.ndarray) -> Batch:

@@ -249,13 +249,6 @@ def test_model_pool_is_checked():
     resolution.parse_config(config)
 
 
-def test_default_model_is_imported_lazily():
-  # relpos_jax.nn.vit lives on the grid branch until merged: the study imports it only inside its factory.
-  source = open(resolution.__file__, encoding='utf-8').read()
-  before, factory = source.split('def vit_model', 1)
-  assert 'nn import vit' not in before and 'from relpos_jax.nn import vit' in factory.split('\ndef ', 1)[0]
-
-
 def _write_fashion_mnist(directory, n_train=24, n_test=8):
   rng = np.random.default_rng(0)
   arrays = {

@@ -40,6 +40,7 @@ import jax.numpy as jnp
 from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.grid.contract import GridBiasEncoder
+from relpos_jax.grid import positions as positions_lib
 from relpos_jax.grid.registry import register
 
 METHODS = ('euclidean', 'quant', 'cross', 'product')
@@ -151,8 +152,6 @@ class IRPE(GridBiasEncoder):
   def pair_buckets(self, q_pos, k_pos):
     """Int32 (..., Lq, Lk, tables): each pair's buckets from coordinates (..., Lq, axes), (..., Lk, axes); pairs
     with a class token read the extra bucket num_buckets."""
-    from relpos_jax.grid import positions as positions_lib
-
     q = self.coordinates(q_pos, 'q_pos')[..., :, None, :]
     k = self.coordinates(k_pos, 'k_pos')[..., None, :, :]
     cls = positions_lib.is_class_token(q) | positions_lib.is_class_token(k)
