@@ -23,6 +23,9 @@ What a tile needs, per kind (`term_for`; the layer still knows kinds, never name
   clipped tables, explicit positions) `skew.relative_table`, `position_terms.vector_scores` / `vector_values`.
   rotary                              applied to q and k before attention (nothing to do here).
   a precomputed `position_bias`       sliced per tile (it is (H, Lq, Lk) already: no memory saving).
+  a grid bias given by its distinct   the (H, P = prod(2n - 1)) table, once (the layer's grid path with a
+  offsets (`GridTable`)               static grid_shape); a tile gathers its block at the offsets of its
+                                      queries' and keys' flattened indices (`grid_offset_index`): O(P + tile).
   separable contextual term (FoX)     the encoder's `row_column_terms` once (c at the queries, -c at the
                                       keys, O(L H)); a tile adds their outer sum.
   temperature (SSMax, log-n)          t_h(n_i) per row before the loop (`content_terms.visible_counts` and
