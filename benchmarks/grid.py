@@ -132,8 +132,8 @@ def run(shape=SHAPE, memory_shape=MEMORY_SHAPE, repeats: int = 5, warmup: int = 
           f'Compiled (not run): the grid attention core (q, k, v (1, L, {attention_kinds.NUM_HEADS}, '
           f'{attention_kinds.HEAD_DIM}) float32 and the encoder params -> output, not causal) over a '
           f'{side(memory_shape)} grid (L = {memory_length}), with implementation `einsum` (explicit, the (H, L, L) '
-          f'bias) and `blockwise` (tiles {tiles}; each tile gathers its bias block from the (heads, (2H-1)(2W-1)) table '
-          'of distinct offsets). `blockwise, L x L bias` = blockwise given the (H, L, L) matrix sliced per tile '
+          f'bias) and `blockwise` (tiles {tiles}; each tile gathers its bias block from the (heads, (2H-1)(2W-1)) '
+          'table of distinct offsets). `blockwise, L x L bias` = blockwise given the (H, L, L) matrix sliced per tile '
           '(the path before the per-tile gather). Memory = XLA total (argument + output - alias + temp) in MiB; '
           'fwd+bwd = the VJP, gradients w.r.t. q, k, v and the params. Ratio = blockwise / explicit.'
       ),
