@@ -181,7 +181,13 @@ def test_blockwise_fwd_bwd_memory_holds_no_length_squared_buffer():
       else:
         bias = grid.grid_bias_matrix(enc, params, shape)
       out = functional.attend(
-          q, k, v, parts=(), params=[], position_bias=bias, implementation=implementation,
+          q,
+          k,
+          v,
+          parts=(),
+          params=[],
+          position_bias=bias,
+          implementation=implementation,
           block_size=128 if implementation == 'blockwise' else None,
       )
       return jnp.sum(out**2)
