@@ -17,7 +17,7 @@ import shlex
 import sys
 from typing import Callable
 
-from benchmarks import attention_kinds, bias_construction, blockwise, report, train_step
+from benchmarks import attention_kinds, bias_construction, blockwise, grid, report, train_step
 
 
 def _bias_construction(opts) -> report.Section:
@@ -56,11 +56,21 @@ def _blockwise(opts) -> list[report.Section]:
   return blockwise.run(length=length, memory_length=memory_length, repeats=opts.repeats, warmup=opts.warmup)
 
 
+def _grid(opts) -> list[report.Section]:
+  shape = grid.QUICK_SHAPE if opts.quick else grid.SHAPE
+  memory_shape = grid.QUICK_MEMORY_SHAPE if opts.quick else grid.MEMORY_SHAPE
+  if opts.length:  # a square grid of about that many tokens
+    side = max(1, int(round(opts.length**0.5)))
+    shape = memory_shape = (side, side)
+  return grid.run(shape=shape, memory_shape=memory_shape, repeats=opts.repeats, warmup=opts.warmup)
+
+
 BENCHMARKS: dict[str, Callable] = {
     'bias_construction': _bias_construction,
     'attention_kinds': _attention_kinds,
     'train_step': _train_step,
     'blockwise': _blockwise,
+    'grid': _grid,
 }
 
 

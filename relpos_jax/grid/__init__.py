@@ -30,7 +30,7 @@ The attention layer takes coordinates (batch, length, axes) or a static `grid_sh
 
 from relpos_jax.grid.checks import assert_block_toeplitz
 from relpos_jax.grid.contract import GridAbsoluteEncoder, GridBiasEncoder, GridRotaryEncoder, is_grid
-from relpos_jax.grid.matrices import grid_bias_at_positions, grid_bias_matrix
+from relpos_jax.grid.matrices import grid_bias_at_positions, grid_bias_matrix, grid_bias_table
 from relpos_jax.grid.positions import (
     CLASS_TOKEN,
     block_toeplitz,

@@ -32,6 +32,7 @@ from relpos_jax import grid as grid_lib
 from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.nn import content_terms, functional, position_terms
+from relpos_jax.nn import terms as terms_lib
 
 DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16}
 
@@ -304,7 +305,7 @@ class RelativeMultiHeadAttention(nnx.Module):
     """
     if self._on_grid(positions, grid_shape):
       q, k, v, bias, parts, params, padding_mask = self._grid_inputs(
-          x, positions, padding_mask, position_bias, position_params, grid_shape, class_token
+          x, positions, padding_mask, position_bias, position_params, grid_shape, class_token, by_table=True
       )
       out = functional.attend(
           q,
@@ -358,16 +359,21 @@ class RelativeMultiHeadAttention(nnx.Module):
         or (positions is not None and jnp.ndim(positions) == 3)
     )
 
-  def _grid_inputs(self, x, positions, padding_mask, position_bias, position_params, grid_shape, class_token):
+  def _grid_inputs(
+      self, x, positions, padding_mask, position_bias, position_params, grid_shape, class_token, by_table=False
+  ):
     """What the grid path attends with: (q, k, v rotated by the grid rotary parts, the summed grid bias, the
     remaining parts and their params, the padding mask).
 
     A grid bias is a scalar bias and a grid rotary a rotation (DESIGN.md): the rotary parts rotate q and k at
     their coordinates, the bias parts are summed into one bias handed to `functional.attend` as a precomputed
-    `position_bias` (every path takes it: dot_product_attention, the explicit path, and 'blockwise', which
-    slices it per tile, so blockwise gives the same outputs but not O(L) memory on a grid). With `grid_shape` a
-    relative bias is built from its prod(2n - 1) distinct offsets (grid.grid_bias_matrix, (H, L, L)); with
-    explicit coordinates every pair is evaluated ((B, H, L, L)). Refused by name: a 1-D encoder that reads
+    `position_bias`. With `grid_shape` a relative bias is a function of the prod(2n - 1) distinct offsets: with
+    `by_table` (the layer's call) the biases' tables (grid.grid_bias_table, (H, P)) are summed into a
+    `terms.GridTable`, from which 'blockwise' gathers each tile's block (memory O(P + tile), not O(L^2)) and the
+    untiled paths take the (H, L, L) expansion; without it (attention_weights) the (H, L, L) matrix
+    (grid.grid_bias_matrix). Any other bias (fire2d's query-dependent one, iRPE's contextual scores, a given
+    position_bias, explicit coordinates, where every pair is evaluated, (B, H, L, L)) is realised whole, and the
+    tables' expansion is added to it. Refused by name: a 1-D encoder that reads
     positions given coordinates, a grid encoder without them (or given 1-D positions), both positions and
     grid_shape, coordinates of the wrong rank or trailing axis, non-finite coordinates, a grid beyond a learned
     table, sliding windows and the Pallas kernel.
@@ -435,7 +441,7 @@ class RelativeMultiHeadAttention(nnx.Module):
       coords = positions
     params = self._params(position_params)
     q, k, v = self._project(x)
-    bias, rest, rest_params = position_bias, [], []
+    bias, rest, rest_params, table = position_bias, [], [], None
     for part, p in zip(self.parts, params):  # rotations first: a contextual term reads the rotated q and k
       if grid_lib.is_grid(part) and part.kind is contract.Kind.ROTARY:
         c = part.coordinates(coords)
@@ -455,6 +461,10 @@ class RelativeMultiHeadAttention(nnx.Module):
         term = part.contextual_scores(p, q, k, c, c, 1.0 / np.sqrt(self.head_dim))
         bias = term if bias is None else bias + term
       elif part.kind is contract.Kind.SCALAR_BIAS and position_bias is None:
+        if grid_shape is not None and part.is_toeplitz and by_table:
+          term = grid_lib.grid_bias_table(part, p, grid_shape, class_token=class_token)
+          table = term if table is None else table + term
+          continue
         if grid_shape is not None:
           term = grid_lib.grid_bias_matrix(part, p, grid_shape, class_token=class_token)
           if self.debug_checks and part.is_toeplitz:
@@ -465,6 +475,14 @@ class RelativeMultiHeadAttention(nnx.Module):
         else:
           term = grid_lib.grid_bias_at_positions(part, p, c, c)
         bias = term if bias is None else bias + term
+    if table is not None:  # the relative grid biases by their distinct offsets: tiles gather their blocks
+      table = terms_lib.GridTable(table, grid_shape, class_token)
+      if self.debug_checks:
+        jax.debug.callback(
+            lambda t, shape=grid_shape, cls=class_token: grid_lib.assert_block_toeplitz(t, shape, class_token=cls),
+            table.dense(),
+        )
+      bias = table if bias is None else bias + table.dense()
     return q, k, v, bias, tuple(rest), rest_params, padding_mask
 
   def attention_weights(

@@ -99,12 +99,15 @@ class _Config:
   has_mask: bool
   normalizer: int | None = None  # index in parts of a normalizer replacing the softmax (stick-breaking)
   halo: int = 0  # extra key columns on each side of a tile that a score transform reads (DAPE version 2)
+  # How a tile reads the precomputed bias: sliced from (B|1, H, Lq, Lk), or gathered from a grid's distinct
+  # offsets (terms.GridTableBias, when position_bias is a terms.GridTable).
+  given_term: terms.Term = terms.GivenBias()
 
 
 def _locals(cfg: _Config, theta, tile: terms.Tile, k=None, aux=None):
   """The tile's share of every part's data; with a halo (and k given), also each side strip's keys and share."""
   shares = [t.local(th, tile) for t, th in zip(cfg.part_terms, theta['parts'])]
-  given = terms.GivenBias().local(theta['given'], tile) if cfg.given_bias else None
+  given = cfg.given_term.local(theta['given'], tile) if cfg.given_bias else None
   out = {'parts': shares, 'given': given, 'u': theta['u']}
   if cfg.halo and k is not None:
     out['halo'] = tuple(
@@ -116,7 +119,7 @@ def _locals(cfg: _Config, theta, tile: terms.Tile, k=None, aux=None):
 
 def _accumulate(cfg: _Config, acc, d_local, tile: terms.Tile, aux=None):
   shares = [t.accumulate(a, d, tile) for t, a, d in zip(cfg.part_terms, acc['parts'], d_local['parts'])]
-  given = terms.GivenBias().accumulate(acc['given'], d_local['given'], tile) if cfg.given_bias else None
+  given = cfg.given_term.accumulate(acc['given'], d_local['given'], tile) if cfg.given_bias else None
   u = None if acc['u'] is None else acc['u'] + d_local['u']
   out = {'parts': shares, 'given': given, 'u': u}
   for side, (_, d_side) in zip(_halo_tiles(cfg, aux, tile) if 'halo' in d_local else (), d_local.get('halo', ())):
@@ -211,7 +214,7 @@ def _scores(cfg: _Config, tile: terms.Tile, q_t, k_t, local, valid=None):
     if b is not None:
       s = s + b
   if cfg.given_bias:
-    s = s + local['given']
+    s = s + cfg.given_term.bias(None, local['given'], tile)
   if remap_bias is not None:
     s = s + remap_bias
   return s
@@ -570,7 +573,11 @@ def prepare(
       'given': None,
       'u': u,
   }
-  if position_bias is not None:
+  given_term = terms.GivenBias()
+  if isinstance(position_bias, terms.GridTable):  # a grid's distinct offsets: each tile gathers its block
+    given_term = terms.GridTableBias(tuple(position_bias.shape), bool(position_bias.class_token))
+    theta['given'] = jnp.asarray(position_bias.values, jnp.float32)
+  elif position_bias is not None:
     bias = jnp.asarray(position_bias, jnp.float32)
     bias = bias[None] if bias.ndim == 3 else bias
     theta['given'] = terms.pad_axis(terms.pad_axis(bias, 2, padded_q), 3, padded_k)
@@ -599,6 +606,7 @@ def prepare(
       has_mask=mask is not None,
       normalizer=normalizers[0] if normalizers else None,
       halo=halo,
+      given_term=given_term,
   )
   padded_query, padded_key = terms.pad_axis(query, 1, padded_q), terms.pad_axis(key, 1, padded_k)
   theta['parts'] = [

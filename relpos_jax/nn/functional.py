@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from relpos_jax import checks, validation
-from relpos_jax.nn import blockwise, content_terms, position_terms
+from relpos_jax.nn import blockwise, content_terms, position_terms, terms
 
 Kind = position_terms.Kind
 
@@ -225,7 +225,8 @@ def attend(
     q_positions, k_positions: explicit int positions (B, Lq), (B, Lk) for the position terms, or both None
       (contiguous).
     position_bias: a precomputed scalar bias (H or B, H, Lq, Lk), e.g. shared across layers; replaces
-      the scalar parts' own bias.
+      the scalar parts' own bias. Or a grid bias by its distinct offsets (`terms.GridTable`, the attention
+      layer's grid path): 'blockwise' gathers each tile's block from it, the other paths take its `dense()`.
     implementation: None (dot_product_attention on accelerators, einsum on CPU) | 'xla' | 'cudnn' |
       'einsum' | 'blockwise' | 'pallas'.
     block_size: the tiles of 'blockwise' / 'pallas': None (default), an int or (block_q, block_k).
@@ -277,7 +278,11 @@ def attend(
 
   if implementation is None and default_is_tiled(parts, query, value):
     implementation = 'blockwise'
-  if position_bias is not None:
+  if isinstance(position_bias, terms.GridTable):
+    position_bias = _check_grid_table(position_bias, q_len, k_len, num_heads, q_offset, q_positions)
+    if implementation != 'blockwise':  # only the blockwise kernel gathers per tile; the others take every pair
+      position_bias = position_bias.dense()
+  if position_bias is not None and not isinstance(position_bias, terms.GridTable):
     checks.assert_bias_shape(position_bias, q_len=q_len, k_len=k_len, num_heads=num_heads)
   if content_terms.has_content_kind(parts):
     features = content_terms.check_features(parts, features, b, k_len)
@@ -329,6 +334,31 @@ def attend(
     # The explicit path: the tiled path's per-kind Terms on one tile holding every query and key.
     out = blockwise.attend_one_tile(query, key, value, features=features, **common)
   return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
+
+
+def _check_grid_table(table, q_len, k_len, num_heads, q_offset, q_positions):
+  """A `terms.GridTable` bias: (num_heads, prod(2n - 1) [+ 1]) values for queries and keys that are the grid's
+  tokens in raster order (no offset, no explicit positions). Else ValueError naming what differs."""
+  n = table.num_tokens
+  p = int(np.prod([2 * side - 1 for side in table.shape])) + int(table.class_token)
+  values = jnp.asarray(table.values)
+  validation.require(
+      values.shape == (num_heads, p),
+      'attend',
+      'position_bias',
+      f'<GridTable values {tuple(values.shape)}>',
+      f'values (num_heads, prod(2n - 1){" + 1" if table.class_token else ""}) = ({num_heads}, {p}) for the grid '
+      f'{tuple(table.shape)}',
+  )
+  validation.require(
+      q_len == k_len == n and q_positions is None and _is_static_zero(q_offset),
+      'attend',
+      'position_bias',
+      f'<GridTable over {tuple(table.shape)}>',
+      f'queries and keys that are the {n} tokens of the grid in raster order (got Lq={q_len}, Lk={k_len}), '
+      'contiguous positions and q_offset 0',
+  )
+  return table
 
 
 def _dot_product_attention(

@@ -117,3 +117,12 @@ def test_blockwise_runs():
   assert [row[1] for row in memory.rows] == [row[1] for row in timing.rows] == ['alibi', 'transformer_xl']
   assert memory.rows[0][-1].startswith(('met', '**missed**')) and memory.rows[1][-1] == ''
   assert 'vs plain' in timing.rows[1][-1]
+
+
+@pytest.mark.slow  # compiles and times one grid row end to end
+def test_grid_runs():
+  from benchmarks import grid
+
+  memory, timing = grid.run(shape=(4, 4), memory_shape=(4, 4), repeats=1, warmup=0, rows=grid.ENCODERS[:1])
+  assert [row[1] for row in memory.rows] == [row[1] for row in timing.rows] == ['alibi2d']
+  assert memory.rows[0][-1].startswith(('met', '**missed**')) and memory.rows[0][-2] != '-'

@@ -1,0 +1,202 @@
+"""The per-tile grid bias of the blockwise path: each (query tile x key tile) block gathered from the (H, P) table of
+a grid's distinct offsets (relpos_jax.nn.terms.GridTable / GridTableBias), never the (H, L, L) matrix.
+
+Pinned: the tile index equals the grid package's block-Toeplitz index; blockwise with the table equals the
+explicit path (the (H, L, L) bias) in outputs and gradients w.r.t. q, k, v and the encoder's params, for odd
+tiles, padding and a class token; the layer routes its grid biases through the table; and the compiled memory of
+the blockwise fwd+bwd holds no (L, L)-sized buffer.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from relpos_jax import grid
+from relpos_jax.nn import RelativeMultiHeadAttention, functional, terms
+
+HEADS, HEAD_DIM = 2, 8
+SPECS = ['alibi2d', 'irpe', 'swin_v2_cpb']
+
+
+@pytest.mark.parametrize('shape', [(3, 4), (1, 5), (4, 1), (2, 3, 2)])
+@pytest.mark.parametrize('class_token', [False, True])
+def test_tile_index_is_the_block_toeplitz_index(shape, class_token):
+  n = int(np.prod(shape)) + int(class_token)
+  full = grid.block_toeplitz_index(shape, class_token=class_token)
+  got = terms.grid_offset_index(jnp.arange(n), jnp.arange(n), shape, class_token)
+  np.testing.assert_array_equal(got, full)
+  # A tile's sub-block: the same entries as the full index's.
+  q, k = jnp.arange(1, min(n, 4)), jnp.arange(n // 2, n)
+  np.testing.assert_array_equal(terms.grid_offset_index(q, k, shape, class_token), full[1 : min(n, 4), n // 2 :])
+
+
+def test_table_dense_is_the_grid_bias_matrix():
+  enc = grid.make('irpe')
+  params = _params(enc)
+  table = terms.GridTable(grid.grid_bias_table(enc, params, (3, 4), class_token=True), (3, 4), True)
+  np.testing.assert_array_equal(table.dense(), grid.grid_bias_matrix(enc, params, (3, 4), class_token=True))
+
+
+def _params(enc, seed=1):
+  params = enc.init(jax.random.key(seed), num_heads=HEADS, head_dim=HEAD_DIM, model_dim=HEADS * HEAD_DIM)
+  # Learned tables start at zero: randomise every leaf so a wrong gather cannot hide.
+  leaves, tree = jax.tree.flatten(params)
+  keys = jax.random.split(jax.random.key(seed + 7), len(leaves))
+  noisy = [
+      x + 0.5 * jax.random.normal(key, x.shape, x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x
+      for x, key in zip(leaves, keys)
+  ]
+  return jax.tree.unflatten(tree, noisy)
+
+
+def _qkv(n, seed=0):
+  keys = jax.random.split(jax.random.key(seed), 3)
+  return [jax.random.normal(key, (2, n, HEADS, HEAD_DIM), jnp.float32) for key in keys]
+
+
+@pytest.mark.parametrize('spec', SPECS)
+@pytest.mark.parametrize(
+    'shape, class_token, block_size, padded',
+    [((3, 4), False, 4, False), ((3, 5), True, (4, 7), True), ((5, 3), True, 3, False)],
+)
+def test_blockwise_table_equals_explicit_in_outputs_and_gradients(spec, shape, class_token, block_size, padded):
+  """16 tokens (a grid of 3 x 5 + class) in tiles of 4 x 7: padded query and key tiles; `padded` adds a key mask."""
+  enc = grid.make(spec)
+  params = _params(enc)
+  n = int(np.prod(shape)) + int(class_token)
+  q, k, v = _qkv(n)
+  key_mask = None
+  if padded:
+    key_mask = jnp.arange(n)[None, :] < jnp.asarray([[n], [n - 3]])
+
+  def loss(q, k, v, params, implementation):
+    if implementation == 'blockwise':
+      bias = terms.GridTable(grid.grid_bias_table(enc, params, shape, class_token=class_token), shape, class_token)
+    else:
+      bias = grid.grid_bias_matrix(enc, params, shape, class_token=class_token)
+    out = functional.attend(
+        q,
+        k,
+        v,
+        parts=(),
+        params=[],
+        key_mask=key_mask,
+        position_bias=bias,
+        implementation=implementation,
+        block_size=block_size if implementation == 'blockwise' else None,
+    )
+    return jnp.sum(jnp.sin(out) * jnp.arange(out.size).reshape(out.shape) / out.size), out
+
+  grad = jax.grad(loss, argnums=(0, 1, 2, 3), has_aux=True)
+  (g_explicit, out_explicit), (g_tiled, out_tiled) = grad(q, k, v, params, 'einsum'), grad(q, k, v, params, 'blockwise')
+  np.testing.assert_allclose(out_tiled, out_explicit, rtol=1e-5, atol=1e-5)
+  for a, b in zip(jax.tree.leaves(g_tiled), jax.tree.leaves(g_explicit)):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+  # The encoder's gradient is not vacuous (alibi2d's slopes are fixed: no params).
+  assert spec == 'alibi2d' or max(float(jnp.max(jnp.abs(g))) for g in jax.tree.leaves(g_tiled[3])) > 1e-6
+
+
+def test_a_table_for_the_wrong_grid_is_refused_by_name():
+  enc = grid.make('alibi2d')
+  table = terms.GridTable(grid.grid_bias_table(enc, _params(enc), (3, 4)), (3, 4))
+  q, k, v = _qkv(13)
+  with pytest.raises(ValueError, match='position_bias.*12 tokens of the grid'):
+    functional.attend(q, k, v, parts=(), params=[], position_bias=table, implementation='blockwise')
+
+
+def test_grid_bias_table_refuses_a_query_dependent_encoder():
+  enc = grid.make('fire2d')
+  with pytest.raises(ValueError, match='fire2d.*no table'):
+    grid.grid_bias_table(enc, _params(enc), (3, 4))
+
+
+@pytest.mark.parametrize('spec', SPECS)
+def test_layer_blockwise_equals_explicit_with_padding_and_odd_tiles(spec):
+  """The layer's grid branch (grid_shape, class token, a padding mask) in tiles of 5 x 3 against implementation
+  einsum: outputs and gradients w.r.t. x and every parameter (projections and the encoder's)."""
+  layers = {}
+  for impl, kw in [('einsum', {}), ('blockwise', {'block_size': (5, 3)})]:
+    layers[impl] = RelativeMultiHeadAttention(
+        HEADS, HEADS * HEAD_DIM, grid.make(spec), rngs=nnx.Rngs(0), implementation=impl, **kw
+    )
+    for p in layers[impl].position_params:  # randomised alike in both layers
+      for j, var in enumerate(jax.tree.leaves(p, is_leaf=lambda x: isinstance(x, nnx.Variable))):
+        var[...] = var[...] + 0.5 * jax.random.normal(jax.random.key(j), var[...].shape)
+  x = jax.random.normal(jax.random.key(3), (2, 13, HEADS * HEAD_DIM))
+  mask = jnp.arange(13)[None, :] < jnp.asarray([[13], [10]])
+
+  def loss(layer, x):
+    return jnp.sum(jnp.sin(layer(x, grid_shape=(3, 4), class_token=True, padding_mask=mask)))
+
+  np.testing.assert_allclose(
+      layers['blockwise'](x, grid_shape=(3, 4), class_token=True, padding_mask=mask),
+      layers['einsum'](x, grid_shape=(3, 4), class_token=True, padding_mask=mask),
+      rtol=1e-5,
+      atol=1e-5,
+  )
+  (g1, gx1), (g2, gx2) = [nnx.grad(loss, argnums=(0, 1))(layers[i], x) for i in ('einsum', 'blockwise')]
+  np.testing.assert_allclose(gx2, gx1, rtol=1e-4, atol=1e-5)
+  for a, b in zip(jax.tree.leaves(nnx.state(g2)), jax.tree.leaves(nnx.state(g1))):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_layer_hands_attend_the_table_not_the_matrix(monkeypatch):
+  """The grid branch passes a GridTable (the blockwise kernel gathers tiles from it) for a static grid_shape."""
+  seen = []
+  attend = functional.attend
+
+  def spy(*args, **kwargs):
+    seen.append(kwargs.get('position_bias'))
+    return attend(*args, **kwargs)
+
+  monkeypatch.setattr(functional, 'attend', spy)
+  layer = RelativeMultiHeadAttention(
+      HEADS, HEADS * HEAD_DIM, grid.from_spec('alibi2d + irpe'), rngs=nnx.Rngs(0), implementation='blockwise'
+  )
+  layer(jax.random.normal(jax.random.key(0), (1, 12, HEADS * HEAD_DIM)), grid_shape=(3, 4))
+  assert isinstance(seen[-1], terms.GridTable)
+  assert seen[-1].values.shape == (HEADS, 5 * 7)
+
+
+def _temp_bytes(fn, *args):
+  return jax.jit(fn).lower(*args).compile().memory_analysis().temp_size_in_bytes
+
+
+def test_blockwise_fwd_bwd_memory_holds_no_length_squared_buffer():
+  """At 32 x 32 = 1,024 tokens (compiled, not run): the explicit fwd+bwd holds (H, L, L) float32 arrays (8 MiB
+  each); the blockwise one with the table holds tiles of 128 x 128 and the (H, 63 x 63) table: its temp memory
+  stays under one (H, L, L) array and far below the explicit path's."""
+  shape, n = (32, 32), 1024
+  enc = grid.make('alibi2d')
+  params = _params(enc)
+  q, k, v = _qkv(n)
+  q, k, v = q[:1], k[:1], v[:1]
+
+  def fwd_bwd(implementation):
+    def loss(q, k, v, params):
+      if implementation == 'blockwise':
+        bias = terms.GridTable(grid.grid_bias_table(enc, params, shape), shape)
+      else:
+        bias = grid.grid_bias_matrix(enc, params, shape)
+      out = functional.attend(
+          q,
+          k,
+          v,
+          parts=(),
+          params=[],
+          position_bias=bias,
+          implementation=implementation,
+          block_size=128 if implementation == 'blockwise' else None,
+      )
+      return jnp.sum(out**2)
+
+    return jax.grad(loss, argnums=(0, 1, 2, 3))
+
+  explicit = _temp_bytes(fwd_bwd('einsum'), q, k, v, params)
+  tiled = _temp_bytes(fwd_bwd('blockwise'), q, k, v, params)
+  one_square = HEADS * n * n * 4
+  assert explicit >= one_square
+  assert tiled < one_square / 4, (tiled, one_square)
+  assert tiled < 0.05 * explicit, (tiled, explicit)
