@@ -122,6 +122,7 @@ def test_item1_a_reevaluation_into_the_trained_studys_own_workdir_is_refused_and
 # ----------------------------------------------------------------------------------------------- item 2
 def test_item2_a_study_resumed_on_another_split_is_refused_before_anything_is_written(tmp_path, monkeypatch):
   monkeypatch.setattr(protocol, 'evaluate_run', _fake_evaluate)
+  monkeypatch.setattr(runner, 'document_totals_record', lambda ctx, model: None)  # a fake model scores nothing
   config = tiny_study_config(encoders=('alibi', 'rope'))
   config.study.split = 'validation'
   runner.run_study(config, tmp_path, train_fn=_fake_train)
@@ -162,6 +163,7 @@ def test_item4_seeds_the_study_marks_diverged_do_not_count_in_the_suite_summary(
 # ----------------------------------------------------------------------------------------------- item 7
 def test_item7_finished_only_writes_nothing_in_a_workdir(tmp_path, monkeypatch):
   monkeypatch.setattr(protocol, 'evaluate_run', _fake_evaluate)
+  monkeypatch.setattr(runner, 'document_totals_record', lambda ctx, model: None)  # a fake model scores nothing
   config = tiny_study_config()
   runner.run_study(config, tmp_path, train_fn=_fake_train)
   with workdir_lock.held(tmp_path):  # another process is writing the study
@@ -291,14 +293,14 @@ def _corpus_config(corpus, **overrides):
 
 
 def test_item12_a_single_file_corpus_says_nothing_is_held_out(tmp_path):
-  from relpos_jax.train import inputs
+  from relpos_jax.train import data_sources
 
   (tmp_path / 'one.txt').write_text('hello world, some text. ' * 400)
   with pytest.raises(
       config_lib.ConfigError,
       match=r"config.data.corpus=.*one.txt' is one file.*nothing is held out.*allowed: a directory",
   ):
-    inputs.build_data(_corpus_config(tmp_path / 'one.txt'))
+    data_sources.build_data(_corpus_config(tmp_path / 'one.txt'))
 
 
 def test_item12_a_fifo_corpus_is_named_as_what_it_is(tmp_path):
@@ -308,17 +310,17 @@ def test_item12_a_fifo_corpus_is_named_as_what_it_is(tmp_path):
 
 
 def test_item12_a_corpus_file_that_is_not_text_says_why(tmp_path):
-  from relpos_jax.train import inputs
+  from relpos_jax.train import data_sources
 
   (tmp_path / 'latin1.txt').write_bytes('caf\xe9 '.encode('latin-1') * 100)
   with pytest.raises(config_lib.ConfigError, match=r'latin1.txt.* not text \(not UTF-8\)'):
-    inputs.build_data(_corpus_config(tmp_path / 'latin1.txt'))
+    data_sources.build_data(_corpus_config(tmp_path / 'latin1.txt'))
 
 
 def test_item12_a_train_length_beyond_the_train_split_is_refused_before_training():
-  from relpos_jax.train import inputs
+  from relpos_jax.train import data_sources
 
   with pytest.raises(
       config_lib.ConfigError, match=r'config.data.train_length=2000000 is invalid: .*train split .* allowed: <= \d+'
   ):
-    inputs.build_data(_run_config(**{'data.train_length': 2_000_000, 'eval.lengths': (8,)}))
+    data_sources.build_data(_run_config(**{'data.train_length': 2_000_000, 'eval.lengths': (8,)}))
