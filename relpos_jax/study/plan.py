@@ -36,6 +36,10 @@ class Study:
   split: str = config_lib.key('test', choices=protocol.SPLITS)
   # Peak learning rates tried per encoder at the first seed (None: no grid); see the module docstring.
   lr_grid: tuple[float, ...] | None = config_lib.key(None, gt=0)
+  # The seed the grid trains at (None: the first of `seeds`, whose grid run is then that seed's reported run).
+  # A seed outside `seeds` keeps the choice out of the reported average: its runs are scored on validation
+  # at the training length only.
+  selection_seed: int | None = config_lib.key(None, ge=0, lt=config_lib.SEED_LIMIT)
   # Committed per-encoder rates, 'label: lr' (e.g. what a grid chose): not searched again.
   learning_rates: tuple[str, ...] = config_lib.key(())
   # A config file's committed rates, 'label: lr': as learning_rates, for the labels the study has (a study
@@ -127,6 +131,23 @@ def parse_seeds(study: Study, base) -> tuple[int, ...]:
         f"< {config_lib.SEED_LIMIT}, e.g. (0,) or (0, 1, 2) (on the command line: --config.study.seeds='(0,1,2)')."
     )
   return tuple(int(s) for s in seeds)
+
+
+def check_selection_seed(study: Study, seeds: Sequence[int]) -> None:
+  """`config.study.selection_seed`: a grid to train it for, and not one of the reported seeds."""
+  if study.selection_seed is None:
+    return
+  if study.lr_grid is None:
+    raise config_lib.ConfigError(
+        f'config.study.selection_seed={study.selection_seed!r} is invalid without config.study.lr_grid: it is the '
+        "seed the learning-rate grid trains at; allowed: None, or set config.study.lr_grid (e.g. '(3e-3,1e-2,3e-2)')."
+    )
+  if int(study.selection_seed) in seeds:
+    raise config_lib.ConfigError(
+        f'config.study.selection_seed={study.selection_seed!r} is one of the reported seeds {tuple(seeds)}: the '
+        'rate would be chosen on a run the average then reports; allowed: None (the first seed selects, and is '
+        f'reported) or a seed >= 0 outside {tuple(seeds)}.'
+    )
 
 
 def _parse_rates(key: str, items, labels, strict: bool) -> dict[str, float]:

@@ -114,17 +114,31 @@ def evaluate_run(
   record['scored_sets'] = scored
   record['same_targets'] = len({s['fingerprint'] for s in scored.values()}) == 1
   if selection:
-    evaluation = loop.evaluate_set(model, data, int(train_length), split=SELECTION_SPLIT, positions=positions)
-    record['selection'] = {
-        'split': SELECTION_SPLIT,
-        'length': int(train_length),
-        'loss': evaluation.metrics['loss'],
-        metric: evaluation.metrics.get(metric),
-    }
+    record['selection'] = _selection(model, data, train_length, metric, positions)
   if positions.random and sequential_row:
     sequential = loop.EvalPositions.of(model, draws, seed, sequential=True)
     record['sequential'] = {'positions': sequential.describe(), 'position_draws': 1, **at(sequential, split, lengths)}
   return record
+
+
+def _selection(model, data, train_length: int, metric: str, positions) -> dict:
+  evaluation = loop.evaluate_set(model, data, int(train_length), split=SELECTION_SPLIT, positions=positions)
+  return {
+      'split': SELECTION_SPLIT,
+      'length': int(train_length),
+      'loss': evaluation.metrics['loss'],
+      metric: evaluation.metrics.get(metric),
+  }
+
+
+def evaluate_selection(model, data, *, train_length: int, metric: str, seed: int, draws: int) -> dict:
+  """A selection seed's run: `selection` only (what a grid chooses on), with the positions it was read at."""
+  positions = loop.EvalPositions.of(model, draws, seed)
+  return {
+      'positions': positions.describe(),
+      'position_draws': positions.draws,
+      'selection': _selection(model, data, train_length, metric, positions),
+  }
 
 
 def diverged_marker(

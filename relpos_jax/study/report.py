@@ -383,7 +383,12 @@ def write_markdown(results: Results, path: str) -> str:
   evaluation = results.get('protocol')
   if evaluation:
     facts = {
-        'reported split': f'{evaluation["split"]} (choices made on {evaluation["selection"]})',
+        'reported split': f'{evaluation["split"]} (choices made on {evaluation["selection"]}'
+        + (
+            f', at seed {evaluation["selection_seed"]}, which is not reported)'
+            if evaluation.get('selection_seed') is not None
+            else ')'
+        ),
         **(
             {
                 'evaluation windows': f'{evaluation["windows"]}; T = {evaluation["scored_tail"]}, '

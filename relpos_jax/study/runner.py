@@ -26,7 +26,9 @@ Learning rates (per encoder, at equal budget): `config.study.learning_rates=('la
 encoder's rate (recorded 'committed'; a config file's own commitments are `config.study.default_learning_rates`,
 applied to the labels the study has); else with `config.study.lr_grid=(1e-3, 3e-3, 1e-2)` the encoder is
 trained at every rate of the grid at the first seed, the rate with the lowest validation loss at the training
-length is chosen ('grid'; that run is the first seed's run) and the other seeds train with it; else
+length is chosen ('grid'; that run is the first seed's run) and the other seeds train with it; with
+`config.study.selection_seed` the grid trains at that seed instead, outside the reported seeds, and its runs
+are scored on validation at the training length only, so the choice does not bias the reported mean; else
 `config.optim.learning_rate` ('fixed'). A chosen rate's runs live in `runs/<label>/lr<rate>/seed<s>/`, a
 fixed one's in `runs/<label>/seed<s>/`. `config.study.comparisons=('A vs B', 'A vs B at 1024', ...)`: paired
 differences over seeds with 95% t intervals in results.md / results.json (`relpos_jax.study.stats`), the paired
@@ -79,6 +81,7 @@ from relpos_jax.study.plan import (
     Entry,
     Study,
     check_protocol,
+    check_selection_seed,
     committed_learning_rates,
     metric_name,
     parse_comparisons,
@@ -125,7 +128,7 @@ def validate_study(config) -> tuple[ml_collections.ConfigDict, list[Entry]]:
   not after an hour of training the entries before it."""
   base, study = split_study_config(config)
   entries = parse_entries(study.encoders)
-  parse_seeds(study, base)
+  check_selection_seed(study, parse_seeds(study, base))
   if not base.eval.lengths:
     raise config_lib.ConfigError(
         'config.eval.lengths=() is invalid for a study: allowed: the lengths '
@@ -221,11 +224,18 @@ def _training_config(config: ml_collections.ConfigDict) -> ml_collections.Config
 
 
 def _run_seed(
-    ctx: _StudyContext, entry: Entry, seed: int, learning_rate: LearningRate, train_dir: str | None = None
+    ctx: _StudyContext,
+    entry: Entry,
+    seed: int,
+    learning_rate: LearningRate,
+    train_dir: str | None = None,
+    *,
+    selection_only: bool = False,
 ) -> dict | None:
   """One (encoder, seed): trained and evaluated, or read back from its result.json (train_fn None: only
   read back; None if it has not finished). An 'X -> Y' entry trains X in `train_dir` (or finds it trained
-  there) and evaluates its parameters with encoder Y."""
+  there) and evaluates its parameters with encoder Y. `selection_only`: a run of the selection seed, scored on
+  validation at the training length and nowhere else (nothing it records is reported)."""
   base, data = ctx.base, ctx.data
   directory = run_dir(ctx.workdir, entry.label, seed, learning_rate)
   result_path = os.path.join(directory, RESULT_FILE)
@@ -276,22 +286,30 @@ def _run_seed(
     return run
   model = transfer.with_encoder(result.model, config, entry.eval_spec) if transferred else result.model
   evaluation_started = time.perf_counter()
-  run.update(
-      protocol.evaluate_run(
-          model,
-          data,
-          lengths=ctx.lengths,
-          split=ctx.study.split,
-          train_length=train_length(base),
-          metric=ctx.metric,
-          seed=seed,
-          draws=data.eval_section.position_draws,
-          sequential_row=ctx.study.sequential_positions,
-      )
-  )
-  totals = document_totals_record(ctx, model)
-  if totals is not None:
-    run['document_totals'] = totals
+  if selection_only:
+    run['selection_only'] = True
+    run.update(
+        protocol.evaluate_selection(
+            model, data, train_length=train_length(base), metric=ctx.metric, seed=seed, draws=data.eval_section.position_draws
+        )
+    )
+  else:
+    run.update(
+        protocol.evaluate_run(
+            model,
+            data,
+            lengths=ctx.lengths,
+            split=ctx.study.split,
+            train_length=train_length(base),
+            metric=ctx.metric,
+            seed=seed,
+            draws=data.eval_section.position_draws,
+            sequential_row=ctx.study.sequential_positions,
+        )
+    )
+    totals = document_totals_record(ctx, model)
+    if totals is not None:
+      run['document_totals'] = totals
   metrics = result.final_metrics
   # train_seconds: this run's own time (for 'X -> Y', its evaluation, plus X's training if it was not
   # trained before), evaluation included.
@@ -421,11 +439,14 @@ class _LearningRates:
       return LearningRate(float(self.ctx.base.optim.learning_rate), 'fixed'), {}
     if self.ctx.study.lr_grid is None:
       return LearningRate(float(self.ctx.base.optim.learning_rate), 'fixed'), {}
-    seed = self.seeds[0]
+    selection_seed = self.ctx.study.selection_seed
+    seed = self.seeds[0] if selection_seed is None else int(selection_seed)
     trials = {}
     for value in self.ctx.study.lr_grid:
       logging.info('study: %s learning-rate grid: %g at seed %d', entry.label, value, seed)
-      trials[value] = _run_seed(self.ctx, entry, seed, LearningRate(float(value), 'grid'))
+      trials[value] = _run_seed(
+          self.ctx, entry, seed, LearningRate(float(value), 'grid'), selection_only=selection_seed is not None
+      )
     if any(r is None for r in trials.values()):
       return None
     best = min(trials, key=lambda value: _selection_loss(trials[value]))  # Ties: the first in the grid.
@@ -445,7 +466,8 @@ def _run_entry(ctx: _StudyContext, entry: Entry, seeds: Sequence[int], rates: _L
     grid = {}  # 'X -> Y' takes X's rate; X's own entry reports X's grid.
   per_seed = []
   for seed in seeds:
-    if learning_rate.how == 'grid' and seed == seeds[0] and learning_rate.value in grid:
+    reuse = ctx.study.selection_seed is None and seed == seeds[0]  # The first seed selected: reported too.
+    if learning_rate.how == 'grid' and reuse and learning_rate.value in grid:
       per_seed.append(grid[learning_rate.value])  # The chosen grid run is this seed's run.
       continue
     per_seed.append(_run_seed(ctx, entry, seed, learning_rate, rates.train_dir(entry, seed, learning_rate)))
@@ -476,6 +498,7 @@ def protocol_record(base, study: Study, data) -> dict:
       'sequential_positions_row': study.sequential_positions,
       'plus_minus': stats.PLUS_MINUS,
       'lr_grid': list(study.lr_grid) if study.lr_grid is not None else None,
+      'selection_seed': study.selection_seed,
   }
   if hasattr(data, 'scored_tail'):
     scored = data.scored_set(max(lengths), study.split)
