@@ -99,6 +99,53 @@ def test_the_grid_chooses_on_validation_at_the_training_length_and_reuses_its_ru
   assert committed['runs'][0]['lr_choice'] == 'committed' and committed['runs'][0]['learning_rate'] == 3e-3
 
 
+def test_a_selection_seed_outside_the_reported_seeds_chooses_and_is_never_reported(tmp_path, monkeypatch):
+  # Validation prefers 3e-3 at any seed; the selection seed's runs are scored on validation only.
+  selection = {1e-3: 3.0, 3e-3: 2.0, 1e-2: 2.5}
+  test = {1e-3: 2.9, 3e-3: 2.4, 1e-2: 1.0}
+  monkeypatch.setattr(protocol, 'evaluate_run', _fake_evaluate(selection.get, test.get))
+
+  def evaluate_selection(model, data, *, train_length, metric, seed, draws):
+    return {'positions': '0..L-1', 'selection': {'split': 'validation', 'loss': selection[model.learning_rate]}}
+
+  monkeypatch.setattr(protocol, 'evaluate_selection', evaluate_selection)
+  monkeypatch.setattr(runner, 'document_totals_record', lambda ctx, model: None)  # fake models score nothing
+  config = tiny_study_config(encoders=('alibi',))
+  config.study.lr_grid = (1e-3, 3e-3, 1e-2)
+  config.study.seeds = (0, 1)
+  config.study.selection_seed = 7
+  calls = []
+  results = study.run_study(config, tmp_path, train_fn=_fake_train(calls))
+  # The grid at seed 7, then both reported seeds at the chosen rate: seed 0 is trained, not taken from the grid.
+  assert [c[1:3] for c in calls] == [(7, 1e-3), (7, 3e-3), (7, 1e-2), (0, 3e-3), (1, 3e-3)]
+  (run,) = results['runs']
+  assert run['learning_rate'] == 3e-3 and run['lr_choice'] == 'grid' and run['seeds'] == [0, 1]
+  assert run['lr_grid'] == {'0.001': 3.0, '0.003': 2.0, '0.01': 2.5}
+  assert run['by_length_per_seed']['8'] == pytest.approx([2.4, 2.41])  # seeds 0 and 1, not 7
+  saved = report.load_json(tmp_path / 'runs' / 'alibi' / 'lr0.003' / 'seed7' / runner.RESULT_FILE)
+  assert saved['selection_only'] and 'by_length' not in saved
+  assert results['protocol']['selection_seed'] == 7
+  assert 'at seed 7, which is not reported' in (tmp_path / 'results.md').read_text()
+  # Resumed: nothing trains again.
+  assert study.run_study(config, tmp_path, train_fn=lambda *a, **k: pytest.fail('retrained'))['runs'] == results['runs']
+
+
+@pytest.mark.parametrize(
+    'overrides,message',
+    [
+        ({'study.selection_seed': 1, 'study.lr_grid': (1e-3, 3e-3)}, r'selection_seed=1 is one of the reported seeds'),
+        ({'study.selection_seed': 5}, r'selection_seed=5 is invalid without config\.study\.lr_grid'),
+        ({'study.selection_seed': -1, 'study.lr_grid': (1e-3,)}, r'config\.study\.selection_seed=-1'),
+    ],
+)
+def test_a_bad_selection_seed_is_named_and_nothing_is_written(tmp_path, overrides, message):
+  config = tiny_study_config(**{'study.seeds': (0, 1), **overrides})
+  workdir = tmp_path / 'never'
+  with pytest.raises(config_lib.ConfigError, match=message):
+    study.run_study(config, workdir, train_fn=lambda *a, **k: pytest.fail('trained'))
+  assert not workdir.exists()
+
+
 def test_without_grid_or_commitment_the_fixed_rate_is_recorded(tmp_path, monkeypatch):
   monkeypatch.setattr(protocol, 'evaluate_run', _fake_evaluate(lambda lr: 2.0, lambda lr: 2.0))
   monkeypatch.setattr(runner, 'document_totals_record', lambda ctx, model: None)  # fake models score nothing

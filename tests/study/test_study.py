@@ -419,6 +419,8 @@ def test_finished_results_on_another_corpus_are_not_reused(tmp_path, monkeypatch
         ('algorithmic.py:published,study', 'reverse_string'),
         ('lm.py:long_context', None),
         ('lm.py:long_context,contextual', None),
+        ('lm.py:cross_corpus', None),
+        ('lm.py:cross_corpus,bpe', None),
     ],
 )
 def test_shipped_study_variants_validate(variant, task):
