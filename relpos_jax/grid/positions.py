@@ -123,9 +123,14 @@ def block_toeplitz_index(shape, *, class_token: bool = False) -> np.ndarray:
   class token (first row and column), its pairs read row P, one past the distinct offsets (its bucket)."""
   shape = check_shape('block_toeplitz_index', shape)
   coords = np.stack(np.meshgrid(*[np.arange(n) for n in shape], indexing='ij'), axis=-1).reshape(-1, len(shape))
+  coords = coords.astype(np.int32)
   strides = np.cumprod([1] + [2 * n - 1 for n in shape[::-1]][:-1])[::-1]
-  delta = coords[:, None, :] - coords[None, :, :] + (np.asarray(shape) - 1)
-  index = (delta * strides).sum(-1)
+  # One axis at a time into one int32 (N, N): the output is the only N x N array (an (N, N, axes) int64
+  # intermediate would be 4 GiB at 128 x 128).
+  index = np.zeros((coords.shape[0],) * 2, np.int32)
+  for axis, (n, stride) in enumerate(zip(shape, strides)):
+    column = coords[:, axis]
+    index += (column[:, None] - column[None, :] + np.int32(n - 1)) * np.int32(stride)
   if class_token:
     p = math.prod(2 * n - 1 for n in shape)
     index = np.pad(index, ((1, 0), (1, 0)), constant_values=p)
