@@ -171,7 +171,7 @@ def _rate_cell(run) -> str:
   return f'{run["learning_rate"]:g} ({run.get("lr_choice", "fixed")})'
 
 
-def _seed_statistic(results: Results, run: dict, statistic) -> dict[int, float | None]:
+def seed_statistic(results: Results, run: dict, statistic) -> dict[int, float | None]:
   """{seed: the run's value of `statistic` at that seed} (None for a diverged seed): an evaluation length,
   'train' (the training length, or the in-distribution mean when it is not evaluated), 'ood' (the mean over
   the lengths beyond training) or 'longest'."""
@@ -267,8 +267,8 @@ def comparisons(results: Results) -> list[dict]:
     if request['a'] not in rows or request['b'] not in rows:
       continue  # A study reported before both sides finished.
     for statistic in request['statistics']:
-      a = _seed_statistic(results, rows[request['a']], statistic)
-      b = _seed_statistic(results, rows[request['b']], statistic)
+      a = seed_statistic(results, rows[request['a']], statistic)
+      b = seed_statistic(results, rows[request['b']], statistic)
       seeds = [seed for seed in a if seed in b]
       difference = stats.paired_difference([a[seed] for seed in seeds], [b[seed] for seed in seeds])
       paired = [seed for seed in seeds if a[seed] is not None and b[seed] is not None]

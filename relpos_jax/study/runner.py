@@ -290,7 +290,12 @@ def _run_seed(
     run['selection_only'] = True
     run.update(
         protocol.evaluate_selection(
-            model, data, train_length=train_length(base), metric=ctx.metric, seed=seed, draws=data.eval_section.position_draws
+            model,
+            data,
+            train_length=train_length(base),
+            metric=ctx.metric,
+            seed=seed,
+            draws=data.eval_section.position_draws,
         )
     )
   else:

@@ -1,0 +1,94 @@
+"""The cross-corpus tables: ranks, paired intervals and verdicts computed from per-seed values, by hand."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from relpos_jax.study import cross_corpus
+
+LENGTHS = [8, 16]
+
+
+def _results(per_seed: dict[str, list[float]]) -> dict:
+  """A study whose every encoder reads `per_seed[name]` (one value a seed) at the longest length, 5 seeds."""
+  seeds = [0, 1, 2, 3, 4]
+  runs = []
+  for name, values in per_seed.items():
+    runs.append(
+        {
+            'name': name,
+            'seeds': seeds,
+            'by_length': {'8': 1.0, '16': sum(values) / len(values)},
+            'by_length_per_seed': {'8': [1.0] * 5, '16': values},
+        }
+    )
+  return {'runs': runs, 'seeds': seeds, 'eval_lengths': LENGTHS, 'train_length': 8}
+
+
+# A beats B by exactly 0.1 on every seed of corpus one (a resolved difference); on corpus two by 0.1 on average
+# with a spread that the interval cannot separate from zero.
+ONE = _results({'a': [2.0, 2.1, 2.2, 2.3, 2.4], 'b': [2.1, 2.2, 2.3, 2.4, 2.5], 'c': [3.0] * 5})
+TWO = _results({'a': [2.0, 2.5, 2.0, 2.5, 2.0], 'b': [2.4, 2.0, 2.4, 2.0, 2.4], 'c': [1.0] * 5})
+
+
+def test_the_findings_are_paired_differences_over_seeds_with_holm():
+  rows = cross_corpus.findings(ONE, ['a vs b', 'b vs a', 'a vs nobody'])
+  assert set(rows) == {'a vs b', 'b vs a'}  # an encoder the study did not run: no row
+  row = rows['a vs b']
+  assert row['mean'] == pytest.approx(-0.1) and row['n'] == 5
+  # Identical differences: zero spread, an interval of width zero at -0.1, resolved after Holm.
+  assert row['low'] == pytest.approx(-0.1) and row['high'] == pytest.approx(-0.1) and row['resolved_holm']
+  two = cross_corpus.findings(TWO, ['a vs b'])['a vs b']
+  diffs = [-0.4, 0.5, -0.4, 0.5, -0.4]
+  mean = sum(diffs) / 5
+  std = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 4)
+  half = 2.7764451051977987 * std / math.sqrt(5)  # t(0.975, 4)
+  assert two['mean'] == pytest.approx(mean) and two['high'] - two['low'] == pytest.approx(2 * half)
+  assert not two['resolved_holm']
+
+
+def test_verdicts_by_hand():
+  resolved_minus = {'mean': -0.1, 'resolved_holm': True}
+  resolved_plus = {'mean': +0.1, 'resolved_holm': True}
+  unresolved = {'mean': -0.1, 'resolved_holm': False}
+  assert cross_corpus.verdict([resolved_minus, resolved_minus]) == 'holds on every corpus'
+  assert cross_corpus.verdict([resolved_minus, resolved_plus]) == 'differs'
+  assert cross_corpus.verdict([resolved_minus, unresolved]) == 'not resolved everywhere'
+  assert cross_corpus.verdict([resolved_minus, None]) == 'not resolved everywhere'  # not run on a corpus
+
+
+def test_tables_rank_the_shared_encoders_per_corpus_and_say_the_verdict():
+  studies = {'one': ONE, 'two': {**TWO, 'runs': TWO['runs'] + [{**TWO['runs'][0], 'name': 'only_two'}]}}
+  table = cross_corpus.encoder_table(studies)
+  assert 'only_two' not in table  # ranked among the encoders every study ran
+  assert '| c | 3.000 ± 0.000 (3) | 1.000 ± 0.000 (1) |' in table
+  assert '| a | 2.200 ± 0.158 (1) |' in table
+  findings = cross_corpus.findings_table(studies, ['a vs b'])
+  assert '| a vs b | -0.100 [-0.100, -0.100] ✓ (n=5) |' in findings and findings.rstrip().endswith(
+      '| not resolved everywhere |'
+  )
+
+
+def test_write_reads_the_folders_and_refreshes_the_readme_block(tmp_path):
+  for (label, folder), results in zip(cross_corpus.CORPORA, (ONE, TWO)):
+    (tmp_path / folder).mkdir()
+    (tmp_path / folder / 'results.json').write_text(json.dumps(results))
+  readme = tmp_path / 'README.md'
+  readme.write_text(f'intro\n{cross_corpus.README_MARKER}\nold table\n{cross_corpus.README_END}\nrest\n')
+  path = cross_corpus.write(str(tmp_path), str(readme))
+  text = open(path).read()
+  assert 'Python bytes at 16 (rank)' in text and 'English bytes at 16 (rank)' in text and 'English BPE' not in text
+  refreshed = readme.read_text()
+  assert 'old table' not in refreshed and refreshed.startswith('intro\n') and refreshed.endswith('rest\n')
+  assert '| finding (A − B at the longest length) | Python bytes | English bytes | across corpora |' in refreshed
+  readme.write_text('no block here\n')
+  with pytest.raises(ValueError, match='cross-corpus-table'):
+    cross_corpus.write(str(tmp_path), str(readme))
+
+
+def test_no_study_at_all_is_a_clear_error(tmp_path):
+  with pytest.raises(ValueError, match=r"no study of \['study', 'study_english', 'study_english_bpe'\]"):
+    cross_corpus.write(str(tmp_path))
