@@ -211,16 +211,17 @@ STUDY_ENCODERS = (
 )
 # Variant `cross_corpus`: the default study's compared encoders and T5's log buckets (the lecture's table that
 # fails), asked the same question on another corpus (--config.data.corpus, and with `bpe` in BPE tokens).
+# In the order the findings need them, so that an interrupted study has whole findings first.
 CROSS_CORPUS_LABELS = (
     'distance',
     'monotone-lin',
-    'alibi',
     'kerple_log',
     'fire',
-    'fire-512',
-    't5',
     'rope',
     'rope+randomized',
+    'alibi',
+    'fire-512',
+    't5',
 )
 CROSS_CORPUS_COMPARISONS = STUDY_COMPARISONS + ('kerple_log vs alibi', 't5 vs distance')
 # The learning-rate grid reaches 3e-2 (every encoder chose the top of LR_GRID on Python bytes) and trains at a
