@@ -236,4 +236,4 @@ def metric_name(base) -> tuple[str, bool]:
 
 def train_length(base) -> int:
   """The longest training length (the reference point of every ratio)."""
-  return config_lib.data_source(base).max_train_length
+  return config_lib.data_source(base).train_length

@@ -203,11 +203,6 @@ class CorpusSource:
   def vocab_sizes(self, run: Config) -> tuple[int, int | None]:
     return (data_lib.VOCAB_SIZE if self.vocab_size is None else self.vocab_size), None
 
-  @property
-  def max_train_length(self) -> int:
-    """The longest training length (a study's reference point): the window length."""
-    return self.train_length
-
   def longest_training_sequence(self, run: Config) -> int:
     return self.train_length
 
@@ -259,8 +254,9 @@ class TaskSource:
     return task.vocab_size, (task.num_classes if task.kind == 'bidirectional' else None)
 
   @property
-  def max_train_length(self) -> int:
-    """The longest training length (a study's reference point): `max_length`."""
+  def train_length(self) -> int:
+    """The training length (a study's reference point; a corpus source's `train_length` key): the longest
+    example length `max_length` (its tokens before the task's framing: `longest_training_sequence`)."""
     return self.max_length
 
   def longest_training_sequence(self, run: Config) -> int:

@@ -272,7 +272,7 @@ def test_the_data_section_answers_for_its_source():
   assert isinstance(corpus_source, config_lib.CorpusSource) and isinstance(task_source, config_lib.TaskSource)
   assert config_lib.data_source(config_lib.parse(lm)) == corpus_source
   assert corpus_source.metric == ('bits_per_char', True) and task_source.metric == ('accuracy', False)
-  assert corpus_source.max_train_length == lm.data.train_length and task_source.max_train_length == task.data.max_length
+  assert corpus_source.train_length == lm.data.train_length and task_source.train_length == task.data.max_length
   assert config_lib.architecture(lm) == 'causal' and config_lib.vocab_sizes(lm) == (256, None)
   run = config_lib.parse(task)
   assert config_lib.architecture(task) == run.task.kind
