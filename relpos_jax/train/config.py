@@ -140,8 +140,9 @@ class Eval:
   position_draws: int = key(4, ge=1)
 
 
-# The data sources. Each section answers every question that depends on the source (its checks, the model it
-# trains, its lengths, its metric) and builds its data, so no code outside them switches on `data.source`.
+# The data sources. Each section answers every question of the config that depends on the source (its checks,
+# the model it trains, its lengths); its data class (train/data_sources.py: `DATA`) builds its data and answers
+# what evaluation asks (its metric and direction, its protocol record), so no code switches on `data.source`.
 # `run` is the whole parsed Config where an answer needs more than the section (the task, the eval lengths).
 @dataclasses.dataclass(frozen=True)
 class CorpusSource:
@@ -158,9 +159,6 @@ class CorpusSource:
   tokenizer: str = key('byte', choices=TOKENIZERS)
   vocab_size: int | None = key(None, ge=256)
   tokenizer_cache: str | None = key(None)
-
-  # (metric, lower_is_better) of a study's tables.
-  metric = ('bits_per_char', True)
 
   def make_task(self) -> None:
     """No algorithmic task (`Config.task` is None)."""
@@ -228,8 +226,6 @@ class TaskSource:
   # token_mean: mean cross-entropy over the scored positions; sequence_sum: per example, the sum over its
   # output positions, averaged over the batch (the reference code of Ruoss et al. 2023).
   loss_reduction: str = key(choices=LOSS_REDUCTIONS)
-
-  metric = ('accuracy', False)
 
   def make_task(self) -> data_lib.Task:
     """The Task object; a name or kwargs the task refuses raise ConfigError naming the key."""
