@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import inputs
+from relpos_jax.train import text_inputs
 from relpos_jax.train import token_inputs
 
 
@@ -24,8 +25,12 @@ def _task_class(section: config_lib.TaskSource) -> type[inputs.TaskData]:
   return inputs.TaskData
 
 
+def _text_class(section: config_lib.TextSource) -> type[text_inputs.TextFileData]:
+  return text_inputs.TextFileData
+
+
 # Data section -> the data class of a section of that kind.
-DATA = {config_lib.CorpusSource: _corpus_class, config_lib.TaskSource: _task_class}
+DATA = {config_lib.CorpusSource: _corpus_class, config_lib.TaskSource: _task_class, config_lib.TextSource: _text_class}
 
 
 def data_class(config) -> type[inputs.Data]:
