@@ -4,7 +4,8 @@ A worked example of a data source (docs/guide/README.md, "Adding a data source")
 files (`relpos_jax.data.corpus`), so one file would be all training; this source cuts the file's lines in order
 instead, the first 80% the training split, the next 10% validation and the last 10% test (one document each).
 Everything else is the byte-level corpus's (`inputs.CorpusData`): its windows, its metric (bits per character)
-and what a study reads of it, so this file and the config section are the whole source.
+and what a study reads of it, but for one answer: each split is one document, so a study stores no per-document
+totals (`has_documents`). This file and the config section are the whole source.
 
     python -m experiments.train --config=configs/lm.py --config.data.source=text \
         --config.data.corpus=/path/to/book.txt --workdir=/tmp/book
@@ -53,6 +54,10 @@ def read_text_file(path: str, max_train_bytes: int | None = None) -> data_lib.Co
 
 class TextFileData(inputs.CorpusData):
   """Byte-level language modelling on one text file (module docstring)."""
+
+  # The test split is one document: a bootstrap over documents would resample that one and report an interval of
+  # width zero, so a study compares text runs over seeds only (`relpos_jax.study.runner.document_totals_record`).
+  has_documents = False
 
   def __init__(self, config):
     path = config.data.corpus

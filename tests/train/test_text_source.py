@@ -54,6 +54,7 @@ def test_a_text_file_is_a_source_of_its_own(tmp_path, text_config):
   config_lib.validate(config)
   assert data_sources.data_class(config) is text_inputs.TextFileData
   assert plan.metric_name(config) == ('bits_per_char', True)  # the corpus's answers, inherited
+  assert not text_inputs.TextFileData.has_documents  # but one: each split is one document, nothing to resample
   data = data_sources.build_data(config)
   lines = _lines(100).splitlines(keepends=True)
   assert data.corpus.tokens('train').tobytes() == b''.join(lines[:80])
