@@ -20,7 +20,7 @@ import pytest
 
 import relpos_jax
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import data_sources
+from relpos_jax.train import data_sources, inputs, text_inputs, token_inputs
 
 ROOT = pathlib.Path(relpos_jax.__file__).parent.parent
 LINTED = ('relpos_jax', 'tests', 'experiments', 'benchmarks', 'configs')
@@ -321,3 +321,36 @@ def test_every_data_section_has_its_data_class():
   """train/config.py's data sections and the data builders (train/data_sources.py) are one table (`data_sources.DATA`), kept
   there so that the config does not import the data: a new source adds one entry to each."""
   assert set(data_sources.DATA) == set(config_lib.SOURCES.values())
+
+
+# What the study and the training loop read of a data source: `inputs.Data`'s answers beside the batches.
+SOURCE_ANSWERS = ('metric', 'lower_is_better', 'diverged_at_every_length', 'has_documents', 'position_curve_in_bits')
+
+
+def test_every_data_class_answers_what_evaluation_reads_of_its_source():
+  """Each data class states its metric and the rest (`inputs.Data`) itself, so the study never guesses the source
+  from a metric name or an attribute it happens to have."""
+  classes = {inputs.CorpusData, inputs.TaskData, token_inputs.BPECorpusData, text_inputs.TextFileData}
+  for data_class in classes:
+    missing = [name for name in SOURCE_ANSWERS if not hasattr(data_class, name)]
+    assert not missing, f'{data_class.__name__} does not state {missing}'
+    assert callable(getattr(data_class, 'protocol_record', None)), data_class.__name__
+  assert isinstance(inputs.CorpusData.metric, str) and isinstance(inputs.TaskData.lower_is_better, bool)
+
+
+def test_no_switch_on_the_data_source_by_metric_name_or_attribute():
+  """`metric == 'bits_per_char'`, `hasattr(data, ...)` and `objective.kind == ...` outside the data classes and the
+  objectives are disguised data-source switches (issue 32): ask the data object instead (`inputs.Data`)."""
+  import re
+
+  allowed = {'relpos_jax/train/objectives.py'}  # the loss families define the metrics the data classes name
+  # (A table's rows naming 'accuracy', as the grid study's, are rows, not a source guessed from its metric.)
+  pattern = r"[!=]=\s*'bits_per_char'|'bits_per_char'\s*[!=]=|hasattr\([^)]*data\b|objective\.kind\s*[!=]="
+  found = [
+      f'{path}:{n}: {line.strip()}'
+      for path in sorted((ROOT / 'relpos_jax').rglob('*.py'))
+      if path.relative_to(ROOT).as_posix() not in allowed
+      for n, line in enumerate(path.read_text().splitlines(), 1)
+      if re.search(pattern, line)
+  ]
+  assert not found, 'switches on the data source (ask the data object, inputs.Data):\n' + '\n'.join(found)

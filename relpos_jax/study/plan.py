@@ -16,6 +16,7 @@ import ml_collections
 
 from relpos_jax.study import protocol
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import data_sources
 
 _LABEL = re.compile(r'^[A-Za-z0-9_.+-]+$')
 
@@ -230,8 +231,10 @@ def check_protocol(study: Study, entries: Sequence[Entry], lengths) -> None:
 
 
 def metric_name(base) -> tuple[str, bool]:
-  """(metric, lower_is_better) of a run: bits per character for the corpus, accuracy for tasks."""
-  return config_lib.data_source(base).metric
+  """(metric, lower_is_better) of a run, as its data class states them (bits per character for a corpus,
+  accuracy for tasks), read without loading the data."""
+  data_class = data_sources.data_class(base)
+  return data_class.metric, data_class.lower_is_better
 
 
 def train_length(base) -> int:

@@ -91,7 +91,6 @@ def evaluate_run(
   """
   lengths = [int(n) for n in lengths]
   longest = max(lengths)
-  lm = metric == 'bits_per_char'
 
   def at(positions, where, which) -> dict:
     by_length, losses, exact, curve = {}, {}, {}, None
@@ -101,7 +100,7 @@ def evaluate_run(
       losses[str(n)] = evaluation.metrics['loss']
       exact[str(n)] = evaluation.metrics.get('exact_match')
       if n == longest:
-        curve = position_curve(evaluation.position_loss, evaluation.position_tokens, lm)
+        curve = position_curve(evaluation.position_loss, evaluation.position_tokens, data.position_curve_in_bits)
     out = {'by_length': by_length, 'loss_by_length': losses, 'position_curve': curve}
     if any(v is not None for v in exact.values()):  # tasks: per-sequence accuracy beside the per-token metric
       out['exact_match_by_length'] = exact
@@ -141,18 +140,17 @@ def evaluate_selection(model, data, *, train_length: int, metric: str, seed: int
   }
 
 
-def diverged_marker(
-    record: dict, *, num_classes: int, language_model: bool, train_length: int, step: int
-) -> dict | None:
+def diverged_marker(record: dict, *, num_classes: int, every_length: bool, train_length: int, step: int) -> dict | None:
   """A 'diverged' marker for a run whose evaluation is not finite or beyond chance (None if it is sound):
-  the selection loss at the training length, and (language models, whose every length is a prediction
-  of the same kind of text) the loss at every length."""
+  the selection loss at the training length, and the loss at the training length or, with `every_length` (the
+  data's `diverged_at_every_length`: a language model, whose every length is a prediction of the same kind of
+  text), at every length."""
   checked = {}
   if 'selection' in record:
     checked[f'validation loss at {train_length}'] = record['selection']['loss']
   losses = record.get('loss_by_length', {})
   for n, value in losses.items():
-    if language_model or int(n) == int(train_length):
+    if every_length or int(n) == int(train_length):
       checked[f'{record["split"]} loss at {n}'] = value
   bad = {what: value for what, value in checked.items() if beyond_chance(value, num_classes)}
   if not bad:

@@ -38,7 +38,7 @@ def _mean_curve(curves: Sequence[dict | None]) -> dict | None:
   curves = [c for c in curves if c]
   if not curves:
     return None
-  value = 'bits_per_char' if 'bits_per_char' in curves[0] else 'loss'
+  value = report.curve_value(curves[0])
   return {
       'context_from': curves[0]['context_from'],
       'context_to': curves[0]['context_to'],

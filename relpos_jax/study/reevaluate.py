@@ -191,7 +191,7 @@ def _reevaluate_seed(
     marker = protocol.diverged_marker(
         run,
         num_classes=data.num_classes,
-        language_model=metric == 'bits_per_char',
+        every_length=data.diverged_at_every_length,
         train_length=plan.train_length(base),
         step=step,
     )

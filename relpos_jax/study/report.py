@@ -470,6 +470,19 @@ def plot(results: Results, path: str) -> str:
   return path
 
 
+# The columns every loss-against-position curve has (`relpos_jax.study.protocol.position_curve`); a curve merged
+# over seeds (`relpos_jax.study.record.merge_seeds`) keeps the bins and one value column with its '_per_seed' list.
+CURVE_COLUMNS = ('context_from', 'context_to', 'loss', 'tokens')
+
+
+def curve_value(curve: dict) -> str:
+  """The column a loss-against-position curve is read in: the metric column its source added beside the loss
+  (a corpus's 'bits_per_char': `Data.position_curve_in_bits`), else 'loss'. Read from the curve itself, so a
+  results file is reported without knowing, or asking, which source wrote it."""
+  extra = [k for k in curve if k not in CURVE_COLUMNS and not k.endswith('_per_seed')]
+  return extra[0] if extra else 'loss'
+
+
 def plot_positions(results: Results, path: str) -> str | None:
   """Loss against position at the longest evaluation length (log2 context axis), one line per encoder (mean
   over seeds): where a model's failure starts. None (nothing written) when no run recorded a curve."""
@@ -482,7 +495,7 @@ def plot_positions(results: Results, path: str) -> str | None:
   fig = Figure(figsize=(9, 5), dpi=120)
   ax = fig.subplots()
   cmap = matplotlib.colormaps['tab20']
-  value = 'bits_per_char' if 'bits_per_char' in runs[0]['position_curve'] else 'loss'
+  value = curve_value(runs[0]['position_curve'])
   for n, run in enumerate(runs):
     curve = run['position_curve']
     xs = [math.sqrt(a * b) for a, b in zip(curve['context_from'], curve['context_to'])]
@@ -492,7 +505,7 @@ def plot_positions(results: Results, path: str) -> str | None:
   ax.text(results['train_length'], 0.98, ' train length', transform=ax.get_xaxis_transform(), va='top', fontsize=8)
   ax.set_xscale('log', base=2)
   ax.set_xlabel('context of the predicted token (position in the window + 1), log-spaced bins')
-  ax.set_ylabel(('bits per char' if value == 'bits_per_char' else 'loss (nats)') + ' (mean over seeds)')
+  ax.set_ylabel(('loss (nats)' if value == 'loss' else value.replace('_', ' ')) + ' (mean over seeds)')
   longest = results['eval_lengths'][-1]
   ax.set_title(f'{results.get("meta", {}).get("title", "Length generalization")}: loss against position at {longest}')
   ax.grid(alpha=0.3)

@@ -92,7 +92,7 @@ from relpos_jax.study.plan import (
 )
 from relpos_jax.study.record import RESULT_FILE, merge_seeds, new_results, write_outputs
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import data_sources, inputs, loop, tensorboard, transfer, workdir_lock
+from relpos_jax.train import data_sources, loop, tensorboard, transfer, workdir_lock
 
 SEQUENTIAL_SUFFIX = plan.SEQUENTIAL_SUFFIX  # The name of a randomized entry's 0..L-1 row (read from here).
 
@@ -332,7 +332,7 @@ def _run_seed(
   marker = protocol.diverged_marker(
       run,
       num_classes=data.num_classes,
-      language_model=ctx.metric == 'bits_per_char',
+      every_length=data.diverged_at_every_length,
       train_length=train_length(base),
       step=result.step,
   )
@@ -357,7 +357,7 @@ def document_totals_record(ctx: _StudyContext, model) -> dict | None:
   random positions (`documents.document_totals` scores 0..L-1 only; the report says so). Computed from the
   study's own data object: a data object rebuilt from the run's config.json would lack the study's evaluation
   lengths. Costs one more evaluation pass per length."""
-  if ctx.metric != 'bits_per_char' or not hasattr(ctx.data, 'corpus') or not documents.sequential_positions(model):
+  if not ctx.data.has_documents or not documents.sequential_positions(model):
     return None
   return {
       str(n): documents.sparse_totals(documents.document_totals(model, ctx.data, n, ctx.study.split))
@@ -505,16 +505,7 @@ def protocol_record(base, study: Study, data) -> dict:
       'lr_grid': list(study.lr_grid) if study.lr_grid is not None else None,
       'selection_seed': study.selection_seed,
   }
-  if hasattr(data, 'scored_tail'):
-    scored = data.scored_set(max(lengths), study.split)
-    record.update(
-        {
-            'windows': inputs.SAME_TARGETS,
-            'scored_tail': data.scored_tail,
-            'num_scored': scored['num_scored'],
-            'position_curve_length': max(lengths),
-        }
-    )
+  record.update(data.protocol_record(lengths, study.split))  # the source's own part (a corpus: its windows)
   return record
 
 

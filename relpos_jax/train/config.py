@@ -23,8 +23,9 @@ Layout of a config (see configs/lm.py and configs/algorithmic.py for complete ex
   seed                 int: parameters, data stream, dropout and randomized positions all derive from it
   model.*              the transformer: the fields of `relpos_jax.nn.models.ModelConfig` but the vocabulary
                        sizes, which come from the data (ModelConfig checks them); `model.encoder` is a spec
-  data.source          'corpus' (byte-level LM, causal) or 'task' (algorithmic task; bidirectional, or
-                       causal for count_copy), plus the keys of that source (`CorpusSource`, `TaskSource`)
+  data.source          'corpus' (byte-level LM, causal), 'task' (algorithmic task; bidirectional, or causal
+                       for count_copy) or 'text' (one text file, cut by lines), plus the keys of that source
+                       (`CorpusSource`, `TaskSource`, `TextSource`)
   optim.*              AdamW with global-norm clipping and a warmup + cosine (or constant) schedule
   train.*              steps, global batch size, logging and checkpoint cadence
   eval.*               lengths evaluated during and after training
@@ -140,8 +141,9 @@ class Eval:
   position_draws: int = key(4, ge=1)
 
 
-# The data sources. Each section answers every question that depends on the source (its checks, the model it
-# trains, its lengths, its metric) and builds its data, so no code outside them switches on `data.source`.
+# The data sources. Each section answers every question of the config that depends on the source (its checks,
+# the model it trains, its lengths); its data class (train/data_sources.py: `DATA`) builds its data and answers
+# what evaluation asks (its metric and direction, its protocol record), so no code switches on `data.source`.
 # `run` is the whole parsed Config where an answer needs more than the section (the task, the eval lengths).
 @dataclasses.dataclass(frozen=True)
 class CorpusSource:
@@ -158,9 +160,6 @@ class CorpusSource:
   tokenizer: str = key('byte', choices=TOKENIZERS)
   vocab_size: int | None = key(None, ge=256)
   tokenizer_cache: str | None = key(None)
-
-  # (metric, lower_is_better) of a study's tables.
-  metric = ('bits_per_char', True)
 
   def make_task(self) -> None:
     """No algorithmic task (`Config.task` is None)."""
@@ -224,8 +223,6 @@ class TaskSource:
   # output positions, averaged over the batch (the reference code of Ruoss et al. 2023).
   loss_reduction: str = key(choices=LOSS_REDUCTIONS)
 
-  metric = ('accuracy', False)
-
   def make_task(self) -> data_lib.Task:
     """The Task object; a name or kwargs the task refuses raise ConfigError naming the key."""
     try:
@@ -268,7 +265,25 @@ class TaskSource:
     return max([self.longest_training_sequence(run)] + padded)
 
 
-SOURCES = {'corpus': CorpusSource, 'task': TaskSource}
+@dataclasses.dataclass(frozen=True)
+class TextSource(CorpusSource):
+  """data.source='text': byte-level language modelling on one plain text file (its path in `data.corpus`), cut
+  by lines into train, validation and test (relpos_jax.train.text_inputs); the corpus's keys, bytes only."""
+
+  source: str = key(choices=('text',))
+
+  def check(self, run: Config) -> None:
+    """`data.corpus` is an existing file and the text is read as bytes."""
+    if self.tokenizer != 'byte':
+      raise _invalid_key('data.tokenizer', self.tokenizer, "data.source='text' reads bytes; allowed: 'byte'")
+    if not isinstance(self.corpus, str) or not os.path.isfile(os.path.expanduser(self.corpus)):
+      raise _invalid_key(
+          'data.corpus', self.corpus, "data.source='text' reads one plain text file; allowed: the path of a file"
+      )
+    super().check(run)
+
+
+SOURCES = {'corpus': CorpusSource, 'task': TaskSource, 'text': TextSource}
 # The model section's keys: ModelConfig's fields but the vocabulary sizes (ModelConfig checks the values).
 MODEL_KEYS = {f.name: f for f in dataclasses.fields(ModelConfig) if f.init and f.name not in DATA_DERIVED_MODEL_FIELDS}
 
@@ -281,7 +296,7 @@ class Config:
 
   seed: int = key(ge=0, lt=SEED_LIMIT)
   model: ModelConfig
-  data: CorpusSource | TaskSource
+  data: CorpusSource | TaskSource | TextSource
   optim: Optim
   train: Train
   eval: Eval
@@ -452,7 +467,7 @@ def eval_section(config) -> Eval:
   return config.eval if isinstance(config, Config) else parse_section(Eval, 'eval', config.eval)
 
 
-def data_source(config) -> CorpusSource | TaskSource:
+def data_source(config) -> CorpusSource | TaskSource | TextSource:
   """The typed data section of `config` (a ConfigDict, or a Config: its own), checked key by key."""
   if isinstance(config, Config):
     return config.data

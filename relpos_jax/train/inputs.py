@@ -72,6 +72,22 @@ class Data(Protocol):
   def require_split(self, split: str, lengths) -> None:
     """ConfigError unless evaluation `split` can serve every one of `lengths` (checked before any training)."""
 
+  # What a study and the training loop read of the source. Each data class answers these itself, so no code
+  # outside it asks which source a run has (a new source is its data class and its config section).
+  metric: str  # the headline metric, a key of the objective's metrics: the study's tables, the progress line
+  lower_is_better: bool  # the metric's direction (the study's tables and comparisons)
+  # A loss beyond chance at any evaluation length marks a run diverged (True), or only at the training length
+  # (False: longer lengths are harder problems, and failing them is the finding, not a divergence).
+  diverged_at_every_length: bool
+  # Per-document totals for the study's document bootstrap (`relpos_jax.study.documents`: needs `corpus` and
+  # `target_positions`).
+  has_documents: bool
+  # The loss-against-position curve carries the loss in bits too ('bits_per_char' beside 'loss').
+  position_curve_in_bits: bool
+
+  def protocol_record(self, lengths, split: str) -> dict:
+    """What the source adds to a study's protocol record (results.json 'protocol'), evaluated at `lengths`."""
+
 
 def train_rng(seed: int, step: int) -> np.random.Generator:
   return np.random.default_rng((TRAIN_STREAM, int(seed), int(step)))
@@ -136,6 +152,11 @@ class CorpusData:
 
   architecture = 'causal'
   uses_padding = False  # windows are cut at full length; a causal model needs no padding mask
+  metric = 'bits_per_char'
+  lower_is_better = True
+  diverged_at_every_length = True  # every length predicts the same kind of text: beyond chance anywhere is broken
+  has_documents = True
+  position_curve_in_bits = True  # a byte's loss in bits is its bits per character
 
   def __init__(self, config, corpus: data_lib.Corpus | None = None):
     self.seed = int(config.seed)
@@ -252,6 +273,16 @@ class CorpusData:
     described = self.corpus.scored_set(int(length), reach, tail, count, check_eval_split(split))
     return {**described, 'protocol': SAME_TARGETS, 'scored_tail': tail, 'reach': reach}
 
+  def protocol_record(self, lengths, split: str) -> dict:
+    """The scored windows: the same targets at every length, how many at the longest, where the curve is read."""
+    longest = max(int(n) for n in lengths)
+    return {
+        'windows': SAME_TARGETS,
+        'scored_tail': self.scored_tail,
+        'num_scored': self.scored_set(longest, split)['num_scored'],
+        'position_curve_length': longest,
+    }
+
   def describe(self) -> dict:
     return {'source': 'corpus', **self.corpus.describe()}
 
@@ -260,6 +291,11 @@ class TaskData:
   """An algorithmic task: training lengths n ~ U{min_length..max_length}, one per batch, bucketed."""
 
   uses_padding = True
+  metric = 'accuracy'
+  lower_is_better = False
+  diverged_at_every_length = False  # a longer input is a harder problem: failing it is the result, not divergence
+  has_documents = False
+  position_curve_in_bits = False
 
   def __init__(self, config):
     self.seed = int(config.seed)
@@ -311,6 +347,10 @@ class TaskData:
         h.update(np.ascontiguousarray(batch[key]).tobytes())
     scored = int(sum(float(np.sum(b['loss_mask'])) for b in batches))
     return {'split': split, 'num_scored': scored, 'fingerprint': h.hexdigest()[:16], 'protocol': 'task examples'}
+
+  def protocol_record(self, lengths, split: str) -> dict:
+    """Nothing beyond the study's own keys: a task's examples differ at every length by design."""
+    return {}
 
   def describe(self) -> dict:
     return {

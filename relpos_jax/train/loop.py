@@ -361,7 +361,7 @@ def train(
   rest = sharding.replicate(parts.rest, mesh)
   key = sharding.replicate(run_key(run.seed), mesh)
   eval_lengths = [int(n) for n in run.eval.lengths]
-  extra_keys = ('bits_per_char',) if data.objective.kind == 'language_model' else ('accuracy',)
+  extra_keys = (data.metric,)  # The source's headline metric on the progress line, beside the loss.
   throughput = metrics_lib.Throughput()
   guard = NonFiniteGuard(run.train.max_nonfinite_steps, mesh)  # The schema's default when the key is absent.
   last_record: dict = {}

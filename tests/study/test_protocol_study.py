@@ -14,6 +14,7 @@ import pytest
 from relpos_jax import study
 from relpos_jax.study import protocol, reevaluate, report, runner
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import inputs
 
 TINY = {
     'model.num_layers': 1,
@@ -217,6 +218,28 @@ def test_beyond_chance_by_hand():
   assert not protocol.beyond_chance(1.2 * chance, 256) and not protocol.beyond_chance(2 * chance - 0.01, 256)
   assert protocol.beyond_chance(2 * chance + 0.01, 256) and protocol.beyond_chance(float('nan'), 256)
   assert protocol.beyond_chance(None, 256)
+
+
+def test_the_lengths_a_divergence_is_read_at_are_the_data_class_answer():
+  """A language model (`diverged_at_every_length`) beyond chance at any length is diverged; a task only at its
+  training length (a longer input failed is the finding)."""
+  record = {'split': 'test', 'selection': {'loss': 1.0}, 'loss_by_length': {'8': 1.0, '32': 100.0}}
+  every = protocol.diverged_marker(record, num_classes=256, every_length=True, train_length=8, step=5)
+  assert every['step'] == 5 and 'test loss at 32 = 100.0' in every['message'] and 'at 8 =' not in every['message']
+  assert protocol.diverged_marker(record, num_classes=256, every_length=False, train_length=8, step=5) is None
+  assert (
+      inputs.CorpusData.diverged_at_every_length,
+      inputs.TaskData.diverged_at_every_length,
+  ) == (True, False)
+
+
+def test_a_curve_is_read_in_the_metric_column_it_carries():
+  in_bits = protocol.position_curve(np.ones(4), np.ones(4), in_bits=True)
+  in_nats = protocol.position_curve(np.ones(4), np.ones(4), in_bits=False)
+  assert report.curve_value(in_bits) == 'bits_per_char' and report.curve_value(in_nats) == 'loss'
+  merged = {'context_from': [1], 'context_to': [1], 'loss': [1.0], 'loss_per_seed': [[1.0]]}  # record._mean_curve's
+  assert report.curve_value(merged) == 'loss'
+  assert report.curve_value({**merged, 'bits_per_char': [1.4], 'bits_per_char_per_seed': [[1.4]]}) == 'bits_per_char'
 
 
 def test_reevaluation_refuses_unfinished_and_names_corrupt_records(tmp_path):

@@ -404,6 +404,9 @@ def test_finished_results_on_another_corpus_are_not_reused(tmp_path, monkeypatch
     def require_split(self, split, lengths):
       pass
 
+    def protocol_record(self, lengths, split):  # what the study records of the source (nothing here)
+      return {}
+
   monkeypatch.setattr(data_sources, 'build_data', lambda config: OtherCorpus())
   with pytest.raises(ValueError, match=r'runs/alibi/seed0 holds a finished run on other data.*0123456789abcdef'):
     study.run_study(config, tmp_path, train_fn=lambda *a, **k: pytest.fail('must not train'))

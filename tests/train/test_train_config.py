@@ -7,6 +7,7 @@ import os
 import pytest
 
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import data_sources, inputs, token_inputs
 from relpos_jax.train.config import ConfigError, validate
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -271,7 +272,15 @@ def test_the_data_section_answers_for_its_source():
   corpus_source, task_source = config_lib.data_source(lm), config_lib.data_source(task)
   assert isinstance(corpus_source, config_lib.CorpusSource) and isinstance(task_source, config_lib.TaskSource)
   assert config_lib.data_source(config_lib.parse(lm)) == corpus_source
-  assert corpus_source.metric == ('bits_per_char', True) and task_source.metric == ('accuracy', False)
+  # The data class answers what evaluation reads of the source, from the config, before any data is loaded.
+  corpus_class, task_class = data_sources.data_class(lm), data_sources.data_class(task)
+  assert corpus_class is inputs.CorpusData and task_class is inputs.TaskData
+  assert (corpus_class.metric, corpus_class.lower_is_better) == ('bits_per_char', True)
+  assert (task_class.metric, task_class.lower_is_better) == ('accuracy', False)
+  assert corpus_class.diverged_at_every_length and not task_class.diverged_at_every_length
+  assert corpus_class.has_documents and not task_class.has_documents
+  bpe = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py:bpe'), validate_config=False)
+  assert data_sources.data_class(bpe) is token_inputs.BPECorpusData
   assert corpus_source.train_length == lm.data.train_length and task_source.train_length == task.data.max_length
   assert config_lib.architecture(lm) == 'causal' and config_lib.vocab_sizes(lm) == (256, None)
   run = config_lib.parse(task)
