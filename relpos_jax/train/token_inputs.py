@@ -36,10 +36,9 @@ PROTOCOL = (
 class BPECorpusData(inputs.CorpusData):
   """Byte-level BPE language modelling on `config.data.corpus` (a causal decoder); see the module docstring."""
 
-  # Inherited, and stated here because it is not what its name says: the loss-against-position curve's
-  # 'bits_per_char' column is loss / ln 2 per *token* (the curve keeps no characters per position), bits per token.
-  # Kept as it was (results re-report identically); False would leave the curve in nats only.
-  position_curve_in_bits = True
+  # A token's loss is not a character's: the loss-against-position curve keeps no characters per position, so
+  # it stays in nats per token (a 'bits_per_char' column there would be bits per token under that name).
+  position_curve_in_bits = False
 
   def __init__(self, config, corpus=None, tokenizer: bpe_lib.BPE | None = None):
     self.section = config_lib.data_source(config)
