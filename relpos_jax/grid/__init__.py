@@ -18,6 +18,7 @@ The attention layer takes coordinates (batch, length, axes) or a static `grid_sh
   swin_v2_cpb    Swin v2's continuous position bias (MLP on log-spaced offsets, 16 sigmoid)
   alibi2d        -m_h |delta|_2 with ALiBi's slopes (CROMA's 2D-ALiBi)
   kerple2d       -r1_h log(1 + r2_h |delta|_2) (KERPLE's log kernel on the Euclidean distance)
+  augment_coords DINOv3's coordinate augmentation in training (shift, jitter, rescale) around any of them
   fire2d         FIRE's MLP on psi(|delta|_2) / psi(max(|p_i|_2, L)) (query-dependent)
   rope_axial     rope-vit's axial RoPE (frequency pairs split across the axes)
   rope_mixed     rope-vit's RoPE-Mixed (learned 2-D frequencies per head, per layer)
@@ -43,3 +44,4 @@ from relpos_jax.grid.positions import (
 )
 from relpos_jax.grid.registry import from_spec, make, names, to_spec
 from relpos_jax.grid import encoders  # noqa: E402,F401  (registers the families)
+from relpos_jax.grid.encoders.augment import augments, check_augmentation, train_coordinates
