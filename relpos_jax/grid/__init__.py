@@ -22,6 +22,7 @@ The attention layer takes coordinates (batch, length, axes) or a static `grid_sh
   fire2d         FIRE's MLP on psi(|delta|_2) / psi(max(|p_i|_2, L)) (query-dependent)
   rope_axial     rope-vit's axial RoPE (frequency pairs split across the axes)
   rope_mixed     rope-vit's RoPE-Mixed (learned 2-D frequencies per head, per layer)
+  string         STRING (Schenck et al. 2025): R(r) = P^T RoPE(r) P, P orthogonal and learned (Cayley or expm)
   mrope          Qwen2-VL's M-RoPE (chunked sections) or Qwen3-VL's interleaved layout
   sincos2d       MAE's fixed 2-D sin-cos absolute embedding (not relative)
   learned2d      ViT's learned absolute embedding, a table of max_size^2 rows (refuses larger grids)
