@@ -20,6 +20,7 @@ The attention layer takes coordinates (batch, length, axes) or a static `grid_sh
   kerple2d       -r1_h log(1 + r2_h |delta|_2) (KERPLE's log kernel on the Euclidean distance)
   augment_coords DINOv3's coordinate augmentation in training (shift, jitter, rescale) around any of them
   fire2d         FIRE's MLP on psi(|delta|_2) / psi(max(|p_i|_2, L)) (query-dependent)
+  lookhere       LookHere (Fuller et al. 2024): each head masked outside a 2-D direction cone, distance penalty inside
   rope_axial     rope-vit's axial RoPE (frequency pairs split across the axes)
   rope_mixed     rope-vit's RoPE-Mixed (learned 2-D frequencies per head, per layer)
   string         STRING (Schenck et al. 2025): R(r) = P^T RoPE(r) P, P orthogonal and learned (Cayley or expm)
