@@ -25,10 +25,12 @@ The attention layer takes coordinates (batch, length, axes) or a static `grid_sh
   rope_mixed     rope-vit's RoPE-Mixed (learned 2-D frequencies per head, per layer)
   string         STRING (Schenck et al. 2025): R(r) = P^T RoPE(r) P, P orthogonal and learned (Cayley or expm)
   mrope          Qwen2-VL's M-RoPE (chunked sections) or Qwen3-VL's interleaved layout
+  videorope      VideoRoPE (Wei et al. 2025): M-RoPE's (t, h, w) with t on the lowest frequencies, h / w interleaved
   sincos2d       MAE's fixed 2-D sin-cos absolute embedding (not relative)
   learned2d      ViT's learned absolute embedding, a table of max_size^2 rows (refuses larger grids)
 
-`mrope_index.get_rope_index` builds the (t, h, w) ids of packed text + image / video sequences as Qwen2-VL does.
+`mrope_index.get_rope_index` builds the (t, h, w) ids of packed text + image / video sequences as Qwen2-VL does;
+`mrope_index.get_videorope_index` VideoRoPE's (diagonal layout, frames scale_factor apart).
 """
 
 from relpos_jax.grid.checks import assert_block_toeplitz
