@@ -18,14 +18,19 @@ The attention layer takes coordinates (batch, length, axes) or a static `grid_sh
   swin_v2_cpb    Swin v2's continuous position bias (MLP on log-spaced offsets, 16 sigmoid)
   alibi2d        -m_h |delta|_2 with ALiBi's slopes (CROMA's 2D-ALiBi)
   kerple2d       -r1_h log(1 + r2_h |delta|_2) (KERPLE's log kernel on the Euclidean distance)
+  augment_coords DINOv3's coordinate augmentation in training (shift, jitter, rescale) around any of them
   fire2d         FIRE's MLP on psi(|delta|_2) / psi(max(|p_i|_2, L)) (query-dependent)
+  lookhere       LookHere (Fuller et al. 2024): each head masked outside a 2-D direction cone, distance penalty inside
   rope_axial     rope-vit's axial RoPE (frequency pairs split across the axes)
   rope_mixed     rope-vit's RoPE-Mixed (learned 2-D frequencies per head, per layer)
+  string         STRING (Schenck et al. 2025): R(r) = P^T RoPE(r) P, P orthogonal and learned (Cayley or expm)
   mrope          Qwen2-VL's M-RoPE (chunked sections) or Qwen3-VL's interleaved layout
+  videorope      VideoRoPE (Wei et al. 2025): M-RoPE's (t, h, w) with t on the lowest frequencies, h / w interleaved
   sincos2d       MAE's fixed 2-D sin-cos absolute embedding (not relative)
   learned2d      ViT's learned absolute embedding, a table of max_size^2 rows (refuses larger grids)
 
-`mrope_index.get_rope_index` builds the (t, h, w) ids of packed text + image / video sequences as Qwen2-VL does.
+`mrope_index.get_rope_index` builds the (t, h, w) ids of packed text + image / video sequences as Qwen2-VL does;
+`mrope_index.get_videorope_index` VideoRoPE's (diagonal layout, frames scale_factor apart).
 """
 
 from relpos_jax.grid.checks import assert_block_toeplitz
@@ -43,3 +48,4 @@ from relpos_jax.grid.positions import (
 )
 from relpos_jax.grid.registry import from_spec, make, names, to_spec
 from relpos_jax.grid import encoders  # noqa: E402,F401  (registers the families)
+from relpos_jax.grid.encoders.augment import augments, check_augmentation, train_coordinates

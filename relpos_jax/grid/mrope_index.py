@@ -9,6 +9,8 @@ w and the text after it resumes at 7 (not at 3 + 16): the sequence's positions g
 area. Padding (attention_mask 0) gets id 1, and `deltas` = (largest id + 1) - length per sequence (how far the
 ids run behind the token count, used to continue decoding).
 
+`get_videorope_index` builds VideoRoPE's ids (its diagonal layout and temporal spacing) on the same loop.
+
 Host-side numpy, as in the reference (the ids depend on where the vision tokens are: data-dependent shapes). The
 layer takes `np.moveaxis(ids, 0, -1)`, coordinates (batch, length, 3), with the `mrope` encoder.
 """
@@ -39,7 +41,71 @@ def get_rope_index(
     vision_start_token_id: int,
 ):
   """(position_ids (3, batch, length) int64, deltas (batch, 1) int64) for token ids (batch, length)."""
-  who = 'get_rope_index'
+  return _rope_index(
+      'get_rope_index',
+      input_ids,
+      image_grid_thw,
+      video_grid_thw,
+      attention_mask,
+      spatial_merge_size,
+      image_token_id,
+      video_token_id,
+      vision_start_token_id,
+      None,
+  )
+
+
+def get_videorope_index(
+    input_ids,
+    image_grid_thw=None,
+    video_grid_thw=None,
+    attention_mask=None,
+    *,
+    spatial_merge_size: int = 2,
+    image_token_id: int,
+    video_token_id: int,
+    vision_start_token_id: int,
+    scale_factor: float = 2.0,
+):
+  """VideoRoPE's ids (Wei et al. 2025; Wiselnn570/VideoRoPE videorope-transformer/modeling_videorope.py
+  `get_t_scale_rope_index`, commit 7712ca3f): as `get_rope_index`, except that a vision grid starting at s (after
+  its text) takes
+
+      t = s + scale_factor * frame,     h = t + row - (H - 1) // 2,     w = t + column - (W - 1) // 2
+
+  (the diagonal layout: the spatial ids centred on the frame's temporal id, so text and vision tokens advance
+  along the diagonal t = h = w; the adjustable temporal spacing: frames scale_factor apart, 2 in the reference's
+  training, `which_rope == 'videorope'`), and the text after it resumes at the largest t + 1 (not the largest of
+  the three ids). Deltas likewise read t. Float64 ids (a fractional scale_factor gives fractional ids), for the
+  `videorope` encoder: (position_ids (3, batch, length), deltas (batch, 1))."""
+  scale = validation.number('get_videorope_index', 'scale_factor', scale_factor, above=0, at_most=2**10)
+  return _rope_index(
+      'get_videorope_index',
+      input_ids,
+      image_grid_thw,
+      video_grid_thw,
+      attention_mask,
+      spatial_merge_size,
+      image_token_id,
+      video_token_id,
+      vision_start_token_id,
+      scale,
+  )
+
+
+def _rope_index(
+    who,
+    input_ids,
+    image_grid_thw,
+    video_grid_thw,
+    attention_mask,
+    spatial_merge_size,
+    image_token_id,
+    video_token_id,
+    vision_start_token_id,
+    scale,
+):
+  """The shared loop; `scale` None: Qwen2-VL's ids, else VideoRoPE's with that temporal spacing."""
   ids = np.asarray(input_ids)
   validation.require(
       ids.ndim == 2 and ids.dtype.kind in 'iu', who, 'input_ids', f'<{ids.dtype} {ids.shape}>', 'int (batch, length)'
@@ -61,7 +127,7 @@ def get_rope_index(
       video_token_id: list(np.asarray(video_grid_thw if video_grid_thw is not None else np.zeros((0, 3)))),
   }
   used = {image_token_id: 0, video_token_id: 0}
-  position_ids = np.ones((3, batch, length), np.int64)
+  position_ids = np.ones((3, batch, length), np.int64 if scale is None else np.float64)
   deltas = []
   for b in range(batch):
     tokens = ids[b][mask[b] == 1]
@@ -84,13 +150,23 @@ def get_rope_index(
       used[kind] += 1
       text = end - cursor
       pieces.append(np.broadcast_to(np.arange(text) + next_id, (3, text)))
-      pieces.append(grid_ids + text + next_id)
-      next_id = int(pieces[-1].max()) + 1
+      if scale is None:
+        pieces.append(grid_ids + text + next_id)
+        next_id = int(pieces[-1].max()) + 1
+      else:  # VideoRoPE: frames scale apart, rows and columns centred on their frame's t (the diagonal layout)
+        _, h, w = (int(v) for v in grids[kind][used[kind] - 1])
+        h, w = h // merge, w // merge
+        t = grid_ids[0] * scale + text + next_id
+        pieces.append(np.stack([t, grid_ids[1] - (h - 1) // 2 + t, grid_ids[2] - (w - 1) // 2 + t]))
+        next_id = float(pieces[-1][0].max()) + 1
       cursor = end + size
     if cursor < len(tokens):
       text = len(tokens) - cursor
       pieces.append(np.broadcast_to(np.arange(text) + next_id, (3, text)))
     ids_b = np.concatenate(pieces, axis=1)
     position_ids[:, b, mask[b] == 1] = ids_b
-    deltas.append(int(ids_b.max()) + 1 - length)
-  return position_ids, np.asarray(deltas, np.int64)[:, None]
+    if scale is None:
+      deltas.append(int(ids_b.max()) + 1 - length)
+    else:
+      deltas.append(float(ids_b[0].max()) + 1 - length)
+  return position_ids, np.asarray(deltas, np.int64 if scale is None else np.float64)[:, None]

@@ -8,6 +8,8 @@ hyperparameters, or a sum with +:
     alibi2d
     irpe(method='product', mode='bias')          (bare words are read as strings too: irpe(method=product))
     swin_v2_cpb(pretrained_window=7) + rope_axial
+    augment_coords(rope_axial, rescale=2.0)      (a wrapper: positional arguments are nested grid specs filling
+                                                  its encoder fields in order, as the 1-D spec's randomized(rope))
 
 and round-trips: from_spec(to_spec(e)) == e. Parsing never evaluates anything (ast.literal_eval on values).
 """
@@ -31,8 +33,9 @@ from relpos_jax.encoders.combine import Combined, combine
 _REGISTRY: dict[str, type] = {}
 
 ALLOWED = (
-    "a grid encoder name (alibi2d), a call with literal keyword hyperparameters (irpe(method='product')), or a "
-    'sum of them (alibi2d + rope_axial)'
+    "a grid encoder name (alibi2d), a call with literal keyword hyperparameters (irpe(method='product')), a "
+    'wrapper with nested grid specs as positional arguments (augment_coords(rope_axial, rescale=2.0)), or a sum of '
+    'them (alibi2d + rope_axial)'
 )
 
 
@@ -128,8 +131,8 @@ def _build(node, text):
     return make(node.id)
   if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
     return combine(_build(node.left, text), _build(node.right, text))
-  if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args:
-    hparams = {}
+  if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+    hparams = _nested(node, text)
     for keyword in node.keywords:
       if keyword.arg is None or keyword.arg in hparams:
         raise ValueError(f'grid encoder spec {text!r}: each hyperparameter once, as name=value; allowed: {ALLOWED}.')
@@ -139,6 +142,20 @@ def _build(node, text):
     return make(node.func.id, **hparams)
   piece = ast.get_source_segment(text, node) or ast.dump(node)
   raise ValueError(f'grid encoder spec {text!r}: {piece!r} is not a grid encoder spec; allowed: {ALLOWED}.')
+
+
+def _nested(node, text) -> dict:
+  """A wrapper's positional arguments: nested grid specs for its leading encoder fields (those without a default)."""
+  if not node.args:
+    return {}
+  cls = encoder_class(node.func.id)
+  fields = [f for f in dataclasses.fields(cls) if f.init and f.default is dataclasses.MISSING]
+  if len(node.args) > len(fields):
+    raise ValueError(
+        f'grid encoder spec {text!r}: {node.func.id} takes {len(fields)} nested encoder(s) positionally, got '
+        f'{len(node.args)}; give hyperparameters as keywords (name=value). Allowed: {ALLOWED}.'
+    )
+  return {field.name: _build(arg, text) for field, arg in zip(fields, node.args)}
 
 
 def _literal(node, field, text):
@@ -176,9 +193,12 @@ def to_spec(encoder) -> str:
   name = getattr(cls, 'name', '')
   if not name or _REGISTRY.get(name) is not cls:
     return spec_1d.to_spec(encoder)  # a 1-D encoder (beside a grid one in a sum)
-  args = [
+  fields = [f for f in dataclasses.fields(cls) if f.init]
+  # A wrapper's encoder fields come first and print positionally (nested specs), the rest as keywords.
+  nested = [f for f in fields if isinstance(getattr(encoder, f.name), contract.Encoder)]
+  args = [to_spec(getattr(encoder, f.name)) for f in nested] + [
       f'{f.name}={_write_literal(getattr(encoder, f.name))}'
-      for f in dataclasses.fields(cls)
-      if f.init and not _is_default(encoder, f)
+      for f in fields
+      if f not in nested and not _is_default(encoder, f)
   ]
   return f'{name}({", ".join(args)})' if args else name

@@ -23,8 +23,9 @@ Encoder; a per-layer pattern '(rope_axial, rope_axial, alibi2d)' repeats over th
 
 Attention entropy (`return_entropy`): per layer, the mean over batch, heads and queries of -sum_j a_ij log a_ij
 of the attention distribution (nats), rebuilt explicitly by `RelativeMultiHeadAttention.attention_weights`
-(rotary, scalar-bias and position-free encoders; others are refused by name when asked). `train` is accepted for
-the interface; the model has no dropout, so it changes nothing today.
+(rotary, scalar-bias and position-free encoders; others are refused by name when asked). The model has no
+dropout: `train=True` changes only an encoder that augments its coordinates in training (grid augment_coords,
+DINOv3's shift / jitter / rescale), which then needs `rng` (one draw per call, shared by the layers).
 """
 
 from __future__ import annotations
@@ -120,6 +121,8 @@ class ViT(nnx.Module):
     validation.choice(who, 'pool', pool, POOLS)
     self.layer_encoders = resolve_layers(encoder, num_layers)
     contract.check_model_encoders(who, 'encoder', encoder, self.layer_encoders, causal=False)
+    for e in self.layer_encoders:
+      grid.check_augmentation(who, e)
     self.patch_size, self.in_channels, self.model_dim, self.pool = patch_size, in_channels, model_dim, pool
     self.num_classes, self.num_layers = num_classes, num_layers
     self.layer_axes = tuple(_grid_axes(e) for e in self.layer_encoders)
@@ -185,8 +188,24 @@ class ViT(nnx.Module):
     shape = grid_hw if axes == 2 else (1,) + grid_hw
     return dict(grid_shape=shape, class_token=self.pool == 'cls')
 
-  def __call__(self, images, *, train: bool = False, return_entropy: bool = False):
-    del train  # no dropout in this model
+  def _train_kwargs(self, encoder, axes, grid_hw, b, rng):
+    """A layer's kwargs in training when its encoder augments coordinates (grid augment_coords): the grid's
+    coordinates, augmented with `rng` (the same key for every layer: one draw shared by the model)."""
+    shape = grid_hw if axes == 2 else (1,) + grid_hw
+    coords = grid.train_coordinates(encoder, rng, grid.grid_positions(shape, class_token=self.pool == 'cls'))
+    return dict(positions=jnp.broadcast_to(coords, (b,) + coords.shape))
+
+  def __call__(self, images, *, train: bool = False, rng=None, return_entropy: bool = False):
+    # No dropout in this model: `train` only moves the coordinates of an encoder that augments them in training
+    # (grid augment_coords, DINOv3's), drawn with `rng`; evaluation (train=False) reads the clean grid.
+    augmenting = [grid.augments(e) for e in self.layer_encoders] if train else [False] * self.num_layers
+    validation.require(
+        not any(augmenting) or rng is not None,
+        'ViT',
+        'rng',
+        rng,
+        'a jax.random key when train=True and the encoder augments coordinates (augment_coords): the draw needs it',
+    )
     x, grid_hw = self._patches(images)
     b, n = x.shape[:2]
     cls = self.pool == 'cls'
@@ -199,6 +218,8 @@ class ViT(nnx.Module):
           shape = grid_hw if part.axes == 2 else (1,) + grid_hw
           part.check_grid(shape)  # a learned table refuses a grid beyond it
           coords = grid.grid_positions(shape, class_token=cls)
+          if augmenting[0]:
+            coords = grid.train_coordinates(self.layer_encoders[0], rng, coords)
         else:
           part.check_positions(n + int(cls))  # a learned 1-D table refuses a grid with more tokens than it has
           coords = jnp.arange(n + int(cls), dtype=jnp.int32)
@@ -209,8 +230,8 @@ class ViT(nnx.Module):
     elif cls:
       x = jnp.concatenate([jnp.broadcast_to(self.cls_token[...], (b, 1, self.model_dim)), x], axis=1)
     entropies = []
-    for block, axes in zip(self.blocks, self.layer_axes):
-      kwargs = self._layer_kwargs(axes, grid_hw)
+    for block, axes, encoder, moved in zip(self.blocks, self.layer_axes, self.layer_encoders, augmenting):
+      kwargs = self._train_kwargs(encoder, axes, grid_hw, b, rng) if moved else self._layer_kwargs(axes, grid_hw)
       h = block.attention_norm(x)
       if return_entropy:
         w = block.attention.attention_weights(h, **kwargs)
