@@ -43,19 +43,21 @@ ENCODERS = (
     'rope_mixed',
     'mrope',
 )
-# The issue's list, as far as the grid registry has it today (relpos_jax.grid.registry on the grid branch):
-# iRPE's methods in bias mode, Swin v2's CPB, the lecture's distance (L1), KERPLE and Shaw per axis, and an
-# absolute baseline. iRPE's contextual mode and the coordinate-augmentation wrapper are not registered yet
-# (add 'irpe_ctx: irpe(method=product, mode=contextual)' and the augmented entry when they are); Swin v1's
-# table is left out: it cannot cover a grid larger than its window. A spec the model does not know is refused,
-# by name, before anything trains.
+# The issue's list: iRPE's methods in bias mode and its contextual mode, Swin v2's CPB, the lecture's distance
+# (L1), KERPLE and Shaw per axis, STRING and LookHere, axial RoPE under DINOv3's coordinate augmentation, and an
+# absolute baseline. Swin v1's table is left out: it cannot cover a grid larger than its window. A spec the model
+# does not know is refused, by name, before anything trains.
 FULL_ENCODERS = ENCODERS + (
     'irpe_product: irpe(method=product, mode=bias)',
     'irpe_euclidean: irpe(method=euclidean, mode=bias)',
+    'irpe_ctx: irpe(method=product, mode=contextual)',
     'swin_v2_cpb',
     'distance_l1: distance2d(metric=l1)',
     'kerple2d',
     'shaw2d',
+    'string',
+    'lookhere',
+    'rope_axial+augment: augment_coords(rope_axial)',
     'sincos2d',
 )
 COMPARISONS = ('rope_mixed vs rope_axial', 'alibi2d vs rope_axial', 'rope_axial vs nope')

@@ -33,8 +33,10 @@ at the end results.png (accuracy against grid side, one panel per task) and resu
 layer against grid side).
 
 The model: `model_fn(*, encoder, num_classes, patch_size, in_channels, pool, rngs, **config.model)` returns a
-flax NNX module called as `model(images float[B, H, W, C], train=..., return_entropy=...)` -> logits
-[B, num_classes] (pool 'mean' / 'cls') or [B, H/p, W/p, num_classes] (pool 'none': per-cell tasks). The
+flax NNX module called as `model(images float[B, H, W, C], train=..., rng=..., return_entropy=...)` -> logits
+[B, num_classes] (pool 'mean' / 'cls') or [B, H/p, W/p, num_classes] (pool 'none': per-cell tasks); in training
+`rng` is a key per step (what an encoder that augments its coordinates in training, `augment_coords`, draws from;
+the others ignore it, so their runs are what they were without it). The
 default, `vit_model`, builds `relpos_jax.nn.vit.ViT`, imported when it is first called (not at this module's
 import), so this module and its tests run with any stand-in model.
 """
@@ -281,10 +283,14 @@ def _set_peak(optimizer, peak: float) -> None:
   state.hyperparams['step_size'][...] = -peak
 
 
+# The training key's stream, apart from the initialisation's (nnx.Rngs(seed)).
+AUGMENT_STREAM = 1
+
+
 @nnx.jit
-def _train_step(model, optimizer, images, labels):
+def _train_step(model, optimizer, images, labels, rng):
   def loss_fn(model):
-    return _loss_and_predictions(model(images, train=True), labels)[0].mean()
+    return _loss_and_predictions(model(images, train=True, rng=rng), labels)[0].mean()
 
   loss, grads = nnx.value_and_grad(loss_fn)(model)
   optimizer.update(model, grads)
@@ -378,7 +384,8 @@ def train_and_evaluate(settings: Settings, task, entry: Entry, seed: int, lr: fl
   train_losses = []
   for step in range(settings.steps):
     batch = task.batch(pixels, settings.batch_size, seed, 'train', step)
-    loss = float(train_step(model, optimizer, jnp.asarray(batch['images']), jnp.asarray(batch['labels'])))
+    rng = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), AUGMENT_STREAM), step)
+    loss = float(train_step(model, optimizer, jnp.asarray(batch['images']), jnp.asarray(batch['labels']), rng))
     if not math.isfinite(loss):
       return {
           'diverged': {'step': step, 'message': f'non-finite training loss {loss} at step {step}'},

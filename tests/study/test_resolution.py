@@ -49,7 +49,7 @@ class StandIn(nnx.Module):
     self.hidden = nnx.Linear(model_dim, model_dim * mlp_ratio, rngs=rngs)
     self.head = nnx.Linear(model_dim * mlp_ratio, num_classes, rngs=rngs)
 
-  def __call__(self, images, *, train=False, return_entropy=False):
+  def __call__(self, images, *, train=False, rng=None, return_entropy=False):
     b, h, w, c = images.shape
     p = self.patch_size
     x = images.reshape(b, h // p, p, w // p, p, c).transpose(0, 1, 3, 2, 4, 5).reshape(b, h // p, w // p, p * p * c)
@@ -304,3 +304,20 @@ def test_one_writer_per_workdir(tmp_path):
     with pytest.raises(workdir_lock.WorkdirBusyError, match=str(tmp_path)):
       resolution.run_resolution_study(_config(tasks=('count',), seeds=(0,), lr_grid=None), tmp_path, model_fn=StandIn)
   assert not (tmp_path / 'runs').exists()
+
+
+def test_an_augmented_encoder_trains_with_a_key_per_step_and_evaluates_on_the_clean_grid():
+  """augment_coords draws its coordinates from the step's key in training; a run is deterministic per seed, and
+  differs from the base encoder's run (the draw moved the coordinates), while evaluation reads the clean grid."""
+  config = _config(tasks=('direction',), lr_grid=None, steps=2, warmup_steps=0, eval_sides=(4,))
+  config.model.model_dim = 16  # rope_axial: a head of 8 (a multiple of 2 x 2 axes)
+  config.encoders = ('rope_axial', 'aug: augment_coords(rope_axial, jitter=1.5)')
+  config.comparisons = ()
+  settings = resolution.parse_config(config)
+  task = resolution.make_task(settings, 'direction')
+  base, augmented = resolution.parse_entries(settings.encoders)
+  runs = [resolution.train_and_evaluate(settings, task, e, 0, 1e-2, resolution.vit_model) for e in (base, augmented)]
+  again = resolution.train_and_evaluate(settings, task, augmented, 0, 1e-2, resolution.vit_model)
+  assert runs[1]['test']['4']['loss'] == again['test']['4']['loss']  # the key per step is the seed's
+  assert runs[1]['train_loss'] != runs[0]['train_loss']
+  assert math.isfinite(runs[1]['test']['4']['loss'])
