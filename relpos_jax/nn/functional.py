@@ -214,14 +214,16 @@ def _without_nonfinite_keys(key, value, q_len, *, causal, q_offset, key_mask, ma
   return key, value, jnp.broadcast_to(jnp.any(bad, axis=1)[:, None, :], (bad.shape[0], q_len, bad.shape[2]))
 
 
-def _without_nonfinite_keys_segmented(key, value, *, causal, q_offset, key_mask, q_segment_ids, k_segment_ids):
+def _without_nonfinite_keys_segmented(
+    key, value, *, causal, q_offset, key_mask, q_segment_ids, k_segment_ids, chunk=blockwise.SEGMENT_CHUNK
+):
   """`_without_nonfinite_keys` under a document mask, in O(L) memory (`blockwise.segment_visibility`): (key, value
   with non-finite entries zeroed, (B, Lq, H) rows that see a non-finite key or value, (B, Lq) rows that see a key)."""
   finite = jnp.all(jnp.isfinite(key), axis=-1) & jnp.all(jnp.isfinite(value), axis=-1)  # (B, Lk, H)
   key = jnp.where(finite[..., None], key, jnp.zeros((), key.dtype))
   value = jnp.where(finite[..., None], value, jnp.zeros((), value.dtype))
   counts, seen = blockwise.segment_visibility(
-      q_segment_ids, k_segment_ids, causal=causal, q_offset=q_offset, key_mask=key_mask, bad=~finite
+      q_segment_ids, k_segment_ids, causal=causal, q_offset=q_offset, key_mask=key_mask, bad=~finite, chunk=chunk
   )
   return key, value, seen, counts > 0
 
@@ -351,7 +353,8 @@ def attend(
   sees_nonfinite, sees = None, None
   if segments:
     key, value, sees_nonfinite, sees = _without_nonfinite_keys_segmented(
-        key, value, causal=causal, q_offset=q_offset, key_mask=key_mask, **segments
+        key, value, causal=causal, q_offset=q_offset, key_mask=key_mask, chunk=blockwise.block_sizes(block_size)[1],
+        **segments,
     )
   elif causal or key_mask is not None or mask is not None:
     key, value, sees_nonfinite = _without_nonfinite_keys(
