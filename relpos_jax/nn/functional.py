@@ -353,7 +353,12 @@ def attend(
   sees_nonfinite, sees = None, None
   if segments:
     key, value, sees_nonfinite, sees = _without_nonfinite_keys_segmented(
-        key, value, causal=causal, q_offset=q_offset, key_mask=key_mask, chunk=blockwise.block_sizes(block_size)[1],
+        key,
+        value,
+        causal=causal,
+        q_offset=q_offset,
+        key_mask=key_mask,
+        chunk=blockwise.block_sizes(block_size)[1],
         **segments,
     )
   elif causal or key_mask is not None or mask is not None:

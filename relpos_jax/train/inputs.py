@@ -275,7 +275,9 @@ class CorpusData:
       )
 
   def train_batch(self, step: int, rows: slice | None = None) -> Batch:
-    batch = lm_batch(self.corpus.sample_batch(train_rng(self.seed, step), self.batch_size, self.train_length, rows=rows))
+    batch = lm_batch(
+        self.corpus.sample_batch(train_rng(self.seed, step), self.batch_size, self.train_length, rows=rows)
+    )
     if self.packing != 'none':
       batch.update(self._packed(window_documents(batch['inputs']), step, rows))
     return batch
