@@ -249,3 +249,30 @@ def test_bad_segment_ids_are_refused_by_name():
   )
   with pytest.raises(ValueError, match='segment_ids'):
     path(x, segment_ids=np.zeros((1, 4), np.int32))
+
+
+@pytest.mark.parametrize('implementation,block_size', [(None, None), ('blockwise', 4)])
+@pytest.mark.parametrize('spec,share', [('rope + alibi', False), ('t5(bidirectional=False)', True)])
+def test_model_logits_of_a_packed_document_equal_the_document_alone(spec, share, implementation, block_size):
+  """DecoderLM logits (2 layers; T5 shares one bias across its layers) per document, packed with 'reset'
+  positions vs alone."""
+  config = models.ModelConfig(
+      vocab_size=11,
+      num_layers=2,
+      model_dim=DIM,
+      num_heads=HEADS,
+      encoder=spec,
+      mlp_ratio=2,
+      share_position_bias=share,
+      attention_implementation=implementation,
+      attention_block_size=block_size,
+  )
+  model = models.DecoderLM(config, rngs=nnx.Rngs(0))
+  lengths = (4, 6, 3)
+  segments, positions = packed(lengths)
+  tokens = jax.random.randint(jax.random.key(8), (1, sum(lengths)), 0, 11)
+  full = model(tokens, positions=positions, segment_ids=segments)
+  start = 0
+  for n in lengths:
+    np.testing.assert_allclose(model(tokens[:, start : start + n]), full[:, start : start + n], atol=1e-5)
+    start += n

@@ -11,11 +11,12 @@ import hashlib
 
 import hypothesis
 import hypothesis.strategies as st
+import jax
 import numpy as np
 import pytest
 
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import inputs, loop, state, step
+from relpos_jax.train import inputs, loop, state, step, token_inputs
 
 
 @pytest.fixture(scope='module')
@@ -169,3 +170,43 @@ def test_offsets_beyond_a_learned_table_are_refused(config_for):
   with pytest.raises(config_lib.ConfigError, match='data.packing_max_offset'):
     config_lib.validate(config)
   config_lib.validate(config_for('reset_offset', max_offset=40, encoder='learned(max_length=64) + alibi'))
+
+
+def test_a_packed_run_trains_and_records_its_packing(config_for, tmp_path):
+  """Three jitted train steps with 'reset_offset' batches (segment_ids, positions) through the loop."""
+  config = config_for('reset_offset', 5)
+  config.train.steps, config.train.log_every, config.train.checkpoint_every = 3, 3, 3
+  config.eval.every, config.optim.warmup_steps = 0, 1
+  result = loop.train(config, tmp_path / 'run', devices=jax.devices()[:1])
+  assert result.data.describe()['packing'] == 'reset_offset'
+  assert int(result.state.step) == 3 and np.isfinite(result.final_metrics['loss'])
+
+
+def test_bpe_documents_change_after_the_separator_token(config_for, tmp_path):
+  """BPE windows: a token's document is its first byte's; the id steps up right after a token holding the
+  separator byte, and the tokens are those of the 'none' stream."""
+  pytest.importorskip('tokenizers')
+
+  def bpe(packing):
+    config = config_for(packing)
+    config.data.tokenizer, config.data.vocab_size = 'bpe', 300
+    config.data.tokenizer_cache = str(tmp_path / 'bpe')
+    config.eval.lengths = (4,)
+    return token_inputs.BPECorpusData(config)
+
+  data, base = bpe('reset'), bpe('none')
+  ids, starts = data.split_tokens('train')
+  split = np.asarray(data.corpus.tokens('train'))
+  ends = np.append(starts[1:], split.size)
+  holds_separator = np.array([np.any(split[a:b] == 0) for a, b in zip(starts, ends)])
+  spanning = 0
+  for s in range(3):
+    batch, old = data.train_batch(s), base.train_batch(s)
+    assert digest({k: batch[k] for k in old}) == digest(old)
+    seg = batch['segment_ids']
+    for r in range(seg.shape[0]):
+      # this row's first token index in the split: the window is ids[k : k + 17]
+      k = np.flatnonzero(np.all(np.lib.stride_tricks.sliding_window_view(ids, 16) == batch['inputs'][r], axis=1))[0]
+      np.testing.assert_array_equal(np.diff(seg[r]), holds_separator[k : k + 15].astype(int))
+      spanning += int(seg[r].max() > 0)
+  assert spanning > 0
