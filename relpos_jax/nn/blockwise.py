@@ -674,8 +674,9 @@ def segment_visibility(
       visible = visible & jax.lax.dynamic_slice_in_dim(m, ks, c, axis=2)
     counts = counts + jnp.sum(visible, axis=-1, dtype=jnp.int32)
     if bad is not None:
-      bad_c = jax.lax.dynamic_slice_in_dim(bad, ks, c, axis=1)  # (B, c, H)
-      seen = seen | jnp.any(visible[..., None] & bad_c[:, None], axis=2)
+      bad_c = jax.lax.dynamic_slice_in_dim(bad, ks, c, axis=1).astype(jnp.float32)  # (B, c, H)
+      # A count of the visible flagged keys, as a product: no (B, Lq, chunk, H) intermediate.
+      seen = seen | (jnp.einsum('bqc,bch->bqh', visible.astype(jnp.float32), bad_c) > 0)
     return counts, seen
 
   seen0 = jnp.zeros((b, q_len, 0 if bad is None else bad.shape[-1]), bool)

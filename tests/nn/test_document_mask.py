@@ -276,3 +276,41 @@ def test_model_logits_of_a_packed_document_equal_the_document_alone(spec, share,
   for n in lengths:
     np.testing.assert_allclose(model(tokens[:, start : start + n]), full[:, start : start + n], atol=1e-5)
     start += n
+
+
+@pytest.mark.parametrize('causal,window', [(True, None), (False, None), (True, 2), (False, 2)])
+def test_padding_and_windows_with_documents_blockwise_equals_explicit(causal, window):
+  """Segment ids beside a padding mask (a padded tail, a document wholly padded: its rows see no key and output
+  zeros) and sliding windows: the tiled path (tiles 3 x 2) gives the explicit path's outputs."""
+  q, k, v = (jax.random.normal(jax.random.key(i), (2, 9, HEADS, 4)) for i in (9, 10, 11))
+  segments = np.array([[0, 0, 0, 1, 1, 1, 1, 2, 2], [0, 0, 1, 1, 1, 1, 1, 1, 1]], np.int32)
+  key_mask = np.array([[True] * 7 + [False] * 2, [True] * 6 + [False] * 3])
+  outs = [
+      functional.attend(
+          q,
+          k,
+          v,
+          parts=(),
+          params=[],
+          causal=causal,
+          key_mask=key_mask,
+          window=window,
+          implementation=implementation,
+          block_size=block_size,
+          q_segment_ids=segments,
+          k_segment_ids=segments,
+      )
+      for implementation, block_size in (('einsum', None), ('blockwise', (3, 2)))
+  ]
+  np.testing.assert_allclose(outs[0], outs[1], atol=1e-5)
+  np.testing.assert_array_equal(outs[1][0, 7:], 0.0)  # document 2 of row 0 is all padding
+
+
+def test_attention_weights_respect_documents():
+  layer = attention.RelativeMultiHeadAttention(HEADS, DIM, encoders.make('alibi'), causal=False, rngs=nnx.Rngs(0))
+  segments, positions = packed((2, 3))
+  x = jax.random.normal(jax.random.key(12), (1, 5, DIM))
+  weights = layer.attention_weights(x, positions=positions, segment_ids=segments)
+  np.testing.assert_array_equal(weights[0, :, :2, 2:], 0.0)
+  np.testing.assert_array_equal(weights[0, :, 2:, :2], 0.0)
+  np.testing.assert_allclose(jnp.sum(weights, -1), 1.0, rtol=1e-6)
