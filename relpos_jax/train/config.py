@@ -199,6 +199,23 @@ class CorpusSource:
           self.packing_max_offset,
           f"an int >= 1 with data.packing='reset_offset' and only then (data.packing={self.packing!r})",
       )
+    if self.packing == 'none':
+      return
+    layers = run.encoder if isinstance(run.encoder, tuple) else (run.encoder,)
+    if run.model.attention_implementation == 'pallas':
+      raise _invalid_key(
+          'data.packing',
+          self.packing,
+          "the Pallas kernel takes no document mask (model.attention_implementation='pallas'); allowed with it: 'none'",
+      )
+    replaced = sorted({p.name for e in layers for p in contract.leaves(e) if getattr(p, 'replaces_content', False)})
+    if replaced:
+      raise _invalid_key(
+          'data.packing',
+          self.packing,
+          f'{replaced} of model.encoder={run.encoder_spec!r} take no document mask (their logit is a scan over every '
+          "token between key and query); allowed with it: 'none'",
+      )
     if self.packing not in ('reset', 'reset_offset'):
       return
     if train_position_limit(run.encoder) is not None:
@@ -209,7 +226,6 @@ class CorpusSource:
           "allowed with it: 'none' or 'continue'",
       )
     furthest = self.train_length + (self.packing_max_offset or 0)
-    layers = run.encoder if isinstance(run.encoder, tuple) else (run.encoder,)
     for part in (p for e in layers for p in contract.leaves(e)):
       try:
         part.check_positions(furthest)

@@ -210,3 +210,13 @@ def test_bpe_documents_change_after_the_separator_token(config_for, tmp_path):
       np.testing.assert_array_equal(np.diff(seg[r]), holds_separator[k : k + 15].astype(int))
       spanning += int(seg[r].max() > 0)
   assert spanning > 0
+
+
+def test_paths_without_a_document_mask_are_refused(config_for):
+  config = config_for('continue', encoder='path + fox')
+  with pytest.raises(config_lib.ConfigError, match="data.packing='continue'.*path"):
+    config_lib.validate(config)
+  config = config_for('reset')
+  config.model.attention_implementation = 'pallas'
+  with pytest.raises(config_lib.ConfigError, match="data.packing='reset'.*Pallas"):
+    config_lib.validate(config)
