@@ -70,6 +70,8 @@ class KVCache:
   positions: (B, max_length) int32, each cached token's position (for explicit / randomized positions).
   mask: (B, max_length) bool, True where a real token was written.
   index: int32 scalar, the number of tokens cached: the next queries sit at q_offset = index.
+  segment_ids: (B, max_length) int32, each cached token's document id (packed sequences, `decode(segment_ids=)`;
+    0 where decode was given none), or None in a cache built before segment ids existed.
   features: per attention part, the contextual part's token features (B, max_length, F) (FoX's gate
     logits, PaTH's directions), or None.
   """
@@ -80,6 +82,7 @@ class KVCache:
   mask: jax.Array
   index: jax.Array
   features: tuple = ()
+  segment_ids: jax.Array | None = None
 
   @property
   def max_length(self) -> int:
@@ -265,6 +268,12 @@ class RelativeMultiHeadAttention(nnx.Module):
   def _project(self, x):
     return tuple(split_heads(proj(x), self.num_heads) for proj in (self.query, self.key, self.value))
 
+  def _check_segments(self, x, segment_ids):
+    """segment_ids (B, L) int (the document id of each token of packed sequences) -> int32, or None."""
+    if segment_ids is None:
+      return None
+    return validation.positions('RelativeMultiHeadAttention', segment_ids, tuple(x.shape[:2]), 'segment_ids')
+
   def _check_input(self, x, positions, padding_mask):
     """x (B, L, model_dim), and positions / padding_mask (B, L) when given: the layer's input boundary."""
     validation.shaped('RelativeMultiHeadAttention', 'x', x, ('batch', 'length', self.model_dim))
@@ -292,17 +301,21 @@ class RelativeMultiHeadAttention(nnx.Module):
       position_params=None,
       grid_shape=None,
       class_token: bool = False,
+      segment_ids: jax.Array | None = None,
   ) -> jax.Array:
     """x (B, L, model_dim) -> (B, L, model_dim).
 
     positions: explicit int positions (B, L), None for 0 .. L-1. padding_mask: (B, L) bool, True = real
     token (padded keys are masked). position_bias: a precomputed scalar bias of the scalar parts, shared
     across layers. position_params: the encoder params when the layer does not own them.
+    segment_ids: (B, L) int document ids of packed sequences: a token attends to its own document's tokens only
+    (pass per-document `positions` too for positions that restart at each document).
 
     Grid encoders (relpos_jax.grid) read coordinates instead: positions (B, L, axes), int or float, or
     `grid_shape` (a static (H, W) or (T, H, W): the tokens are that grid in raster order, after a class token
     first when `class_token`), the grid's counterpart of contiguous positions (see `_grid_inputs`).
     """
+    segment_ids = self._check_segments(x, segment_ids)
     if self._on_grid(positions, grid_shape):
       q, k, v, bias, parts, params, padding_mask = self._grid_inputs(
           x, positions, padding_mask, position_bias, position_params, grid_shape, class_token, by_table=True
@@ -319,6 +332,8 @@ class RelativeMultiHeadAttention(nnx.Module):
           implementation=self.implementation,
           block_size=self.block_size,
           features=content_terms.token_features(parts, params, x),
+          q_segment_ids=segment_ids,
+          k_segment_ids=segment_ids,
       )
       return self.out(merge_heads(out).astype(self.dtype))
     positions, padding_mask = self._check_input(x, positions, padding_mask)
@@ -345,6 +360,8 @@ class RelativeMultiHeadAttention(nnx.Module):
         debug_checks=self.debug_checks,
         window=self.window,
         features=content_terms.token_features(self.parts, params, x),
+        q_segment_ids=segment_ids,
+        k_segment_ids=segment_ids,
     )
     return self.out(merge_heads(out).astype(self.dtype))
 
@@ -486,7 +503,15 @@ class RelativeMultiHeadAttention(nnx.Module):
     return q, k, v, bias, tuple(rest), rest_params, padding_mask
 
   def attention_weights(
-      self, x, *, positions=None, padding_mask=None, position_params=None, grid_shape=None, class_token: bool = False
+      self,
+      x,
+      *,
+      positions=None,
+      padding_mask=None,
+      position_params=None,
+      grid_shape=None,
+      class_token: bool = False,
+      segment_ids=None,
   ) -> jax.Array:
     """The attention distribution (B, H, L, L) float32 this layer's __call__ uses, built explicitly: softmax of
     q . k / sqrt(D) + the scalar bias, masked. For diagnostics (attention entropy); the parts must be rotary,
@@ -503,6 +528,7 @@ class RelativeMultiHeadAttention(nnx.Module):
         f'rotary, scalar-bias or position-free parts only (the weights are rebuilt explicitly); {other} are not',
     )
     b, length = x.shape[:2]
+    segment_ids = self._check_segments(x, segment_ids)
     if self._on_grid(positions, grid_shape):
       q, k, _, bias, _, _, padding_mask = self._grid_inputs(
           x, positions, padding_mask, None, position_params, grid_shape, class_token
@@ -520,7 +546,14 @@ class RelativeMultiHeadAttention(nnx.Module):
     logits = jnp.einsum('bihd,bjhd->bhij', q, k, preferred_element_type=jnp.float32) / np.sqrt(self.head_dim)
     if bias is not None:
       logits = logits + jnp.asarray(bias, jnp.float32)
-    mask = functional.attention_mask(length, length, causal=self.causal, key_mask=padding_mask)
+    mask = functional.attention_mask(
+        length,
+        length,
+        causal=self.causal,
+        key_mask=padding_mask,
+        q_segment_ids=segment_ids,
+        k_segment_ids=segment_ids,
+    )
     if mask is not None:
       logits = jnp.where(mask, logits, -1e30)
     return jax.nn.softmax(logits, axis=-1)
@@ -552,6 +585,7 @@ class RelativeMultiHeadAttention(nnx.Module):
         mask=jnp.zeros((batch, max_length), bool),
         index=jnp.zeros((), jnp.int32),
         features=features,
+        segment_ids=jnp.zeros((batch, max_length), jnp.int32),
     )
 
   def decode(
@@ -563,6 +597,7 @@ class RelativeMultiHeadAttention(nnx.Module):
       padding_mask: jax.Array | None = None,
       position_bias: jax.Array | None = None,
       position_params=None,
+      segment_ids: jax.Array | None = None,
   ) -> tuple[jax.Array, KVCache]:
     """Attends C new tokens x (B, C, model_dim) to the cache and themselves; returns (y, updated cache).
 
@@ -570,6 +605,9 @@ class RelativeMultiHeadAttention(nnx.Module):
     C - 1 and every cached token is assumed to have had its index as position (as in a full forward).
     Explicit `positions` (B, C) are stored in the cache, and the position terms then read positions from
     the cache. position_bias, if given, must be (H or B, H, C, max_length) for these queries.
+    segment_ids: (B, C) int document ids of the new tokens (packed sequences), stored in the cache: a new token
+    attends to the cached and new tokens of its own document only. Tokens decoded without them are stored as
+    document 0, and a call without them attends across documents (as a forward without segment_ids).
     """
     validation.require(
         self.causal,
@@ -588,6 +626,7 @@ class RelativeMultiHeadAttention(nnx.Module):
         f'an encoder of 1-D positions: cached decoding of grid encoders ({grid_parts}) is not built',
     )
     explicit, padding_mask = self._check_input(x, positions, padding_mask)
+    segment_ids = self._check_segments(x, segment_ids)
     b, chunk, _ = x.shape
     validation.require(cache.key.shape[0] == b, 'decode', 'x', f'<batch {b}>', f'the cache batch {cache.key.shape[0]}')
     validation.require(
@@ -599,6 +638,13 @@ class RelativeMultiHeadAttention(nnx.Module):
     )
     max_length = cache.max_length
     check_cache_room(cache.index, chunk, max_length)
+    validation.require(
+        segment_ids is None or cache.segment_ids is not None,
+        'decode',
+        'cache',
+        '<a KVCache without segment_ids>',
+        "a cache from this layer's init_cache (it stores each cached token's segment id) when segment_ids are given",
+    )
     params = self._params(position_params)
     index = jnp.asarray(cache.index, jnp.int32)
     new_positions = explicit if explicit is not None else position_terms.contiguous_positions(b, chunk, index)
@@ -619,6 +665,11 @@ class RelativeMultiHeadAttention(nnx.Module):
         mask=jax.lax.dynamic_update_slice(cache.mask, new_mask, start),
         index=index + chunk,
         features=features,
+        segment_ids=None
+        if cache.segment_ids is None
+        else jax.lax.dynamic_update_slice(
+            cache.segment_ids, jnp.zeros((b, chunk), jnp.int32) if segment_ids is None else segment_ids, start
+        ),
     )
     keys = cache.key
     if position_terms.has_kind(self.parts, contract.Kind.ROTARY):
@@ -648,6 +699,8 @@ class RelativeMultiHeadAttention(nnx.Module):
         debug_checks=self.debug_checks,
         window=self.window,
         features=list(cache.features),
+        q_segment_ids=segment_ids,
+        k_segment_ids=None if segment_ids is None else cache.segment_ids,
     )
     y = self.out(merge_heads(out).astype(self.dtype))
     return poison_overflow(y, index, chunk, max_length), cache

@@ -94,6 +94,7 @@ class TransformerBlock(nnx.Module):
       position_bias=None,
       position_params=None,
       deterministic: bool = True,
+      segment_ids=None,
   ):
     h = self.attention(
         self.attention_norm(x).astype(self.dtype),
@@ -101,11 +102,14 @@ class TransformerBlock(nnx.Module):
         padding_mask=padding_mask,
         position_bias=position_bias,
         position_params=position_params,
+        segment_ids=segment_ids,
     )
     x = x + self.dropout(h, deterministic=deterministic).astype(jnp.float32)
     return self._mlp_branch(x, deterministic)
 
-  def decode(self, x, cache, *, positions=None, padding_mask=None, position_bias=None, position_params=None):
+  def decode(
+      self, x, cache, *, positions=None, padding_mask=None, position_bias=None, position_params=None, segment_ids=None
+  ):
     h, cache = self.attention.decode(
         self.attention_norm(x).astype(self.dtype),
         cache,
@@ -113,6 +117,7 @@ class TransformerBlock(nnx.Module):
         padding_mask=padding_mask,
         position_bias=position_bias,
         position_params=position_params,
+        segment_ids=segment_ids,
     )
     x = x + h.astype(jnp.float32)
     return self._mlp_branch(x, True), cache

@@ -97,6 +97,7 @@ class _Config:
   k_len: int  # real keys (later ones are padding)
   has_key_mask: bool
   has_mask: bool
+  has_segments: bool = False  # aux holds q_segment_ids / k_segment_ids: a query sees its own document's keys only
   normalizer: int | None = None  # index in parts of a normalizer replacing the softmax (stick-breaking)
   halo: int = 0  # extra key columns on each side of a tile that a score transform reads (DAPE version 2)
   # How a tile reads the precomputed bias: sliced from (B|1, H, Lq, Lk), or gathered from a grid's distinct
@@ -515,6 +516,8 @@ def prepare(
     block_size=None,
     features=None,
     one_tile: bool = False,
+    q_segment_ids=None,
+    k_segment_ids=None,
 ) -> Prepared:
   """Tiles, padding, and each part's prepared data (`terms.Term.prepare`, differentiable by plain autodiff)."""
   b, q_len, num_heads, _ = query.shape
@@ -554,8 +557,17 @@ def prepare(
   if u is not None:  # As _logits: the content queries carry Transformer-XL's u.
     content_q, content_k = content_q.astype(jnp.float32) + u, content_k.astype(jnp.float32)
   counts = None
+  segments = q_segment_ids is not None
   if any(part.kind is Kind.TEMPERATURE for part, _, _ in active):
-    counts = content_terms.visible_counts(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
+    if segments:  # the keys of the query's own document (functional.attend folds segments into `mask` else)
+      counts, _ = segment_visibility(
+          q_segment_ids, k_segment_ids, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask
+      )
+      counts = counts.astype(jnp.float32)
+    else:
+      counts = content_terms.visible_counts(
+          q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask
+      )
   ctx = terms.Context(
       padded_q,
       padded_k,
@@ -590,6 +602,9 @@ def prepare(
     m = jnp.reshape(m, (1,) * (4 - m.ndim) + m.shape)
     m = jnp.broadcast_to(m, m.shape[:2] + (q_len, k_len))
     aux['mask'] = terms.pad_axis(terms.pad_axis(m, 2, padded_q), 3, padded_k)
+  if segments:  # (B, padded L) int32 each: a tile compares its queries' ids with its keys' (terms.tile_mask)
+    aux['q_segment_ids'] = terms.pad_axis(jnp.asarray(q_segment_ids, jnp.int32), 1, padded_q)
+    aux['k_segment_ids'] = terms.pad_axis(jnp.asarray(k_segment_ids, jnp.int32), 1, padded_k)
 
   cfg = _Config(
       parts=tuple(part for part, _, _ in active),
@@ -604,6 +619,7 @@ def prepare(
       k_len=k_len,
       has_key_mask=key_mask is not None,
       has_mask=mask is not None,
+      has_segments=segments,
       normalizer=normalizers[0] if normalizers else None,
       halo=halo,
       given_term=given_term,
@@ -614,6 +630,58 @@ def prepare(
       for t, part, th in zip(part_terms, cfg.parts, theta['parts'])
   ]
   return Prepared(cfg, padded_query, padded_key, terms.pad_axis(value, 1, padded_k), theta, aux, q_len)
+
+
+# Key columns per step of `segment_visibility`: its memory is O(B Lq SEGMENT_CHUNK H), never (Lq, Lk).
+SEGMENT_CHUNK = 512
+
+
+def segment_visibility(
+    q_segment_ids, k_segment_ids, *, causal: bool, q_offset=0, key_mask=None, mask=None, bad=None, chunk=SEGMENT_CHUNK
+):
+  """Under a document mask (query i sees key j only when their segment ids are equal, and the causal mask,
+  `key_mask` and `mask` allow it): (counts (B, Lq) int32, the keys each query sees; seen (B, Lq, H) bool, whether
+  it sees a key flagged in `bad` (B, Lk, H), or None without `bad`).
+
+  What functional.attend needs before the tiled kernel runs (which rows see no key, which see a non-finite key)
+  and the temperatures' n_i, computed over key chunks: O(B Lq chunk) memory, no (Lq, Lk) array (unless `mask`,
+  an arbitrary (B|1, H|1, Lq, Lk) mask the caller already holds, whose first head is read)."""
+  q_seg, k_seg = jnp.asarray(q_segment_ids, jnp.int32), jnp.asarray(k_segment_ids, jnp.int32)
+  b, q_len = q_seg.shape
+  k_len = k_seg.shape[1]
+  c = min(int(chunk), k_len)
+  padded = -(-k_len // c) * c
+  k_seg = terms.pad_axis(k_seg, 1, padded)
+  real = jnp.ones((b, k_len), bool) if key_mask is None else jnp.asarray(key_mask, bool)
+  real = terms.pad_axis(real, 1, padded)  # padding keys are False
+  if mask is not None:
+    m = jnp.asarray(mask, bool)
+    m = jnp.reshape(m, (1,) * (4 - m.ndim) + m.shape)
+    m = terms.pad_axis(jnp.broadcast_to(m[:, 0], (m.shape[0], q_len, k_len)), 2, padded)
+  if bad is not None:
+    bad = terms.pad_axis(jnp.asarray(bad, bool), 1, padded)
+  q_index = jnp.arange(q_len, dtype=jnp.int32) + jnp.asarray(q_offset, jnp.int32)
+
+  def step(n, carry):
+    counts, seen = carry
+    ks = n * c
+    visible = (q_seg[:, :, None] == jax.lax.dynamic_slice_in_dim(k_seg, ks, c, axis=1)[:, None, :]) & (
+        jax.lax.dynamic_slice_in_dim(real, ks, c, axis=1)[:, None, :]
+    )
+    if causal:
+      visible = visible & (ks + jnp.arange(c, dtype=jnp.int32)[None, :] <= q_index[:, None])[None]
+    if mask is not None:
+      visible = visible & jax.lax.dynamic_slice_in_dim(m, ks, c, axis=2)
+    counts = counts + jnp.sum(visible, axis=-1, dtype=jnp.int32)
+    if bad is not None:
+      bad_c = jax.lax.dynamic_slice_in_dim(bad, ks, c, axis=1).astype(jnp.float32)  # (B, c, H)
+      # A count of the visible flagged keys, as a product: no (B, Lq, chunk, H) intermediate.
+      seen = seen | (jnp.einsum('bqc,bch->bqh', visible.astype(jnp.float32), bad_c) > 0)
+    return counts, seen
+
+  seen0 = jnp.zeros((b, q_len, 0 if bad is None else bad.shape[-1]), bool)
+  counts, seen = jax.lax.fori_loop(0, padded // c, step, (jnp.zeros((b, q_len), jnp.int32), seen0))
+  return counts, (None if bad is None else seen)
 
 
 def attend_one_tile(query, key, value, **kwargs) -> jax.Array:

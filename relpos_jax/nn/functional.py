@@ -84,20 +84,43 @@ def default_is_tiled(parts, query, value) -> bool:
 
 
 def attention_mask(
-    q_len: int, k_len: int, *, causal: bool, q_offset=0, key_mask: jax.Array | None = None
+    q_len: int,
+    k_len: int,
+    *,
+    causal: bool,
+    q_offset=0,
+    key_mask: jax.Array | None = None,
+    q_segment_ids: jax.Array | None = None,
+    k_segment_ids: jax.Array | None = None,
 ) -> jax.Array | None:
   """Bool (B or 1, 1, q_len, k_len), True = may attend; None when nothing is masked.
 
   Causality is by index: query i (at index q_offset + i among the keys) sees keys j <= q_offset + i.
   `key_mask` (B, k_len) bool marks real keys (padding_mask of the keys, or the filled part of a cache).
+  `q_segment_ids` (B, q_len), `k_segment_ids` (B, k_len) int, both or neither: packed documents, a query sees
+  the keys of its own document (equal ids) only.
   """
   q_len = validation.positive_int('attention_mask', 'q_len', q_len)
   k_len = validation.positive_int('attention_mask', 'k_len', k_len)
   if key_mask is not None:
     key_mask = validation.mask('attention_mask', key_mask, (np.shape(key_mask)[0], k_len), 'key_mask')
-  return _attention_mask(
+  mask = _attention_mask(
       q_len, k_len, causal=causal, q_offset=validation.offset('attention_mask', q_offset), key_mask=key_mask
   )
+  validation.require(
+      (q_segment_ids is None) == (k_segment_ids is None),
+      'attention_mask',
+      'k_segment_ids',
+      '<given>' if q_segment_ids is None else None,
+      'both q_segment_ids and k_segment_ids, or neither',
+  )
+  if q_segment_ids is None:
+    return mask
+  batch = np.shape(q_segment_ids)[0]
+  q_seg = validation.positions('attention_mask', q_segment_ids, (batch, q_len), 'q_segment_ids')
+  k_seg = validation.positions('attention_mask', k_segment_ids, (batch, k_len), 'k_segment_ids')
+  same = (q_seg[:, :, None] == k_seg[:, None, :])[:, None]
+  return same if mask is None else mask & same
 
 
 def _attention_mask(q_len, k_len, *, causal, q_offset, key_mask):
@@ -191,6 +214,20 @@ def _without_nonfinite_keys(key, value, q_len, *, causal, q_offset, key_mask, ma
   return key, value, jnp.broadcast_to(jnp.any(bad, axis=1)[:, None, :], (bad.shape[0], q_len, bad.shape[2]))
 
 
+def _without_nonfinite_keys_segmented(
+    key, value, *, causal, q_offset, key_mask, q_segment_ids, k_segment_ids, chunk=blockwise.SEGMENT_CHUNK
+):
+  """`_without_nonfinite_keys` under a document mask, in O(L) memory (`blockwise.segment_visibility`): (key, value
+  with non-finite entries zeroed, (B, Lq, H) rows that see a non-finite key or value, (B, Lq) rows that see a key)."""
+  finite = jnp.all(jnp.isfinite(key), axis=-1) & jnp.all(jnp.isfinite(value), axis=-1)  # (B, Lk, H)
+  key = jnp.where(finite[..., None], key, jnp.zeros((), key.dtype))
+  value = jnp.where(finite[..., None], value, jnp.zeros((), value.dtype))
+  counts, seen = blockwise.segment_visibility(
+      q_segment_ids, k_segment_ids, causal=causal, q_offset=q_offset, key_mask=key_mask, bad=~finite, chunk=chunk
+  )
+  return key, value, seen, counts > 0
+
+
 def attend(
     query: jax.Array,
     key: jax.Array,
@@ -210,6 +247,8 @@ def attend(
     debug_checks: bool = False,
     window: int | None = None,
     features=None,
+    q_segment_ids=None,
+    k_segment_ids=None,
 ) -> jax.Array:
   """Multi-head attention with the position terms of `parts`.
 
@@ -239,6 +278,11 @@ def attend(
     features: per part, the contextual parts' token features of the keys (B, Lk, F) or None
       (`content_terms.token_features` of the layer input; the cached ones in decoding). 'blockwise' tiles
       every content kind but PaTH, 'pallas' none of them: a ValueError naming the encoder and its kind.
+    q_segment_ids, k_segment_ids: (B, Lq), (B, Lk) int document ids of packed sequences, both or neither: query
+      i sees key j only when their ids are equal (a document mask, on top of the causal and padding masks).
+      The untiled paths (explicit, dot_product_attention / cuDNN) take it as part of `mask`; 'blockwise' compares
+      each tile's query and key ids (`terms.tile_mask`, O(L) memory, no (Lq, Lk) array, unless a sliding
+      window's mask is realised anyway); 'pallas' refuses it.
 
   Returns:
     (B, Lq, H, D) in value's dtype. Queries that see no key at all output zeros.
@@ -256,6 +300,33 @@ def attend(
       'both q_positions and k_positions, or neither (contiguous positions)',
   )
   q_offset = validation.offset('attend', q_offset)
+  validation.require(
+      (q_segment_ids is None) == (k_segment_ids is None),
+      'attend',
+      'k_segment_ids',
+      '<given>' if q_segment_ids is None else None,
+      'both q_segment_ids and k_segment_ids (packed documents), or neither',
+  )
+  if q_segment_ids is not None:
+    q_segment_ids = validation.positions('attend', q_segment_ids, (b, q_len), 'q_segment_ids')
+    k_segment_ids = validation.positions('attend', k_segment_ids, (b, k_len), 'k_segment_ids')
+    validation.require(
+        implementation != 'pallas',
+        'attend',
+        'implementation',
+        implementation,
+        'not "pallas" with segment ids (its kernel masks causally and by padding only); "blockwise" tiles the '
+        'document mask, None, "einsum", "xla" and "cudnn" take it whole',
+    )
+    replaced = [part.name for part in parts if part.kind is Kind.CONTEXTUAL and part.replaces_content]
+    validation.require(
+        not replaced,
+        'attend',
+        'q_segment_ids',
+        '<given>',
+        f'None with {replaced}: its logit replaces q . k with a scan over every token between key and query, '
+        'which does not take a document mask (a packed document scores differently from the document alone)',
+    )
   if q_positions is not None:
     q_positions = validation.positions('attend', q_positions, (b, q_len), 'q_positions')
     k_positions = validation.positions('attend', k_positions, (b, k_len), 'k_positions')
@@ -270,14 +341,30 @@ def attend(
         q_len, k_len, window, q_offset=q_offset, q_positions=q_positions, k_positions=k_positions, symmetric=not causal
     )
     mask = window_mask if mask is None else mask & window_mask
-  sees_nonfinite = None
-  if causal or key_mask is not None or mask is not None:
+  if implementation is None and default_is_tiled(parts, query, value):
+    implementation = 'blockwise'
+  segments = {}
+  if q_segment_ids is not None:
+    if implementation == 'blockwise' and mask is None:  # tiles compare ids: no (Lq, Lk) mask is built
+      segments = dict(q_segment_ids=q_segment_ids, k_segment_ids=k_segment_ids)
+    else:  # the untiled paths hold (Lq, Lk) scores anyway; a window's mask is realised already
+      same = (q_segment_ids[:, :, None] == k_segment_ids[:, None, :])[:, None]  # (B, 1, Lq, Lk)
+      mask = same if mask is None else mask & same
+  sees_nonfinite, sees = None, None
+  if segments:
+    key, value, sees_nonfinite, sees = _without_nonfinite_keys_segmented(
+        key,
+        value,
+        causal=causal,
+        q_offset=q_offset,
+        key_mask=key_mask,
+        chunk=blockwise.block_sizes(block_size)[1],
+        **segments,
+    )
+  elif causal or key_mask is not None or mask is not None:
     key, value, sees_nonfinite = _without_nonfinite_keys(
         key, value, q_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask
     )
-
-  if implementation is None and default_is_tiled(parts, query, value):
-    implementation = 'blockwise'
   if isinstance(position_bias, terms.GridTable):
     position_bias = _check_grid_table(position_bias, q_len, k_len, num_heads, q_offset, q_positions)
     if implementation != 'blockwise':  # only the blockwise kernel gathers per tile; the others take every pair
@@ -315,8 +402,10 @@ def attend(
       tiled = pallas_attention.attend
     else:
       tiled = blockwise.attend
-    out = tiled(query, key, value, block_size=block_size, features=features, **common)
-    return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
+    out = tiled(query, key, value, block_size=block_size, features=features, **common, **segments)
+    return _finish(
+        out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask, sees=sees
+    )
 
   if debug_checks and contiguous and position_terms.toeplitz_parts(parts):  # the realised bias: untiled only
     realised = position_terms.scalar_bias(parts, params, q_len, k_len, q_offset=q_offset)
@@ -409,8 +498,11 @@ def _dot_product_attention(
   )
 
 
-def _finish(out, sees_nonfinite, q_len, k_len, *, causal, q_offset, key_mask, mask):
-  sees = _rows_seeing_a_key(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
+def _finish(out, sees_nonfinite, q_len, k_len, *, causal, q_offset, key_mask, mask, sees=None):
+  """Zeroes the rows that see no key and poisons those that see a non-finite one. `sees`: (B, Lq) bool when
+  known already (the document mask's, `_without_nonfinite_keys_segmented`), else derived from the masks."""
+  if sees is None:
+    sees = _rows_seeing_a_key(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
   if sees is not None:
     # A query that sees no key (padding under a causal mask) outputs zero on every path, not an average.
     out = jnp.where(sees[:, :, None, None], out, jnp.zeros((), out.dtype))

@@ -92,8 +92,10 @@ class RelativeMultiHeadAttention(nn.Module):
       positions: jax.Array | None = None,
       padding_mask: jax.Array | None = None,
       position_bias: jax.Array | None = None,
+      segment_ids: jax.Array | None = None,
   ) -> jax.Array:
-    """x (B, L, model_dim) -> (B, L, model_dim); positions (B, L) int or None; padding_mask (B, L) bool."""
+    """x (B, L, model_dim) -> (B, L, model_dim); positions (B, L) int or None; padding_mask (B, L) bool;
+    segment_ids (B, L) int document ids of packed sequences (a token attends to its own document only)."""
     who = 'linen.RelativeMultiHeadAttention'
     functional.check_implementation(self.implementation)
     functional.check_block_size(self.implementation, self.block_size)
@@ -112,6 +114,8 @@ class RelativeMultiHeadAttention(nn.Module):
     )
     if positions is not None:
       positions = validation.positions(who, positions, (b, length))
+    if segment_ids is not None:
+      segment_ids = validation.positions(who, segment_ids, (b, length), 'segment_ids')
     if position_terms.has_kind(parts, contract.Kind.ROTARY):
       rot = positions if positions is not None else position_terms.contiguous_positions(b, length)
       rot = rot if padding_mask is None else jnp.where(padding_mask, rot, 0)  # Padding counts in no length.
@@ -132,6 +136,8 @@ class RelativeMultiHeadAttention(nn.Module):
         debug_checks=self.debug_checks,
         window=self.window,
         features=content_terms.token_features(parts, params, x),
+        q_segment_ids=segment_ids,
+        k_segment_ids=segment_ids,
     )
     return dense(model_dim, name='out')(attention_lib.merge_heads(out).astype(dtype))
 

@@ -367,6 +367,12 @@ class _Transformer(nnx.Module):
       padding_mask = validation.mask(who, padding_mask, tokens.shape)
     return tokens, positions, padding_mask
 
+  def _check_segments(self, tokens, segment_ids):
+    """segment_ids (B, L) int, the document id of each token of packed sequences -> int32, or None."""
+    if segment_ids is None:
+      return None
+    return validation.positions(type(self).__name__, segment_ids, tokens.shape, 'segment_ids')
+
   def _embed(self, tokens, positions, deterministic):
     x = self.embed(tokens).astype(jnp.float32)
     params = [attention_lib.variable_values(p) for p in self.input_position_params]
@@ -395,6 +401,7 @@ class _Transformer(nnx.Module):
       padding_mask: jax.Array | None = None,
       deterministic: bool = True,
       input_positions: jax.Array | None = None,
+      segment_ids: jax.Array | None = None,
   ) -> jax.Array:
     """tokens (B, L) int -> logits (B, L, config.output_vocab) float32.
 
@@ -402,8 +409,11 @@ class _Transformer(nnx.Module):
     deterministic: False enables dropout (needs a 'dropout' stream in the model's rngs).
     input_positions: (B, L) int32 for the absolute input embedding alone (None: `positions`); the encoder
     must have an absolute part to embed them.
+    segment_ids: (B, L) int document ids of packed sequences: each token attends to its own document only
+    (pass per-document `positions` for positions that restart at each document).
     """
     tokens, positions, padding_mask = self._check_inputs(tokens, positions, padding_mask)
+    segment_ids = self._check_segments(tokens, segment_ids)
     b, length = tokens.shape
     if input_positions is not None:
       who = type(self).__name__
@@ -434,6 +444,7 @@ class _Transformer(nnx.Module):
           position_bias=bias,
           position_params=shared,
           deterministic=deterministic,
+          segment_ids=segment_ids,
       )
     return self._logits(x)
 
@@ -459,13 +470,16 @@ class DecoderLM(_Transformer):
       *,
       positions: jax.Array | None = None,
       padding_mask: jax.Array | None = None,
+      segment_ids: jax.Array | None = None,
   ) -> tuple[jax.Array, tuple[KVCache, ...]]:
     """Feeds C new tokens (B, C) after the cached ones; returns their logits (B, C, V) and the new cache.
 
     Equals the full forward over all tokens so far, at the new positions. positions: (B, C) int32 for
     explicit positions (then use explicit positions for every chunk), None for index .. index + C - 1.
+    segment_ids: (B, C) int document ids of the new tokens, cached per layer (`RelativeMultiHeadAttention.decode`).
     """
     tokens, explicit, padding_mask = self._check_inputs(tokens, positions, padding_mask)
+    segment_ids = self._check_segments(tokens, segment_ids)
     b, chunk = tokens.shape
     validation.require(
         len(cache) == len(self.blocks),
@@ -494,7 +508,13 @@ class DecoderLM(_Transformer):
     new_cache = []
     for block, layer_cache in zip(self.blocks, cache):
       x, layer_cache = block.decode(
-          x, layer_cache, positions=explicit, padding_mask=padding_mask, position_bias=bias, position_params=shared
+          x,
+          layer_cache,
+          positions=explicit,
+          padding_mask=padding_mask,
+          position_bias=bias,
+          position_params=shared,
+          segment_ids=segment_ids,
       )
       new_cache.append(layer_cache)
     return self._logits(x), tuple(new_cache)

@@ -660,4 +660,9 @@ def tile_mask(cfg, aux, tile: Tile):
     m = aux['mask']
     m = jax.lax.dynamic_slice(m, _start(0, 0, tile.qs, tile.ks), m.shape[:2] + (cfg.bq, tile.bk))
     valid = m if valid is None else valid & m
+  if cfg.has_segments:  # packed documents: a query sees the keys of its own document only
+    q_seg = jax.lax.dynamic_slice_in_dim(aux['q_segment_ids'], tile.qs, cfg.bq, axis=1)
+    k_seg = jax.lax.dynamic_slice_in_dim(aux['k_segment_ids'], tile.ks, tile.bk, axis=1)
+    same = (q_seg[:, :, None] == k_seg[:, None, :])[:, None]  # (B, 1, bq, bk): the tile's ids, O(bq + bk) read
+    valid = same if valid is None else valid & same
   return valid

@@ -56,6 +56,10 @@ from relpos_jax.train import tensorboard
 SCHEDULES = ('warmup_cosine', 'warmup_constant')
 LOSS_REDUCTIONS = ('token_mean', 'sequence_sum')
 TOKENIZERS = ('byte', 'bpe')
+# data.packing: the documents of a corpus training window (relpos_jax.train.inputs.packed_fields). 'none': a
+# window is one sequence (no document ids); 'continue': a document mask, positions 0..L-1 across documents;
+# 'reset': positions restart at 0 at each document start; 'reset_offset': at a random offset per document.
+PACKING = ('none', 'continue', 'reset', 'reset_offset')
 # The vocabulary sizes are fixed by the data (corpus bytes, task alphabet), never by the config.
 DATA_DERIVED_MODEL_FIELDS = ('vocab_size', 'output_vocab_size')
 # Seeds are below 2^32: a JAX key holds 32 bits of seed (without x64, jax.random.key(2**32) is key(0), so two
@@ -160,6 +164,10 @@ class CorpusSource:
   tokenizer: str = key('byte', choices=TOKENIZERS)
   vocab_size: int | None = key(None, ge=256)
   tokenizer_cache: str | None = key(None)
+  # Packed documents in training (PACKING above): each token attends to its own document only; evaluation
+  # windows are unchanged. packing_max_offset: 'reset_offset' only, the largest random start position.
+  packing: str = key('none', choices=PACKING)
+  packing_max_offset: int | None = key(None, ge=1, le=validation.MAX_POSITION)
 
   def make_task(self) -> None:
     """No algorithmic task (`Config.task` is None)."""
@@ -179,6 +187,53 @@ class CorpusSource:
       )
     if self.tokenizer == 'bpe' and importlib.util.find_spec('tokenizers') is None:
       raise _invalid_key('data.tokenizer', self.tokenizer, 'BPE needs the package tokenizers: `pip install tokenizers`')
+    self._check_packing(run)
+
+  def _check_packing(self, run: Config) -> None:
+    """packing_max_offset with 'reset_offset' and only then; positions per document never meet randomized
+    positions (the batch's positions would replace the random ones, silently) and fit a learned table."""
+    if (self.packing == 'reset_offset') != (self.packing_max_offset is not None):
+      raise _invalid_key(
+          'data.packing_max_offset',
+          self.packing_max_offset,
+          f"an int >= 1 with data.packing='reset_offset' and only then (data.packing={self.packing!r})",
+      )
+    if self.packing == 'none':
+      return
+    layers = run.encoder if isinstance(run.encoder, tuple) else (run.encoder,)
+    if run.model.attention_implementation == 'pallas':
+      raise _invalid_key(
+          'data.packing',
+          self.packing,
+          "the Pallas kernel takes no document mask (model.attention_implementation='pallas'); allowed with it: 'none'",
+      )
+    replaced = sorted({p.name for e in layers for p in contract.leaves(e) if getattr(p, 'replaces_content', False)})
+    if replaced:
+      raise _invalid_key(
+          'data.packing',
+          self.packing,
+          f'{replaced} of model.encoder={run.encoder_spec!r} take no document mask (their logit is a scan over every '
+          "token between key and query); allowed with it: 'none'",
+      )
+    if self.packing not in ('reset', 'reset_offset'):
+      return
+    if train_position_limit(run.encoder) is not None:
+      raise _invalid_key(
+          'data.packing',
+          self.packing,
+          f'positions per document replace the random positions of model.encoder={run.encoder_spec!r} in training; '
+          "allowed with it: 'none' or 'continue'",
+      )
+    furthest = self.train_length + (self.packing_max_offset or 0)
+    for part in (p for e in layers for p in contract.leaves(e)):
+      try:
+        part.check_positions(furthest)
+      except ValueError as e:
+        raise _invalid_key(
+            'data.packing_max_offset',
+            self.packing_max_offset,
+            f'positions reach train_length + packing_max_offset - 1 = {furthest - 1}, beyond the encoder: {e}',
+        ) from None
 
   def check_eval(self, eval_: Eval) -> None:
     """`eval.scored_tail` fits the shortest length; windows have exact lengths, so `eval.pad_multiple` is 1."""

@@ -39,6 +39,9 @@ from relpos_jax.train.objectives import BATCH_KEYS, Objective
 TRAIN_STREAM = 0
 EVAL_STREAM = 1
 TEST_STREAM = 3  # 2 is the parameters' stream (relpos_jax.train.loop.PARAMS_STREAM)
+# data.packing='reset_offset': each document's random start position, from its own stream of (seed, step), so
+# the windows (the tokens) are those of every other packing mode, bit for bit.
+PACKING_STREAM = 4
 EVAL_SPLITS = ('validation', 'test')
 SAME_TARGETS = 'same_targets: windows ending at common anchors, scored tail T'
 # Evaluation sets kept in memory (reused by every in-training evaluation); a sweep over hundreds of
@@ -146,6 +149,50 @@ def task_batch(batch: Batch) -> Batch:
   return out
 
 
+def packed_fields(
+    segment_ids: np.ndarray, packing: str, *, seed: int, step: int, max_offset=None, batch_size=None, rows=None
+) -> Batch:
+  """What `data.packing` adds to a training batch, from each window's document ids (B, L) (0 at the window's
+  first token, one more at each document start: `window_documents`).
+
+  'none': nothing (the batch is today's). 'continue': 'segment_ids' (the model masks attention across
+  documents; positions stay 0..L-1). 'reset': also 'positions', restarting at 0 at each document start (the
+  document the window starts inside begins at 0 too: its earlier text is not in the window). 'reset_offset':
+  each document's positions start at an offset drawn uniformly from [0, max_offset], per (row, document) from
+  `np.random.default_rng((PACKING_STREAM, seed, step))` over the whole batch of `batch_size` rows (`rows`: this
+  process's rows of it, as the windows are), so positions reach max_offset + L - 1 at most.
+  """
+  if packing not in config_lib.PACKING:
+    raise config_lib.ConfigError(f'config.data.packing={packing!r} is invalid: allowed: one of {config_lib.PACKING}.')
+  if packing == 'none':
+    return {}
+  segment_ids = np.asarray(segment_ids, np.int32)
+  out = {'segment_ids': segment_ids}
+  if packing == 'continue':
+    return out
+  index = np.arange(segment_ids.shape[1], dtype=np.int32)
+  starts = np.ones(segment_ids.shape, bool)
+  starts[:, 1:] = segment_ids[:, 1:] != segment_ids[:, :-1]
+  first = np.maximum.accumulate(np.where(starts, index, 0), axis=1)  # each token's document start in the window
+  positions = index - first
+  if packing == 'reset_offset':
+    rng = np.random.default_rng((PACKING_STREAM, int(seed), int(step)))
+    offsets = rng.integers(0, int(max_offset) + 1, size=(int(batch_size), segment_ids.shape[1]), dtype=np.int32)
+    if rows is not None:
+      offsets = offsets[rows]
+    positions = positions + np.take_along_axis(offsets, segment_ids, axis=1)
+  out['positions'] = positions.astype(np.int32)
+  return out
+
+
+def window_documents(inputs: np.ndarray) -> np.ndarray:
+  """int32 (B, L): the document of each input byte of corpus windows, counted from the window's first (0): a
+  DOC_SEPARATOR byte ends the document before it (as `relpos_jax.data.bpe.document_ids`), so the next one
+  starts after it."""
+  separators = (np.asarray(inputs) == data_lib.corpus.DOC_SEPARATOR).astype(np.int32)
+  return np.cumsum(separators, axis=1, dtype=np.int32) - separators
+
+
 class CorpusData:
   """Byte-level language modelling (a causal decoder) on `config.data.corpus`: 'stdlib' (the built-in
   corpus) or a path to a directory of text files, one text file, or a glob pattern (`Corpus.load`)."""
@@ -163,6 +210,8 @@ class CorpusData:
     self.batch_size = int(config.train.batch_size)
     self.train_length = int(config.data.train_length)
     self.eval_section = config_lib.eval_section(config)
+    section = config_lib.data_source(config)  # the typed keys, defaults included, each checked
+    self.packing, self.packing_max_offset = section.packing, section.packing_max_offset
     if corpus is None:
       try:
         corpus = data_lib.Corpus.load(config.data.corpus, max_train_bytes=config.data.max_train_bytes)
@@ -247,7 +296,23 @@ class CorpusData:
       )
 
   def train_batch(self, step: int, rows: slice | None = None) -> Batch:
-    return lm_batch(self.corpus.sample_batch(train_rng(self.seed, step), self.batch_size, self.train_length, rows=rows))
+    batch = lm_batch(
+        self.corpus.sample_batch(train_rng(self.seed, step), self.batch_size, self.train_length, rows=rows)
+    )
+    if self.packing != 'none':
+      batch.update(self._packed(window_documents(batch['inputs']), step, rows))
+    return batch
+
+  def _packed(self, segment_ids: np.ndarray, step: int, rows) -> Batch:
+    return packed_fields(
+        segment_ids,
+        self.packing,
+        seed=self.seed,
+        step=step,
+        max_offset=self.packing_max_offset,
+        batch_size=self.batch_size,
+        rows=rows,
+    )
 
   @functools.lru_cache(maxsize=EVAL_SETS_CACHED)
   def eval_set(self, length: int, split: str = 'validation') -> list[Batch]:
@@ -284,7 +349,8 @@ class CorpusData:
     }
 
   def describe(self) -> dict:
-    return {'source': 'corpus', **self.corpus.describe()}
+    packing = {} if self.packing == 'none' else {'packing': self.packing, 'packing_max_offset': self.packing_max_offset}
+    return {'source': 'corpus', **self.corpus.describe(), **packing}
 
 
 class TaskData:

@@ -9,6 +9,8 @@ Every batch (training or evaluation, corpus or task) is a dict of (B, T) arrays:
   padding_mask   bool    True at real tokens, False at bucket padding (masked as attention keys)
   positions      int32   optional: the task's own position ids (position coupling, Abacus), used in place of
                          0..T-1 (and of randomized positions) by every encoder
+  segment_ids    int32   optional (corpus, data.packing != 'none'): each token's document in the window; the model
+                         attends within a document only ('positions' then come per document unless 'continue')
   characters     float32 optional (subword tokens, relpos_jax.data.bpe): the characters of each target, so
                          bits_per_char is total bits over total characters rather than bits per token
 
@@ -36,7 +38,16 @@ import optax
 
 KINDS = ('language_model', 'task')
 REDUCTIONS = ('token_mean', 'sequence_sum')
-BATCH_KEYS = ('inputs', 'targets', 'loss_mask', 'accuracy_mask', 'padding_mask', 'positions', 'input_positions')
+BATCH_KEYS = (
+    'inputs',
+    'targets',
+    'loss_mask',
+    'accuracy_mask',
+    'padding_mask',
+    'positions',
+    'input_positions',
+    'segment_ids',
+)
 
 
 def token_cross_entropy(logits: jax.Array, targets: jax.Array) -> jax.Array:

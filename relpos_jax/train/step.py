@@ -80,6 +80,8 @@ def forward(
       deterministic=deterministic,
       # Abacus as McLeish et al. embed it: the absolute input embedding's positions, attention's unchanged.
       input_positions=batch.get('input_positions'),
+      # Packed documents (data.packing): each token attends to its own document only.
+      segment_ids=batch.get('segment_ids'),
   )
 
 

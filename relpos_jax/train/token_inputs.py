@@ -122,7 +122,13 @@ class BPECorpusData(inputs.CorpusData):
     starts = inputs.train_rng(self.seed, step).integers(0, ids.size - length, size=self.batch_size)
     if rows is not None:
       starts = starts[rows]
-    return self._with_characters(inputs.lm_batch(ids[starts[:, None] + np.arange(length + 1)]))
+    batch = self._with_characters(inputs.lm_batch(ids[starts[:, None] + np.arange(length + 1)]))
+    if self.packing != 'none':
+      # Each input token's document: that of its first byte in the split (bpe.document_ids), from the window's.
+      first_bytes = self.split_tokens('train')[1][starts[:, None] + np.arange(length)]
+      documents = bpe_lib.document_ids(self.corpus.tokens('train'), first_bytes)
+      batch.update(self._packed((documents - documents[:, :1]).astype(np.int32), step, rows))
+    return batch
 
   @functools.lru_cache(maxsize=inputs.EVAL_SETS_CACHED)
   def eval_set(self, length: int, split: str = 'validation') -> list[inputs.Batch]:
