@@ -14,7 +14,7 @@ from relpos_jax import encoders
 from relpos_jax.encoders import contract
 from relpos_jax.nn import DecoderLM, ModelConfig, RelativeMultiHeadAttention, blockwise, functional
 from relpos_jax.nn import linen as relpos_linen
-from relpos_jax.nn import position_terms, terms
+from relpos_jax.nn import terms
 
 B, L, DIM, HEADS = 2, 11, 16, 2
 BLOCK = (4, 3)  # Uneven remainders on both axes (11 = 2 x 4 + 3 queries, 3 x 3 + 2 keys).
@@ -226,8 +226,8 @@ def test_causal_tiles_ahead_of_the_queries_are_skipped():
 def test_functional_attend_with_mask_and_given_bias():
   """An arbitrary mask and a precomputed position_bias (sliced per tile), gradients included."""
   encoder = encoders.make('t5')
-  parts = position_terms.attention_parts(encoder)
-  params = position_terms.init_params(parts, jax.random.key(0), num_heads=HEADS, head_dim=8, model_dim=16)
+  parts = terms.parts.attention_parts(encoder)
+  params = terms.parts.init_params(parts, jax.random.key(0), num_heads=HEADS, head_dim=8, model_dim=16)
   q, k, v, ct = (jax.random.normal(r, (B, L, HEADS, 8)) for r in jax.random.split(jax.random.key(2), 4))
   mask = jax.random.bernoulli(jax.random.key(4), 0.7, (B, 1, L, L))
 
@@ -246,7 +246,7 @@ def test_functional_attend_with_mask_and_given_bias():
     )
     return jnp.sum(out * ct)
 
-  bias = position_terms.scalar_bias(parts, params, L, L)
+  bias = terms.parts.scalar_bias(parts, params, L, L)
   for impl_args in ((bias,), (None,)):
     a = jax.jit(jax.value_and_grad(lambda *a: run('blockwise', *a), argnums=(0, 1, 2, 3)))(*impl_args, q, k, v)
     b = jax.jit(jax.value_and_grad(lambda *a: run('einsum', *a), argnums=(0, 1, 2, 3)))(*impl_args, q, k, v)
@@ -287,8 +287,8 @@ def test_no_length_squared_array_in_forward_or_backward(name):
   """The traced program (forward and gradient, loops included) has no intermediate of L^2 elements."""
   length, heads, head_dim = 256, 2, 4
   encoder = encoders.from_spec(name)
-  parts = position_terms.attention_parts(encoder)
-  params = position_terms.init_params(
+  parts = terms.parts.attention_parts(encoder)
+  params = terms.parts.init_params(
       parts, jax.random.key(0), num_heads=heads, head_dim=head_dim, model_dim=heads * head_dim
   )
   q = jnp.ones((1, length, heads, head_dim))
@@ -357,8 +357,9 @@ def test_block_size_without_tiles_and_kinds_without_tiles_are_errors():
   assert blockwise.block_sizes(64) == (64, 64) and blockwise.block_sizes((8, 16)) == (8, 16)
   absolute = encoders.make('sinusoidal')  # A kind with no per-tile form stands in for a future one.
   assert absolute.kind is contract.Kind.ABSOLUTE
+  assert not terms.term_for(absolute, True).tiles
   with pytest.raises(ValueError, match="'sinusoidal'.*'absolute'"):
-    terms.term_for(absolute, True)
+    terms.terms_for((absolute,), True, 1.0, one_tile=False, query_bias=False)
 
 
 def test_terms_with_per_pair_work_take_smaller_default_tiles_on_cpu(monkeypatch):
