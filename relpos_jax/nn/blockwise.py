@@ -552,7 +552,7 @@ def prepare(
     q_pos = terms.base.pad_axis(jnp.asarray(q_positions, jnp.int32), 1, padded_q)
     k_pos = terms.base.pad_axis(jnp.asarray(k_positions, jnp.int32), 1, padded_k)
   content_q, content_k = terms.base.pad_axis(query, 1, padded_q), terms.base.pad_axis(key, 1, padded_k)
-  if u is not None:  # As _logits: the content queries carry Transformer-XL's u.
+  if u is not None:  # As tile_logits: the content queries carry Transformer-XL's u.
     content_q, content_k = content_q.astype(jnp.float32) + u, content_k.astype(jnp.float32)
   counts = None
   if any(t.stage is terms.base.Stage.ROW_TRANSFORM for t in part_terms):
