@@ -4,6 +4,8 @@ never builds an (L, L)-sized array; bad tile sizes and kinds without tiles are c
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -346,6 +348,27 @@ def test_bad_block_sizes_are_errors(block_size):
     )
   with pytest.raises(ValueError, match='attention_block_size'):
     ModelConfig(vocab_size=8, encoder='alibi', attention_implementation='blockwise', attention_block_size=block_size)
+
+
+def test_every_part_gets_a_term_that_declares_its_stage():
+  """terms.select gives every leaf of every registered encoder a Term with a declared Stage (what the tile loops
+  and the layer ask instead of the kind), and the layer's attention and input parts split the leaves by it."""
+  cases = [encoders.make(name) for name in encoders.names() if not _needs_a_base(name)]
+  cases += [encoders.from_spec(s) for s in ('dape(alibi, version=2)', 'rope + stick_breaking', 'path + fox')]
+  for encoder in cases:
+    leaves = contract.leaves(encoder)
+    for part in leaves:
+      term = terms.term_for(part)
+      assert isinstance(term.stage, terms.Stage), (part, term)
+      assert (term.stage is terms.Stage.INPUT) == (part.kind is contract.Kind.ABSOLUTE), (part, term)
+    inside, outside = terms.parts.attention_parts(encoder), terms.parts.input_parts(encoder)
+    assert sorted(map(id, inside + outside)) == sorted(map(id, leaves))
+
+
+def _needs_a_base(name) -> bool:
+  missing = dataclasses.MISSING
+  fields = dataclasses.fields(encoders.encoder_class(name))
+  return any(f.init and f.default is missing and f.default_factory is missing for f in fields)
 
 
 def test_block_size_without_tiles_and_kinds_without_tiles_are_errors():
