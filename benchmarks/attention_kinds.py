@@ -8,9 +8,9 @@ per-head outputs (1, L, H, D); projections are outside, so a ratio is the cost o
                 `functional.attend(q, k, v, parts=(), params=[], causal=True)`. Separates the core's own
                 overhead from the position terms.
   <encoder>     the same core with the encoder, exactly as `RelativeMultiHeadAttention.__call__` runs it:
-                rotary parts rotate q and k at positions 0..L-1 (`position_terms.rotate`), then `attend`,
+                rotary parts rotate q and k at positions 0..L-1 (`terms.parts.rotate`), then `attend`,
                 which builds the scalar bias (`bias_matrix`, from the params, inside the timed function)
-                or the vector-relative terms (`position_terms.vector_scores` / `vector_values`).
+                or the vector-relative terms (`terms.vector.vector_scores` / `vector_values`).
   shaw_vector naive   the paper's formula written out: a^K and a^V gathered for every pair, (L, L, H, D)
                 tensors, then einsums. A reference for what the library avoids; at `naive_length` only.
 
@@ -25,8 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import relpos_jax
-from relpos_jax.encoders import spec
-from relpos_jax.nn import content_terms, functional, position_terms
+from relpos_jax.encoders import contract, spec
+from relpos_jax.nn import functional, terms
 from benchmarks import measure, report
 
 NUM_HEADS, HEAD_DIM, BATCH = 8, 64, 1
@@ -71,14 +71,14 @@ def layer_core(parts):
 
   def core(q, k, v, params):
     b, length = q.shape[:2]
-    if position_terms.has_kind(parts, position_terms.Kind.ROTARY):
-      pos = position_terms.contiguous_positions(b, length)
-      q, k = position_terms.rotate(parts, params, q, k, pos, pos)
+    if terms.parts.rotates(parts):
+      pos = terms.parts.contiguous_positions(b, length)
+      q, k = terms.parts.rotate(parts, params, q, k, pos, pos)
     features = None
-    if any(p.kind is position_terms.Kind.CONTEXTUAL for p in parts):
+    if any(p.kind is contract.Kind.CONTEXTUAL for p in parts):
       # Contextual parts read the layer input x (FoX's gates, PaTH's directions): a fixed stand-in.
       x = jax.random.normal(jax.random.PRNGKey(2), (b, length, NUM_HEADS * HEAD_DIM), jnp.float32)
-      features = content_terms.token_features(parts, params, x)
+      features = terms.parts.token_features(parts, params, x)
     return functional.attend(q, k, v, parts=parts, params=params, causal=True, features=features)
 
   return core
@@ -118,7 +118,7 @@ def inputs(length: int, rng=jax.random.PRNGKey(0)):
 
 
 def encoder_params(parts, rng=jax.random.PRNGKey(1)):
-  return position_terms.init_params(parts, rng, num_heads=NUM_HEADS, head_dim=HEAD_DIM, model_dim=NUM_HEADS * HEAD_DIM)
+  return terms.parts.init_params(parts, rng, num_heads=NUM_HEADS, head_dim=HEAD_DIM, model_dim=NUM_HEADS * HEAD_DIM)
 
 
 def contenders_at(length: int, rows) -> dict:
@@ -134,7 +134,7 @@ def contenders_at(length: int, rows) -> dict:
       out[name] = (naive_shaw_vector(encoder), encoder_params((encoder,)))
     else:
       encoder_spec = {row: s for row, s, *_ in ENCODERS}[name]
-      parts = position_terms.attention_parts(spec.from_spec(encoder_spec))
+      parts = terms.parts.attention_parts(spec.from_spec(encoder_spec))
       out[name] = (layer_core(parts), encoder_params(parts))
   return out
 

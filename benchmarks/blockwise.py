@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import jax
 
-from relpos_jax.encoders import spec
-from relpos_jax.nn import content_terms, functional, position_terms
+from relpos_jax.encoders import contract, spec
+from relpos_jax.nn import functional, terms
 from benchmarks import attention_kinds, measure, report
 
 LENGTH, QUICK_LENGTH = 2048, 512
@@ -50,14 +50,14 @@ def core(parts, implementation):
 
   def fn(q, k, v, params):
     b, length = q.shape[:2]
-    if position_terms.has_kind(parts, position_terms.Kind.ROTARY):
-      pos = position_terms.contiguous_positions(b, length)
-      q, k = position_terms.rotate(parts, params, q, k, pos, pos)
+    if terms.parts.rotates(parts):
+      pos = terms.parts.contiguous_positions(b, length)
+      q, k = terms.parts.rotate(parts, params, q, k, pos, pos)
     features = None
-    if position_terms.has_kind(parts, position_terms.Kind.CONTEXTUAL):
+    if any(p.kind is contract.Kind.CONTEXTUAL for p in parts):
       # FoX's gates read the layer input x: a fixed stand-in, as in attention_kinds.layer_core.
       x = jax.random.normal(jax.random.PRNGKey(2), (b, length, q.shape[2] * q.shape[3]), jax.numpy.float32)
-      features = content_terms.token_features(parts, params, x)
+      features = terms.parts.token_features(parts, params, x)
     return functional.attend(
         q,
         k,
@@ -74,7 +74,7 @@ def core(parts, implementation):
 
 
 def _parts(encoder_spec):
-  parts = position_terms.attention_parts(spec.from_spec(encoder_spec))
+  parts = terms.parts.attention_parts(spec.from_spec(encoder_spec))
   return parts, attention_kinds.encoder_params(parts)
 
 

@@ -132,6 +132,61 @@ def test_no_data_source_switch_outside_the_source_sections():
   assert not found, 'switches on the data source (make them a method of the source section):\n' + '\n'.join(found)
 
 
+# The one module of relpos_jax/nn that may compare an encoder's kind: it picks each part's Term.
+KIND_SELECTION = ROOT / 'relpos_jax' / 'nn' / 'terms' / 'select.py'
+
+
+def kind_switches(source: str) -> list[int]:
+  """The lines of `source` that switch on an encoder's kind: a member of the Kind enum named (`Kind.ROTARY`,
+  `contract.Kind.SCALAR_BIAS`, as in `part.kind is Kind.ROTARY` or `has_kind(parts, Kind.ROTARY)`), or a part's
+  `.kind` read for anything but naming it in a message (`part.kind.value`): `p.kind in CONTENT_KINDS`, `kind =
+  part.kind`. A local called `kind` (blocks.make_norm's norm kind) is no encoder's."""
+  tree = ast.parse(source)
+  named = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == 'value'}
+  lines = set()
+  for node in ast.walk(tree):
+    if not isinstance(node, ast.Attribute):
+      continue
+    owner = node.value.id if isinstance(node.value, ast.Name) else getattr(node.value, 'attr', None)
+    if owner == 'Kind' and node.attr.isupper():
+      lines.add(node.lineno)
+    elif node.attr == 'kind' and id(node) not in named:
+      lines.add(node.lineno)
+  return sorted(lines)
+
+
+def test_the_kind_switch_finder_sees_the_old_switches():
+  """It can fail: the switches relpos_jax/nn held outside the Terms before (blockwise, content_terms,
+  position_terms, functional, models, attention, linen) are each found; a message naming a kind and a norm's
+  `kind` are not."""
+  old = (
+      'if part.kind is Kind.SCORE_TRANSFORM:\n'
+      '  pass\n'
+      'plain = any(p.kind in CONTENT_KINDS for p in parts)\n'
+      'rotary = position_terms.has_kind(parts, contract.Kind.ROTARY)\n'
+      'allowed = (contract.Kind.ROTARY, contract.Kind.SCALAR_BIAS)\n'
+      'kind = part.base.kind\n'
+      "message = f'kind {part.kind.value!r}'\n"
+      "if kind == 'rmsnorm':\n"
+      '  pass\n'
+  )
+  assert kind_switches(old) == [1, 3, 4, 5, 6]
+
+
+def test_no_kind_switch_outside_the_term_selection():
+  """relpos_jax/nn compares an encoder's kind in one module, terms/select.py, which gives each part its Term;
+  the paths, kernels, layers and models ask the Term (its stage, traits and methods: terms/base.py)."""
+  nn = ROOT / 'relpos_jax' / 'nn'
+  assert KIND_SELECTION.exists() and kind_switches(KIND_SELECTION.read_text())
+  found = [
+      f'{path.relative_to(ROOT)}:{line}'
+      for path in sorted(nn.rglob('*.py'))
+      if path != KIND_SELECTION
+      for line in kind_switches(path.read_text())
+  ]
+  assert not found, "kind switches outside relpos_jax/nn/terms/select.py (ask the part's Term):\n" + '\n'.join(found)
+
+
 def test_positions_is_the_ground_floor():
   """relpos_jax.positions (relative positions, the Toeplitz expansion) imports no encoder and no layer: the
   encoders build on it (encoders.matrices.bias_matrix), never the reverse; no function-local import hides a

@@ -6,22 +6,36 @@ plus pure functions of its parameters:
     params = encoder.init(rng, num_heads)      # a pytree; nothing learnable -> no array leaves
     bias   = encoder.bias(params, rel)         # scalar-bias kind: rel.shape + (num_heads,)
 
-The attention layer dispatches on `encoder.kind` only (never on a particular encoder):
+The attention layer dispatches on `encoder.kind` only (never on a particular encoder), in one place:
+`relpos_jax.nn.terms.select` gives each leaf part a Term (`relpos_jax.nn.terms.base.Term`), and the Term calls
+the encoder. The table lists what the Terms call (the attention paths call nothing else):
 
-| kind             | the encoder provides                                   | used as                              |
+| kind             | the Terms call                                         | used as                              |
 |------------------|--------------------------------------------------------|--------------------------------------|
-| SCALAR_BIAS      | bias(params, rel), pair_bias(params, q_pos, k_pos)     | b_h(j - i) added to the scores       |
-| VECTOR_RELATIVE  | key_embeddings / value_embeddings / query_biases       | q . a_{j-i} in scores, sum w a_{j-i} |
+| SCALAR_BIAS      | bias(params, rel) (Toeplitz), pair_bias(params, q_pos, | b_h(j - i) added to the scores       |
+|                  | k_pos) (otherwise), is_toeplitz                        |                                      |
+| VECTOR_RELATIVE  | key_embeddings / value_embeddings / query_biases,      | q . a_{j-i} in scores, sum w a_{j-i} |
+|                  | clip_distance                                          |                                      |
 | ROTARY           | rotate_queries / rotate_keys                           | q, k rotated at their positions      |
-| ABSOLUTE         | embed(params, positions), optional score term          | x + p_i, or P_ij added to the scores |
-| COMBINED         | children(), terms(params) -> ((part, its params), ...) | the sum of its parts' terms (a sum,  |
+| ABSOLUTE         | embed(params, positions)                               | x + p_i at the model's input         |
+| COMBINED         | children() (`leaves`: each leaf gets its own Term)     | the sum of its parts' terms (a sum,  |
 |                  |                                                        | or a wrapper of one part: randomized)|
-| POSITION_REMAP   | base, children(), score_sets(q_pos, k_pos)             | the base's term at remapped (query,  |
-|                  |                                                        | key) positions, merged per region    |
-| CONTEXTUAL       | token_features(x), score_term(params, ctx)             | a term computed from q, k (and x)    |
-| SCORE_TRANSFORM  | base (a scalar bias), transform(params, scores, bias)  | f(content scores, bias) replaces sum |
-| NORMALIZER       | weights(params, logits, valid, q_index)                | replaces the softmax                 |
+| POSITION_REMAP   | base, score_sets(q_pos, k_pos), the base's rotate /    | the base's term at remapped (query,  |
+|                  | rotate_divided or pair_bias                            | key) positions, merged per region    |
+| CONTEXTUAL       | num_features / token_features(x); separable:           | a term computed from q, k (and x)    |
+|                  | row_column_terms; counts_along_keys: gates,            |                                      |
+|                  | counted_term; replaces_content: score_term(params,     |                                      |
+|                  | ctx) (the explicit path only)                          |                                      |
+| SCORE_TRANSFORM  | base (a scalar bias), key_halo,                        | f(content scores, bias) replaces sum |
+|                  | transform(params, scores, bias, valid)                 |                                      |
+| NORMALIZER       | tiles, allowed(valid, q_index, k_index),               | replaces the softmax                 |
+|                  | initial_carry, tile_weights(logits, allowed, carry),   |                                      |
+|                  | remainder_to_self                                      |                                      |
 | TEMPERATURE      | temperature(params, num_visible, q_index)              | multiplies the logits per query      |
+
+`ContextualEncoder.score_term` of a separable or counting encoder and `NormalizerEncoder.weights` are the
+whole-matrix forms of those terms: references the tests compare the Terms' tiled forms against, which no
+attention path calls.
 
 Scalar-bias encoders say whether they are Toeplitz (`is_toeplitz`): a bias that depends on the query
 position too (FIRE) is not, and takes its own path in `bias_matrix`.
@@ -532,6 +546,11 @@ class ContextualEncoder(Encoder):
   returns (B, H, Lq, Lk) float32 added to the scaled logits; with `replaces_content` it *is* the content
   logit (PaTH's q_i^T P_ij k_j, unscaled like q . k). Padded keys are transparent: they contribute no gate,
   no decay and no transform (so left padding does not change the real tokens' outputs).
+
+  What the attention paths call depends on the form (`relpos_jax.nn.terms.select`): a `separable` encoder's
+  `row_column_terms`, a `counts_along_keys` encoder's `gates` and `counted_term`, a `replaces_content`
+  encoder's `score_term` (on the explicit path's one tile). `score_term` is every encoder's whole-matrix
+  form, the reference the tests compare the others against.
   """
 
   kind = Kind.CONTEXTUAL
@@ -563,6 +582,16 @@ class ContextualEncoder(Encoder):
       self, params: Params, features: jax.Array | None, key_mask: jax.Array, q_index: jax.Array
   ) -> tuple[jax.Array, jax.Array]:
     """Separable terms only: (row (B, H, Lq), column (B, H, Lk)) float32 with score_term = row_i + column_j."""
+    raise NotImplementedError
+
+  def gates(self, scaled_logits: jax.Array, valid: jax.Array | None) -> jax.Array:
+    """Counting terms only: the per-pair gates g_ij (B, H, Lq, Lk) float32 of the scaled content logits, zero
+    where `valid` (B|1, 1, Lq, Lk) is False (None: nothing masked)."""
+    raise NotImplementedError
+
+  def counted_term(self, params: Params, query: jax.Array, counts: jax.Array, scale) -> jax.Array:
+    """Counting terms only: the logit term (B, H, Lq, Lk) float32 at counts p_ij = sum_{t = j .. i} g_it, from
+    the queries (B, Lq, H, D) and the softmax scale."""
     raise NotImplementedError
 
 
@@ -599,8 +628,22 @@ class NormalizerEncoder(Encoder):
   tiles: ClassVar[bool] = False
   remainder_to_self = False
 
+  def allowed(self, valid: jax.Array, q_index: jax.Array, k_index: jax.Array) -> jax.Array:
+    """valid (B|1, 1, Lq, Lk) bool, the key index of each query (Lq,) and key (Lk,): the pairs given weight."""
+    raise NotImplementedError
+
+  def initial_carry(self, shape) -> jax.Array:
+    """The carry (`shape` = (B, H, bq)) entering the nearest key tile of a query tile."""
+    raise NotImplementedError
+
+  def tile_weights(self, logits: jax.Array, allowed: jax.Array, carry: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """One key tile's (weights (B, H, bq, bk) float32, the carry into the next, farther, tile) from its masked
+    logits and `allowed` pairs: what every attention path calls (the explicit path is one tile)."""
+    raise NotImplementedError
+
   def weights(self, params: Params, logits: jax.Array, ctx: AttentionContext) -> tuple[jax.Array, jax.Array | None]:
-    """logits (B, H, Lq, Lk) float32 -> (weights (B, H, Lq, Lk), remainder (B, H, Lq) or None).
+    """logits (B, H, Lq, Lk) float32 -> (weights (B, H, Lq, Lk), remainder (B, H, Lq) or None): the whole-matrix
+    form of `tile_weights`, a reference for the tests (no attention path calls it).
 
     A remainder r_i is the weight given to query i's own value v_{q_index[i]} on top of the weights.
     """

@@ -32,8 +32,9 @@ attention matrix. A decoding step (one query) scans the keys one at a time inste
 O(L d) work, L sequential steps, no d x d products to build); that scan serves any q_index and is the chunked
 form's test reference.
 
-Not built: a tiled form (O(L) memory, `implementation='blockwise'`). `nn/terms.py`'s `_ReplacedContent`
-builds these logits whole on one tile and the tiled paths refuse PaTH by name (`term_for`). Tiling would need the
+Not built: a tiled form (O(L) memory, `implementation='blockwise'`). `nn/terms/content.py`'s `ReplacedContent`
+builds these logits whole on one tile and the tiled paths refuse it (`terms/select.py`'s `terms_for`: its Term
+has no per-tile form). Tiling would need the
 key tiles of a query tile visited nearest first with a per-query-row carry (u, the query carried through the
 tiles between, as x above), each key tile's kh and P computed once before the sweep and shared by every query
 tile, and a custom VJP whose backward runs the adjoint of that carry, farthest tile first, recomputing the

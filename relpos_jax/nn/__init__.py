@@ -4,7 +4,8 @@ RelativeMultiHeadAttention   NNX attention dispatching on encoder kind (attentio
 jit_decode                   compiled cached decoding of a layer or DecoderLM, the cache room checked first
 DecoderLM, BidirectionalModel      NNX transformers configured by ModelConfig (models.py)
 attend, attention_mask       the pure attention core shared with the Linen twin (functional.py)
-position_terms               pure per-kind position terms (scalar bias, vector relative, rotary, absolute)
+terms                        the Terms: what each kind of part contributes to attention, chosen per kind in
+                             one place (terms.select); terms.parts: what the layer asks of its parts
 skew                         the vector-relative table kernels (rows to evaluate, skew gather, custom VJPs)
 ViT                          a small Vision Transformer over any encoder, 1-D or on the grid (vit.py)
 linen                        the Linen twin of the layer, for t5x / big_vision style models (import
@@ -13,7 +14,7 @@ linen                        the Linen twin of the layer, for t5x / big_vision s
 
 from __future__ import annotations
 
-from relpos_jax.nn import position_terms, skew
+from relpos_jax.nn import skew, terms
 from relpos_jax.nn.attention import KVCache, RelativeMultiHeadAttention, jit_decode
 from relpos_jax.nn.blocks import MLP, TransformerBlock
 from relpos_jax.nn.functional import attend, attention_mask

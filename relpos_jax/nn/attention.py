@@ -31,7 +31,7 @@ from flax import nnx
 from relpos_jax import grid as grid_lib
 from relpos_jax import validation
 from relpos_jax.encoders import contract
-from relpos_jax.nn import content_terms, functional, position_terms
+from relpos_jax.nn import functional
 from relpos_jax.nn import terms as terms_lib
 
 DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16}
@@ -206,13 +206,13 @@ class RelativeMultiHeadAttention(nnx.Module):
     causal, own_position_params, debug_checks, model_adds_absolute = (
         validation.boolean(who, field, value) for field, value in flags.items()
     )
-    position_terms.check_causal(who, encoder, causal)
-    absolute = [p.name for p in position_terms.input_parts(encoder)]
+    terms_lib.parts.check_causal(who, encoder, causal)
+    absolute = [p.name for p in terms_lib.parts.input_parts(encoder)]
     if absolute and not model_adds_absolute:
       warnings.warn(
           f'RelativeMultiHeadAttention: the absolute part(s) {absolute} of encoder {encoder!r} act at the '
           'model input (x + p_i), not in attention, so this layer ignores them. Add '
-          'relpos_jax.nn.position_terms.input_embedding(...) to the layer input as DecoderLM / BidirectionalModel '
+          'relpos_jax.nn.terms.parts.input_embedding(...) to the layer input as DecoderLM / BidirectionalModel '
           'do (and pass model_adds_absolute=True), or use the absolute_score encoder for a score-level term.',
           UserWarning,
           stacklevel=2,
@@ -227,7 +227,7 @@ class RelativeMultiHeadAttention(nnx.Module):
     self.block_size = block_size
     self.debug_checks = debug_checks
     self.window = window
-    self.parts = position_terms.attention_parts(encoder)
+    self.parts = terms_lib.parts.attention_parts(encoder)
     inner = num_heads * head_dim
     linear = dict(use_bias=False, dtype=self.dtype, param_dtype=jnp.float32, rngs=rngs)
     self.query = nnx.Linear(model_dim, inner, **linear)
@@ -236,7 +236,7 @@ class RelativeMultiHeadAttention(nnx.Module):
     self.out = nnx.Linear(inner, model_dim, **linear)
     self.own_position_params = own_position_params
     if self.own_position_params:
-      params = position_terms.init_params(
+      params = terms_lib.parts.init_params(
           self.parts, rngs.params(), num_heads=num_heads, head_dim=head_dim, model_dim=model_dim
       )
       self.position_params = nnx.List([as_variables(p) for p in params])
@@ -247,7 +247,7 @@ class RelativeMultiHeadAttention(nnx.Module):
 
   def init_position_params(self, rng: jax.Array) -> list:
     """Fresh params for this layer's attention parts (what a sharing model owns on its layers' behalf)."""
-    return position_terms.init_params(
+    return terms_lib.parts.init_params(
         self.parts, rng, num_heads=self.num_heads, head_dim=self.head_dim, model_dim=self.model_dim
     )
 
@@ -262,7 +262,7 @@ class RelativeMultiHeadAttention(nnx.Module):
         'the model-owned encoder params, passed to every call of a layer built with ' 'own_position_params=False',
     )
     params = list(position_params)
-    position_terms.check_params(self.parts, params, self.num_heads)
+    terms_lib.parts.check_params(self.parts, params, self.num_heads)
     return params
 
   def _project(self, x):
@@ -331,7 +331,7 @@ class RelativeMultiHeadAttention(nnx.Module):
           position_bias=bias,
           implementation=self.implementation,
           block_size=self.block_size,
-          features=content_terms.token_features(parts, params, x),
+          features=terms_lib.parts.token_features(parts, params, x),
           q_segment_ids=segment_ids,
           k_segment_ids=segment_ids,
       )
@@ -340,10 +340,10 @@ class RelativeMultiHeadAttention(nnx.Module):
     b, length, _ = x.shape
     params = self._params(position_params)
     q, k, v = self._project(x)
-    if position_terms.has_kind(self.parts, contract.Kind.ROTARY):
-      rot = positions if positions is not None else position_terms.contiguous_positions(b, length)
+    if terms_lib.parts.rotates(self.parts):
+      rot = positions if positions is not None else terms_lib.parts.contiguous_positions(b, length)
       rot = rot if padding_mask is None else jnp.where(padding_mask, rot, 0)  # Padding counts in no length.
-      q, k = position_terms.rotate(self.parts, params, q, k, rot, rot)
+      q, k = terms_lib.parts.rotate(self.parts, params, q, k, rot, rot)
     out = functional.attend(
         q,
         k,
@@ -359,7 +359,7 @@ class RelativeMultiHeadAttention(nnx.Module):
         block_size=self.block_size,
         debug_checks=self.debug_checks,
         window=self.window,
-        features=content_terms.token_features(self.parts, params, x),
+        features=terms_lib.parts.token_features(self.parts, params, x),
         q_segment_ids=segment_ids,
         k_segment_ids=segment_ids,
     )
@@ -460,7 +460,7 @@ class RelativeMultiHeadAttention(nnx.Module):
     q, k, v = self._project(x)
     bias, rest, rest_params, table = position_bias, [], [], None
     for part, p in zip(self.parts, params):  # rotations first: a contextual term reads the rotated q and k
-      if grid_lib.is_grid(part) and part.kind is contract.Kind.ROTARY:
+      if grid_lib.is_grid(part) and terms_lib.select.term_for(part).stage is terms_lib.Stage.ROTATE:
         c = part.coordinates(coords)
         if grid_shape is not None:
           part.check_grid(grid_shape)
@@ -474,10 +474,11 @@ class RelativeMultiHeadAttention(nnx.Module):
       c = part.coordinates(coords)
       if grid_shape is not None:
         part.check_grid(grid_shape)
-      if part.kind is contract.Kind.VECTOR_RELATIVE:  # iRPE's contextual mode: a score term of q and k
+      part_term = terms_lib.select.term_for(part)
+      if part_term.stage is terms_lib.Stage.SCORES:  # iRPE's contextual mode: a score term of q and k
         term = part.contextual_scores(p, q, k, c, c, 1.0 / np.sqrt(self.head_dim))
         bias = term if bias is None else bias + term
-      elif part.kind is contract.Kind.SCALAR_BIAS and position_bias is None:
+      elif part_term.scalar_bias and position_bias is None:
         if grid_shape is not None and part.is_toeplitz and by_table:
           term = grid_lib.grid_bias_table(part, p, grid_shape, class_token=class_token)
           table = term if table is None else table + term
@@ -493,7 +494,7 @@ class RelativeMultiHeadAttention(nnx.Module):
           term = grid_lib.grid_bias_at_positions(part, p, c, c)
         bias = term if bias is None else bias + term
     if table is not None:  # the relative grid biases by their distinct offsets: tiles gather their blocks
-      table = terms_lib.GridTable(table, grid_shape, class_token)
+      table = terms_lib.grid.GridTable(table, grid_shape, class_token)
       if self.debug_checks:
         jax.debug.callback(
             lambda t, shape=grid_shape, cls=class_token: grid_lib.assert_block_toeplitz(t, shape, class_token=cls),
@@ -516,9 +517,10 @@ class RelativeMultiHeadAttention(nnx.Module):
     """The attention distribution (B, H, L, L) float32 this layer's __call__ uses, built explicitly: softmax of
     q . k / sqrt(D) + the scalar bias, masked. For diagnostics (attention entropy); the parts must be rotary,
     scalar biases or position-free (NoPE, absolute parts), else a ValueError naming the part."""
-    allowed = (contract.Kind.ROTARY, contract.Kind.SCALAR_BIAS, contract.Kind.ABSOLUTE)
     other = [
-        p.name for p in self.parts if p.kind not in allowed and p.reads_positions and not getattr(p, 'is_grid', False)
+        p.name
+        for p in self.parts
+        if not terms_lib.select.term_for(p).dot_product_form and p.reads_positions and not getattr(p, 'is_grid', False)
     ]
     validation.require(
         not other,
@@ -537,10 +539,10 @@ class RelativeMultiHeadAttention(nnx.Module):
       positions, padding_mask = self._check_input(x, positions, padding_mask)
       params = self._params(position_params)
       q, k, _ = self._project(x)
-      rot = positions if positions is not None else position_terms.contiguous_positions(b, length)
-      if position_terms.has_kind(self.parts, contract.Kind.ROTARY):
-        q, k = position_terms.rotate(self.parts, params, q, k, rot, rot)
-      bias = position_terms.scalar_bias(
+      rot = positions if positions is not None else terms_lib.parts.contiguous_positions(b, length)
+      if terms_lib.parts.rotates(self.parts):
+        q, k = terms_lib.parts.rotate(self.parts, params, q, k, rot, rot)
+      bias = terms_lib.parts.scalar_bias(
           self.parts, params, length, length, q_positions=positions, k_positions=positions
       )
     logits = jnp.einsum('bihd,bjhd->bhij', q, k, preferred_element_type=jnp.float32) / np.sqrt(self.head_dim)
@@ -563,7 +565,7 @@ class RelativeMultiHeadAttention(nnx.Module):
 
   def _cached_features(self, cache: KVCache) -> tuple:
     features = tuple(cache.features) if cache.features else (None,) * len(self.parts)
-    sizes = content_terms.feature_sizes(self.parts, contract.Dims(self.num_heads, self.head_dim, self.model_dim))
+    sizes = terms_lib.parts.feature_sizes(self.parts, contract.Dims(self.num_heads, self.head_dim, self.model_dim))
     if len(features) != len(self.parts) or any((f is None) != (n == 0) for f, n in zip(features, sizes)):
       raise ValueError(
           "decode: the cache holds no token features for this layer's contextual parts; build it "
@@ -576,7 +578,7 @@ class RelativeMultiHeadAttention(nnx.Module):
     batch = validation.positive_int('init_cache', 'batch', batch)
     max_length = validation.positive_int('init_cache', 'max_length', max_length)
     shape = (batch, max_length, self.num_heads, self.head_dim)
-    sizes = content_terms.feature_sizes(self.parts, contract.Dims(self.num_heads, self.head_dim, self.model_dim))
+    sizes = terms_lib.parts.feature_sizes(self.parts, contract.Dims(self.num_heads, self.head_dim, self.model_dim))
     features = tuple(jnp.zeros((batch, max_length, n), jnp.float32) if n else None for n in sizes)
     return KVCache(
         key=jnp.zeros(shape, self.dtype),
@@ -647,13 +649,13 @@ class RelativeMultiHeadAttention(nnx.Module):
     )
     params = self._params(position_params)
     index = jnp.asarray(cache.index, jnp.int32)
-    new_positions = explicit if explicit is not None else position_terms.contiguous_positions(b, chunk, index)
+    new_positions = explicit if explicit is not None else terms_lib.parts.contiguous_positions(b, chunk, index)
     q, k, v = self._project(x)
     new_mask = jnp.ones((b, chunk), bool) if padding_mask is None else padding_mask
     # All int32 (dynamic_update_slice wants one index type): a literal 0 is int64 under jax_enable_x64.
     zero = jnp.zeros((), jnp.int32)
     start = (zero, index)
-    new_features = content_terms.token_features(self.parts, params, x)
+    new_features = terms_lib.parts.token_features(self.parts, params, x)
     features = tuple(
         None if cached is None else jax.lax.dynamic_update_slice(cached, new, start + (zero,))
         for cached, new in zip(self._cached_features(cache), new_features)
@@ -672,12 +674,12 @@ class RelativeMultiHeadAttention(nnx.Module):
         ),
     )
     keys = cache.key
-    if position_terms.has_kind(self.parts, contract.Kind.ROTARY):
+    if terms_lib.parts.rotates(self.parts):
       # Keys are cached unrotated and rotated here with the cached positions: an encoder whose rotation
       # depends on the whole position array (xPos's centre, dynamic NTK's length) then sees queries and keys
       # exactly as a full forward over the tokens so far would.
       # Padding and unwritten slots count in no length (dynamic NTK / YaRN, LongRoPE): position 0 there.
-      q, keys = position_terms.rotate(
+      q, keys = terms_lib.parts.rotate(
           self.parts, params, q, keys, jnp.where(new_mask, new_positions, 0), jnp.where(cache.mask, cache.positions, 0)
       )
     # q_offset places the queries among the cached keys (the causal mask); explicit positions, when given,

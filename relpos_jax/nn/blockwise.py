@@ -22,9 +22,10 @@ own score and value functions are differentiated by `jax.vjp` to give dq, dk, dv
 gradient. Nothing (Lq, Lk)-sized is saved or rebuilt: memory O(L) in training (a normalizer, stick-breaking, also
 saves its carry per (query, key tile): Lq x Lk / bk floats, below the output's size up to Lk = bk x head_dim).
 
-What each kind contributes to a tile is its Term (`relpos_jax.nn.terms`: one per kind, the same for the
-explicit path, which is the one-tile case `attend_one_tile`); this module folds a tile's Terms into its
-logits in one order (`_logits`) and runs the tile loops.
+What each part contributes to a tile is its Term (`relpos_jax.nn.terms`: chosen per kind by `terms.select`,
+the same for the explicit path, which is the one-tile case `explicit.attend`); this module folds a tile's
+Terms into its logits by their declared stage, in one order (`tile_logits`), and runs the tile loops. It never
+names a kind.
 
 Tile sizes: `block_size` None (512 x 512), an int (square tiles) or (block_q, block_k); each capped at the
 sequence length, remainders padded (padded keys masked, padded queries dropped). Numerics: float32 scores
@@ -42,13 +43,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from relpos_jax.encoders import contract
-from relpos_jax.nn import content_terms, position_terms, terms
-
-Kind = contract.Kind
+from relpos_jax.nn import terms
 
 DEFAULT_BLOCK_SIZE = (512, 512)
-# A Term with elementwise work of its own on every pair (`terms.Term.per_pair_work`: a normalizer, a score
+# A Term with elementwise work of its own on every pair (`terms.base.Term.per_pair_work`: a normalizer, a score
 # transform, counts along the keys) keeps several (B, H, bq, bk) float32 intermediates alive per tile: on a
 # CPU, 256 x 256 tiles halve stick-breaking's fwd+bwd at L = 2,048 and take a quarter off CoPE's and DAPE's
 # (docs/benchmarks.md 4k), while plain tiles are fastest at 512.
@@ -101,24 +99,24 @@ class _Config:
   normalizer: int | None = None  # index in parts of a normalizer replacing the softmax (stick-breaking)
   halo: int = 0  # extra key columns on each side of a tile that a score transform reads (DAPE version 2)
   # How a tile reads the precomputed bias: sliced from (B|1, H, Lq, Lk), or gathered from a grid's distinct
-  # offsets (terms.GridTableBias, when position_bias is a terms.GridTable).
-  given_term: terms.Term = terms.GivenBias()
+  # offsets (terms.grid.GridTableBias, when position_bias is a terms.grid.GridTable).
+  given_term: terms.base.Term = terms.scalar.GivenBias()
 
 
-def _locals(cfg: _Config, theta, tile: terms.Tile, k=None, aux=None):
+def tile_locals(cfg: _Config, theta, tile: terms.base.Tile, k=None, aux=None):
   """The tile's share of every part's data; with a halo (and k given), also each side strip's keys and share."""
   shares = [t.local(th, tile) for t, th in zip(cfg.part_terms, theta['parts'])]
   given = cfg.given_term.local(theta['given'], tile) if cfg.given_bias else None
   out = {'parts': shares, 'given': given, 'u': theta['u']}
   if cfg.halo and k is not None:
     out['halo'] = tuple(
-        (jax.lax.dynamic_slice_in_dim(k, side.ks, cfg.halo, axis=1), _locals(cfg, theta, side))
+        (jax.lax.dynamic_slice_in_dim(k, side.ks, cfg.halo, axis=1), tile_locals(cfg, theta, side))
         for side in _halo_tiles(cfg, aux, tile)
     )
   return out
 
 
-def _accumulate(cfg: _Config, acc, d_local, tile: terms.Tile, aux=None):
+def _accumulate(cfg: _Config, acc, d_local, tile: terms.base.Tile, aux=None):
   shares = [t.accumulate(a, d, tile) for t, a, d in zip(cfg.part_terms, acc['parts'], d_local['parts'])]
   given = cfg.given_term.accumulate(acc['given'], d_local['given'], tile) if cfg.given_bias else None
   u = None if acc['u'] is None else acc['u'] + d_local['u']
@@ -128,7 +126,7 @@ def _accumulate(cfg: _Config, acc, d_local, tile: terms.Tile, aux=None):
   return out
 
 
-def _halo_tiles(cfg: _Config, aux, tile: terms.Tile) -> tuple[terms.Tile, terms.Tile]:
+def _halo_tiles(cfg: _Config, aux, tile: terms.base.Tile) -> tuple[terms.base.Tile, terms.base.Tile]:
   """The strips of `cfg.halo` keys left and right of a tile. A strip that starts outside the keys (before
   the first, after the padded last) is clamped by the slices but wholly masked (`_valid`): its values never
   count, and its gradient is zero. Every other strip lies inside the keys (`prepare` keeps bk >= halo)."""
@@ -140,7 +138,7 @@ def _halo_tiles(cfg: _Config, aux, tile: terms.Tile) -> tuple[terms.Tile, terms.
   return side(tile.ks - h), side(tile.ks + tile.bk)
 
 
-def _add_halo_keys(cfg: _Config, dk, d_local, tile: terms.Tile):
+def _add_halo_keys(cfg: _Config, dk, d_local, tile: terms.base.Tile):
   """dk plus the gradients of the side strips' keys (zero for a strip outside the keys)."""
   for (d_k_side, _), start in zip(d_local.get('halo', ()), (tile.ks - cfg.halo, tile.ks + tile.bk)):
     start = jnp.clip(start, 0, dk.shape[1] - cfg.halo)  # where the forward's clamped slice read
@@ -150,21 +148,21 @@ def _add_halo_keys(cfg: _Config, dk, d_local, tile: terms.Tile):
   return dk
 
 
-def _logits(cfg: _Config, aux, tile: terms.Tile, q_t, k_t, local):
+def tile_logits(cfg: _Config, aux, tile: terms.base.Tile, q_t, k_t, local):
   """The tile's masked scores (B, H, bq, bk) float32, exactly as the explicit path computes them: every score
   and bias, then the score transforms (DAPE), then the other transforms (temperatures), then the mask."""
-  valid = terms.tile_mask(cfg, aux, tile)
+  valid = terms.base.tile_mask(cfg, aux, tile)
   s = _scores(cfg, tile, q_t, k_t, local, valid)
-  for index, (part, term) in enumerate(zip(cfg.parts, cfg.part_terms)):
-    if part.kind is Kind.SCORE_TRANSFORM:
+  for index, term in enumerate(cfg.part_terms):
+    if term.stage is terms.base.Stage.SCORE_TRANSFORM:
       s = _transformed(cfg, aux, tile, q_t, s, valid, index, local)
   for part, term, th in zip(cfg.parts, cfg.part_terms, local['parts']):
-    if part.kind is not Kind.SCORE_TRANSFORM:
+    if term.stage is not terms.base.Stage.SCORE_TRANSFORM:
       s = term.transform(part, th, s, tile)
   return s if valid is None else jnp.where(valid, s, LARGE_NEGATIVE)
 
 
-def _transformed(cfg: _Config, aux, tile: terms.Tile, q_t, s, valid, index: int, local):
+def _transformed(cfg: _Config, aux, tile: terms.base.Tile, q_t, s, valid, index: int, local):
   """A score transform on the tile: with a halo, on [left strip | tile | right strip], cropped to the tile."""
   part, term = cfg.parts[index], cfg.part_terms[index]
   layers = {'layers': local['parts'][index]['layers']}
@@ -173,7 +171,7 @@ def _transformed(cfg: _Config, aux, tile: terms.Tile, q_t, s, valid, index: int,
     return part.transform(layers, s, bias, valid)
   pieces = []
   for side, (k_side, side_local) in zip(_halo_tiles(cfg, aux, tile), local['halo']):
-    side_valid = terms.tile_mask(cfg, aux, side)
+    side_valid = terms.base.tile_mask(cfg, aux, side)
     side_scores = _scores(cfg, side, q_t, k_side, side_local, side_valid)
     pieces.append((side_scores, term.base_bias(part, side_local['parts'][index], side), side_valid))
   (s_left, b_left, v_left), (s_right, b_right, v_right) = pieces
@@ -191,7 +189,7 @@ def _transformed(cfg: _Config, aux, tile: terms.Tile, q_t, s, valid, index: int,
   return out[..., cfg.halo : cfg.halo + tile.bk]
 
 
-def _scores(cfg: _Config, tile: terms.Tile, q_t, k_t, local, valid=None):
+def _scores(cfg: _Config, tile: terms.base.Tile, q_t, k_t, local, valid=None):
   """Every score and bias of the tile, scaled and summed, before any transform (unmasked; `valid` is for the
   terms that read the mask, CoPE's gates)."""
   content_q = q_t
@@ -221,7 +219,7 @@ def _scores(cfg: _Config, tile: terms.Tile, q_t, k_t, local, valid=None):
   return s
 
 
-def _values(cfg: _Config, tile: terms.Tile, p_t, v_t, local):
+def tile_values(cfg: _Config, tile: terms.base.Tile, p_t, v_t, local):
   """sum_j p_ij (v_j + a^V_ij): (B, bq, H, D) float32."""
   out = jnp.einsum('bhij,bjhd->bihd', p_t.astype(v_t.dtype), v_t, preferred_element_type=jnp.float32)
   for part, term, th in zip(cfg.parts, cfg.part_terms, local['parts']):
@@ -250,16 +248,16 @@ def _forward(cfg: _Config, q, k, v, theta, aux):
     def key_tile(n, carry):
       m, l, acc = carry
       ks = n * cfg.bk
-      tile = terms.tile_at(cfg, aux, qs, ks)
-      local = _locals(cfg, theta, tile, k, aux)
+      tile = terms.base.tile_at(cfg, aux, qs, ks)
+      local = tile_locals(cfg, theta, tile, k, aux)
       k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
       v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
-      s = _logits(cfg, aux, tile, q_t, k_t, local)
+      s = tile_logits(cfg, aux, tile, q_t, k_t, local)
       m_new = jnp.maximum(m, jnp.max(s, axis=-1))
       p = jnp.exp(s - m_new[..., None])
       correction = jnp.exp(m - m_new)  # (B, H, bq)
       l = correction * l + jnp.sum(p, axis=-1)
-      acc = acc * jnp.moveaxis(correction, 1, 2)[..., None] + _values(cfg, tile, p, v_t, local)
+      acc = acc * jnp.moveaxis(correction, 1, 2)[..., None] + tile_values(cfg, tile, p, v_t, local)
       return m_new, l, acc
 
     init = (
@@ -322,13 +320,13 @@ def attention_bwd(cfg, residuals, d_out):
     def key_tile(n, inner):
       dq_t, dk, dv, d_theta = inner
       ks = n * cfg.bk
-      tile = terms.tile_at(cfg, aux, qs, ks)
-      local = _locals(cfg, theta, tile, k, aux)
+      tile = terms.base.tile_at(cfg, aux, qs, ks)
+      local = tile_locals(cfg, theta, tile, k, aux)
       k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
       v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
-      s, logits_vjp = jax.vjp(lambda q_, k_, l_: _logits(cfg, aux, tile, q_, k_, l_), q_t, k_t, local)
+      s, logits_vjp = jax.vjp(lambda q_, k_, l_: tile_logits(cfg, aux, tile, q_, k_, l_), q_t, k_t, local)
       p = jnp.exp(s - lse_t[..., None])
-      _, values_vjp = jax.vjp(lambda p_, v_, l_: _values(cfg, tile, p_, v_, l_), p, v_t, local)
+      _, values_vjp = jax.vjp(lambda p_, v_, l_: tile_values(cfg, tile, p_, v_, l_), p, v_t, local)
       dp, dv_t, d_local_v = values_vjp(do_t)
       ds = p * (dp - delta_t[..., None])
       dq_part, dk_t, d_local_s = logits_vjp(ds)
@@ -376,8 +374,8 @@ def _reverse_key_tiles(cfg, aux, qs):
   return lo, hi, lambda i: hi - 1 - (i - lo)  # loop index -> key tile, nearest first
 
 
-def _allowed(cfg, aux, tile, normalizer):
-  valid = terms.tile_mask(cfg, aux, tile)
+def allowed_pairs(cfg, aux, tile, normalizer):
+  valid = terms.base.tile_mask(cfg, aux, tile)
   if valid is None:
     valid = jnp.ones((1, 1, cfg.bq, cfg.bk), bool)
   q_index = tile.qs + jnp.arange(cfg.bq, dtype=jnp.int32) + tile.q_offset
@@ -400,13 +398,13 @@ def _normalized_forward(cfg: _Config, q, k, v, theta, aux, save_carries: bool = 
       ks = kt * cfg.bk
       if save_carries:
         saved = jax.lax.dynamic_update_index_in_dim(saved, c, kt, axis=0)
-      tile = terms.tile_at(cfg, aux, qs, ks)
-      local = _locals(cfg, theta, tile, k, aux)
+      tile = terms.base.tile_at(cfg, aux, qs, ks)
+      local = tile_locals(cfg, theta, tile, k, aux)
       k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
       v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
-      s = _logits(cfg, aux, tile, q_t, k_t, local)
-      weights, c = normalizer.tile_weights(s, _allowed(cfg, aux, tile, normalizer), c)
-      return c, w + jnp.sum(weights, axis=-1), acc + _values(cfg, tile, weights, v_t, local), saved
+      s = tile_logits(cfg, aux, tile, q_t, k_t, local)
+      weights, c = normalizer.tile_weights(s, allowed_pairs(cfg, aux, tile, normalizer), c)
+      return c, w + jnp.sum(weights, axis=-1), acc + tile_values(cfg, tile, weights, v_t, local), saved
 
     c0 = normalizer.initial_carry((b, h, cfg.bq))
     init = (
@@ -452,14 +450,14 @@ def _normalized_bwd(cfg, residuals, cotangents):
       dq_t, dk, dv, d_theta, farther = inner
       ks = kt * cfg.bk
       c = carries_t[kt]
-      tile = terms.tile_at(cfg, aux, qs, ks)
-      local = _locals(cfg, theta, tile, k, aux)
+      tile = terms.base.tile_at(cfg, aux, qs, ks)
+      local = tile_locals(cfg, theta, tile, k, aux)
       k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
       v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
-      s, logits_vjp = jax.vjp(lambda q_, k_, l_: _logits(cfg, aux, tile, q_, k_, l_), q_t, k_t, local)
-      allowed = _allowed(cfg, aux, tile, normalizer)
+      s, logits_vjp = jax.vjp(lambda q_, k_, l_: tile_logits(cfg, aux, tile, q_, k_, l_), q_t, k_t, local)
+      allowed = allowed_pairs(cfg, aux, tile, normalizer)
       (weights, _), weights_vjp = jax.vjp(lambda s_: normalizer.tile_weights(s_, allowed, c), s)
-      _, values_vjp = jax.vjp(lambda p_, v_, l_: _values(cfg, tile, p_, v_, l_), weights, v_t, local)
+      _, values_vjp = jax.vjp(lambda p_, v_, l_: tile_values(cfg, tile, p_, v_, l_), weights, v_t, local)
       d_weights, dv_t, d_local_v = values_vjp(do_t)
       g = d_weights + dw_t[..., None]
       # The carry into the farther tiles: its cotangent is what those tiles' weights owe, F (their sum of g A).
@@ -519,7 +517,7 @@ def prepare(
     q_segment_ids=None,
     k_segment_ids=None,
 ) -> Prepared:
-  """Tiles, padding, and each part's prepared data (`terms.Term.prepare`, differentiable by plain autodiff)."""
+  """Tiles, padding, and each part's prepared data (`terms.base.Term.prepare`, differentiable by plain autodiff)."""
   b, q_len, num_heads, _ = query.shape
   k_len = key.shape[1]
   contiguous = q_positions is None
@@ -527,17 +525,20 @@ def prepare(
 
   if features is None:
     features = [None] * len(parts)
-  active = [(part, p, f) for part, p, f in zip(parts, params, features) if part.kind is not Kind.ROTARY]
-  if position_bias is not None:  # It replaces the scalar parts' own bias (functional.attend's contract).
-    active = [(part, p, f) for part, p, f in active if part.kind is not Kind.SCALAR_BIAS]
-  u = position_terms.query_biases([part for part, _, _ in active], [p for _, p, _ in active])
-  part_terms = terms.terms_for(
+  # Rotations act before attention; a given position_bias replaces the scalar parts' own bias (functional.attend's
+  # contract).
+  kept = lambda t: t.stage is not terms.base.Stage.ROTATE and not (position_bias is not None and t.scalar_bias)
+  active = [
+      (part, p, f) for part, p, f in zip(parts, params, features) if kept(terms.select.term_for(part, contiguous))
+  ]
+  u = terms.parts.query_biases([part for part, _, _ in active], [p for _, p, _ in active])
+  part_terms = terms.select.terms_for(
       [part for part, _, _ in active], contiguous, scale, one_tile=one_tile, query_bias=u is not None
   )
   per_pair_work = any(t.per_pair_work for t in part_terms)
   bq, bk = (q_len, k_len) if one_tile else block_sizes(block_size, per_pair_work)  # one_tile: the explicit path
-  normalizers = [i for i, (part, _, _) in enumerate(active) if part.kind is Kind.NORMALIZER]
-  halo, halo_part = terms.key_halo([part for part, _, _ in active], part_terms)
+  normalizers = [i for i, t in enumerate(part_terms) if t.replaces_softmax]
+  halo, halo_part = terms.select.key_halo([part for part, _, _ in active], part_terms)
   if halo and min(bk, k_len) < halo and k_len > bk:
     raise ValueError(
         f'block_size={block_size!r}: key tiles of {bk} are narrower than the {halo} neighbouring keys '
@@ -551,24 +552,22 @@ def prepare(
     q_pos = (jnp.arange(padded_q, dtype=jnp.int32) + q_offset)[None]
     k_pos = jnp.arange(padded_k, dtype=jnp.int32)[None]
   else:
-    q_pos = terms.pad_axis(jnp.asarray(q_positions, jnp.int32), 1, padded_q)
-    k_pos = terms.pad_axis(jnp.asarray(k_positions, jnp.int32), 1, padded_k)
-  content_q, content_k = terms.pad_axis(query, 1, padded_q), terms.pad_axis(key, 1, padded_k)
-  if u is not None:  # As _logits: the content queries carry Transformer-XL's u.
+    q_pos = terms.base.pad_axis(jnp.asarray(q_positions, jnp.int32), 1, padded_q)
+    k_pos = terms.base.pad_axis(jnp.asarray(k_positions, jnp.int32), 1, padded_k)
+  content_q, content_k = terms.base.pad_axis(query, 1, padded_q), terms.base.pad_axis(key, 1, padded_k)
+  if u is not None:  # As tile_logits: the content queries carry Transformer-XL's u.
     content_q, content_k = content_q.astype(jnp.float32) + u, content_k.astype(jnp.float32)
   counts = None
   segments = q_segment_ids is not None
-  if any(part.kind is Kind.TEMPERATURE for part, _, _ in active):
+  if any(t.stage is terms.base.Stage.ROW_TRANSFORM for t in part_terms):
     if segments:  # the keys of the query's own document (functional.attend folds segments into `mask` else)
       counts, _ = segment_visibility(
           q_segment_ids, k_segment_ids, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask
       )
       counts = counts.astype(jnp.float32)
     else:
-      counts = content_terms.visible_counts(
-          q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask
-      )
-  ctx = terms.Context(
+      counts = terms.rows.visible_counts(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
+  ctx = terms.base.Context(
       padded_q,
       padded_k,
       q_offset,
@@ -585,26 +584,26 @@ def prepare(
       'given': None,
       'u': u,
   }
-  given_term = terms.GivenBias()
-  if isinstance(position_bias, terms.GridTable):  # a grid's distinct offsets: each tile gathers its block
-    given_term = terms.GridTableBias(tuple(position_bias.shape), bool(position_bias.class_token))
+  given_term = terms.scalar.GivenBias()
+  if isinstance(position_bias, terms.grid.GridTable):  # a grid's distinct offsets: each tile gathers its block
+    given_term = terms.grid.GridTableBias(tuple(position_bias.shape), bool(position_bias.class_token))
     theta['given'] = jnp.asarray(position_bias.values, jnp.float32)
   elif position_bias is not None:
     bias = jnp.asarray(position_bias, jnp.float32)
     bias = bias[None] if bias.ndim == 3 else bias
-    theta['given'] = terms.pad_axis(terms.pad_axis(bias, 2, padded_q), 3, padded_k)
+    theta['given'] = terms.base.pad_axis(terms.base.pad_axis(bias, 2, padded_q), 3, padded_k)
 
   aux = {'q_offset': q_offset, 'q_pos': q_pos, 'k_pos': k_pos}
   if key_mask is not None:
-    aux['key_mask'] = terms.pad_axis(jnp.asarray(key_mask, bool), 1, padded_k)
+    aux['key_mask'] = terms.base.pad_axis(jnp.asarray(key_mask, bool), 1, padded_k)
   if mask is not None:
     m = jnp.asarray(mask, bool)
     m = jnp.reshape(m, (1,) * (4 - m.ndim) + m.shape)
     m = jnp.broadcast_to(m, m.shape[:2] + (q_len, k_len))
-    aux['mask'] = terms.pad_axis(terms.pad_axis(m, 2, padded_q), 3, padded_k)
+    aux['mask'] = terms.base.pad_axis(terms.base.pad_axis(m, 2, padded_q), 3, padded_k)
   if segments:  # (B, padded L) int32 each: a tile compares its queries' ids with its keys' (terms.tile_mask)
-    aux['q_segment_ids'] = terms.pad_axis(jnp.asarray(q_segment_ids, jnp.int32), 1, padded_q)
-    aux['k_segment_ids'] = terms.pad_axis(jnp.asarray(k_segment_ids, jnp.int32), 1, padded_k)
+    aux['q_segment_ids'] = terms.base.pad_axis(jnp.asarray(q_segment_ids, jnp.int32), 1, padded_q)
+    aux['k_segment_ids'] = terms.base.pad_axis(jnp.asarray(k_segment_ids, jnp.int32), 1, padded_k)
 
   cfg = _Config(
       parts=tuple(part for part, _, _ in active),
@@ -624,12 +623,12 @@ def prepare(
       halo=halo,
       given_term=given_term,
   )
-  padded_query, padded_key = terms.pad_axis(query, 1, padded_q), terms.pad_axis(key, 1, padded_k)
+  padded_query, padded_key = terms.base.pad_axis(query, 1, padded_q), terms.base.pad_axis(key, 1, padded_k)
   theta['parts'] = [
       t.complete(part, th, cfg, aux, padded_query, padded_key)
       for t, part, th in zip(part_terms, cfg.parts, theta['parts'])
   ]
-  return Prepared(cfg, padded_query, padded_key, terms.pad_axis(value, 1, padded_k), theta, aux, q_len)
+  return Prepared(cfg, padded_query, padded_key, terms.base.pad_axis(value, 1, padded_k), theta, aux, q_len)
 
 
 # Key columns per step of `segment_visibility`: its memory is O(B Lq SEGMENT_CHUNK H), never (Lq, Lk).
@@ -651,15 +650,15 @@ def segment_visibility(
   k_len = k_seg.shape[1]
   c = min(int(chunk), k_len)
   padded = -(-k_len // c) * c
-  k_seg = terms.pad_axis(k_seg, 1, padded)
+  k_seg = terms.base.pad_axis(k_seg, 1, padded)
   real = jnp.ones((b, k_len), bool) if key_mask is None else jnp.asarray(key_mask, bool)
-  real = terms.pad_axis(real, 1, padded)  # padding keys are False
+  real = terms.base.pad_axis(real, 1, padded)  # padding keys are False
   if mask is not None:
     m = jnp.asarray(mask, bool)
     m = jnp.reshape(m, (1,) * (4 - m.ndim) + m.shape)
-    m = terms.pad_axis(jnp.broadcast_to(m[:, 0], (m.shape[0], q_len, k_len)), 2, padded)
+    m = terms.base.pad_axis(jnp.broadcast_to(m[:, 0], (m.shape[0], q_len, k_len)), 2, padded)
   if bad is not None:
-    bad = terms.pad_axis(jnp.asarray(bad, bool), 1, padded)
+    bad = terms.base.pad_axis(jnp.asarray(bad, bool), 1, padded)
   q_index = jnp.arange(q_len, dtype=jnp.int32) + jnp.asarray(q_offset, jnp.int32)
 
   def step(n, carry):
@@ -684,26 +683,7 @@ def segment_visibility(
   return counts, (None if bad is None else seen)
 
 
-def attend_one_tile(query, key, value, **kwargs) -> jax.Array:
-  """The explicit path: the same per-kind Terms on one tile that holds every query and key ((B, H, Lq, Lk)
-  scores), a plain softmax (or the normalizer's weights), differentiated by plain autodiff. Keywords as
-  `prepare`; the one kind with no per-tile form, PaTH's replaced logit, is built whole here."""
-  p = prepare(query, key, value, one_tile=True, **kwargs)
-  cfg = p.cfg
-  tile = terms.tile_at(cfg, p.aux, jnp.int32(0), jnp.int32(0))
-  local = _locals(cfg, p.theta, tile, p.k, p.aux)
-  s = _logits(cfg, p.aux, tile, p.q, p.k, local)
-  if cfg.normalizer is None:
-    return _values(cfg, tile, jax.nn.softmax(s, axis=-1), p.v, local)[:, : p.q_len].astype(value.dtype)
-  normalizer = cfg.parts[cfg.normalizer]
-  b, _, h, _ = p.q.shape
-  carry = normalizer.initial_carry((b, h, cfg.bq))
-  weights, _ = normalizer.tile_weights(s, _allowed(cfg, p.aux, tile, normalizer), carry)
-  out = _values(cfg, tile, weights, p.v, local)
-  return _with_remainder(p, value, out, jnp.sum(weights, axis=-1))
-
-
-def _with_remainder(p: Prepared, value, out, w):
+def with_remainder(p: Prepared, value, out, w):
   """A normalizer's output: what the keys leave (1 - sum_j A_ij) goes to the query's own value if it says so."""
   out, w = out[:, : p.q_len], w[:, :, : p.q_len]
   if p.cfg.parts[p.cfg.normalizer].remainder_to_self:
@@ -722,4 +702,4 @@ def attend(query, key, value, **kwargs) -> jax.Array:
   if p.cfg.normalizer is None:
     return _attention(p.cfg, p.q, p.k, p.v, p.theta, p.aux)[:, : p.q_len]
   acc, w = _normalized_attention(p.cfg, p.q, p.k, p.v, p.theta, p.aux)
-  return _with_remainder(p, value, acc, w)
+  return with_remainder(p, value, acc, w)

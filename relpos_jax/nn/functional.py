@@ -1,13 +1,14 @@
 """The attention core as a pure function: projected q, k, v plus position terms -> per-head outputs.
 
 Both the NNX layer and its Linen twin call `attend`, so given the same weights they compute the same thing.
-Which path runs is decided by the parts' kinds; every path but dot_product_attention asks the same per-kind
-Terms (`terms.Term`: prepare, the tile's share, scores, biases, transform, value term):
+Which path runs is decided by what the parts' Terms declare (`terms.base.Term`: `dot_product_form`, `tiles`);
+every path but dot_product_attention asks the same Terms (prepare, the tile's share, scores, biases,
+transform, value term), chosen per kind in one place (`terms.select`):
 
   no position term, scalar bias, rotary  ->  `jax.nn.dot_product_attention(q, k, v, bias, mask,
                                              implementation=...)`, so cuDNN flash attention can be chosen on
                                              GPU (`implementation='cudnn'`)
-  every kind (vector relative, remaps,   ->  the explicit path: `blockwise.attend_one_tile`, the Terms on one
+  every kind (vector relative, remaps,   ->  the explicit path: `explicit.attend`, the Terms on one
   content kinds, PaTH)                       tile that holds every query and key ((B, H, Lq, Lk) scores), a
                                              plain softmax or normalizer, plain autodiff
   implementation='blockwise'             ->  `blockwise.attend`: query and key tiles, an online softmax (or
@@ -41,9 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from relpos_jax import checks, validation
-from relpos_jax.nn import blockwise, content_terms, position_terms, terms
-
-Kind = position_terms.Kind
+from relpos_jax.nn import blockwise, explicit, terms
 
 IMPLEMENTATIONS = (None, 'xla', 'cudnn', 'einsum', 'blockwise', 'pallas')
 # The implementations that run in tiles and take a `block_size`.
@@ -79,7 +78,7 @@ def default_is_tiled(parts, query, value) -> bool:
       and query.shape[1] > blockwise.DEFAULT_BLOCK_SIZE[0]
       and value.shape[1] > blockwise.DEFAULT_BLOCK_SIZE[1]
       and query.shape[-1] == value.shape[-1]
-      and not any(part.kind is Kind.CONTEXTUAL and part.replaces_content for part in parts)
+      and all(terms.select.term_for(part).tiles for part in parts)
   )
 
 
@@ -162,7 +161,7 @@ def debug_check_bias(parts, params, bias: jax.Array, q_len: int, k_len: int, q_o
   q_pos = jnp.arange(q_len, dtype=jnp.int32) + jnp.asarray(q_offset, jnp.int32)
   k_pos = jnp.arange(k_len, dtype=jnp.int32)
   for part, p in zip(parts, params):
-    if part.kind is Kind.SCALAR_BIAS and part.is_toeplitz:
+    if terms.select.term_for(part).toeplitz:
       grid = jnp.moveaxis(part.pair_bias(p, q_pos[:, None], k_pos[None, :]), -1, 0)
       jax.debug.callback(_check_toeplitz_callback, grid)
 
@@ -253,9 +252,9 @@ def attend(
   """Multi-head attention with the position terms of `parts`.
 
   Args:
-    query: (B, Lq, H, D), already rotated if a part is rotary (see `position_terms.rotate`).
+    query: (B, Lq, H, D), already rotated if a part is rotary (see `terms.parts.rotate`).
     key, value: (B, Lk, H, D).
-    parts, params: the attention parts (`position_terms.attention_parts`) and one params pytree each.
+    parts, params: the attention parts (`terms.parts.attention_parts`) and one params pytree each.
     causal: query i (index q_offset + i among the keys) sees keys j <= q_offset + i only.
     key_mask: (B, Lk) bool, True = a real key (padding mask, or the filled part of a cache).
     mask: any further bool mask broadcastable to (B, H, Lq, Lk), True = attend.
@@ -276,7 +275,7 @@ def attend(
       positions' (explicit ones when given), like the position terms. On the tiled paths it is an arbitrary
       mask ('blockwise' only).
     features: per part, the contextual parts' token features of the keys (B, Lk, F) or None
-      (`content_terms.token_features` of the layer input; the cached ones in decoding). 'blockwise' tiles
+      (`terms.parts.token_features` of the layer input; the cached ones in decoding). 'blockwise' tiles
       every content kind but PaTH, 'pallas' none of them: a ValueError naming the encoder and its kind.
     q_segment_ids, k_segment_ids: (B, Lq), (B, Lk) int document ids of packed sequences, both or neither: query
       i sees key j only when their ids are equal (a document mask, on top of the causal and padding masks).
@@ -318,7 +317,7 @@ def attend(
         'not "pallas" with segment ids (its kernel masks causally and by padding only); "blockwise" tiles the '
         'document mask, None, "einsum", "xla" and "cudnn" take it whole',
     )
-    replaced = [part.name for part in parts if part.kind is Kind.CONTEXTUAL and part.replaces_content]
+    replaced = [part.name for part in parts if getattr(part, 'replaces_content', False)]  # PaTH's logit
     validation.require(
         not replaced,
         'attend',
@@ -365,14 +364,14 @@ def attend(
     key, value, sees_nonfinite = _without_nonfinite_keys(
         key, value, q_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask
     )
-  if isinstance(position_bias, terms.GridTable):
+  if isinstance(position_bias, terms.grid.GridTable):
     position_bias = _check_grid_table(position_bias, q_len, k_len, num_heads, q_offset, q_positions)
     if implementation != 'blockwise':  # only the blockwise kernel gathers per tile; the others take every pair
       position_bias = position_bias.dense()
-  if position_bias is not None and not isinstance(position_bias, terms.GridTable):
+  if position_bias is not None and not isinstance(position_bias, terms.grid.GridTable):
     checks.assert_bias_shape(position_bias, q_len=q_len, k_len=k_len, num_heads=num_heads)
-  if content_terms.has_content_kind(parts):
-    features = content_terms.check_features(parts, features, b, k_len)
+  if terms.parts.reads_content(parts):
+    features = terms.content.check_features(parts, features, b, k_len)
   # What every path reads: the parts, their params, the masks and positions.
   common = dict(
       parts=parts,
@@ -407,8 +406,8 @@ def attend(
         out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask, sees=sees
     )
 
-  if debug_checks and contiguous and position_terms.toeplitz_parts(parts):  # the realised bias: untiled only
-    realised = position_terms.scalar_bias(parts, params, q_len, k_len, q_offset=q_offset)
+  if debug_checks and contiguous and terms.parts.toeplitz_parts(parts):  # the realised bias: untiled only
+    realised = terms.parts.scalar_bias(parts, params, q_len, k_len, q_offset=q_offset)
     if realised is not None:
       debug_check_bias(parts, params, jnp.asarray(realised, jnp.float32), q_len, k_len, q_offset)
   use_dot_product_attention = implementation in ('xla', 'cudnn') or (
@@ -416,17 +415,17 @@ def attend(
   )
   # dot_product_attention takes a scalar bias and a mask only, and one head size for q, k and v (PoPE's polar
   # q and k are twice v's).
-  plain = all(part.kind in (Kind.SCALAR_BIAS, Kind.ROTARY, Kind.ABSOLUTE) for part in parts)
+  plain = all(terms.select.term_for(part).dot_product_form for part in parts)
   if plain and query.shape[-1] == value.shape[-1] and use_dot_product_attention:
     out = _dot_product_attention(query, key, value, implementation=implementation, **common)
   else:
-    # The explicit path: the tiled path's per-kind Terms on one tile holding every query and key.
-    out = blockwise.attend_one_tile(query, key, value, features=features, **common)
+    # The explicit path: the tiled path's Terms on one tile holding every query and key.
+    out = explicit.attend(query, key, value, features=features, **common)
   return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
 
 
 def _check_grid_table(table, q_len, k_len, num_heads, q_offset, q_positions):
-  """A `terms.GridTable` bias: (num_heads, prod(2n - 1) [+ 1]) values for queries and keys that are the grid's
+  """A `terms.grid.GridTable` bias: (num_heads, prod(2n - 1) [+ 1]) values for queries and keys that are the grid's
   tokens in raster order (no offset, no explicit positions). Else ValueError naming what differs."""
   n = table.num_tokens
   p = int(np.prod([2 * side - 1 for side in table.shape])) + int(table.class_token)
@@ -471,7 +470,7 @@ def _dot_product_attention(
   q_len, k_len = query.shape[1], key.shape[1]
   bias = position_bias
   if bias is None:
-    bias = position_terms.scalar_bias(
+    bias = terms.parts.scalar_bias(
         parts, params, q_len, k_len, q_offset=q_offset, q_positions=q_positions, k_positions=k_positions
     )
   if bias is not None:

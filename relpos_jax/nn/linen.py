@@ -7,7 +7,7 @@
       def __call__(self, x):
         return x + relpos_linen.RelativeMultiHeadAttention(num_heads=4, encoder=encoders.make('t5'))(x)
 
-It is built on the same pure functions as the NNX layer (`position_terms`, `functional.attend`), so given
+It is built on the same pure functions as the NNX layer (`terms.parts`, `functional.attend`), so given
 the same weights the two agree; `params_from_nnx(layer)` converts an NNX layer's weights into this
 module's params. Params are a plain Linen tree:
 
@@ -32,7 +32,7 @@ import jax.numpy as jnp
 from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.nn import attention as attention_lib
-from relpos_jax.nn import content_terms, functional, position_terms
+from relpos_jax.nn import functional, terms
 
 
 def _path_name(path) -> str:
@@ -104,8 +104,8 @@ class RelativeMultiHeadAttention(nn.Module):
     b, length, model_dim = x.shape
     num_heads = validation.positive_int(who, 'num_heads', self.num_heads)
     head_dim = validation.head_dim(who, model_dim, num_heads, self.head_dim)
-    position_terms.check_causal(who, self.encoder, validation.boolean(who, 'causal', self.causal))
-    parts = position_terms.attention_parts(self.encoder)
+    terms.parts.check_causal(who, self.encoder, validation.boolean(who, 'causal', self.causal))
+    parts = terms.parts.attention_parts(self.encoder)
     params = [self._part_params(i, part, model_dim, head_dim) for i, part in enumerate(parts)]
     dense = functools.partial(nn.Dense, use_bias=False, dtype=dtype, param_dtype=jnp.float32)
     inner = self.num_heads * head_dim
@@ -116,10 +116,10 @@ class RelativeMultiHeadAttention(nn.Module):
       positions = validation.positions(who, positions, (b, length))
     if segment_ids is not None:
       segment_ids = validation.positions(who, segment_ids, (b, length), 'segment_ids')
-    if position_terms.has_kind(parts, contract.Kind.ROTARY):
-      rot = positions if positions is not None else position_terms.contiguous_positions(b, length)
+    if terms.parts.rotates(parts):
+      rot = positions if positions is not None else terms.parts.contiguous_positions(b, length)
       rot = rot if padding_mask is None else jnp.where(padding_mask, rot, 0)  # Padding counts in no length.
-      q, k = position_terms.rotate(parts, params, q, k, rot, rot)
+      q, k = terms.parts.rotate(parts, params, q, k, rot, rot)
     out = functional.attend(
         q,
         k,
@@ -135,7 +135,7 @@ class RelativeMultiHeadAttention(nn.Module):
         block_size=self.block_size,
         debug_checks=self.debug_checks,
         window=self.window,
-        features=content_terms.token_features(parts, params, x),
+        features=terms.parts.token_features(parts, params, x),
         q_segment_ids=segment_ids,
         k_segment_ids=segment_ids,
     )

@@ -36,7 +36,7 @@ from flax import nnx
 from relpos_jax import validation
 from relpos_jax.encoders import contract, spec
 from relpos_jax.nn import attention as attention_lib
-from relpos_jax.nn import blocks, functional, position_terms
+from relpos_jax.nn import blocks, functional, terms
 
 KVCache = attention_lib.KVCache
 # What ModelConfig raises: a ValueError carrying field, value, allowed and depends_on, so that a config loader
@@ -239,9 +239,9 @@ class ModelConfig:
     if not isinstance(self.encoder, tuple):
       return
     shown = tuple(_readable(e) for e in self.encoder)
-    first_input = position_terms.input_parts(layers[0])
+    first_input = terms.parts.input_parts(layers[0])
     for i, e in enumerate(layers[1:], 1):
-      if position_terms.input_parts(e) != first_input:
+      if terms.parts.input_parts(e) != first_input:
         raise _invalid_field(
             'encoder',
             shown,
@@ -291,10 +291,10 @@ class _Transformer(nnx.Module):
     layers = config.layer_encoders
     for i, layer_encoder in enumerate(layers):
       where = f' (layer {i})' if len(set(layers)) > 1 else ''
-      position_terms.check_causal(f'{type(self).__name__}{where}', layer_encoder, self.causal)
+      terms.parts.check_causal(f'{type(self).__name__}{where}', layer_encoder, self.causal)
     encoder = layers[0]
-    self.input_parts = position_terms.input_parts(encoder)
-    self.attention_parts = position_terms.attention_parts(encoder)
+    self.input_parts = terms.parts.input_parts(encoder)
+    self.attention_parts = terms.parts.attention_parts(encoder)
     sizes = dict(num_heads=config.num_heads, head_dim=config.head_dim, model_dim=config.model_dim)
     self.embed = nnx.Embed(
         config.vocab_size,
@@ -304,14 +304,11 @@ class _Transformer(nnx.Module):
         rngs=rngs,
     )
     self.input_position_params = nnx.List(
-        [attention_lib.as_variables(p) for p in position_terms.init_params(self.input_parts, rngs.params(), **sizes)]
+        [attention_lib.as_variables(p) for p in terms.parts.init_params(self.input_parts, rngs.params(), **sizes)]
     )
     if config.share_position_bias:
       self.position_params = nnx.List(
-          [
-              attention_lib.as_variables(p)
-              for p in position_terms.init_params(self.attention_parts, rngs.params(), **sizes)
-          ]
+          [attention_lib.as_variables(p) for p in terms.parts.init_params(self.attention_parts, rngs.params(), **sizes)]
       )
     else:
       self.position_params = None
@@ -353,7 +350,7 @@ class _Transformer(nnx.Module):
     """
     length = validation.positive_int(f'{type(self).__name__}.check_length', 'length', length)
     for part in (p for e in all_encoders(self.config.encoder) for p in contract.leaves(e)):
-      if input_positions_given and part.kind is contract.Kind.ABSOLUTE:
+      if input_positions_given and terms.select.term_for(part).stage is terms.Stage.INPUT:
         continue
       part.check_positions(length)
 
@@ -376,7 +373,7 @@ class _Transformer(nnx.Module):
   def _embed(self, tokens, positions, deterministic):
     x = self.embed(tokens).astype(jnp.float32)
     params = [attention_lib.variable_values(p) for p in self.input_position_params]
-    absolute = position_terms.input_embedding(self.input_parts, params, positions)
+    absolute = terms.parts.input_embedding(self.input_parts, params, positions)
     if absolute is not None:
       x = x + absolute
     return self.embed_dropout(x, deterministic=deterministic)
@@ -417,7 +414,7 @@ class _Transformer(nnx.Module):
     b, length = tokens.shape
     if input_positions is not None:
       who = type(self).__name__
-      if not any(p.kind is contract.Kind.ABSOLUTE for p in self.input_parts):
+      if not self.input_parts:
         raise ValueError(
             f'{who}: input_positions were given but encoder {self.config.encoder!r} has no absolute part to '
             "embed them; allowed: an encoder with one, e.g. 'learned(max_length=64) + fire' (Abacus beside FIRE)."
@@ -427,13 +424,13 @@ class _Transformer(nnx.Module):
     # The input embedding's positions: the caller's input positions, else the positions, else 0 .. L-1.
     embed_positions = input_positions if input_positions is not None else positions
     if embed_positions is None:
-      embed_positions = position_terms.contiguous_positions(b, length)
+      embed_positions = terms.parts.contiguous_positions(b, length)
     x = self._embed(tokens, embed_positions, deterministic)
     shared = self._shared_params()
     bias = None
     if shared is not None and not self._tiled:
       # T5: one bias for every layer, computed once (blockwise builds it per tile from the shared params).
-      bias = position_terms.scalar_bias(
+      bias = terms.parts.scalar_bias(
           self.attention_parts, shared, length, length, q_positions=positions, k_positions=positions
       )
     for block in self.blocks:
@@ -491,18 +488,18 @@ class DecoderLM(_Transformer):
     first = cache[0]
     index, max_length = first.index, first.max_length
     attention_lib.check_cache_room(index, chunk, max_length)
-    new_positions = explicit if explicit is not None else position_terms.contiguous_positions(b, chunk, index)
+    new_positions = explicit if explicit is not None else terms.parts.contiguous_positions(b, chunk, index)
     x = self._embed(tokens, new_positions, True)
     shared = self._shared_params()
     bias = None
     if shared is not None and not self._tiled:
       if explicit is None:
-        bias = position_terms.scalar_bias(self.attention_parts, shared, chunk, max_length, q_offset=index)
+        bias = terms.parts.scalar_bias(self.attention_parts, shared, chunk, max_length, q_offset=index)
       else:
         key_positions = jax.lax.dynamic_update_slice(
             first.positions, explicit, (jnp.zeros((), jnp.int32), jnp.asarray(index, jnp.int32))
         )
-        bias = position_terms.scalar_bias(
+        bias = terms.parts.scalar_bias(
             self.attention_parts, shared, chunk, max_length, q_positions=explicit, k_positions=key_positions
         )
     new_cache = []

@@ -35,7 +35,7 @@ def _check_supported(prepared: blockwise.Prepared) -> None:
     if not term.kernel_form:
       raise ValueError(
           f'attention implementation "pallas": encoder {part.name or type(part).__name__!r} of '
-          f'kind {part.kind.value!r} needs {type(term).__name__[1:]} per tile (query-dependent '
+          f'kind {part.kind.value!r} needs {type(term).__name__} per tile (query-dependent '
           'bias, explicit positions or vector terms); the Pallas kernel builds Toeplitz scalar '
           'biases only. Use implementation "blockwise".'
       )

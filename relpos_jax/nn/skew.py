@@ -6,7 +6,7 @@ a clipped table, or, for explicit positions and an unbounded table, every pair),
 per-row query projections back per pair (Transformer-XL's relative shift, a pad and two reshapes, for the
 distinct rows), and `aggregate_weights` sums attention weights per row for the a^V output term. The two are
 linear and each other's transpose, and are differentiated as such (two custom VJPs).
-The per-kind dispatch that calls them is `position_terms.vector_scores` / `vector_values`.
+The per-kind dispatch that calls them is `terms.vector.vector_scores` / `vector_values`.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from flax import nnx
 from relpos_jax import grid, validation
 from relpos_jax.encoders import contract, spec as spec_1d
 from relpos_jax.nn import attention as attention_lib
-from relpos_jax.nn import blocks, position_terms
+from relpos_jax.nn import blocks, terms
 
 POOLS = ('mean', 'cls', 'none')
 
@@ -134,11 +134,11 @@ class ViT(nnx.Module):
         else None
     )
     # The absolute parts (x + p_i) of the first layer's encoder, added once at the input, as the 1-D models do.
-    self.input_parts = position_terms.input_parts(self.layer_encoders[0])
+    self.input_parts = terms.parts.input_parts(self.layer_encoders[0])
     self.input_params = nnx.List(
         [
             attention_lib.as_variables(p)
-            for p in position_terms.init_params(
+            for p in terms.parts.init_params(
                 self.input_parts,
                 rngs.params(),
                 num_heads=num_heads,

@@ -27,7 +27,7 @@ import relpos_jax
 from relpos_jax import encoders
 from relpos_jax.encoders import cope as cope_lib
 from relpos_jax.encoders import path as path_lib
-from relpos_jax.nn import attend, content_terms
+from relpos_jax.nn import attend, terms
 
 B, L, H, D, MODEL = 2, 7, 2, 8, 12
 
@@ -42,7 +42,7 @@ def _inputs(seed=0, length=L):
 @functools.partial(jax.jit, static_argnames=('enc', 'causal'))
 def _attend_jit(enc, params, q, k, v, x, key_mask, causal):
   parts, params = (enc,), [params]
-  features = content_terms.token_features(parts, params, x)
+  features = terms.parts.token_features(parts, params, x)
   return attend(
       q, k, v, parts=parts, params=params, causal=causal, key_mask=key_mask, implementation='einsum', features=features
   )
@@ -503,7 +503,7 @@ def test_path_with_fox_adds_the_gate_sums_before_the_scaling_as_the_reference():
 
   def run(w):
     params = [path_params, {**fox_params, 'gate_kernel': w}]
-    features = content_terms.token_features(parts, params, jnp.asarray(x, jnp.float32))
+    features = terms.parts.token_features(parts, params, jnp.asarray(x, jnp.float32))
     f32 = lambda a: jnp.asarray(a, jnp.float32)
     return attend(f32(q), f32(k), f32(v), parts=parts, params=params, causal=True, features=features)
 
@@ -647,8 +647,8 @@ def test_causal_only_encoders_refuse_a_bidirectional_layer(spec):
 def test_finite_values_and_gradients_at_long_lengths(spec):
   length, heads, head_dim = 1024, 1, 4  # one small head: the length is what is tested
   enc = encoders.from_spec(spec)
-  parts = relpos_jax.nn.position_terms.attention_parts(enc)
-  params = relpos_jax.nn.position_terms.init_params(
+  parts = relpos_jax.nn.terms.parts.attention_parts(enc)
+  params = relpos_jax.nn.terms.parts.init_params(
       parts, jax.random.key(0), num_heads=heads, head_dim=head_dim, model_dim=MODEL
   )
   rng = np.random.default_rng(0)
@@ -657,7 +657,7 @@ def test_finite_values_and_gradients_at_long_lengths(spec):
 
   @jax.jit
   def loss(params, q):
-    features = content_terms.token_features(parts, params, x)
+    features = terms.parts.token_features(parts, params, x)
     out = attend(q, k, v, parts=parts, params=params, causal=True, implementation='einsum', features=features)
     return jnp.mean(out**2)
 

@@ -172,11 +172,11 @@ def _outputs(enc, params):
   if enc.kind is Kind.COMBINED:
     return [o for part, p in enc.terms(params) for o in _outputs(part, p)]
   if enc.kind is Kind.POSITION_REMAP:
-    from relpos_jax.nn import position_terms
+    from relpos_jax.nn import terms
 
     q = jax.random.normal(jax.random.key(1), (1, LENGTH, 2, HEAD_DIM))
     positions = jnp.arange(LENGTH)[None]
-    scores, bias = position_terms.remap_scores(enc, params, q, q, positions, positions)
+    scores, bias = terms.parts.remap_scores(enc, params, q, q, positions, positions)
     return [scores] + ([] if bias is None else [bias])
   if enc.kind in CONTENT_KINDS:
     return _content_outputs(enc, params, LENGTH)

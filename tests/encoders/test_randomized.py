@@ -15,7 +15,7 @@ import pytest
 from relpos_jax import encoders
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.randomized import Randomized
-from relpos_jax.nn import attend, position_terms
+from relpos_jax.nn import attend, terms
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,8 +106,8 @@ def test_the_layer_sees_the_base(name):
   assert contract.train_positions(base, jax.random.PRNGKey(0), 2, 8) is None
   assert wrapper.kind is encoders.Kind.COMBINED and wrapper.children() == (base,)
   assert contract.leaves(wrapper) == contract.leaves(base) == (base,)
-  assert position_terms.attention_parts(wrapper) == position_terms.attention_parts(base)
-  assert position_terms.input_parts(wrapper) == position_terms.input_parts(base)
+  assert terms.parts.attention_parts(wrapper) == terms.parts.attention_parts(base)
+  assert terms.parts.input_parts(wrapper) == terms.parts.input_parts(base)
   for prop in ('carries_position', 'is_relative'):
     assert getattr(wrapper, prop) == getattr(base, prop), prop
 
@@ -126,8 +126,8 @@ def test_attention_with_the_wrapper_equals_attention_with_the_base(name):
   positions = jnp.asarray([[1, 7, 30, 31, 200], [0, 2, 4, 8, 16]])
   if base.kind is encoders.Kind.ABSOLUTE:
     np.testing.assert_array_equal(
-        position_terms.input_embedding(position_terms.input_parts(wrapper), [params], positions),
-        position_terms.input_embedding(position_terms.input_parts(base), [params], positions),
+        terms.parts.input_embedding(terms.parts.input_parts(wrapper), [params], positions),
+        terms.parts.input_embedding(terms.parts.input_parts(base), [params], positions),
     )
     wrapper.check_positions(4096)
     with pytest.raises(ValueError, match='max_length=4096'):
@@ -135,8 +135,8 @@ def test_attention_with_the_wrapper_equals_attention_with_the_base(name):
     return
 
   def attention(encoder, explicit):
-    parts = position_terms.attention_parts(encoder)
-    q, k = position_terms.rotate(parts, [params], x, x, positions, positions)
+    parts = terms.parts.attention_parts(encoder)
+    q, k = terms.parts.rotate(parts, [params], x, x, positions, positions)
     kw = dict(q_positions=positions, k_positions=positions) if explicit else {}
     return attend(q, k, x, parts=parts, params=[params], causal=True, **kw)
 
@@ -155,7 +155,7 @@ def test_wrapper_is_hashable_a_static_argument_and_copyable():
   assert copy.deepcopy(wrapper) == wrapper and pickle.loads(pickle.dumps(wrapper)) == wrapper
   params = _init(wrapper)
   x = jnp.ones((1, 3, 2, 8))
-  rotate = lambda enc, p, x_, pos: position_terms.rotate(position_terms.attention_parts(enc), [p], x_, x_, pos, pos)[0]
+  rotate = lambda enc, p, x_, pos: terms.parts.rotate(terms.parts.attention_parts(enc), [p], x_, x_, pos, pos)[0]
   out = jax.jit(rotate, static_argnums=0)(wrapper, params, x, jnp.asarray([[0, 5, 60]]))
   assert out.shape == x.shape
 

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 
 from relpos_jax import encoders
 from relpos_jax.encoders import contract
-from relpos_jax.nn import position_terms
+from relpos_jax.nn import terms
 
 # One base per attention kind for wrappers (randomized); used when registered.
 _WRAPPED_BASES = ('t5', 'rope', 'shaw_vector')
@@ -121,7 +121,7 @@ def causal_only(encoder) -> bool:
 
 
 def has_attention_term(encoder) -> bool:
-  return bool(position_terms.attention_parts(encoder))
+  return bool(terms.parts.attention_parts(encoder))
 
 
 _EXPLICIT_ONLY = (
@@ -135,12 +135,12 @@ _EXPLICIT_ONLY = (
 
 def dpa_capable(encoder) -> bool:
   return has_attention_term(encoder) and not any(
-      position_terms.has_kind(parts_of(encoder), kind) for kind in _EXPLICIT_ONLY
+      any(p.kind is kind for p in parts_of(encoder)) for kind in _EXPLICIT_ONLY
   )
 
 
 def has_vector(encoder) -> bool:
-  return position_terms.has_kind(parts_of(encoder), contract.Kind.VECTOR_RELATIVE)
+  return any(p.kind is contract.Kind.VECTOR_RELATIVE for p in parts_of(encoder))
 
 
 def resizes_queries(encoder) -> bool:

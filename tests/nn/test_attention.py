@@ -13,7 +13,7 @@ from flax import nnx
 
 from relpos_jax import encoders
 from relpos_jax.encoders import contract
-from relpos_jax.nn import RelativeMultiHeadAttention, attend, position_terms
+from relpos_jax.nn import RelativeMultiHeadAttention, attend, terms
 from relpos_jax.nn import functional
 from relpos_jax.nn.attention import variable_values
 
@@ -148,7 +148,7 @@ def test_layer_without_own_position_params_takes_them_from_the_caller():
   # Same seed: the projections match (the position params are drawn after them).
   shared = [variable_values(p) for p in owner.position_params]
   np.testing.assert_allclose(borrower(x, position_params=shared), owner(x), atol=1e-6)
-  bias = position_terms.scalar_bias(borrower.parts, shared, L, L)
+  bias = terms.parts.scalar_bias(borrower.parts, shared, L, L)
   np.testing.assert_allclose(borrower(x, position_params=shared, position_bias=bias), owner(x), atol=1e-6)
 
 

@@ -4,6 +4,8 @@ never builds an (L, L)-sized array; bad tile sizes and kinds without tiles are c
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,9 +14,9 @@ from flax import nnx
 
 from relpos_jax import encoders
 from relpos_jax.encoders import contract
-from relpos_jax.nn import DecoderLM, ModelConfig, RelativeMultiHeadAttention, blockwise, functional
+from relpos_jax.nn import DecoderLM, ModelConfig, RelativeMultiHeadAttention, blockwise, explicit, functional
 from relpos_jax.nn import linen as relpos_linen
-from relpos_jax.nn import position_terms, terms
+from relpos_jax.nn import terms
 
 B, L, DIM, HEADS = 2, 11, 16, 2
 BLOCK = (4, 3)  # Uneven remainders on both axes (11 = 2 x 4 + 3 queries, 3 x 3 + 2 keys).
@@ -226,8 +228,8 @@ def test_causal_tiles_ahead_of_the_queries_are_skipped():
 def test_functional_attend_with_mask_and_given_bias():
   """An arbitrary mask and a precomputed position_bias (sliced per tile), gradients included."""
   encoder = encoders.make('t5')
-  parts = position_terms.attention_parts(encoder)
-  params = position_terms.init_params(parts, jax.random.key(0), num_heads=HEADS, head_dim=8, model_dim=16)
+  parts = terms.parts.attention_parts(encoder)
+  params = terms.parts.init_params(parts, jax.random.key(0), num_heads=HEADS, head_dim=8, model_dim=16)
   q, k, v, ct = (jax.random.normal(r, (B, L, HEADS, 8)) for r in jax.random.split(jax.random.key(2), 4))
   mask = jax.random.bernoulli(jax.random.key(4), 0.7, (B, 1, L, L))
 
@@ -246,7 +248,7 @@ def test_functional_attend_with_mask_and_given_bias():
     )
     return jnp.sum(out * ct)
 
-  bias = position_terms.scalar_bias(parts, params, L, L)
+  bias = terms.parts.scalar_bias(parts, params, L, L)
   for impl_args in ((bias,), (None,)):
     a = jax.jit(jax.value_and_grad(lambda *a: run('blockwise', *a), argnums=(0, 1, 2, 3)))(*impl_args, q, k, v)
     b = jax.jit(jax.value_and_grad(lambda *a: run('einsum', *a), argnums=(0, 1, 2, 3)))(*impl_args, q, k, v)
@@ -287,8 +289,8 @@ def test_no_length_squared_array_in_forward_or_backward(name):
   """The traced program (forward and gradient, loops included) has no intermediate of L^2 elements."""
   length, heads, head_dim = 256, 2, 4
   encoder = encoders.from_spec(name)
-  parts = position_terms.attention_parts(encoder)
-  params = position_terms.init_params(
+  parts = terms.parts.attention_parts(encoder)
+  params = terms.parts.init_params(
       parts, jax.random.key(0), num_heads=heads, head_dim=head_dim, model_dim=heads * head_dim
   )
   q = jnp.ones((1, length, heads, head_dim))
@@ -348,6 +350,27 @@ def test_bad_block_sizes_are_errors(block_size):
     ModelConfig(vocab_size=8, encoder='alibi', attention_implementation='blockwise', attention_block_size=block_size)
 
 
+def test_every_part_gets_a_term_that_declares_its_stage():
+  """terms.select gives every leaf of every registered encoder a Term with a declared Stage (what the tile loops
+  and the layer ask instead of the kind), and the layer's attention and input parts split the leaves by it."""
+  cases = [encoders.make(name) for name in encoders.names() if not _needs_a_base(name)]
+  cases += [encoders.from_spec(s) for s in ('dape(alibi, version=2)', 'rope + stick_breaking', 'path + fox')]
+  for encoder in cases:
+    leaves = contract.leaves(encoder)
+    for part in leaves:
+      term = terms.term_for(part)
+      assert isinstance(term.stage, terms.Stage), (part, term)
+      assert (term.stage is terms.Stage.INPUT) == (part.kind is contract.Kind.ABSOLUTE), (part, term)
+    inside, outside = terms.parts.attention_parts(encoder), terms.parts.input_parts(encoder)
+    assert sorted(map(id, inside + outside)) == sorted(map(id, leaves))
+
+
+def _needs_a_base(name) -> bool:
+  missing = dataclasses.MISSING
+  fields = dataclasses.fields(encoders.encoder_class(name))
+  return any(f.init and f.default is missing and f.default_factory is missing for f in fields)
+
+
 def test_block_size_without_tiles_and_kinds_without_tiles_are_errors():
   with pytest.raises(ValueError, match='no tiles'):
     RelativeMultiHeadAttention(
@@ -357,8 +380,9 @@ def test_block_size_without_tiles_and_kinds_without_tiles_are_errors():
   assert blockwise.block_sizes(64) == (64, 64) and blockwise.block_sizes((8, 16)) == (8, 16)
   absolute = encoders.make('sinusoidal')  # A kind with no per-tile form stands in for a future one.
   assert absolute.kind is contract.Kind.ABSOLUTE
+  assert not terms.term_for(absolute, True).tiles
   with pytest.raises(ValueError, match="'sinusoidal'.*'absolute'"):
-    terms.term_for(absolute, True)
+    terms.terms_for((absolute,), True, 1.0, one_tile=False, query_bias=False)
 
 
 def test_terms_with_per_pair_work_take_smaller_default_tiles_on_cpu(monkeypatch):
@@ -390,13 +414,15 @@ def test_the_default_implementation_tiles_beyond_one_default_tile_on_cpu(monkeyp
   """implementation=None on a CPU: the explicit path up to one default tile, the blockwise path beyond (the
   same numbers); PaTH stays explicit."""
   calls = []
-  for name in ('attend', 'attend_one_tile'):
-    original = getattr(blockwise, name)
-    monkeypatch.setattr(blockwise, name, lambda *a, _name=name, _f=original, **k: (calls.append(_name), _f(*a, **k))[1])
+  for module, name in ((blockwise, 'blockwise'), (explicit, 'explicit')):
+    original = module.attend
+    monkeypatch.setattr(
+        module, 'attend', lambda *a, _name=name, _f=original, **k: (calls.append(_name), _f(*a, **k))[1]
+    )
   monkeypatch.setattr(blockwise, 'DEFAULT_BLOCK_SIZE', (8, 8))
   parts = (encoders.make('transformer_xl'),)
   params = [parts[0].init(jax.random.key(0), HEADS, head_dim=DIM // HEADS, model_dim=DIM)]
-  for length, path in ((8, 'attend_one_tile'), (20, 'attend')):
+  for length, path in ((8, 'explicit'), (20, 'blockwise')):
     q, k, v = jax.random.normal(jax.random.key(length), (3, 1, length, HEADS, DIM // HEADS))
     calls.clear()
     out = functional.attend(q, k, v, parts=parts, params=params, causal=True)

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from relpos_jax import encoders
-from relpos_jax.nn import functional, position_terms
+from relpos_jax.nn import functional, terms
 
 # ---------------------------------------------------------------------------------------------------------
 # Item 11: the tiled stick-breaking backward against a float64 reference.
 
 
 def _stick_breaking_grads(q, k, v, cotangent, implementation, dtype, spec='stick_breaking'):
-  parts = position_terms.attention_parts(encoders.from_spec(spec))
+  parts = terms.parts.attention_parts(encoders.from_spec(spec))
   params = [None] * len(parts)
 
   def loss(q, k, v):
@@ -54,7 +54,7 @@ def test_tiled_cope_runs_under_enable_x64(spec):
   float32 carry into float64: a TypeError from the while loop. Outputs and gradients as the explicit path."""
   rng = np.random.default_rng(1)
   q, k, v, cotangent = (rng.standard_normal((1, 9, 2, 8)).astype(np.float32) for _ in range(4))
-  parts = position_terms.attention_parts(encoders.from_spec(spec))
+  parts = terms.parts.attention_parts(encoders.from_spec(spec))
   params = [part.init(jax.random.key(0), 2, head_dim=8, model_dim=16) for part in parts]
   params = [jax.tree.map(lambda x: x + 0.1, p) for p in params]  # CoPE's table starts at zero
 

@@ -15,7 +15,7 @@ from flax import nnx
 
 from relpos_jax import encoders
 from relpos_jax.encoders import contract
-from relpos_jax.nn import RelativeMultiHeadAttention, functional, position_terms
+from relpos_jax.nn import RelativeMultiHeadAttention, functional, terms
 
 B, L, DIM, HEADS = 2, 6, 16, 2
 
@@ -100,8 +100,8 @@ def test_decoding_ignores_non_finite_unfilled_cache_slots_and_padded_tokens(name
 
 
 def test_an_explicit_mask_and_the_gradients_ignore_masked_nans():
-  parts = position_terms.attention_parts(encoders.make('alibi'))
-  params = position_terms.init_params(parts, jax.random.key(0), num_heads=HEADS, head_dim=4, model_dim=8)
+  parts = terms.parts.attention_parts(encoders.make('alibi'))
+  params = terms.parts.init_params(parts, jax.random.key(0), num_heads=HEADS, head_dim=4, model_dim=8)
   q, k, v = (jax.random.normal(jax.random.key(n), (B, L, HEADS, 4)) for n in range(3))
   mask = jnp.ones((1, 1, L, L), bool).at[..., 2].set(False)
   k, v = k.at[:, 2].set(jnp.nan), v.at[:, 2].set(jnp.nan)

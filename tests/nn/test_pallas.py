@@ -10,7 +10,7 @@ import pytest
 from flax import nnx
 
 from relpos_jax import encoders
-from relpos_jax.nn import RelativeMultiHeadAttention, functional, position_terms
+from relpos_jax.nn import RelativeMultiHeadAttention, functional, terms
 
 B, L, DIM, HEADS = 2, 11, 16, 2
 BLOCK = (4, 3)
@@ -70,8 +70,8 @@ def test_pallas_cached_decoding_equals_explicit_forward():
 @pytest.mark.parametrize('name', ['fire', 'shaw_vector', 'transformer_xl'])
 def test_kinds_without_an_in_kernel_form_name_the_encoder(name):
   encoder = encoders.from_spec(name)
-  parts = position_terms.attention_parts(encoder)
-  params = position_terms.init_params(parts, jax.random.key(0), num_heads=HEADS, head_dim=8, model_dim=16)
+  parts = terms.parts.attention_parts(encoder)
+  params = terms.parts.init_params(parts, jax.random.key(0), num_heads=HEADS, head_dim=8, model_dim=16)
   q = jnp.ones((1, 4, HEADS, 8))
   with pytest.raises(ValueError, match=f"pallas.*'{name}'.*blockwise"):
     functional.attend(q, q, q, parts=parts, params=params, implementation='pallas')

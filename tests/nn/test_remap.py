@@ -11,7 +11,7 @@ import pytest
 
 from relpos_jax import encoders
 from relpos_jax.encoders import spec
-from relpos_jax.nn import position_terms
+from relpos_jax.nn import terms
 
 B, L, H, D = 1, 23, 2, 8
 
@@ -37,7 +37,7 @@ def _ours(text, q, k):
   encoder = spec.from_spec(text)
   params = encoder.init(jax.random.PRNGKey(0), H, head_dim=D)
   pos = jnp.arange(L, dtype=jnp.int32)[None]
-  scores, bias = position_terms.remap_scores(
+  scores, bias = terms.parts.remap_scores(
       encoder, params, jnp.asarray(q, jnp.float32)[None], jnp.asarray(k, jnp.float32)[None], pos, pos
   )
   return np.asarray(scores[0]), bias
@@ -163,8 +163,8 @@ def test_blockwise_merges_each_tile_like_the_explicit_path(text, block):
   from relpos_jax.nn import functional
 
   encoder = spec.from_spec(text)
-  parts = position_terms.attention_parts(encoder)
-  params = position_terms.init_params(parts, jax.random.PRNGKey(0), num_heads=H, head_dim=D, model_dim=H * D)
+  parts = terms.parts.attention_parts(encoder)
+  params = terms.parts.init_params(parts, jax.random.PRNGKey(0), num_heads=H, head_dim=D, model_dim=H * D)
   params = jax.tree.map(lambda x: x + 0.1 * jax.random.normal(jax.random.PRNGKey(5), x.shape), params)
   q, k, v, ct = (jax.random.normal(r, (2, L, H, D)) for r in jax.random.split(jax.random.PRNGKey(2), 4))
   key_mask = jnp.arange(L)[None, :] >= jnp.array([[0], [3]])
@@ -207,7 +207,7 @@ def test_the_pallas_kernel_refuses_a_remap_by_name(text):
   from relpos_jax.nn import functional
 
   encoder = spec.from_spec(text)
-  parts = position_terms.attention_parts(encoder)
+  parts = terms.parts.attention_parts(encoder)
   params = [p.init(jax.random.PRNGKey(0), H, head_dim=D) for p in parts]
   q = jnp.ones((B, L, H, D), jnp.float32)
   with pytest.raises(ValueError, match=f"\"pallas\".*{encoder.name}'.*'position_remap'"):

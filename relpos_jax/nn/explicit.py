@@ -1,0 +1,34 @@
+"""The explicit path: every part's Term on one tile that holds every query and key ((B, H, Lq, Lk) scores), a
+plain softmax (or the normalizer's weights), differentiated by plain autodiff.
+
+`functional.attend` takes it for the kinds dot_product_attention does not cover, and for
+`implementation='einsum'`. It is the blockwise kernel's one-tile case: the same preparation
+(`blockwise.prepare` with `one_tile=True`), the same fold of the Terms into the logits (`blockwise.tile_logits`)
+and the same value terms (`blockwise.tile_values`), so the two paths agree by construction. The one Term with
+no per-tile form, PaTH's replaced logit (`terms.content.ReplacedContent`), is built whole here.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from relpos_jax.nn import blockwise, terms
+
+
+def attend(query, key, value, **kwargs) -> jax.Array:
+  """`functional.attend`'s contract on the explicit path (keywords as `blockwise.prepare`): (B, Lq, H, D) in
+  value's dtype. The caller (functional.attend) has checked the shapes and zeroes the queries that see no key."""
+  p = blockwise.prepare(query, key, value, one_tile=True, **kwargs)
+  cfg = p.cfg
+  tile = terms.base.tile_at(cfg, p.aux, jnp.int32(0), jnp.int32(0))
+  local = blockwise.tile_locals(cfg, p.theta, tile, p.k, p.aux)
+  s = blockwise.tile_logits(cfg, p.aux, tile, p.q, p.k, local)
+  if cfg.normalizer is None:
+    return blockwise.tile_values(cfg, tile, jax.nn.softmax(s, axis=-1), p.v, local)[:, : p.q_len].astype(value.dtype)
+  normalizer = cfg.parts[cfg.normalizer]
+  b, _, h, _ = p.q.shape
+  carry = normalizer.initial_carry((b, h, cfg.bq))
+  weights, _ = normalizer.tile_weights(s, blockwise.allowed_pairs(cfg, p.aux, tile, normalizer), carry)
+  out = blockwise.tile_values(cfg, tile, weights, p.v, local)
+  return blockwise.with_remainder(p, value, out, jnp.sum(weights, axis=-1))
