@@ -427,6 +427,6 @@ def test_the_default_implementation_tiles_beyond_one_default_tile_on_cpu(monkeyp
     calls.clear()
     out = functional.attend(q, k, v, parts=parts, params=params, causal=True)
     assert calls == [path]
-    explicit = functional.attend(q, k, v, parts=parts, params=params, causal=True, implementation='einsum')
-    np.testing.assert_allclose(out, explicit, **TOL)
+    einsum = functional.attend(q, k, v, parts=parts, params=params, causal=True, implementation='einsum')
+    np.testing.assert_allclose(out, einsum, **TOL)
   assert not functional.default_is_tiled((encoders.make('path'),), q, v)
