@@ -21,7 +21,7 @@ import statistics
 
 import pytest
 
-from relpos_jax.study import report
+from relpos_jax.study import cross_corpus, report
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARKER = re.compile(r'<!-- study-table: .*copied from (docs/[\w/]+) -->')
@@ -610,3 +610,12 @@ def test_the_readme_code_runs_as_written(capsys):
   assert len(blocks) == 1, 'README.md: expected one python block (Using the pieces)'
   exec(compile(blocks[0], 'README.md', 'exec'), {'__name__': 'readme_example'})
   assert capsys.readouterr().out.split('\n')[:2] == ['(2, 32, 64)', '(2, 48, 256)']
+
+
+def test_the_cross_corpus_tables_are_what_the_reports_give():
+  """docs/cross_corpus.md and the README's cross-corpus block are `relpos_jax.study.cross_corpus` of the
+  committed studies (`python -m relpos_jax.study.cross_corpus docs/` regenerates both)."""
+  studies = cross_corpus.load(os.path.join(REPO, 'docs'))
+  assert _read(os.path.join('docs', cross_corpus.OUT_FILE)) == cross_corpus.render(studies)
+  readme = _read('README.md')
+  assert cross_corpus.with_readme_table(readme, studies) == readme
