@@ -116,7 +116,7 @@ def test_command_line_end_to_end(tmp_path):
         (
             'experiments.length_generalization',
             ['--config.study.foo=1'],
-            'config.study.foo: unknown key; allowed in config.study: comparisons, default_learning_rates, description, encoders, learning_rates, lr_grid, seeds, sequential_positions, split, title',
+            'config.study.foo: unknown key; allowed in config.study: comparisons, default_learning_rates, description, encoders, learning_rates, lr_grid, seeds, selection_seed, sequential_positions, split, title',
         ),
     ],
 )
