@@ -190,12 +190,18 @@ def _rows_seeing_a_key(q_len, k_len, *, causal, q_offset, key_mask, mask):
   return sees
 
 
+def _zero_nonfinite(key, value):
+  """(key, value with every (token, head) holding a non-finite entry zeroed, (B, Lk, H) bool: finite)."""
+  finite = jnp.all(jnp.isfinite(key), axis=-1) & jnp.all(jnp.isfinite(value), axis=-1)
+  key = jnp.where(finite[..., None], key, jnp.zeros((), key.dtype))
+  value = jnp.where(finite[..., None], value, jnp.zeros((), value.dtype))
+  return key, value, finite
+
+
 def _without_nonfinite_keys(key, value, q_len, *, causal, q_offset, key_mask, mask):
   """(key, value with non-finite entries zeroed, (B, Lq, H) bool: rows that see a non-finite key or value)."""
   k_len = key.shape[1]
-  finite = jnp.all(jnp.isfinite(key), axis=-1) & jnp.all(jnp.isfinite(value), axis=-1)  # (B, Lk, H)
-  key = jnp.where(finite[..., None], key, jnp.zeros((), key.dtype))
-  value = jnp.where(finite[..., None], value, jnp.zeros((), value.dtype))
+  key, value, finite = _zero_nonfinite(key, value)
   bad = ~finite
   if key_mask is not None:
     bad = bad & key_mask[:, :, None]
@@ -218,9 +224,7 @@ def _without_nonfinite_keys_segmented(
 ):
   """`_without_nonfinite_keys` under a document mask, in O(L) memory (`blockwise.segment_visibility`): (key, value
   with non-finite entries zeroed, (B, Lq, H) rows that see a non-finite key or value, (B, Lq) rows that see a key)."""
-  finite = jnp.all(jnp.isfinite(key), axis=-1) & jnp.all(jnp.isfinite(value), axis=-1)  # (B, Lk, H)
-  key = jnp.where(finite[..., None], key, jnp.zeros((), key.dtype))
-  value = jnp.where(finite[..., None], value, jnp.zeros((), value.dtype))
+  key, value, finite = _zero_nonfinite(key, value)
   counts, seen = blockwise.segment_visibility(
       q_segment_ids, k_segment_ids, causal=causal, q_offset=q_offset, key_mask=key_mask, bad=~finite, chunk=chunk
   )
