@@ -432,9 +432,21 @@ def run_config(*, published: bool = False) -> ml_collections.ConfigDict:
   return config
 
 
-def suite_config(*, published: bool = False) -> ml_collections.ConfigDict:
+def study_config(arg: str | None = None, *, published: bool = False) -> ml_collections.ConfigDict:
+  """The run evaluated once, after training, with an empty study section (configs/studies/even_pairs.py and
+  ruoss_published.py fill it). `arg`: the studies file's own; they take none, so one is refused."""
+  parse_variants(arg, ())
+  config = run_config(published=published)
+  config.eval.every = 0
+  config.study = ml_collections.ConfigDict()
+  return config
+
+
+def suite_config(arg: str | None = None, *, published: bool = False) -> ml_collections.ConfigDict:
   """The benchmark suite (configs/studies/suite.py; with `published` configs/studies/suite_published.py): every
-  task with its own protocol (`suite_protocols`), the same encoders and seeds."""
+  task with its own protocol (`suite_protocols`), the same encoders and seeds. `arg`: the studies file's own;
+  they take none, so one is refused."""
+  parse_variants(arg, ())
   config = run_config(published=published)
   config.eval.every = 0
   if published:

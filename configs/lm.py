@@ -299,9 +299,11 @@ def run_config(*, bpe: bool = False) -> ml_collections.ConfigDict:
   return config
 
 
-def study_config() -> ml_collections.ConfigDict:
+def study_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """The default study (configs/studies/study.py documents each key): the run trained 400 steps at 64 and
-  evaluated once, after training, at 64 ... 1024 on the same 8,192 test bytes; the other LM studies change it."""
+  evaluated once, after training, at 64 ... 1024 on the same 8,192 test bytes; the other LM studies change it.
+  `arg`: the studies file's own (`--config=configs/studies/<name>.py:<arg>`); they take none, so one is refused."""
+  parse_variants(arg, ())
   config = run_config()
   config.train.steps = 400
   config.train.log_every = 100
@@ -333,10 +335,10 @@ def study_config() -> ml_collections.ConfigDict:
   return config
 
 
-def long_context_config() -> ml_collections.ConfigDict:
+def long_context_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """A study's trained runs evaluated at 1,024 ... 65,536 with blockwise attention (configs/studies/
   study_long_context*.py set the runs: study.encoders and study.trained_workdir)."""
-  config = study_config()
+  config = study_config(arg)
   config.eval.lengths = LONG_CONTEXT_LENGTHS
   # Windows of every length end at 4 common anchors and score their last 1,024 targets: the same 4,096
   # test bytes at every length (4 windows of 65,536 at the longest; 1,024 is the reference length).

@@ -9,20 +9,14 @@ positions cannot see order (the run warns), so its accuracy marks chance for ord
         --config.data.task=parity_check --workdir=results/parity_check
 """
 
-import ml_collections
-
 from relpos_jax import resources
-from relpos_jax.train.config import parse_variants
 
 algorithmic = resources.config_module('algorithmic')
 
 
 def get_config(arg=None):
-  parse_variants(arg, ())
-  config = algorithmic.run_config()
-  config.eval.every = 0
+  config = algorithmic.study_config(arg)
   config.eval.lengths = (10, 20, 30, 40, 60, 100)
-  config.study = ml_collections.ConfigDict()
   config.study.title = 'even_pairs: trained on lengths 1..20, accuracy up to 100'
   config.study.description = (
       'Per-output-token accuracy (Deletang et al. 2023); lengths <= 20 are in distribution. Chance is 0.5.'

@@ -8,19 +8,13 @@ PUBLISHED_STUDY_ENCODERS of configs/algorithmic.py). The paper sweeps learning r
         --config.data.task=reverse_string --config.optim.learning_rate=3e-4 --workdir=gs://.../reverse
 """
 
-import ml_collections
-
 from relpos_jax import resources
-from relpos_jax.train.config import parse_variants
 
 algorithmic = resources.config_module('algorithmic')
 
 
 def get_config(arg=None):
-  parse_variants(arg, ())
-  config = algorithmic.run_config(published=True)
-  config.eval.every = 0
-  config.study = ml_collections.ConfigDict()
+  config = algorithmic.study_config(arg, published=True)
   config.study.title = 'Ruoss et al. 2023 protocol: trained on lengths 1..40, tested on 41..500'
   config.study.description = 'Per-output-token accuracy; the paper reports the mean over lengths 41..500.'
   config.study.encoders = algorithmic.PUBLISHED_STUDY_ENCODERS

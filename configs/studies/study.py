@@ -42,11 +42,9 @@ FIRE's threshold starts at a quarter of the training length (16), the ratio of t
 """
 
 from relpos_jax import resources
-from relpos_jax.train.config import parse_variants
 
 lm = resources.config_module('lm')
 
 
 def get_config(arg=None):
-  parse_variants(arg, ())
-  return lm.study_config()
+  return lm.study_config(arg)

@@ -9,14 +9,12 @@ Its trained runs are what configs/studies/study_long_context_contextual.py evalu
 """
 
 from relpos_jax import resources
-from relpos_jax.train.config import parse_variants
 
 lm = resources.config_module('lm')
 
 
 def get_config(arg=None):
-  parse_variants(arg, ())
-  config = lm.study_config()
+  config = lm.study_config(arg)
   config.study.title = 'Position from content: trained at 64, evaluated up to 16x'
   config.study.encoders = lm.CONTEXTUAL_ENCODERS
   config.study.comparisons = lm.CONTEXTUAL_COMPARISONS

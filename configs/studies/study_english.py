@@ -12,14 +12,12 @@ configs/studies/study_english_bpe.py asks it in BPE tokens.
 """
 
 from relpos_jax import resources
-from relpos_jax.train.config import parse_variants
 
 lm = resources.config_module('lm')
 
 
 def get_config(arg=None):
-  parse_variants(arg, ())
-  config = lm.study_config()
+  config = lm.study_config(arg)
   config.data.corpus = 'austen'  # English prose; --config.data.corpus=stdlib asks Python source again
   config.study.title = 'The default study on English prose (bytes): trained at 64, evaluated up to 16x'
   config.study.description = (

@@ -8,14 +8,12 @@ bytes, and bits_per_char is total bits over total characters, on the byte-level 
 """
 
 from relpos_jax import resources
-from relpos_jax.train.config import parse_variants
 
 lm = resources.config_module('lm')
 english = resources.config_module('studies/study_english')
 
 
 def get_config(arg=None):
-  parse_variants(arg, ())
-  config = lm.with_bpe(english.get_config())
+  config = lm.with_bpe(english.get_config(arg))
   config.study.title = 'The default study on English prose (BPE tokens): trained at 64, evaluated up to 16x'
   return config

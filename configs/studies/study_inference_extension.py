@@ -9,14 +9,12 @@ Self-Extend and leaky ReRoPE are sized so that the largest distance they show th
 """
 
 from relpos_jax import resources
-from relpos_jax.train.config import parse_variants
 
 lm = resources.config_module('lm')
 
 
 def get_config(arg=None):
-  parse_variants(arg, ())
-  config = lm.study_config()
+  config = lm.study_config(arg)
   config.study.title = 'Train with RoPE at 64, evaluate with inference-time extensions up to 16x'
   config.study.description = (
       'Bits per character on the held-out test files; RoPE trained once per seed, its '

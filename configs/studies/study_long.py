@@ -10,14 +10,12 @@ What ran for docs/study_long: the grid at seed 0 for every label, the 5 seeds fo
 """
 
 from relpos_jax import resources
-from relpos_jax.train.config import parse_variants
 
 lm = resources.config_module('lm')
 
 
 def get_config(arg=None):
-  parse_variants(arg, ())
-  config = lm.study_config()
+  config = lm.study_config(arg)
   config.train.steps = 1600
   config.train.log_every = 200
   config.train.checkpoint_every = 400

@@ -12,14 +12,12 @@ sized for 1024x ('label: rope -> Y', LONG_CONTEXT_EXTENSIONS of configs/lm.py):
 """
 
 from relpos_jax import resources
-from relpos_jax.train.config import parse_variants
 
 lm = resources.config_module('lm')
 
 
 def get_config(arg=None):
-  parse_variants(arg, ())
-  config = lm.long_context_config()
+  config = lm.long_context_config(arg)
   config.study.encoders = lm.select(lm.LONG_CONTEXT_LABELS) + lm.LONG_CONTEXT_EXTENSIONS
   config.study.comparisons = (
       'kerple_log vs fire',

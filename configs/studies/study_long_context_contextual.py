@@ -8,14 +8,12 @@ whose kinds tile (stick-breaking, FoX, DAPE v2, FoX's bias-only gate) beside tha
 """
 
 from relpos_jax import resources
-from relpos_jax.train.config import parse_variants
 
 lm = resources.config_module('lm')
 
 
 def get_config(arg=None):
-  parse_variants(arg, ())
-  config = lm.long_context_config()
+  config = lm.long_context_config(arg)
   config.study.encoders = lm.select(lm.LONG_CONTEXT_CONTEXTUAL_LABELS)
   config.study.comparisons = ('stick_breaking vs dape2-kerple', 'stick_breaking vs kerple_log', 'fox vs fox-bias')
   config.study.trained_workdir = 'results/contextual'  # where configs/studies/study_contextual.py trains

@@ -9,11 +9,9 @@ docs/suite_sizing is this suite at seed 0 (`--config.suite.seeds='(0,)'`), as it
 """
 
 from relpos_jax import resources
-from relpos_jax.train.config import parse_variants
 
 algorithmic = resources.config_module('algorithmic')
 
 
 def get_config(arg=None):
-  parse_variants(arg, ())
-  return algorithmic.suite_config()
+  return algorithmic.suite_config(arg)

@@ -7,14 +7,12 @@ to 6x (ABACUS_PROTOCOL).
 """
 
 from relpos_jax import resources
-from relpos_jax.train.config import parse_variants
 
 algorithmic = resources.config_module('algorithmic')
 
 
 def get_config(arg=None):
-  parse_variants(arg, ())
-  config = algorithmic.suite_config()
+  config = algorithmic.suite_config(arg)
   config.suite.title = 'Abacus as McLeish et al. 2024 embed it, beside NoPE, FIRE and RoPE (CPU scale)'
   config.suite.tasks = ('addition_abacus',)
   config.suite.encoders = algorithmic.ABACUS_ENCODERS

@@ -7,16 +7,14 @@ suite's bidirectional Chomsky tasks never ran them) beside NoPE, RoPE and ALiBi,
 """
 
 from relpos_jax import resources
-from relpos_jax.train.config import parse_variants
 
 algorithmic = resources.config_module('algorithmic')
 
 
 def get_config(arg=None):
-  parse_variants(arg, ())
-  config = algorithmic.suite_config()
-  config.suite.title = 'Position from content on the causal tasks (CPU scale)'
+  config = algorithmic.suite_config(arg)
   config.suite.tasks = algorithmic.CONTEXTUAL_TASKS
   config.suite.encoders = algorithmic.CONTEXTUAL_SUITE_ENCODERS
+  config.suite.title = 'Position from content on the causal tasks (CPU scale)'
   config.suite.protocols = {t: config.suite.protocols[t].to_dict() for t in algorithmic.CONTEXTUAL_TASKS}
   return config

@@ -7,11 +7,9 @@ script's count, the paper's 2,000,000 one override away), the other tasks at the
 """
 
 from relpos_jax import resources
-from relpos_jax.train.config import parse_variants
 
 algorithmic = resources.config_module('algorithmic')
 
 
 def get_config(arg=None):
-  parse_variants(arg, ())
-  return algorithmic.suite_config(published=True)
+  return algorithmic.suite_config(arg, published=True)

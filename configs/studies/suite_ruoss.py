@@ -9,14 +9,12 @@ std follows it).
 """
 
 from relpos_jax import resources
-from relpos_jax.train.config import parse_variants
 
 algorithmic = resources.config_module('algorithmic')
 
 
 def get_config(arg=None):
-  parse_variants(arg, ())
-  config = algorithmic.suite_config()
+  config = algorithmic.suite_config(arg)
   config.train.steps = 2_000
   config.eval.position_draws = 4
   config.suite.title = 'Ruoss et al. 2023 at CPU scale: randomized RoPE against RoPE'
