@@ -5,6 +5,10 @@ tests/configs_expected.txt holds every shipped config, one dotted key a line, as
 configs/lm.py and configs/algorithmic.py built it before the studies got their files (the old path follows each
 section's name). The old variant names stay as aliases that load the studies file; they are pinned here too, so a
 command recorded in a committed study still builds that study. Fast: only ConfigDicts are built.
+
+A new studies file gets its section here, printed from the file (check each line: it is what the study will run):
+
+    python -c "from tests import test_configs as t; print(t.section('configs/studies/<name>.py'))"
 """
 
 import ast
@@ -56,6 +60,12 @@ def _built(path: str) -> dict:
   return _flat(config_lib.config_from_file(os.path.join(REPO, path)).to_dict())
 
 
+def section(path: str, old: str | None = None) -> str:
+  """The lines of configs_expected.txt for the config file `path` (`old`: the path it was written from)."""
+  lines = [f'[{path}] {old or path}'] + [f'{key}: {value!r}' for key, value in sorted(_built(path).items())]
+  return '\n'.join(lines)
+
+
 class _Absent:
 
   def __repr__(self):
@@ -72,6 +82,15 @@ def _differences(built: dict, expected: dict) -> list[str]:
       for key in sorted(set(built) | set(expected))
       if repr(built.get(key, ABSENT)) != repr(expected.get(key, ABSENT))
   ]
+
+
+def test_a_section_reads_back_as_the_config_it_was_printed_from():
+  text = section('configs/studies/suite_abacus.py')
+  assert text.splitlines()[0] == '[configs/studies/suite_abacus.py] configs/studies/suite_abacus.py'
+  assert 'suite.protocols.addition_abacus.task_kwargs.max_offset: 40' in text.splitlines()
+  assert {k: ast.literal_eval(v) for k, _, v in (line.partition(': ') for line in text.splitlines()[1:])} == (
+      _built('configs/studies/suite_abacus.py')
+  )
 
 
 def test_every_studies_file_is_pinned_and_every_pinned_one_exists():
