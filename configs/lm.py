@@ -116,7 +116,8 @@ LONG_CONTEXT_EXTENSIONS = (
     'yarn: rope -> rope(scaling="yarn", factor=1024.0, original_max_position=64)',
     'rerope: rope -> rerope(rope, window=32)',
 )
-# configs/studies/study_long_context_contextual.py: the contextual study's runs whose kinds tile, beside its own baselines.
+# configs/studies/study_long_context_contextual.py: the contextual study's runs whose kinds tile, beside its own
+# baselines.
 LONG_CONTEXT_CONTEXTUAL_LABELS = (
     'stick_breaking',
     'fox',

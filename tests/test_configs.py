@@ -6,7 +6,8 @@ configs/lm.py and configs/algorithmic.py built it before the studies got their f
 section's name). The old variant names stay as aliases that load the studies file; they are pinned here too, so a
 command recorded in a committed study still builds that study. Fast: only ConfigDicts are built.
 
-A new studies file gets its section in configs_expected.txt, printed from the file (check each line: it is what the study will run):
+A new studies file gets its section in configs_expected.txt, printed from the file (check each line: it is what
+the study will run):
 
     python -c "from tests import test_configs as t; print(t.section('configs/studies/<name>.py'))"
 """
