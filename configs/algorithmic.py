@@ -45,9 +45,9 @@ Legacy names: the study and suite variants this file had (`study`, `published,st
 (tests/test_configs.py pins that), so commands recorded before the move still run.
 
 configs/studies/even_pairs.py (CPU scale): evaluated by per-output-token accuracy at 10 and 20 (in
-distribution) and 30, 40, 60, 100 (out of distribution), about 2 minutes per encoder on a 2-core CPU. NoPE is in the set as the control: a
-bidirectional model without positions cannot see order (the run warns), so its accuracy marks chance for
-order-dependent tasks.
+distribution) and 30, 40, 60, 100 (out of distribution), about 2 minutes per encoder on a 2-core CPU. NoPE is in
+the set as the control: a bidirectional model without positions cannot see order (the run warns), so its accuracy
+marks chance for order-dependent tasks.
 
 `published`, from the paper and its reference code (google-deepmind/randomized_positional_encodings):
   model     bidirectional transformer, 5 layers, model_dim 64, 8 heads, MLP widening 4, dropout 0.1
@@ -66,8 +66,8 @@ configs/studies/ruoss_published.py, each encoder family that paper compares, wit
 positions (max_position 2048).
 
 configs/studies/suite.py: the 15 tasks of the Chomsky hierarchy (Deletang et al. 2023; Ruoss et al. 2023),
-flip_flop (Liu et al. 2023), mqar (Arora et al. 2023), passkey (byte level, and `passkey_tokens`: its template one token per
-sentence), selective_copy (Gu & Dao 2023; CoPE's splits), count_copy (Kazemnejad et al. 2023), cope_counting
+flip_flop (Liu et al. 2023), mqar (Arora et al. 2023), passkey (byte level, and `passkey_tokens`: its template
+one token per sentence), selective_copy (Gu & Dao 2023; CoPE's splits), count_copy (Kazemnejad et al. 2023), cope_counting
 (Golovneva et al. 2024's counting task), and addition
 with plain, coupled (Cho et al. 2024) and
 Abacus (McLeish et al. 2024) positions. CPU scale: this file's model, 1,000 to 2,500 steps per task (see
@@ -186,8 +186,8 @@ def flip_flop_held_out_examples(pairs: int, reads: int = FLIP_FLOP_HELD_OUT_READ
 
 
 # The Ruoss et al. 2023 protocol at CPU scale (configs/studies/suite_ruoss.py): tasks RoPE learns in distribution
-# at this budget (docs/suite: in-distribution accuracy >= 0.92), RoPE against randomized RoPE at max_position 2x and 8x each
-# task's longest test sequence (the paper: about 1.4-4x) and at 2048 (the suite's setting) as an ablation.
+# at this budget (docs/suite: in-distribution accuracy >= 0.92), RoPE against randomized RoPE at max_position 2x
+# and 8x each task's longest test sequence (the paper: about 1.4-4x) and at 2048 (the suite's setting) as an ablation.
 RUOSS_TASKS = ('even_pairs', 'reverse_string', 'bucket_sort', 'cycle_navigation', 'missing_duplicate', 'flip_flop')
 RUOSS_ENCODERS = (
     'rope',
@@ -198,8 +198,8 @@ RUOSS_ENCODERS = (
 RUOSS_LR_GRID = (3e-4, 1e-3, 3e-3)
 
 # Position from content on the suite's causal tasks (configs/studies/suite_contextual.py): CoPE, FoX and
-# stick-breaking are causal only, so the CPU suite (bidirectional Chomsky tasks) never ran them. Flip-flop is CoPE's own benchmark
-# (Golovneva et al. 2024, with selective copy and counting) and Liu et al.'s; mqar is content-addressed recall;
+# stick-breaking are causal only, so the CPU suite (bidirectional Chomsky tasks) never ran them. Flip-flop is CoPE's
+# own benchmark (Golovneva et al. 2024, with selective copy and counting) and Liu et al.'s; mqar is content-addressed recall;
 # passkey_tokens is the passkey template one token per sentence (the byte-level one does not fit a CPU);
 # selective_copy is CoPE's second task (Gu & Dao's selective copying); count_copy is Kazemnejad et al.'s
 # counting task (emit as many symbols as the prompt had), scored by exact
@@ -226,8 +226,8 @@ CONTEXTUAL_SUITE_ENCODERS = (
 )
 
 # Abacus as McLeish et al. 2024 embed it (configs/studies/suite_abacus.py): a learned embedding of each digit's
-# significance added to the input (task addition_abacus with as_input), beside the attention encodings the paper pairs it with
-# (NoPE, FIRE, RoPE) over the token index. The CPU suite's addition protocol (train 1..8 digits, 2,000 steps,
+# significance added to the input (task addition_abacus with as_input), beside the attention encodings the paper
+# pairs it with (NoPE, FIRE, RoPE) over the token index. The CPU suite's addition protocol (train 1..8 digits, 2,000 steps,
 # 2 seeds), evaluated to 6x the trained digits (the paper: 20 -> 120). The paper's offset range (max_k = 99
 # over 20 digits) is scaled to 40 over 8, so that training reaches every index the 48-digit test uses; the
 # table holds 64 rows, past the 50 the run can reach.
