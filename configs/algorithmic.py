@@ -67,9 +67,8 @@ positions (max_position 2048).
 
 configs/studies/suite.py: the 15 tasks of the Chomsky hierarchy (Deletang et al. 2023; Ruoss et al. 2023),
 flip_flop (Liu et al. 2023), mqar (Arora et al. 2023), passkey (byte level, and `passkey_tokens`: its template
-one token per sentence), selective_copy (Gu & Dao 2023; CoPE's splits), count_copy (Kazemnejad et al. 2023), cope_counting
-(Golovneva et al. 2024's counting task), and addition
-with plain, coupled (Cho et al. 2024) and
+one token per sentence), selective_copy (Gu & Dao 2023; CoPE's splits), count_copy (Kazemnejad et al. 2023),
+cope_counting (Golovneva et al. 2024's counting task), and addition with plain, coupled (Cho et al. 2024) and
 Abacus (McLeish et al. 2024) positions. CPU scale: this file's model, 1,000 to 2,500 steps per task (see
 `suite_protocols`), training lengths 1..16 (flip_flop 1..32 instruction pairs, mqar 1..8 pairs, addition 1..8
 digits), evaluated to 4x (addition 3x), 2 seeds, 6 encoders, every task but passkey (341..431 bytes at 1..2
@@ -199,8 +198,8 @@ RUOSS_LR_GRID = (3e-4, 1e-3, 3e-3)
 
 # Position from content on the suite's causal tasks (configs/studies/suite_contextual.py): CoPE, FoX and
 # stick-breaking are causal only, so the CPU suite (bidirectional Chomsky tasks) never ran them. Flip-flop is CoPE's
-# own benchmark (Golovneva et al. 2024, with selective copy and counting) and Liu et al.'s; mqar is content-addressed recall;
-# passkey_tokens is the passkey template one token per sentence (the byte-level one does not fit a CPU);
+# own benchmark (Golovneva et al. 2024, with selective copy and counting) and Liu et al.'s; mqar is content-addressed
+# recall; passkey_tokens is the passkey template one token per sentence (the byte-level one does not fit a CPU);
 # selective_copy is CoPE's second task (Gu & Dao's selective copying); count_copy is Kazemnejad et al.'s
 # counting task (emit as many symbols as the prompt had), scored by exact
 # match; cope_counting is CoPE's own counting task (the value of a variable after a program of sets, increments
@@ -227,8 +226,8 @@ CONTEXTUAL_SUITE_ENCODERS = (
 
 # Abacus as McLeish et al. 2024 embed it (configs/studies/suite_abacus.py): a learned embedding of each digit's
 # significance added to the input (task addition_abacus with as_input), beside the attention encodings the paper
-# pairs it with (NoPE, FIRE, RoPE) over the token index. The CPU suite's addition protocol (train 1..8 digits, 2,000 steps,
-# 2 seeds), evaluated to 6x the trained digits (the paper: 20 -> 120). The paper's offset range (max_k = 99
+# pairs it with (NoPE, FIRE, RoPE) over the token index. The CPU suite's addition protocol (train 1..8 digits,
+# 2,000 steps, 2 seeds), evaluated to 6x the trained digits (the paper: 20 -> 120). The paper's offset range (max_k = 99
 # over 20 digits) is scaled to 40 over 8, so that training reaches every index the 48-digit test uses; the
 # table holds 64 rows, past the 50 the run can reach.
 ABACUS_PROTOCOL = dict(
