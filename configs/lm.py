@@ -7,93 +7,41 @@ to finish in about a minute on a laptop CPU:
     python -m experiments.train --config=configs/lm.py --workdir=/tmp/lm
     python -m experiments.train --config=configs/lm.py --config.model.encoder='rope' --workdir=/tmp/lm_rope
 
-Variant `study` (`--config=configs/lm.py:study`): the default length-generalization study. Every encoder of
-`study.encoders` trains this model at length 64 (same data stream and steps for every encoder, per seed), then is evaluated
-on the same held-out test bytes seen through windows of 64, 128, 256, 512 and 1024 bytes (1x to 16x). Sized to finish
-in about 10 minutes on a 2-core CPU:
-
-    python -m experiments.length_generalization                      # this variant, ./results/default
-    python -m experiments.length_generalization --config=configs/lm.py:study \
-        --config.train.steps=2000 --config.model.num_layers=4 --workdir=/tmp/bigger
-
-`study.encoders` holds 'label: spec' entries (any encoder spec; see relpos_jax.encoders.spec); `study.seeds`
-the seeds every encoder is trained with (the table shows mean ± sample std over them):
-
-    python -m experiments.length_generalization --config.study.seeds='(0,1,2,3,4)' --workdir=results/seeds5
-
-The protocol (relpos_jax.study.protocol; every key is checked before anything is trained or written):
-  eval.scored_tail       T: windows of every length end at the same anchors of the split and score only
-                         their last T targets, so every length scores the same bytes (None: the shortest
-                         evaluation length, 64 here; each length's scored set is fingerprinted in results.json)
-  eval.num_tokens        scored tokens per length (num_tokens / T windows): 8,192 here, i.e. 128 windows per
-                         length, 254k window tokens over the five lengths against 328k before (attention work
-                         1.4x, since the long windows grow: 128 x 1024^2 at 1024 against 64 x 1024^2)
-  eval.position_draws    K: a randomized encoder is evaluated on ordered random positions from [0,
-                         max_position), the mean over K draws (as its reference code does); >= 1
-  study.split            the split the tables report: 'test' (held-out files); 'validation' is refused when
-                         the study chooses anything (lr_grid, learning_rates), as choices are made there
-  study.lr_grid          peak learning rates tried per encoder at the first seed; the lowest validation loss
-                         at the training length wins and the other seeds train with it (LR_GRID:
-                         --config.study.lr_grid='(1e-3,3e-3,1e-2)'); None: no grid
-  study.default_learning_rates  committed choices, 'label: lr' (STUDY_LEARNING_RATES: what the grid chose),
-                         applied to the labels the study has, so the quick start does not search again
-                         (study.learning_rates: your own, every label one of the study's); the table's
-                         last column names each rate and how it was chosen (grid, committed, fixed =
-                         optim.learning_rate; a re-evaluation: 'trained: <how>', the trained study's word)
-  study.comparisons      'A vs B' or 'A vs B at <length | train | ood | longest>': paired differences over
-                         seeds with 95% t intervals (results.md, results.json 'comparisons'); a randomized
-                         entry's 0..L-1 row is '<label>@0..L-1'
-  study.sequential_positions  randomized encoders also evaluated at 0..L-1, as the row '<label>@0..L-1'
-
-FIRE's threshold starts at a quarter of the training length (16), the ratio of the paper (512 at 2,048);
-'fire-512' keeps the reference code's absolute 512 as an ablation row (relpos_jax/encoders/fire.py).
-
-Variant `study,long` (`--config=configs/lm.py:study,long`): the same study trained four times longer
-(1,600 steps; warmup and checkpoints scaled) for a subset of encoders (LONG_LABELS: T5 with its published
-layout, KERPLE-log, the lecture's distance bias and both monotone tables): do the findings hold with more
-training? (docs/study_long/: --config.study.lr_grid='(3e-3,1e-2,3e-2)' --config.study.seeds='(0,1,2,3,4)',
-the full command; what ran: the grid at seed 0 for every label, the 5 seeds for the compared pair only)
-
-Variant `bpe` (`--config=configs/lm.py:bpe`, combines with the others): the corpus as byte-level BPE tokens,
-a vocabulary of BPE_VOCAB_SIZE trained on the training split only (relpos_jax.data.bpe, cached in
-data.tokenizer_cache); lengths count tokens, eval.scored_tail counts bytes, and bits_per_char is total bits over
-total characters, on the byte-level runs' scale (`pip install tokenizers`):
+Variant `bpe` (`--config=configs/lm.py:bpe`): the corpus as byte-level BPE tokens, a vocabulary of
+BPE_VOCAB_SIZE trained on the training split only (relpos_jax.data.bpe, cached in data.tokenizer_cache); lengths
+count tokens, eval.scored_tail counts bytes, and bits_per_char is total bits over total characters, on the
+byte-level runs' scale (`pip install tokenizers`):
 
     python -m experiments.train --config=configs/lm.py:bpe --config.data.corpus=austen --workdir=/tmp/lm_bpe
 
-Variant `inference_extension` (`--config=configs/lm.py:inference_extension`): train with RoPE once (the
-`study` variant's run), evaluate its parameters unchanged with inference-time extensions up to 16x, each set
-for 16x from L_orig = 64 (docs/study_inference_extension/: --config.study.seeds='(0,1,2,3,4)'). Entries
-'label: rope -> Y' reuse the trained run of each seed (relpos_jax.study.runner). Self-Extend and leaky ReRoPE are sized
-so that the largest distance they show the model at 1024 stays inside the 64 trained positions:
-Self-Extend (1023 // 32) + 32 - 1 = 62, leaky ReRoPE 32 + (1023 - 32) / 32 < 64.
-Variant `long_context` (`--config=configs/lm.py:long_context`): the `study` variant's trained runs (read from
-`study.trained_workdir`, no retraining) evaluated at 2,048 ... 65,536 bytes (32x to 1024x), plus 1,024
-as the reference, with `model.attention_implementation='blockwise'` (tiles, every position term built per tile:
-no (L, L) array at any length). The same targets at every length: windows end at 4 common anchors and score
-their last 1,024 bytes (eval.scored_tail; 1,024 is the reference length, 4,096 scored bytes per length, four
-windows of 65,536 at the longest). `learned` is left out (its table ends at position 1,023); the families the README
-compares come first, so an interrupted run has them, then RoPE's trained runs under inference-time
-extensions sized for 1024x ('label: rope -> Y', LONG_CONTEXT_EXTENSIONS):
+The studies built on this run are files of their own, `configs/studies/<name>.py` (one per docs/<name>/), which
+import this module's pieces (`run_config`, `study_config`, the encoder lists and committed learning rates
+below) through `relpos_jax.resources.config_module('lm')`:
 
-    python -m experiments.length_generalization --config=configs/lm.py:long_context \
-        --config.study.trained_workdir=results/default --workdir=results/long_context
+    configs/studies/study.py                          the default study (docs/study)
+    configs/studies/study_long.py                     trained 4x longer (docs/study_long)
+    configs/studies/study_contextual.py               position from content (docs/study_contextual)
+    configs/studies/study_inference_extension.py      RoPE with inference-time extensions (docs/study_...)
+    configs/studies/study_long_context.py             the default study's runs at 1024x (docs/study_long_context)
+    configs/studies/study_long_context_contextual.py  the contextual study's runs at 1024x
+    configs/studies/study_english.py                  the default study on English prose (docs/study_english)
+    configs/studies/study_english_bpe.py              the same in BPE tokens
 
-Variant `long_context,contextual`: the same evaluation of the contextual study's runs whose kinds tile
-(stick-breaking, FoX, DAPE v2, FoX's bias-only gate) beside that study's own baselines
-(LONG_CONTEXT_CONTEXTUAL_LABELS):
+    python -m experiments.length_generalization --config=configs/studies/study.py --workdir=results/default
 
-    python -m experiments.length_generalization --config=configs/lm.py:long_context,contextual \
-        --config.study.trained_workdir=results/contextual --workdir=results/long_context_contextual
+Legacy names: the study variants this file had (`study`, `study,long`, `study,contextual`, `inference_extension`,
+`long_context`, `long_context,contextual`, `cross_corpus`, `cross_corpus,bpe`; LEGACY_STUDIES) still load, each
+the studies file it became (tests/test_configs.py pins that), so commands recorded before the move still run.
 """
 
 import ml_collections
 from ml_collections.config_dict import placeholder
 
-from relpos_jax.train.config import parse_variants
+from relpos_jax import resources
+from relpos_jax.train.config import ConfigError, parse_variants
 
 TRAIN_LENGTH = 64
-# Variant bpe: 2.7 characters per token on the English test novel (4,096 gives 3.6 but makes the d=64 model's
+# BPE runs: 2.7 characters per token on the English test novel (4,096 gives 3.6 but makes the d=64 model's
 # output layer the cost of a run, 6x a byte run's, on a CPU).
 BPE_VOCAB_SIZE = 1024
 # FIRE's threshold at a quarter of the training length, the paper's ratio (512 at its 2,048; see
@@ -143,7 +91,7 @@ STUDY_COMPARISONS = (
 )
 CONTEXTUAL_COMPARISONS = ('stick_breaking vs dape2-kerple', 'fox vs fox-bias', 'kerple_log vs fire')
 
-# The study's encoders that can encode 65,536 positions, in the order the long-context variant runs them (the
+# The study's encoders that can encode 65,536 positions, in the order the long-context study runs them (the
 # families the README compares first, so an interrupted run has them), then RoPE's inference-time extensions,
 # each sized for 1024x from L_orig = 64: Self-Extend's largest shown distance (65535 // 2048) + 32 - 1 = 62
 # and leaky ReRoPE's 32 + 65503 / 2048 < 64 stay inside the trained positions; YaRN at factor 1024.
@@ -168,7 +116,8 @@ LONG_CONTEXT_EXTENSIONS = (
     'yarn: rope -> rope(scaling="yarn", factor=1024.0, original_max_position=64)',
     'rerope: rope -> rerope(rope, window=32)',
 )
-# Variant `long_context,contextual`: the contextual study's runs whose kinds tile, beside its own baselines.
+# configs/studies/study_long_context_contextual.py: the contextual study's runs whose kinds tile, beside its own
+# baselines.
 LONG_CONTEXT_CONTEXTUAL_LABELS = (
     'stick_breaking',
     'fox',
@@ -211,7 +160,7 @@ STUDY_ENCODERS = (
     'rope',
     'rope+randomized: randomized(rope, max_position=2048)',
 )
-# Variant `cross_corpus`: the default study's compared encoders and T5's log buckets (the lecture's table that
+# configs/studies/study_english.py: the default study's compared encoders and T5's log buckets (the lecture's table that
 # fails), asked the same question on another corpus (--config.data.corpus, and with `bpe` in BPE tokens).
 # In the order the findings need them, so that an interrupted study has whole findings first.
 CROSS_CORPUS_LABELS = (
@@ -231,12 +180,12 @@ CROSS_CORPUS_COMPARISONS = STUDY_COMPARISONS + ('kerple_log vs alibi', 't5 vs di
 CROSS_CORPUS_LR_GRID = (3e-3, 1e-2, 3e-2)
 CROSS_CORPUS_SEEDS = (0, 1, 2, 3, 4)
 SELECTION_SEED = 100
-# Variant `long`: the labels of the default study trained for 1,600 steps.
+# configs/studies/study_long.py: the labels of the default study trained for 1,600 steps.
 LONG_LABELS = ('t5', 'kerple_log', 'distance', 'monotone-t5-32', 'monotone-lin')
 
 
-# Variant `study,contextual`: the position-from-content encoders (cope, fox, ...) beside the extrapolating
-# baselines and RoPE; docs/study_contextual: --config=configs/lm.py:study,contextual --config.study.seeds='(0,1,2)'.
+# configs/studies/study_contextual.py: the position-from-content encoders (cope, fox, ...) beside the extrapolating
+# baselines and RoPE (docs/study_contextual).
 CONTEXTUAL_ENCODERS = (
     'nope',
     'alibi',
@@ -255,7 +204,7 @@ CONTEXTUAL_ENCODERS = (
     'path',  # last: the slowest run on a CPU (its trained runs predate the chunked logits: equal to 2e-5)
 )
 
-# Train with RoPE, evaluate with Y (variant inference_extension).
+# Train with RoPE, evaluate with Y (configs/studies/study_inference_extension.py).
 INFERENCE_EXTENSION_ENCODERS = (
     'rope',
     'linear: rope -> rope(scaling="linear", factor=16.0)',
@@ -271,32 +220,31 @@ INFERENCE_EXTENSION_ENCODERS = (
 )
 
 
-def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  variants = parse_variants(
-      arg, ('study', 'long', 'contextual', 'inference_extension', 'long_context', 'bpe', 'cross_corpus')
-  )
-  if 'cross_corpus' in variants:
-    variants.add('study')
-  if 'long_context' in variants:
-    variants.add('study')  # it evaluates a study's runs: the default study's, or with 'contextual' that one's
-  for extension in ('long', 'contextual'):
-    if extension in variants and 'study' not in variants:
-      raise ValueError(f"configs/lm.py: variant {extension!r} extends the study: use 'study,{extension}'.")
-  if {'long', 'long_context'} <= variants:
-    raise ValueError(
-        "configs/lm.py: variants 'long' and 'long_context' do not combine: 'long_context' "
-        'evaluates the trained runs of --config.study.trained_workdir.'
-    )
-  if {'long', 'contextual'} <= variants:
-    raise ValueError("configs/lm.py: variants 'long' and 'contextual' are two different studies; choose one.")
-  if 'inference_extension' in variants:
-    others = sorted(variants & {'long', 'contextual', 'long_context'})
-    if others:
-      raise ValueError(
-          f"configs/lm.py: 'inference_extension' is a study of its own (RoPE trained once, "
-          f'evaluated with each extension); it does not combine with {others}.'
-      )
-    variants.add('study')
+# The study variants this file had, each now the studies file it became (configs/studies/<name>.py). A variant
+# set is read as it was: 'cross_corpus', 'long_context' and 'inference_extension' implied 'study'.
+LEGACY_STUDIES = {
+    'study': 'study',
+    'study,long': 'study_long',
+    'study,contextual': 'study_contextual',
+    'inference_extension': 'study_inference_extension',
+    'long_context': 'study_long_context',
+    'long_context,contextual': 'study_long_context_contextual',
+    'cross_corpus': 'study_english',
+    'cross_corpus,bpe': 'study_english_bpe',
+}
+LEGACY_VARIANTS = ('study', 'long', 'contextual', 'inference_extension', 'long_context', 'bpe', 'cross_corpus')
+
+
+def with_bpe(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """`config` on subword tokens (relpos_jax.train.token_inputs): lengths count tokens."""
+  config.data.tokenizer = 'bpe'
+  config.data.vocab_size = BPE_VOCAB_SIZE
+  config.data.tokenizer_cache = placeholder(str)  # None: ~/.cache/relpos_jax/bpe
+  return config
+
+
+def run_config(*, bpe: bool = False) -> ml_collections.ConfigDict:
+  """The LM training run (`--config=configs/lm.py`, with `bpe` `configs/lm.py:bpe`)."""
   config = ml_collections.ConfigDict()
   config.seed = 0
 
@@ -314,10 +262,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.data.corpus = 'stdlib'
   config.data.max_train_bytes = 8_000_000
   config.data.train_length = TRAIN_LENGTH
-  if 'bpe' in variants:  # subword tokens (relpos_jax.train.token_inputs): lengths count tokens
-    config.data.tokenizer = 'bpe'
-    config.data.vocab_size = BPE_VOCAB_SIZE
-    config.data.tokenizer_cache = placeholder(str)  # None: ~/.cache/relpos_jax/bpe
+  if bpe:
+    with_bpe(config)
 
   config.optim = ml_collections.ConfigDict()
   config.optim.learning_rate = 3e-3
@@ -351,106 +297,86 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.eval.max_tokens_per_batch = placeholder(int)  # optional: cap on tokens per eval batch
   config.eval.scored_tail = placeholder(int)  # T, scored targets per window; None: the shortest length
   config.eval.position_draws = 4  # randomized encoders: random evaluation positions, mean over 4 draws
-
-  if 'study' in variants:
-    config.train.steps = 400
-    config.train.log_every = 100
-    config.train.checkpoint_every = 200
-    config.optim.warmup_steps = 40
-    config.eval.every = 0  # evaluate once, after training
-    config.eval.lengths = (64, 128, 256, 512, 1024)
-    # 128 windows per length, each ending at one of 128 common anchors and scoring its last 64 targets:
-    # the same 8,192 test bytes at every length (each seen with up to 1,024 bytes of context at 1024).
-    config.eval.num_tokens = 8_192
-    config.eval.max_tokens_per_batch = 16_384  # long windows in small batches: fits any laptop
-    config.study = ml_collections.ConfigDict()
-    config.study.title = 'Byte-level LM on the Python stdlib: trained at 64, evaluated up to 16x'
-    config.study.description = (
-        'Bits per character on the held-out test files (the same bytes at every length); every encoder '
-        'trains the same model, data stream and steps.'
-    )
-    config.study.encoders = STUDY_ENCODERS
-    config.study.seeds = (0,)  # the quick start; the README's table: --config.study.seeds='(0,1,2,3,4)'
-    config.study.split = 'test'  # what the table reports; choices are made on validation at length 64
-    config.study.lr_grid = placeholder(tuple)  # e.g. --config.study.lr_grid='(1e-3,3e-3,1e-2)' (LR_GRID)
-    config.study.selection_seed = placeholder(int)  # None: the grid trains at the first of the seeds
-    config.study.comparisons = STUDY_COMPARISONS
-    config.study.sequential_positions = True  # randomized encoders also at 0..L-1, a second row
-    if 'contextual' in variants:
-      config.study.title = 'Position from content: trained at 64, evaluated up to 16x'
-      config.study.encoders = CONTEXTUAL_ENCODERS
-      config.study.comparisons = CONTEXTUAL_COMPARISONS
-  if 'long' in variants:
-    config.train.steps = 1600
-    config.train.log_every = 200
-    config.train.checkpoint_every = 400
-    config.optim.warmup_steps = 160
-    config.study.title = 'Byte-level LM on the Python stdlib: trained at 64 for 1,600 steps, evaluated up to 16x'
-    by_label = {entry.partition(':')[0].strip(): entry for entry in STUDY_ENCODERS}
-    config.study.encoders = tuple(by_label[label] for label in LONG_LABELS)
-    config.study.comparisons = ('monotone-lin vs distance',)
-  if 'inference_extension' in variants:
-    config.study.title = 'Train with RoPE at 64, evaluate with inference-time extensions up to 16x'
-    config.study.description = (
-        'Bits per character on the held-out test files; RoPE trained once per seed, its '
-        'parameters evaluated unchanged with each extension (no retraining).'
-    )
-    config.study.encoders = INFERENCE_EXTENSION_ENCODERS
-    config.study.comparisons = (
-        'yarn vs ntk',
-        'rerope_leaky vs self_extend',
-        'rerope vs self_extend',
-        'self_extend vs dual_chunk',
-    )
-  if 'long_context' in variants:
-    config.eval.lengths = LONG_CONTEXT_LENGTHS
-    # Windows of every length end at 4 common anchors and score their last 1,024 targets: the same 4,096
-    # test bytes at every length (4 windows of 65,536 at the longest; 1,024 is the reference length).
-    config.eval.scored_tail = 1024
-    config.eval.num_tokens = 4096
-    config.eval.max_tokens_per_batch = 65_536
-    config.model.attention_implementation = 'blockwise'
-    by_label = {e.partition(':')[0].strip(): e for e in STUDY_ENCODERS + CONTEXTUAL_ENCODERS}
-    if 'contextual' in variants:
-      config.study.encoders = tuple(by_label[label] for label in LONG_CONTEXT_CONTEXTUAL_LABELS)
-      config.study.comparisons = ('stick_breaking vs dape2-kerple', 'stick_breaking vs kerple_log', 'fox vs fox-bias')
-      config.study.trained_workdir = 'results/contextual'  # --config=configs/lm.py:study,contextual trains here
-    else:
-      config.study.encoders = tuple(by_label[label] for label in LONG_CONTEXT_LABELS) + LONG_CONTEXT_EXTENSIONS
-      config.study.comparisons = (
-          'kerple_log vs fire',
-          'fire vs fire-512',
-          'monotone-lin vs distance',
-          'rope+randomized vs rope',
-          'rope+randomized vs rope+randomized@0..L-1',
-          'rerope vs self_extend',
-      )
-      config.study.trained_workdir = 'results/default'  # where `python -m experiments.length_generalization` trains
-    config.study.title = 'Byte-level LM on the Python stdlib: trained at 64, evaluated up to 1024x'
-    config.study.description = (
-        "The default study's trained runs (no retraining), evaluated with blockwise "
-        'attention on the same 4,096 held-out test bytes at every length.'
-    )
-  if 'cross_corpus' in variants:
-    config.data.corpus = 'austen'  # English prose; --config.data.corpus=stdlib asks Python source again
-    unit = 'BPE tokens' if 'bpe' in variants else 'bytes'
-    config.study.title = f'The default study on English prose ({unit}): trained at 64, evaluated up to 16x'
-    config.study.description = (
-        'Bits per character on the held-out test documents (the same 65,536 characters at every length); the '
-        f'learning rate chosen per encoder on validation at seed {SELECTION_SEED}, outside the reported seeds.'
-    )
-    by_label = {entry.partition(':')[0].strip(): entry for entry in STUDY_ENCODERS}
-    config.study.encoders = tuple(by_label[label] for label in CROSS_CORPUS_LABELS)
-    config.study.comparisons = CROSS_CORPUS_COMPARISONS
-    config.study.seeds = CROSS_CORPUS_SEEDS
-    config.study.lr_grid = CROSS_CORPUS_LR_GRID
-    config.study.selection_seed = SELECTION_SEED
-    # 1,024 windows per length, each scoring its last 64 targets: >= 64k scored characters (the issue's floor).
-    config.eval.num_tokens = 65_536
-  if 'study' in variants:
-    # The rates committed for these labels: the default study's grid chose them at 400 steps, so variant
-    # 'long' (1,600 steps) chooses its own (--config.study.lr_grid) rather than reuse them.
-    # 'cross_corpus' chooses its own on its corpus.
-    config.study.default_learning_rates = () if variants & {'long', 'cross_corpus'} else STUDY_LEARNING_RATES
-    config.study.learning_rates = ()  # your own commitments: every label one of the study's
   return config
+
+
+def study_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  """The default study (configs/studies/study.py documents each key): the run trained 400 steps at 64 and
+  evaluated once, after training, at 64 ... 1024 on the same 8,192 test bytes; the other LM studies change it.
+  `arg`: the studies file's own (`--config=configs/studies/<name>.py:<arg>`); they take none, so one is refused."""
+  parse_variants(arg, ())
+  config = run_config()
+  config.train.steps = 400
+  config.train.log_every = 100
+  config.train.checkpoint_every = 200
+  config.optim.warmup_steps = 40
+  config.eval.every = 0  # evaluate once, after training
+  config.eval.lengths = (64, 128, 256, 512, 1024)
+  # 128 windows per length, each ending at one of 128 common anchors and scoring its last 64 targets:
+  # the same 8,192 test bytes at every length (each seen with up to 1,024 bytes of context at 1024).
+  config.eval.num_tokens = 8_192
+  config.eval.max_tokens_per_batch = 16_384  # long windows in small batches: fits any laptop
+  config.study = ml_collections.ConfigDict()
+  config.study.title = 'Byte-level LM on the Python stdlib: trained at 64, evaluated up to 16x'
+  config.study.description = (
+      'Bits per character on the held-out test files (the same bytes at every length); every encoder '
+      'trains the same model, data stream and steps.'
+  )
+  config.study.encoders = STUDY_ENCODERS
+  config.study.seeds = (0,)  # the quick start; the README's table: --config.study.seeds='(0,1,2,3,4)'
+  config.study.split = 'test'  # what the table reports; choices are made on validation at length 64
+  config.study.lr_grid = placeholder(tuple)  # e.g. --config.study.lr_grid='(1e-3,3e-3,1e-2)' (LR_GRID)
+  config.study.selection_seed = placeholder(int)  # None: the grid trains at the first of the seeds
+  config.study.comparisons = STUDY_COMPARISONS
+  config.study.sequential_positions = True  # randomized encoders also at 0..L-1, a second row
+  # The rates the default study's grid chose (at 400 steps, on Python bytes); a study trained otherwise
+  # sets () and chooses its own (--config.study.lr_grid).
+  config.study.default_learning_rates = STUDY_LEARNING_RATES
+  config.study.learning_rates = ()  # your own commitments: every label one of the study's
+  return config
+
+
+def long_context_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  """A study's trained runs evaluated at 1,024 ... 65,536 with blockwise attention (configs/studies/
+  study_long_context*.py set the runs: study.encoders and study.trained_workdir)."""
+  config = study_config(arg)
+  config.eval.lengths = LONG_CONTEXT_LENGTHS
+  # Windows of every length end at 4 common anchors and score their last 1,024 targets: the same 4,096
+  # test bytes at every length (4 windows of 65,536 at the longest; 1,024 is the reference length).
+  config.eval.scored_tail = 1024
+  config.eval.num_tokens = 4096
+  config.eval.max_tokens_per_batch = 65_536
+  config.model.attention_implementation = 'blockwise'
+  config.study.title = 'Byte-level LM on the Python stdlib: trained at 64, evaluated up to 1024x'
+  config.study.description = (
+      "The default study's trained runs (no retraining), evaluated with blockwise "
+      'attention on the same 4,096 held-out test bytes at every length.'
+  )
+  return config
+
+
+def select(labels, encoders=STUDY_ENCODERS + CONTEXTUAL_ENCODERS) -> tuple[str, ...]:
+  """The 'label: spec' entries of `encoders` named by `labels`, in the order of `labels`."""
+  by_label = {entry.partition(':')[0].strip(): entry for entry in encoders}
+  return tuple(by_label[label] for label in labels)
+
+
+def _implied(variants: set[str]) -> frozenset[str]:
+  return frozenset(
+      variants | ({'study'} if variants & {'cross_corpus', 'long_context', 'inference_extension'} else set())
+  )
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  """The run (no arg), the run on BPE tokens ('bpe'), or a legacy study name (LEGACY_STUDIES): its studies file."""
+  variants = parse_variants(arg, LEGACY_VARIANTS)
+  if variants <= {'bpe'}:
+    return run_config(bpe=bool(variants))
+  for names, study in LEGACY_STUDIES.items():
+    if _implied(parse_variants(names, LEGACY_VARIANTS)) == _implied(variants):
+      return resources.config_module(f'studies/{study}').get_config()
+  studies = ', '.join(f'{names} = configs/studies/{study}.py' for names, study in LEGACY_STUDIES.items())
+  raise ConfigError(
+      f'configs/lm.py: the variants {sorted(variants)} name no study (each study is its own file now; the '
+      f'legacy names: {studies}); the run: configs/lm.py or configs/lm.py:bpe.'
+  )

@@ -1,7 +1,7 @@
 r"""The main job: how does each position encoding hold up on sequences longer than it was trained on?
 
-    python -m experiments.length_generalization                     # configs/lm.py:study, ~10 min on CPU
-    python -m experiments.length_generalization --config=configs/algorithmic.py:study
+    python -m experiments.length_generalization                     # configs/studies/study.py, ~10 min on CPU
+    python -m experiments.length_generalization --config=configs/studies/even_pairs.py
     python -m experiments.length_generalization --config.study.encoders="('alibi', 'rope')"
     python -m experiments.length_generalization --config.study.seeds='(0,1,2)' --finished_only
                                                                     # the table so far, training nothing
@@ -22,13 +22,15 @@ from ml_collections import config_flags
 
 from relpos_jax.train import cli
 
-_DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'configs', 'lm.py:study')
+_DEFAULT_CONFIG = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'configs', 'studies', 'study.py'
+)
 # No default here: config_flags would load it (and apply the overrides) at import; `cli.parse_flags` adds it.
 _CONFIG = config_flags.DEFINE_config_file(
     'config',
     None,
-    'A study config: a config file with its study variant '
-    f'(configs/algorithmic.py:study); default {_DEFAULT_CONFIG}.',
+    'A study config: one of configs/studies/*.py (each study its own file, e.g. configs/studies/even_pairs.py); '
+    f'default {_DEFAULT_CONFIG}.',
     lock_config=True,
 )
 _WORKDIR = flags.DEFINE_string(

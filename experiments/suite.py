@@ -1,9 +1,9 @@
 r"""The benchmark suite: every task x encoder x seed, one study per task, a summary table and heatmap.
 
-    python -m experiments.suite --workdir=docs/suite                           # configs/algorithmic.py:suite
+    python -m experiments.suite --workdir=docs/suite                           # configs/studies/suite.py
     python -m experiments.suite --tasks=even_pairs,flip_flop --workdir=docs/suite   # a subset now
-    python -m experiments.suite --config=configs/algorithmic.py:published,suite --workdir=gs://.../suite
-    python -m experiments.suite --config=configs/algorithmic.py:ruoss --workdir=docs/suite_ruoss   # Ruoss et al.
+    python -m experiments.suite --config=configs/studies/suite_published.py --workdir=gs://.../suite
+    python -m experiments.suite --config=configs/studies/suite_ruoss.py --workdir=docs/suite_ruoss   # Ruoss et al.
 
 Rerunning resumes (finished runs are kept); `--tasks` lets one process per task share a workdir. Everything but
 flag parsing is `relpos_jax.study.suite.run_suite`.
@@ -21,12 +21,12 @@ from ml_collections import config_flags
 from relpos_jax.train import cli
 
 _DEFAULT_CONFIG = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'configs', 'algorithmic.py:suite'
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'configs', 'studies', 'suite.py'
 )
 _CONFIG = config_flags.DEFINE_config_file(
     'config',
     None,
-    'A suite config (a task config with its suite ' f'variant); default {_DEFAULT_CONFIG}.',
+    f'A suite config: one of configs/studies/suite*.py; default {_DEFAULT_CONFIG}.',
     lock_config=True,
 )
 _WORKDIR = flags.DEFINE_string('workdir', os.path.join('results', 'suite'), 'Where the suite goes (resumed).')

@@ -26,7 +26,7 @@ quarter of the training length, so queries before it share one normaliser and th
 of a training sequence, exercise the progressive interpolation that training must shape. Kept at 512 while
 training at 64, L exceeds every training position: the normaliser psi(max(i, L)) = psi(L) never moves in
 training, and interpolation starts only past 512 at evaluation. A run at another training length keeps the
-paper's ratio with `init_threshold = train_length / 4` (the studies of configs/lm.py: 16 at 64, with
+paper's ratio with `init_threshold = train_length / 4` (the LM studies, configs/studies/study*.py: 16 at 64, with
 today's 512 as an ablation row, `fire-512`); the default stays the paper's 512 for its own setting.
 
 Positions. FIRE depends on the query position itself, not only on j - i, so it is not Toeplitz

@@ -27,15 +27,15 @@ from relpos_jax import files
 from relpos_jax.study import report, stats
 
 OUT_FILE = 'cross_corpus.md'
-# (label, folder under docs/): the default study on Python source bytes, and the cross_corpus variant's
-# studies on English prose (configs/lm.py:cross_corpus and :cross_corpus,bpe).
+# (label, folder under docs/): the default study on Python source bytes, and its questions asked of English prose
+# (configs/studies/study_english.py and study_english_bpe.py).
 CORPORA = (
     ('Python bytes', 'study'),
     ('English bytes', 'study_english'),
     ('English BPE', 'study_english_bpe'),
 )
 # The default study's findings (configs/lm.py STUDY_COMPARISONS less the randomized-row check, plus the two the
-# cross-corpus variant adds): each read at the longest length.
+# English studies add): each read at the longest length.
 FINDINGS = (
     'monotone-lin vs distance',
     'kerple_log vs fire',

@@ -112,7 +112,7 @@ def split_study_config(config) -> tuple[ml_collections.ConfigDict, Study]:
   if 'study' not in config:
     raise config_lib.ConfigError(
         'missing key config.study: a study config is a training config plus a '
-        "study section (see the 'study' variant of configs/lm.py)."
+        'study section (see configs/studies/study.py).'
     )
   as_dict = config.to_dict()
   study = as_dict.pop('study')

@@ -189,7 +189,7 @@ def training_dirs(workdir: str, entries: Sequence[Entry]) -> dict[str, str]:
 
 
 def load_study_config(path, overrides=None) -> ml_collections.ConfigDict:
-  """A study config file (`configs/lm.py:study`) with dotted-key overrides, checked as `run_study` checks it."""
+  """A study config file (`configs/studies/study.py`) with dotted-key overrides, checked as `run_study` checks it."""
   config = config_lib.load_config(path, overrides, validate_config=False)
   validate_study(config)
   return config

@@ -1,8 +1,9 @@
 """The benchmark suite: one length-generalization study per task, and a summary across tasks.
 
-    summary = run_suite(config, workdir)   # config: configs/algorithmic.py:suite (or :published,suite)
+    summary = run_suite(config, workdir)   # config: configs/studies/suite.py (or suite_published.py, ...)
 
-A suite config is an algorithmic-task training config (configs/algorithmic.py) plus a `suite` section:
+A suite config is an algorithmic-task training config (configs/algorithmic.py) plus a `suite` section (each
+suite its own file, configs/studies/suite*.py):
 
   suite.encoders    the study entries every task trains ('label: spec' or a bare spec)
   suite.seeds       the seeds every (task, encoder) is trained with
@@ -137,7 +138,7 @@ def split_config(config) -> tuple[ml_collections.ConfigDict, Suite, dict[str, Pr
   if 'suite' not in config:
     raise config_lib.ConfigError(
         'missing key config.suite: a suite config is a task training config plus a '
-        "suite section (see configs/algorithmic.py's `suite` variant)."
+        'suite section (see configs/studies/suite.py).'
     )
   as_dict = config.to_dict()
   suite = config_lib.parse_section(Suite, 'suite', as_dict.pop('suite'))

@@ -85,7 +85,7 @@ def test_setup_cell_installs_an_uploaded_wheel_in_a_clean_venv(tmp_path):
   script = tmp_path / 'setup_cell.py'
   script.write_text(_setup_cell(NOTEBOOKS[0]) + """
 from relpos_jax import study
-config = study.load_study_config(f"{CONFIGS / 'lm.py'}:study")
+config = study.load_study_config(CONFIGS / 'studies' / 'study.py')  # the wheel ships configs/studies/ too
 print('study encoders:', len(config.study.encoders))
 """)
   env = {k: v for k, v in os.environ.items() if not k.startswith(('RELPOS_JAX_', 'PYTHON', 'VIRTUAL_ENV', 'XLA_FLAGS'))}
@@ -102,7 +102,7 @@ print('study encoders:', len(config.study.encoders))
   assert configs.is_relative_to(venv) and configs.parts[-3:] == ('share', 'relpos_jax', 'configs'), done.stdout
   from relpos_jax import study
 
-  here = study.load_study_config(f"{ROOT / 'configs' / 'lm.py'}:study")
+  here = study.load_study_config(ROOT / 'configs' / 'studies' / 'study.py')
   assert f'study encoders: {len(here.study.encoders)}' in lines  # the default study, from the installed copy
 
 
