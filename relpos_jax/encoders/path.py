@@ -218,6 +218,66 @@ def _householder_logits_scan(
   return jnp.transpose(columns, (1, 3, 2, 0))
 
 
+def householder_key_tiles(key: jax.Array, w: jax.Array, beta: jax.Array, tile: int) -> dict:
+  """What every query tile reads of each key tile of `tile` keys, computed once before the tile sweep.
+
+  key and w (B, L, H, D), beta (B, L, H), L a multiple of `tile` (padding: beta = 0, H = I) -> per key tile n
+  (arrays (B, H, N, C, ...), C = `tile`): its directions `w`, its compact WY transform `t` (`_chunk_transform`),
+  its keys carried to its end `key_hat` (kh_j = H_{e-1} ... H_{j+1} k_j) and its whole product `product`
+  P_n = H_s ... H_{e-1} (B, H, N, D, D): the chunked form's per-chunk quantities (`_householder_logits_chunked`),
+  O(L (D + C) + L D^2 / C) floats.
+  """
+  b, length, h, d = key.shape
+  num = length // tile
+  to_tiles = lambda a: jnp.moveaxis(jnp.asarray(a, jnp.float32), 2, 1).reshape((b, h, num, tile) + a.shape[3:])
+  key, w, beta = to_tiles(key), to_tiles(w), to_tiles(beta)
+  swap = lambda a: jnp.swapaxes(a, -1, -2)
+  t_mat = _chunk_transform(w, beta)
+  tw = t_mat @ w
+  m_mat = jnp.tril(w @ swap(key), -1)
+  return {
+      'w': w,
+      't': t_mat,
+      'key_hat': key - swap(m_mat) @ tw,
+      'product': jnp.eye(d, dtype=jnp.float32) - swap(w) @ tw,
+  }
+
+
+def householder_tile_logits(tiles: dict, query: jax.Array, key: jax.Array, carry: jax.Array, rows: jax.Array):
+  """One (query tile, key tile) step of the tiled logits: (logits (B, H, bq, C), the carry for the key tile
+  before this one).
+
+  tiles: this key tile's share of `householder_key_tiles` (w, t, key_hat (B, H, C, ...), product (B, H, D, D));
+  query (B, H, bq, D) and key (B, H, C, D) the tile's own, float32; carry x (B, H, bq, D); rows (bq,) int32, each
+  query's key index minus the tile's first key. Per query row, as one step of `_householder_logits_chunked`'s
+  scan with the row's own chunk position in place of its aligned one:
+    rows in [0, C) (the query's own key tile):  a_ij = q_i . k_j - (R M)_ij, R = (Q W^T)[a <= row] T^T,
+                                                 carry <- v_i = q_i - R W (q carried to the tile's start);
+    rows >= C (a key tile before the query's):  a_ij = x_i . kh_j, carry <- P x_i;
+    rows < 0 (a key tile after the query):      0 (masked causally), carry unchanged (zero).
+  The diagonal block's O(bq C (C + D)) work runs only on a tile that holds some query's own keys (`lax.cond`).
+  """
+  w, t_mat = tiles['w'], tiles['t']
+  size = w.shape[-2]
+  swap = lambda a: jnp.swapaxes(a, -1, -2)
+  own = ((rows >= 0) & (rows < size))[:, None]
+  before = (rows >= size)[:, None]
+
+  def diagonal(_):
+    reach = jnp.arange(size, dtype=jnp.int32)[None, :] <= rows[:, None]
+    r_mat = jnp.where(reach, query @ swap(w), 0.0) @ swap(t_mat)
+    m_mat = jnp.tril(w @ swap(key), -1)
+    return query @ swap(key) - r_mat @ m_mat, query - r_mat @ w
+
+  def nothing(_):
+    return jnp.zeros(query.shape[:-1] + (size,), jnp.float32), jnp.zeros_like(query)
+
+  block, v = jax.lax.cond(jnp.any(own), diagonal, nothing, None)
+  logits = jnp.where(own, block, jnp.where(before, carry @ swap(tiles['key_hat']), 0.0))
+  carry = jnp.where(own, v, jnp.where(before, carry @ swap(tiles['product']), carry))
+  return logits, carry
+
+
 MAX_BLOCK_SIZE = 2**12
 
 
@@ -270,6 +330,14 @@ class PaTH(contract.ContextualEncoder):
     w = w * jax.lax.rsqrt(jnp.sum(w * w, axis=-1, keepdims=True) + 1e-6)
     beta = jnp.where(mask[..., None], 2.0 * jax.nn.sigmoid(features[..., self.rank :]), 0.0)
     return w, beta
+
+  def key_tiles(self, w, beta, key, tile: int) -> dict:
+    """The tiled form's per-key-tile data (`householder_key_tiles`)."""
+    return householder_key_tiles(key, w, beta, tile)
+
+  def tile_logits(self, tiles, query, key, carry, rows):
+    """One (query tile, key tile) step of the tiled form (`householder_tile_logits`)."""
+    return householder_tile_logits(tiles, query, key, carry, rows)
 
   def score_term(self, params, ctx):
     w, beta = self.directions(params, ctx.features, ctx.key_mask)
