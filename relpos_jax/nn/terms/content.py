@@ -150,8 +150,8 @@ class ReplacedContent(base.Contextual):
     return {**theta, 'logits': jnp.asarray(part.score_term(theta['params'], ctx), jnp.float32)}
 
   def local(self, theta, tile):
-    if self.one_tile:
-      return theta
+    if self.one_tile:  # the tile's keys: all of them, or a score transform's halo strip (masked, outside them)
+      return {**theta, 'logits': jax.lax.dynamic_slice_in_dim(theta['logits'], tile.ks, tile.bk, axis=-1)}
     n = tile.ks // tile.bk
     return jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, n, 2, keepdims=False), theta)
 
