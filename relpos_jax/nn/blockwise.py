@@ -22,6 +22,13 @@ own score and value functions are differentiated by `jax.vjp` to give dq, dk, dv
 gradient. Nothing (Lq, Lk)-sized is saved or rebuilt: memory O(L) in training (a normalizer, stick-breaking, also
 saves its carry per (query, key tile): Lq x Lk / bk floats, below the output's size up to Lk = bk x head_dim).
 
+A Term that carries state per query row across key tiles (`terms.base.Term.carries`: PaTH's query carried
+through the Householder products of the tiles between) has the forward visit key tiles nearest first (the
+online softmax is order-free) and thread its carry (`carried_logits`). The backward still visits them
+farthest first: per query tile it first recomputes the carry entering each key tile (`_carries_entering`,
+num_k_tiles x bq rows, freed after the query tile), then each tile's `jax.vjp` maps the cotangent of the carry
+leaving it to that of the carry entering it, which the next nearer tile receives.
+
 What each part contributes to a tile is its Term (`relpos_jax.nn.terms`: chosen per kind by `terms.select`,
 the same for the explicit path, which is the one-tile case `explicit.attend`); this module folds a tile's
 Terms into its logits by their declared stage, in one order (`tile_logits`), and runs the tile loops. It never
