@@ -48,9 +48,9 @@ it. No (L, L) array, forward or backward; the per-key-tile data (T: L x C floats
 Measured (XLA CPU, `benchmarks.measure.compiled_memory` of jax.grad of a causal layer, model_dim 64, 2 heads
 of 32, batch 1; temp bytes of the compiled fwd+bwd): L = 4,096: explicit 539 MiB, blockwise 90 MiB (default
 CPU tiles 256); L = 8,192: explicit 2,077 MiB, blockwise 174 MiB (tiles 256) or 79 MiB (tiles 64); FoX alone
-blockwise at 8,192: 23 MiB. Not tiled: PaTH beside a normalizer (stick-breaking) or a score transform reading
-neighbouring keys (DAPE version 2), refused by name (`terms/select.py`); document masks (segment ids) on every
-path (`functional.attend`).
+blockwise at 8,192: 23 MiB. Beside stick-breaking the normalizer's fold (nearest first already) threads the
+same carry. Not tiled: PaTH beside a score transform reading neighbouring keys (DAPE version 2), refused by
+name (`terms/select.py`); document masks (segment ids) on every path (`functional.attend`).
 
 Causal only (`requires_causal`): the product runs along the causal path. Padded tokens are transparent
 (beta = 0, H = I; their convolution input is zero, the convolution's own padding).

@@ -27,7 +27,8 @@ through the Householder products of the tiles between) has the forward visit key
 online softmax is order-free) and thread its carry (`carried_logits`). The backward still visits them
 farthest first: per query tile it first recomputes the carry entering each key tile (`_carries_entering`,
 num_k_tiles x bq rows, freed after the query tile), then each tile's `jax.vjp` maps the cotangent of the carry
-leaving it to that of the carry entering it, which the next nearer tile receives.
+leaving it to that of the carry entering it, which the next nearer tile receives. The normalizer's fold
+(below) threads the same carries.
 
 What each part contributes to a tile is its Term (`relpos_jax.nn.terms`: chosen per kind by `terms.select`,
 the same for the explicit path, which is the one-tile case `explicit.attend`); this module folds a tile's
@@ -456,7 +457,7 @@ def _normalized_forward(cfg: _Config, q, k, v, theta, aux, save_carries: bool = 
     lo, hi, key_tile_of = _reverse_key_tiles(cfg, aux, qs)
 
     def key_tile(i, carry):
-      c, w, acc, saved = carry
+      c, w, acc, saved, carries = carry
       kt = key_tile_of(i)
       ks = kt * cfg.bk
       if save_carries:
@@ -465,9 +466,9 @@ def _normalized_forward(cfg: _Config, q, k, v, theta, aux, save_carries: bool = 
       local = tile_locals(cfg, theta, tile, k, aux)
       k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
       v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
-      s = tile_logits(cfg, aux, tile, q_t, k_t, local)
+      s, carries = carried_logits(cfg, aux, tile, q_t, k_t, local, carries)
       weights, c = normalizer.tile_weights(s, allowed_pairs(cfg, aux, tile, normalizer), c)
-      return c, w + jnp.sum(weights, axis=-1), acc + tile_values(cfg, tile, weights, v_t, local), saved
+      return c, w + jnp.sum(weights, axis=-1), acc + tile_values(cfg, tile, weights, v_t, local), saved, carries
 
     c0 = normalizer.initial_carry((b, h, cfg.bq))
     init = (
@@ -475,8 +476,9 @@ def _normalized_forward(cfg: _Config, q, k, v, theta, aux, save_carries: bool = 
         jnp.zeros((b, h, cfg.bq), jnp.float32),
         jnp.zeros((b, cfg.bq, h, d), jnp.float32),
         jnp.zeros((cfg.num_k_tiles if save_carries else 0, *c0.shape), c0.dtype),
+        initial_carries(cfg, q_t),
     )
-    _, w, acc, saved = jax.lax.fori_loop(lo, hi, key_tile, init)
+    _, w, acc, saved, _ = jax.lax.fori_loop(lo, hi, key_tile, init)
     return acc, w, saved
 
   acc, w, saved = jax.lax.map(query_tile, jnp.arange(cfg.num_q_tiles, dtype=jnp.int32))
@@ -508,16 +510,21 @@ def _normalized_bwd(cfg, residuals, cotangents):
     qs, (q_t, do_t, dw_t) = _query_tile_rows(cfg, t, q, d_acc, d_w)
     carries_t = carries[t]  # (key tiles, B, H, bq): the carry entering each key tile
     lo, hi = _key_tile_range(cfg, aux, qs)  # visited farthest first: key tile lo is the farthest
+    term_carries = initial_carries(cfg, q_t)  # a carrying Term's (PaTH's), recomputed as in attention_bwd
+    entering = _carries_entering(cfg, aux, theta, q_t, k, qs, term_carries) if cfg.carries else term_carries
 
     def key_tile(kt, inner):
-      dq_t, dk, dv, d_theta, farther = inner
+      dq_t, dk, dv, d_theta, farther, d_carries = inner
       ks = kt * cfg.bk
       c = carries_t[kt]
       tile = terms.base.tile_at(cfg, aux, qs, ks)
       local = tile_locals(cfg, theta, tile, k, aux)
       k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
       v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
-      s, logits_vjp = jax.vjp(lambda q_, k_, l_: tile_logits(cfg, aux, tile, q_, k_, l_), q_t, k_t, local)
+      c_in = jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, kt, 0, keepdims=False), entering)
+      (s, _), logits_vjp = jax.vjp(
+          lambda q_, k_, l_, c_: carried_logits(cfg, aux, tile, q_, k_, l_, c_), q_t, k_t, local, c_in
+      )
       allowed = allowed_pairs(cfg, aux, tile, normalizer)
       (weights, _), weights_vjp = jax.vjp(lambda s_: normalizer.tile_weights(s_, allowed, c), s)
       _, values_vjp = jax.vjp(lambda p_, v_, l_: tile_values(cfg, tile, p_, v_, l_), weights, v_t, local)
@@ -526,15 +533,17 @@ def _normalized_bwd(cfg, residuals, cotangents):
       # The carry into the farther tiles: its cotangent is what those tiles' weights owe, F (their sum of g A).
       (ds,) = weights_vjp((g, farther))
       farther = farther + jnp.sum(g * weights, axis=-1)
-      dq_part, dk_t, d_local_s = logits_vjp(ds)
+      dq_part, dk_t, d_local_s, d_carries = logits_vjp((ds, d_carries))
       d_local = jax.tree.map(jnp.add, d_local_s, d_local_v)
       dk, dv = _add_key_rows(cfg, ks, (dk, dv), (dk_t, dv_t))
       dk = _add_halo_keys(cfg, dk, d_local, tile)
-      return dq_t + dq_part.astype(jnp.float32), dk, dv, _accumulate(cfg, d_theta, d_local, tile, aux), farther
+      d_theta = _accumulate(cfg, d_theta, d_local, tile, aux)
+      return dq_t + dq_part.astype(jnp.float32), dk, dv, d_theta, farther, d_carries
 
     b, _, h, _ = q.shape
     init = (jnp.zeros(q_t.shape, jnp.float32), dk, dv, d_theta, jnp.zeros((b, h, cfg.bq), jnp.float32))
-    dq_t, dk, dv, d_theta, _ = jax.lax.fori_loop(lo, hi, key_tile, init)
+    init += (jax.tree.map(jnp.zeros_like, term_carries),)
+    dq_t, dk, dv, d_theta, _, _ = jax.lax.fori_loop(lo, hi, key_tile, init)
     return (dk, dv, d_theta), dq_t
 
   init = (jnp.zeros(k.shape, jnp.float32), jnp.zeros(v.shape, jnp.float32), zeros(theta))

@@ -14,7 +14,7 @@ transform, value term), chosen per kind in one place (`terms.select`):
   implementation='blockwise'             ->  `blockwise.attend`: query and key tiles, an online softmax (or
                                              stick-breaking's fold), every term built per tile; O(L) memory,
                                              training included. Every kind (PaTH by a per-row carry across
-                                             key tiles; beside a normalizer or a halo refused by name)
+                                             key tiles; beside DAPE v2's halo refused by name)
   Toeplitz biases, rotary, none, 'pallas' ->  `pallas_attention.attend`: the same as a Pallas kernel (interpret
                                              mode on CPU), the bias built in-kernel from its distinct values
 

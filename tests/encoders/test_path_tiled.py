@@ -4,7 +4,7 @@ against the explicit path's chunked logits (`path._householder_logits_chunked`, 
 in test_path_chunked.py).
 
 Outputs and gradients (every parameter and the layer input) equal the explicit path's for lengths off the tile
-grid, several tile shapes, left and right padding, PaTH alone and PaTH-FoX; queries at a cache offset; a future
+grid, several tile shapes, left and right padding, PaTH alone, PaTH-FoX and beside stick-breaking; queries at a cache offset; a future
 token changes no earlier output; the tiled program holds no (L, L)-sized array, forward or backward.
 """
 
@@ -48,12 +48,21 @@ def _value_and_grads(layer, x, cotangent, padding_mask):
 
 @pytest.mark.parametrize(
     'spec, block',
-    [('path', (4, 3)), ('path', (3, 5)), ('path', 2), ('path', 16), ('path + fox', (5, 4)), ('path + fox', (3, 2))],
+    [
+        ('path', (4, 3)),
+        ('path', (3, 5)),
+        ('path', 2),
+        ('path', 16),
+        ('path + fox', (5, 4)),
+        ('path + fox', (3, 2)),
+        ('path + stick_breaking', (4, 3)),
+    ],
 )
 def test_blockwise_equals_explicit_in_outputs_and_gradients(spec, block):
   """L = 11 off every tile grid (and one tile larger than it), queries and keys tiled differently, padding on
   the left of one row and the right of the other: outputs, the input's gradient and every parameter's
-  (PaTH's projections, convolution and beta; FoX's gates; q, k, v, o) equal the explicit path's."""
+  (PaTH's projections, convolution and beta; FoX's gates; q, k, v, o) equal the explicit path's; beside
+  stick-breaking too (its normalizer's nearest-first fold threads the same carry)."""
   fast, slow = _layer(spec, 'blockwise', block), _layer(spec, 'einsum')
   x = jax.random.normal(jax.random.key(1), (B, L, DIM))
   cotangent = jax.random.normal(jax.random.key(7), x.shape)

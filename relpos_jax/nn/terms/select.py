@@ -100,12 +100,11 @@ def terms_for(parts, contiguous: bool, scale: float, *, one_tile: bool, query_bi
         f'logit ({halos[0][1]} and {halos[1][1]}); allowed: one such score transform (DAPE version 2) per layer.'
     )
   carried = [part for part, t in zip(parts, chosen) if t.carries]
-  beside = [part for part, t in zip(parts, chosen) if t.replaces_softmax] + [part for part, _ in halos]
-  if carried and beside:
+  if carried and halos:  # a halo strip's logits would need the carry of the neighbouring key tile
     raise ValueError(
         f'tiled attention: {carried[0].name!r} carries each query through the key tiles nearest first; it does not '
-        f'tile beside {beside[0].name!r} (a normalizer replacing the softmax, or a score transform that reads '
-        'neighbouring keys); use implementation "einsum".'
+        f'tile beside {halos[0][0].name!r}, a score transform that reads neighbouring keys (DAPE version 2); use '
+        'implementation "einsum".'
     )
   counted = [part for part, t in zip(parts, chosen) if isinstance(t, content.CountedPositions)]
   if counted and halos and not one_tile:
