@@ -32,13 +32,25 @@ attention matrix. A decoding step (one query) scans the keys one at a time inste
 O(L d) work, L sequential steps, no d x d products to build); that scan serves any q_index and is the chunked
 form's test reference.
 
-Not built: a tiled form (O(L) memory, `implementation='blockwise'`). `nn/terms/content.py`'s `ReplacedContent`
-builds these logits whole on one tile and the tiled paths refuse it (`terms/select.py`'s `terms_for`: its Term
-has no per-tile form). Tiling would need the
-key tiles of a query tile visited nearest first with a per-query-row carry (u, the query carried through the
-tiles between, as x above), each key tile's kh and P computed once before the sweep and shared by every query
-tile, and a custom VJP whose backward runs the adjoint of that carry, farthest tile first, recomputing the
-carry rather than storing it per tile.
+Tiled form (`implementation='blockwise'`, O(L) memory): `nn/terms/content.py`'s `ReplacedContent` with
+`carries` (the explicit path keeps the chunked form above, built whole on its one tile). Before the tile loops,
+each key tile of C = bk keys gets its w, T, kh and P once (`householder_key_tiles`), shared by every query
+tile. The blockwise kernel visits a query tile's key tiles nearest first (the online softmax does not care
+about the order) and threads per query row the carry x of the chunked scan: on a key tile holding the row's
+own token, its diagonal logits and x <- v_i (its query carried to the tile's start); on an earlier tile,
+a_ij = x_i . kh_j and x <- P x; on a later one (masked), nothing (`householder_tile_logits`; rows anywhere in
+a tile, so query and key tiles of any sizes and a cache offset tile too). Gradients: the kernel's custom VJP
+(FlashAttention-2's recomputing backward, `nn/blockwise.py`) visits key tiles farthest first and runs the
+carry's adjoint with them: for one query tile at a time it first recomputes the carries entering each of its
+key tiles (a nearest-first sweep of the carry steps alone: num_k_tiles x bq rows, freed after the query tile),
+then each tile's `jax.vjp` takes the cotangent of the carry leaving it and returns that of the carry entering
+it. No (L, L) array, forward or backward; the per-key-tile data (T: L x C floats per head) dominates.
+Measured (XLA CPU, `benchmarks.measure.compiled_memory` of jax.grad of a causal layer, model_dim 64, 2 heads
+of 32, batch 1; temp bytes of the compiled fwd+bwd): L = 4,096: explicit 539 MiB, blockwise 90 MiB (default
+CPU tiles 256); L = 8,192: explicit 2,077 MiB, blockwise 174 MiB (tiles 256) or 79 MiB (tiles 64); FoX alone
+blockwise at 8,192: 23 MiB. Beside stick-breaking the normalizer's fold (nearest first already) threads the
+same carry. Not tiled: PaTH beside a score transform reading neighbouring keys (DAPE version 2), refused by
+name (`terms/select.py`); document masks (segment ids) on every path (`functional.attend`).
 
 Causal only (`requires_causal`): the product runs along the causal path. Padded tokens are transparent
 (beta = 0, H = I; their convolution input is zero, the convolution's own padding).
@@ -218,6 +230,66 @@ def _householder_logits_scan(
   return jnp.transpose(columns, (1, 3, 2, 0))
 
 
+def householder_key_tiles(key: jax.Array, w: jax.Array, beta: jax.Array, tile: int) -> dict:
+  """What every query tile reads of each key tile of `tile` keys, computed once before the tile sweep.
+
+  key and w (B, L, H, D), beta (B, L, H), L a multiple of `tile` (padding: beta = 0, H = I) -> per key tile n
+  (arrays (B, H, N, C, ...), C = `tile`): its directions `w`, its compact WY transform `t` (`_chunk_transform`),
+  its keys carried to its end `key_hat` (kh_j = H_{e-1} ... H_{j+1} k_j) and its whole product `product`
+  P_n = H_s ... H_{e-1} (B, H, N, D, D): the chunked form's per-chunk quantities (`_householder_logits_chunked`),
+  O(L (D + C) + L D^2 / C) floats.
+  """
+  b, length, h, d = key.shape
+  num = length // tile
+  to_tiles = lambda a: jnp.moveaxis(jnp.asarray(a, jnp.float32), 2, 1).reshape((b, h, num, tile) + a.shape[3:])
+  key, w, beta = to_tiles(key), to_tiles(w), to_tiles(beta)
+  swap = lambda a: jnp.swapaxes(a, -1, -2)
+  t_mat = _chunk_transform(w, beta)
+  tw = t_mat @ w
+  m_mat = jnp.tril(w @ swap(key), -1)
+  return {
+      'w': w,
+      't': t_mat,
+      'key_hat': key - swap(m_mat) @ tw,
+      'product': jnp.eye(d, dtype=jnp.float32) - swap(w) @ tw,
+  }
+
+
+def householder_tile_logits(tiles: dict, query: jax.Array, key: jax.Array, carry: jax.Array, rows: jax.Array):
+  """One (query tile, key tile) step of the tiled logits: (logits (B, H, bq, C), the carry for the key tile
+  before this one).
+
+  tiles: this key tile's share of `householder_key_tiles` (w, t, key_hat (B, H, C, ...), product (B, H, D, D));
+  query (B, H, bq, D) and key (B, H, C, D) the tile's own, float32; carry x (B, H, bq, D); rows (bq,) int32, each
+  query's key index minus the tile's first key. Per query row, as one step of `_householder_logits_chunked`'s
+  scan with the row's own chunk position in place of its aligned one:
+    rows in [0, C) (the query's own key tile):  a_ij = q_i . k_j - (R M)_ij, R = (Q W^T)[a <= row] T^T,
+                                                 carry <- v_i = q_i - R W (q carried to the tile's start);
+    rows >= C (a key tile before the query's):  a_ij = x_i . kh_j, carry <- P x_i;
+    rows < 0 (a key tile after the query):      0 (masked causally), carry unchanged (zero).
+  The diagonal block's O(bq C (C + D)) work runs only on a tile that holds some query's own keys (`lax.cond`).
+  """
+  w, t_mat = tiles['w'], tiles['t']
+  size = w.shape[-2]
+  swap = lambda a: jnp.swapaxes(a, -1, -2)
+  own = ((rows >= 0) & (rows < size))[:, None]
+  before = (rows >= size)[:, None]
+
+  def diagonal(_):
+    reach = jnp.arange(size, dtype=jnp.int32)[None, :] <= rows[:, None]
+    r_mat = jnp.where(reach, query @ swap(w), 0.0) @ swap(t_mat)
+    m_mat = jnp.tril(w @ swap(key), -1)
+    return query @ swap(key) - r_mat @ m_mat, query - r_mat @ w
+
+  def nothing(_):
+    return jnp.zeros(query.shape[:-1] + (size,), jnp.float32), jnp.zeros_like(query)
+
+  block, v = jax.lax.cond(jnp.any(own), diagonal, nothing, None)
+  logits = jnp.where(own, block, jnp.where(before, carry @ swap(tiles['key_hat']), 0.0))
+  carry = jnp.where(own, v, jnp.where(before, carry @ swap(tiles['product']), carry))
+  return logits, carry
+
+
 MAX_BLOCK_SIZE = 2**12
 
 
@@ -225,7 +297,7 @@ MAX_BLOCK_SIZE = 2**12
 @dataclasses.dataclass(frozen=True)
 class PaTH(contract.ContextualEncoder):
   """PaTH's content logit; `block_size` is the chunk of keys of the chunked logits (and the checkpointed block
-  of the per-key scan that decoding steps use)."""
+  of the per-key scan that decoding steps use); the tiled form's chunk is the blockwise key tile."""
 
   rank: int = 32
   conv_size: int = 3
@@ -270,6 +342,14 @@ class PaTH(contract.ContextualEncoder):
     w = w * jax.lax.rsqrt(jnp.sum(w * w, axis=-1, keepdims=True) + 1e-6)
     beta = jnp.where(mask[..., None], 2.0 * jax.nn.sigmoid(features[..., self.rank :]), 0.0)
     return w, beta
+
+  def key_tiles(self, w, beta, key, tile: int) -> dict:
+    """The tiled form's per-key-tile data (`householder_key_tiles`)."""
+    return householder_key_tiles(key, w, beta, tile)
+
+  def tile_logits(self, tiles, query, key, carry, rows):
+    """One (query tile, key tile) step of the tiled form (`householder_tile_logits`)."""
+    return householder_tile_logits(tiles, query, key, carry, rows)
 
   def score_term(self, params, ctx):
     w, beta = self.directions(params, ctx.features, ctx.key_mask)

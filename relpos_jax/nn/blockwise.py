@@ -22,6 +22,14 @@ own score and value functions are differentiated by `jax.vjp` to give dq, dk, dv
 gradient. Nothing (Lq, Lk)-sized is saved or rebuilt: memory O(L) in training (a normalizer, stick-breaking, also
 saves its carry per (query, key tile): Lq x Lk / bk floats, below the output's size up to Lk = bk x head_dim).
 
+A Term that carries state per query row across key tiles (`terms.base.Term.carries`: PaTH's query carried
+through the Householder products of the tiles between) has the forward visit key tiles nearest first (the
+online softmax is order-free) and thread its carry (`carried_logits`). The backward still visits them
+farthest first: per query tile it first recomputes the carry entering each key tile (`_carries_entering`,
+num_k_tiles x bq rows, freed after the query tile), then each tile's `jax.vjp` maps the cotangent of the carry
+leaving it to that of the carry entering it, which the next nearer tile receives. The normalizer's fold
+(below) threads the same carries.
+
 What each part contributes to a tile is its Term (`relpos_jax.nn.terms`: chosen per kind by `terms.select`,
 the same for the explicit path, which is the one-tile case `explicit.attend`); this module folds a tile's
 Terms into its logits by their declared stage, in one order (`tile_logits`), and runs the tile loops. It never
@@ -101,6 +109,11 @@ class _Config:
   # How a tile reads the precomputed bias: sliced from (B|1, H, Lq, Lk), or gathered from a grid's distinct
   # offsets (terms.grid.GridTableBias, when position_bias is a terms.grid.GridTable).
   given_term: terms.base.Term = terms.scalar.GivenBias()
+
+  @property
+  def carries(self) -> bool:
+    """Some Term carries state per query row across key tiles (`terms.base.Term.carries`): nearest first."""
+    return any(t.carries for t in self.part_terms)
 
 
 def tile_locals(cfg: _Config, theta, tile: terms.base.Tile, k=None, aux=None):
@@ -219,6 +232,43 @@ def _scores(cfg: _Config, tile: terms.base.Tile, q_t, k_t, local, valid=None):
   return s
 
 
+def initial_carries(cfg: _Config, q_t):
+  """Each part's carry entering a query tile's nearest key tile (None for a Term that carries nothing)."""
+  return tuple(t.initial_carry(part, q_t) if t.carries else None for part, t in zip(cfg.parts, cfg.part_terms))
+
+
+def carried_logits(cfg: _Config, aux, tile: terms.base.Tile, q_t, k_t, local, carries):
+  """`tile_logits` after each carrying Term has taken its step on the tile (`terms.base.Term.carry`): (the tile's
+  masked scores, the carries into the next farther key tile)."""
+  shares, out = list(local['parts']), list(carries)
+  for i, (part, term) in enumerate(zip(cfg.parts, cfg.part_terms)):
+    if term.carries:
+      shares[i], out[i] = term.carry(part, shares[i], q_t, k_t, carries[i], tile)
+  return tile_logits(cfg, aux, tile, q_t, k_t, {**local, 'parts': shares}), tuple(out)
+
+
+def _carries_entering(cfg: _Config, aux, theta, q_t, k, qs, carries):
+  """The carries entering each key tile of query tile qs, leading axis num_k_tiles (the backward's recomputation:
+  the forward's nearest-first sweep of the carrying Terms' steps alone, O(num_k_tiles x bq) rows per carry)."""
+  lo, hi, key_tile_of = _reverse_key_tiles(cfg, aux, qs)
+  saved = jax.tree.map(lambda x: jnp.zeros((cfg.num_k_tiles,) + x.shape, x.dtype), carries)
+
+  def key_tile(i, inner):
+    carries, saved = inner
+    n = key_tile_of(i)
+    saved = jax.tree.map(lambda a, x: jax.lax.dynamic_update_index_in_dim(a, x, n, 0), saved, carries)
+    tile = terms.base.tile_at(cfg, aux, qs, n * cfg.bk)
+    local = tile_locals(cfg, theta, tile)
+    k_t = jax.lax.dynamic_slice_in_dim(k, n * cfg.bk, cfg.bk, axis=1)
+    carries = tuple(
+        term.carry(part, th, q_t, k_t, c, tile)[1] if term.carries else None
+        for part, term, th, c in zip(cfg.parts, cfg.part_terms, local['parts'], carries)
+    )
+    return carries, saved
+
+  return jax.lax.fori_loop(lo, hi, key_tile, (carries, saved))[1]
+
+
 def tile_values(cfg: _Config, tile: terms.base.Tile, p_t, v_t, local):
   """sum_j p_ij (v_j + a^V_ij): (B, bq, H, D) float32."""
   out = jnp.einsum('bhij,bjhd->bihd', p_t.astype(v_t.dtype), v_t, preferred_element_type=jnp.float32)
@@ -245,28 +295,31 @@ def _forward(cfg: _Config, q, k, v, theta, aux):
     qs = t * cfg.bq
     q_t = jax.lax.dynamic_slice_in_dim(q, qs, cfg.bq, axis=1)
 
-    def key_tile(n, carry):
-      m, l, acc = carry
+    lo, hi, nearest_first = _reverse_key_tiles(cfg, aux, qs)
+
+    def key_tile(i, carry):
+      m, l, acc, carries = carry
+      n = nearest_first(i) if cfg.carries else i  # a carrying Term's state flows from the query outwards
       ks = n * cfg.bk
       tile = terms.base.tile_at(cfg, aux, qs, ks)
       local = tile_locals(cfg, theta, tile, k, aux)
       k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
       v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
-      s = tile_logits(cfg, aux, tile, q_t, k_t, local)
+      s, carries = carried_logits(cfg, aux, tile, q_t, k_t, local, carries)
       m_new = jnp.maximum(m, jnp.max(s, axis=-1))
       p = jnp.exp(s - m_new[..., None])
       correction = jnp.exp(m - m_new)  # (B, H, bq)
       l = correction * l + jnp.sum(p, axis=-1)
       acc = acc * jnp.moveaxis(correction, 1, 2)[..., None] + tile_values(cfg, tile, p, v_t, local)
-      return m_new, l, acc
+      return m_new, l, acc, carries
 
     init = (
         jnp.full((b, h, cfg.bq), -jnp.inf, jnp.float32),
         jnp.zeros((b, h, cfg.bq), jnp.float32),
         jnp.zeros((b, cfg.bq, h, d), jnp.float32),
+        initial_carries(cfg, q_t),
     )
-    lo, hi = _key_tile_range(cfg, aux, qs)
-    m, l, acc = jax.lax.fori_loop(lo, hi, key_tile, init)
+    m, l, acc, _ = jax.lax.fori_loop(lo, hi, key_tile, init)
     seen = l > 0
     out = acc / jnp.moveaxis(jnp.where(seen, l, 1.0), 1, 2)[..., None]
     lse = jnp.where(seen, m + jnp.log(jnp.where(seen, l, 1.0)), -jnp.inf)
@@ -317,27 +370,38 @@ def attention_bwd(cfg, residuals, d_out):
     dk, dv, d_theta = carry
     qs, (q_t, do_t, lse_t, delta_t) = _query_tile_rows(cfg, t, q, d_out, lse, delta)
 
-    def key_tile(n, inner):
-      dq_t, dk, dv, d_theta = inner
+    carries = initial_carries(cfg, q_t)
+    # A carrying Term's carries, recomputed for this query tile only (never stored per tile by the forward).
+    entering = _carries_entering(cfg, aux, theta, q_t, k, qs, carries) if cfg.carries else carries
+
+    def key_tile(n, inner):  # farthest first: the carries' adjoint flows from the farthest key tile inwards
+      dq_t, dk, dv, d_theta, d_carries = inner
       ks = n * cfg.bk
       tile = terms.base.tile_at(cfg, aux, qs, ks)
       local = tile_locals(cfg, theta, tile, k, aux)
       k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
       v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
-      s, logits_vjp = jax.vjp(lambda q_, k_, l_: tile_logits(cfg, aux, tile, q_, k_, l_), q_t, k_t, local)
+      c_in = jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, n, 0, keepdims=False), entering)
+      (s, _), logits_vjp = jax.vjp(
+          lambda q_, k_, l_, c_: carried_logits(cfg, aux, tile, q_, k_, l_, c_), q_t, k_t, local, c_in
+      )
       p = jnp.exp(s - lse_t[..., None])
       _, values_vjp = jax.vjp(lambda p_, v_, l_: tile_values(cfg, tile, p_, v_, l_), p, v_t, local)
       dp, dv_t, d_local_v = values_vjp(do_t)
       ds = p * (dp - delta_t[..., None])
-      dq_part, dk_t, d_local_s = logits_vjp(ds)
+      # d_carries: the cotangent of the carries leaving this tile (zero at the farthest), returned for those
+      # entering it, which left the next nearer tile.
+      dq_part, dk_t, d_local_s, d_carries = logits_vjp((ds, d_carries))
       d_local = jax.tree.map(jnp.add, d_local_s, d_local_v)
       dk, dv = _add_key_rows(cfg, ks, (dk, dv), (dk_t, dv_t))
       dk = _add_halo_keys(cfg, dk, d_local, tile)
-      return dq_t + dq_part.astype(jnp.float32), dk, dv, _accumulate(cfg, d_theta, d_local, tile, aux)
+      d_theta = _accumulate(cfg, d_theta, d_local, tile, aux)
+      return dq_t + dq_part.astype(jnp.float32), dk, dv, d_theta, d_carries
 
     lo, hi = _key_tile_range(cfg, aux, qs)
     dq_t = jnp.zeros(q_t.shape, jnp.float32)
-    dq_t, dk, dv, d_theta = jax.lax.fori_loop(lo, hi, key_tile, (dq_t, dk, dv, d_theta))
+    init = (dq_t, dk, dv, d_theta, jax.tree.map(jnp.zeros_like, carries))
+    dq_t, dk, dv, d_theta, _ = jax.lax.fori_loop(lo, hi, key_tile, init)
     return (dk, dv, d_theta), dq_t
 
   init = (jnp.zeros(k.shape, jnp.float32), jnp.zeros(v.shape, jnp.float32), zeros(theta))
@@ -393,7 +457,7 @@ def _normalized_forward(cfg: _Config, q, k, v, theta, aux, save_carries: bool = 
     lo, hi, key_tile_of = _reverse_key_tiles(cfg, aux, qs)
 
     def key_tile(i, carry):
-      c, w, acc, saved = carry
+      c, w, acc, saved, carries = carry
       kt = key_tile_of(i)
       ks = kt * cfg.bk
       if save_carries:
@@ -402,9 +466,9 @@ def _normalized_forward(cfg: _Config, q, k, v, theta, aux, save_carries: bool = 
       local = tile_locals(cfg, theta, tile, k, aux)
       k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
       v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
-      s = tile_logits(cfg, aux, tile, q_t, k_t, local)
+      s, carries = carried_logits(cfg, aux, tile, q_t, k_t, local, carries)
       weights, c = normalizer.tile_weights(s, allowed_pairs(cfg, aux, tile, normalizer), c)
-      return c, w + jnp.sum(weights, axis=-1), acc + tile_values(cfg, tile, weights, v_t, local), saved
+      return c, w + jnp.sum(weights, axis=-1), acc + tile_values(cfg, tile, weights, v_t, local), saved, carries
 
     c0 = normalizer.initial_carry((b, h, cfg.bq))
     init = (
@@ -412,8 +476,9 @@ def _normalized_forward(cfg: _Config, q, k, v, theta, aux, save_carries: bool = 
         jnp.zeros((b, h, cfg.bq), jnp.float32),
         jnp.zeros((b, cfg.bq, h, d), jnp.float32),
         jnp.zeros((cfg.num_k_tiles if save_carries else 0, *c0.shape), c0.dtype),
+        initial_carries(cfg, q_t),
     )
-    _, w, acc, saved = jax.lax.fori_loop(lo, hi, key_tile, init)
+    _, w, acc, saved, _ = jax.lax.fori_loop(lo, hi, key_tile, init)
     return acc, w, saved
 
   acc, w, saved = jax.lax.map(query_tile, jnp.arange(cfg.num_q_tiles, dtype=jnp.int32))
@@ -445,16 +510,21 @@ def _normalized_bwd(cfg, residuals, cotangents):
     qs, (q_t, do_t, dw_t) = _query_tile_rows(cfg, t, q, d_acc, d_w)
     carries_t = carries[t]  # (key tiles, B, H, bq): the carry entering each key tile
     lo, hi = _key_tile_range(cfg, aux, qs)  # visited farthest first: key tile lo is the farthest
+    term_carries = initial_carries(cfg, q_t)  # a carrying Term's (PaTH's), recomputed as in attention_bwd
+    entering = _carries_entering(cfg, aux, theta, q_t, k, qs, term_carries) if cfg.carries else term_carries
 
     def key_tile(kt, inner):
-      dq_t, dk, dv, d_theta, farther = inner
+      dq_t, dk, dv, d_theta, farther, d_carries = inner
       ks = kt * cfg.bk
       c = carries_t[kt]
       tile = terms.base.tile_at(cfg, aux, qs, ks)
       local = tile_locals(cfg, theta, tile, k, aux)
       k_t = jax.lax.dynamic_slice_in_dim(k, ks, cfg.bk, axis=1)
       v_t = jax.lax.dynamic_slice_in_dim(v, ks, cfg.bk, axis=1)
-      s, logits_vjp = jax.vjp(lambda q_, k_, l_: tile_logits(cfg, aux, tile, q_, k_, l_), q_t, k_t, local)
+      c_in = jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, kt, 0, keepdims=False), entering)
+      (s, _), logits_vjp = jax.vjp(
+          lambda q_, k_, l_, c_: carried_logits(cfg, aux, tile, q_, k_, l_, c_), q_t, k_t, local, c_in
+      )
       allowed = allowed_pairs(cfg, aux, tile, normalizer)
       (weights, _), weights_vjp = jax.vjp(lambda s_: normalizer.tile_weights(s_, allowed, c), s)
       _, values_vjp = jax.vjp(lambda p_, v_, l_: tile_values(cfg, tile, p_, v_, l_), weights, v_t, local)
@@ -463,15 +533,17 @@ def _normalized_bwd(cfg, residuals, cotangents):
       # The carry into the farther tiles: its cotangent is what those tiles' weights owe, F (their sum of g A).
       (ds,) = weights_vjp((g, farther))
       farther = farther + jnp.sum(g * weights, axis=-1)
-      dq_part, dk_t, d_local_s = logits_vjp(ds)
+      dq_part, dk_t, d_local_s, d_carries = logits_vjp((ds, d_carries))
       d_local = jax.tree.map(jnp.add, d_local_s, d_local_v)
       dk, dv = _add_key_rows(cfg, ks, (dk, dv), (dk_t, dv_t))
       dk = _add_halo_keys(cfg, dk, d_local, tile)
-      return dq_t + dq_part.astype(jnp.float32), dk, dv, _accumulate(cfg, d_theta, d_local, tile, aux), farther
+      d_theta = _accumulate(cfg, d_theta, d_local, tile, aux)
+      return dq_t + dq_part.astype(jnp.float32), dk, dv, d_theta, farther, d_carries
 
     b, _, h, _ = q.shape
     init = (jnp.zeros(q_t.shape, jnp.float32), dk, dv, d_theta, jnp.zeros((b, h, cfg.bq), jnp.float32))
-    dq_t, dk, dv, d_theta, _ = jax.lax.fori_loop(lo, hi, key_tile, init)
+    init += (jax.tree.map(jnp.zeros_like, term_carries),)
+    dq_t, dk, dv, d_theta, _, _ = jax.lax.fori_loop(lo, hi, key_tile, init)
     return (dk, dv, d_theta), dq_t
 
   init = (jnp.zeros(k.shape, jnp.float32), jnp.zeros(v.shape, jnp.float32), zeros(theta))

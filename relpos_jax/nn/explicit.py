@@ -4,8 +4,9 @@ plain softmax (or the normalizer's weights), differentiated by plain autodiff.
 `functional.attend` takes it for the kinds dot_product_attention does not cover, and for
 `implementation='einsum'`. It is the blockwise kernel's one-tile case: the same preparation
 (`blockwise.prepare` with `one_tile=True`), the same fold of the Terms into the logits (`blockwise.tile_logits`)
-and the same value terms (`blockwise.tile_values`), so the two paths agree by construction. The one Term with
-no per-tile form, PaTH's replaced logit (`terms.content.ReplacedContent`), is built whole here.
+and the same value terms (`blockwise.tile_values`), so the two paths agree by construction. PaTH's replaced
+logit (`terms.content.ReplacedContent`) is built whole here by its chunked scan (tiled, it carries each query
+across the key tiles instead).
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ transform, value term), chosen per kind in one place (`terms.select`):
                                              plain softmax or normalizer, plain autodiff
   implementation='blockwise'             ->  `blockwise.attend`: query and key tiles, an online softmax (or
                                              stick-breaking's fold), every term built per tile; O(L) memory,
-                                             training included. Every kind but PaTH (refused by name)
+                                             training included. Every kind (PaTH by a per-row carry across
+                                             key tiles; beside DAPE v2's halo refused by name)
   Toeplitz biases, rotary, none, 'pallas' ->  `pallas_attention.attend`: the same as a Pallas kernel (interpret
                                              mode on CPU), the bias built in-kernel from its distinct values
 
@@ -70,8 +71,8 @@ def check_block_size(implementation, block_size) -> None:
 def default_is_tiled(parts, query, value) -> bool:
   """implementation=None on a CPU: the blockwise path once queries and keys span more than one default tile (measured
   faster than the explicit path at L = 2,048 for every kind, docs/benchmarks.md 4b-4h, and O(L) memory), the
-  explicit path below (one tile either way, without the recomputing backward). Not for PaTH (no per-tile
-  form) or q, k and v of different head sizes (PoPE); on accelerators None keeps dot_product_attention or the
+  explicit path below (one tile either way, without the recomputing backward). Not for a part with no per-tile
+  form or q, k and v of different head sizes (PoPE); on accelerators None keeps dot_product_attention or the
   explicit path."""
   return (
       jax.default_backend() == 'cpu'
@@ -280,7 +281,7 @@ def attend(
       mask ('blockwise' only).
     features: per part, the contextual parts' token features of the keys (B, Lk, F) or None
       (`terms.parts.token_features` of the layer input; the cached ones in decoding). 'blockwise' tiles
-      every content kind but PaTH, 'pallas' none of them: a ValueError naming the encoder and its kind.
+      every content kind, 'pallas' none of them: a ValueError naming the encoder and its kind.
     q_segment_ids, k_segment_ids: (B, Lq), (B, Lk) int document ids of packed sequences, both or neither: query
       i sees key j only when their ids are equal (a document mask, on top of the causal and padding masks).
       The untiled paths (explicit, dot_product_attention / cuDNN) take it as part of `mask`; 'blockwise' compares

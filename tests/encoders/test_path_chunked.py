@@ -1,4 +1,5 @@
-"""PaTH's chunked logits (`path._householder_logits_chunked`) against the per-key scan and the definition.
+"""PaTH's chunked logits (`path._householder_logits_chunked`) against the per-key scan and the definition, and
+the tiled form's step (`path.householder_tile_logits`, swept by hand) against the definition.
 
 The definition a_ij = q_i^T H_i H_{i-1} ... H_{j+1} k_j is built with explicit D x D products (numpy float64
 for values, jnp for gradients); the scan is the algorithm the chunked form replaces for multi-token calls.
@@ -119,3 +120,25 @@ def test_default_method_scans_for_one_query_and_chunks_otherwise():
   np.testing.assert_allclose(step, whole[:, :, 6:7], atol=1e-5)
   with pytest.raises(ValueError, match='method'):
     path_lib.householder_logits(q, k, w, beta, jnp.arange(10), 4, method='fast')
+
+
+def test_one_tile_step_sweep_gives_the_definition():
+  """`householder_tile_logits` swept by hand over key tiles of 4, nearest first, for query tiles of 3 (so a
+  query tile straddles key tiles and its diagonal rows sit anywhere in them), a padded tail: the definition."""
+  length, d, size, bq = 13, 5, 4, 3
+  q, k, w, beta = _inputs(length, d, seed=3, padded=2)
+  pad = (-length) % size
+  padded = lambda a: jnp.pad(jnp.asarray(a, jnp.float32), [(0, 0), (0, pad)] + [(0, 0)] * (a.ndim - 2))
+  tiles = path_lib.householder_key_tiles(padded(k), padded(w), padded(beta), size)
+  query, key = jnp.moveaxis(jnp.asarray(q, jnp.float32), 2, 1), jnp.moveaxis(padded(k), 2, 1)
+  got = np.zeros((B, H, length, length + pad))
+  for qs in range(0, length, bq):
+    q_t = query[:, :, qs : qs + bq]
+    carry = jnp.zeros_like(q_t)
+    for n in reversed(range((length + pad) // size)):
+      rows = jnp.arange(qs, qs + q_t.shape[2], dtype=jnp.int32) - n * size
+      share = {name: a[:, :, n] for name, a in tiles.items()}
+      logits, carry = path_lib.householder_tile_logits(share, q_t, key[:, :, n * size : (n + 1) * size], carry, rows)
+      got[:, :, qs : qs + bq, n * size : (n + 1) * size] = logits
+  causal = np.tril(np.ones((length, length)))
+  np.testing.assert_allclose(got[..., :length] * causal, _np_definition(q, k, w, beta), atol=1e-5)

@@ -66,12 +66,12 @@ def _x(length=L, batch=B):
   return jax.random.normal(jax.random.key(1), (batch, length, DIM))
 
 
-# The one kind with no per-tile form: PaTH's replaced content logit (a clear error in the tiled paths). The other
-# content kinds tile: FoX (a separable contextual term), CoPE (counts along the keys, a carry per tile), the
-# temperatures (per row), stick-breaking (a normalizer folded over key tiles) and DAPE (a score transform, with
-# a key halo for v2).
+# Every registered kind tiles: FoX (a separable contextual term), CoPE (counts along the keys, a carry per tile),
+# PaTH (a per-row carry across key tiles, nearest first: tests/encoders/test_path_tiled.py), the temperatures
+# (per row), stick-breaking (a normalizer folded over key tiles) and DAPE (a score transform, with a key halo for
+# v2). A part with no per-tile form would be a clear error in the tiled paths.
 def _untiled(encoder):
-  return [p for p in contract.leaves(encoder) if p.kind is contract.Kind.CONTEXTUAL and p.replaces_content]
+  return [p for p in contract.leaves(encoder) if not terms.term_for(p).tiles]
 
 
 def test_blockwise_equals_explicit_causal_with_padding(tiled_case):
@@ -140,14 +140,15 @@ def test_dape_v2_tiles_bidirectional_and_refuses_what_it_cannot_tile():
     terms.terms_for(two, True, 1.0, one_tile=True, query_bias=False)
 
 
-@pytest.mark.parametrize('spec', ['path', 'path + fox', 'path + alibi'])
-def test_kinds_without_tiles_are_an_error_naming_the_encoder(spec):
-  """The content kinds with no tiled form yet reach blockwise's error (encoder and kind named)."""
-  encoder = encoders.from_spec(spec)
-  part = _untiled(encoder)[0]
+def test_path_beside_a_halo_is_an_error_naming_both():
+  """PaTH's carry visits key tiles nearest first; a halo's side strips (DAPE v2) would need the neighbouring
+  tiles' carries: refused in the tiled path with both encoders named (the explicit path takes it)."""
+  encoder = encoders.from_spec('path + dape(alibi, version=2)')
   layer = RelativeMultiHeadAttention(HEADS, DIM, encoder, causal=True, implementation='blockwise', rngs=nnx.Rngs(0))
-  with pytest.raises(ValueError, match=f'{part.name!r} is of kind {part.kind.value!r}, which has no per-tile'):
+  with pytest.raises(ValueError, match="'path' carries each query .* beside 'dape'.*einsum"):
     layer(_x())
+  layer.implementation = 'einsum'
+  assert np.isfinite(layer(_x())).all()
 
 
 @pytest.mark.parametrize(
@@ -412,7 +413,7 @@ def test_terms_with_per_pair_work_take_smaller_default_tiles_on_cpu(monkeypatch)
 
 def test_the_default_implementation_tiles_beyond_one_default_tile_on_cpu(monkeypatch):
   """implementation=None on a CPU: the explicit path up to one default tile, the blockwise path beyond (the
-  same numbers); PaTH stays explicit."""
+  same numbers); PaTH tiles too."""
   calls = []
   for module, name in ((blockwise, 'blockwise'), (explicit, 'explicit')):
     original = module.attend
@@ -429,4 +430,4 @@ def test_the_default_implementation_tiles_beyond_one_default_tile_on_cpu(monkeyp
     assert calls == [path]
     einsum = functional.attend(q, k, v, parts=parts, params=params, causal=True, implementation='einsum')
     np.testing.assert_allclose(out, einsum, **TOL)
-  assert not functional.default_is_tiled((encoders.make('path'),), q, v)
+  assert functional.default_is_tiled((encoders.make('path'),), q, v)

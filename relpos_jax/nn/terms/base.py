@@ -128,6 +128,9 @@ class Term:
     dot_product_form  jax.nn.dot_product_attention computes it (a scalar bias, a rotation, nothing inside).
     reads_content     it reads the scores or the content (the layer checks its token features).
     replaces_softmax  a normalizer: its weights replace the softmax's.
+    carries           it carries state per query row across the key tiles of a query tile (PaTH: the query
+                      transported through the tiles between): the tile loops visit key tiles nearest first
+                      and thread `initial_carry` through `carry`, the backward runs its adjoint farthest first.
 
   Methods the layer asks outside the tile loops (defaults: the part does none of it): `num_features` and
   `token_features` (a contextual part's per-token features, kept in the KV cache), `query_bias`
@@ -143,6 +146,7 @@ class Term:
   toeplitz = False
   dot_product_form = False
   reads_content = False
+  carries = False
 
   @property
   def replaces_softmax(self) -> bool:
@@ -188,6 +192,15 @@ class Term:
 
   def accumulate(self, acc, d_local, tile: Tile):
     return jax.tree.map(jnp.add, acc, d_local)
+
+  def initial_carry(self, part, q_t):
+    """A `carries` Term's carry entering a query tile's nearest key tile, for its queries q_t (B, bq, H, D)."""
+    return None
+
+  def carry(self, part, local, q_t, k_t, carry, tile: Tile):
+    """A `carries` Term's step on a tile, before its `content`: (its share with what the carry gives the tile,
+    the carry into the next farther key tile)."""
+    return local, carry
 
   def content(self, part, local, content_q, k_t, scores, tile: Tile, valid=None, query=None):
     """(the content scores, replaced or None to keep q . k, a bias or None): a remap merges its sets here.

@@ -1,13 +1,14 @@
 """Terms that read the content q . k along the keys: counts of gates (CoPE: `CountedPositions`), a replaced
-content logit (PaTH: `ReplacedContent`, the explicit path only), a score transform (DAPE: `ScoreTransform`), a
+content logit (PaTH: `ReplacedContent`), a score transform (DAPE: `ScoreTransform`), a
 normalizer replacing the softmax (stick-breaking: `Normalizer`), and the refusal of a part with no per-tile
 form (`NoTileForm`).
 
   counts along the keys (CoPE)   p_ij = (query i's gates on the keys of j's tile from j on) + (its gates on
                                  every nearer key tile): a carry per (query tile, key tile) from `complete`.
-  replaced content (PaTH)        a_ij reads every token between j and i through a carry across the keys (its
-                                 chunked scan): built whole on the one tile of the explicit path
-                                 (`encoders/path.py` says what a per-tile form would take).
+  replaced content (PaTH)        a_ij reads every token between j and i through a carry across the keys: built
+                                 whole on the one tile of the explicit path (its chunked scan); tiled, key tiles
+                                 nearest first with the query carried per row through the tiles between
+                                 (`carries`), each key tile's data computed once in `complete`.
   score transform (DAPE)         A + B + f([A; B]) on the tile: B from the base's own Term, f per pair (v1);
                                  v2's convolutions along the keys read `key_halo` keys on each side, so a
                                  tile also scores a strip of that many keys left and right and crops f's
@@ -107,20 +108,33 @@ class CountedPositions(base.Contextual):
 
 @dataclasses.dataclass(frozen=True)
 class ReplacedContent(base.Contextual):
-  """A contextual part whose logit replaces q . k (PaTH): a_ij reads every token between j and i through a
-  carry across the keys (its chunked scan), so it has no per-tile form yet (`encoders/path.py` says what one
-  would take); the one-tile (explicit) path builds it whole with the encoder's `score_term`."""
+  """A contextual part whose logit replaces q . k (PaTH): a_ij reads every token between j and i.
+
+  One tile (the explicit path, `one_tile`): the encoder's `score_term` builds the logits whole (its chunked
+  scan). Tiled (`carries`): `complete` computes each key tile's data once (the encoder's `key_tiles`: its
+  directions, WY transform, carried keys and whole product), and the tile loops visit a query tile's key
+  tiles nearest first, threading per query row the query carried through the tiles between (`carry`, the
+  encoder's `tile_logits`); the blockwise backward runs that carry's adjoint farthest first, recomputing the
+  carries of one query tile at a time (`blockwise.attention_bwd`)."""
+
+  per_pair_work = True  # the diagonal tiles' O(bq bk (bk + D)) work: the smaller CPU tiles are faster
 
   one_tile: bool = True
 
   @property
-  def tiles(self) -> bool:
-    return self.one_tile
+  def carries(self) -> bool:
+    return not self.one_tile
 
   def prepare(self, part, params, ctx):
-    return {'params': params, 'feature': ctx.feature, 'logits': None}
+    if self.one_tile:
+      return {'params': params, 'feature': ctx.feature, 'logits': None}
+    w, beta = part.directions(params, ctx.feature, ctx.key_mask)
+    return {'w': w, 'beta': beta}
 
   def complete(self, part, theta, cfg, aux, q, k):
+    if not self.one_tile:
+      w, beta = (base.pad_axis(theta[name], 1, k.shape[1]) for name in ('w', 'beta'))  # padding: H = I
+      return part.key_tiles(w, beta, k, cfg.bk)
     tile = base.tile_at(cfg, aux, jnp.int32(0), jnp.int32(0))
     valid = base.tile_mask(cfg, aux, tile)
     b, q_len = q.shape[:2]
@@ -134,6 +148,34 @@ class ReplacedContent(base.Contextual):
         scale=cfg.scale,
     )
     return {**theta, 'logits': jnp.asarray(part.score_term(theta['params'], ctx), jnp.float32)}
+
+  def local(self, theta, tile):
+    if self.one_tile:  # the tile's keys: all of them, or a score transform's halo strip (masked, outside them)
+      return {**theta, 'logits': jax.lax.dynamic_slice_in_dim(theta['logits'], tile.ks, tile.bk, axis=-1)}
+    n = tile.ks // tile.bk
+    return jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, n, 2, keepdims=False), theta)
+
+  def accumulate(self, acc, d_local, tile):
+    if self.one_tile:
+      return jax.tree.map(jnp.add, acc, d_local)
+    n = tile.ks // tile.bk
+
+    def add(total, part):
+      part = part[:, :, None]
+      first = base.start(0, 0, n, *(0,) * (total.ndim - 3))
+      return jax.lax.dynamic_update_slice(total, jax.lax.dynamic_slice(total, first, part.shape) + part, first)
+
+    return jax.tree.map(add, acc, d_local)
+
+  def initial_carry(self, part, q_t):
+    b, bq, h, d = q_t.shape
+    return jnp.zeros((b, h, bq, d), jnp.float32)
+
+  def carry(self, part, local, q_t, k_t, carry, tile):
+    rows = tile.q_offset + tile.qs - tile.ks + jnp.arange(tile.bq, dtype=jnp.int32)
+    q_t, k_t = (jnp.moveaxis(a.astype(jnp.float32), 1, 2) for a in (q_t, k_t))
+    logits, carry = part.tile_logits(local, q_t, k_t, carry, rows)
+    return {**local, 'logits': logits}, carry
 
   def content(self, part, local, content_q, k_t, scores, tile, valid=None, query=None):
     return local['logits'], None

@@ -15,7 +15,8 @@ tests/test_code_health.py checks from the source that no other module of relpos_
   POSITION_REMAP    remap.Remap(rotary=base rotates)
   CONTEXTUAL        rows.RowColumnBias                        separable (FoX)
                     content.CountedPositions                  counts along the keys (CoPE)
-                    content.ReplacedContent(one_tile)         replaces the content logit (PaTH): one tile only
+                    content.ReplacedContent(one_tile)         replaces the content logit (PaTH): whole on one tile,
+                                                              else a carry across key tiles (`carries`)
   TEMPERATURE       rows.RowTemperature
   NORMALIZER        content.Normalizer                        `tiles` (stick-breaking)
   SCORE_TRANSFORM   content.ScoreTransform(base's Term, halo)
@@ -97,6 +98,13 @@ def terms_for(parts, contiguous: bool, scale: float, *, one_tile: bool, query_bi
     raise ValueError(
         f'attention: {halos[0][0].name!r} and {halos[1][0].name!r} each read neighbouring keys on each side of a '
         f'logit ({halos[0][1]} and {halos[1][1]}); allowed: one such score transform (DAPE version 2) per layer.'
+    )
+  carried = [part for part, t in zip(parts, chosen) if t.carries]
+  if carried and halos:  # a halo strip's logits would need the carry of the neighbouring key tile
+    raise ValueError(
+        f'tiled attention: {carried[0].name!r} carries each query through the key tiles nearest first; it does not '
+        f'tile beside {halos[0][0].name!r}, a score transform that reads neighbouring keys (DAPE version 2); use '
+        'implementation "einsum".'
     )
   counted = [part for part, t in zip(parts, chosen) if isinstance(t, content.CountedPositions)]
   if counted and halos and not one_tile:
