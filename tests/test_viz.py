@@ -8,6 +8,9 @@ Transformer's sinusoids, FIRE's normalised distance); that a plot asked of the w
 `plot_encoder` picks the panels of each encoder kind. matplotlib runs headless (Agg) and every figure is closed.
 """
 
+import dataclasses
+import functools
+
 import jax
 import matplotlib
 import numpy as np
@@ -16,7 +19,7 @@ import pytest
 matplotlib.use('Agg')  # This process only: the tests draw figures but never show them.
 import matplotlib.pyplot as plt  # noqa: E402
 
-from relpos_jax import bias_matrix, encoders, viz  # noqa: E402
+from relpos_jax import encoders, viz  # noqa: E402
 from relpos_jax.encoders import contract, spec  # noqa: E402
 from relpos_jax.encoders.combine import combine  # noqa: E402
 
@@ -30,8 +33,14 @@ def _close_figures():
   plt.close('all')
 
 
+@functools.lru_cache(maxsize=None)
+def _cached_init(encoder, num_heads, dims):
+  return encoder.init(RNG, num_heads, **dict(dims))
+
+
 def _init(encoder, num_heads=4, **dims):
-  return encoder.init(RNG, num_heads, **dims)
+  """encoder.init at key 0, once per (encoder, heads, dims) in this file: inits compile, and the CPU is shared."""
+  return _cached_init(encoder, num_heads, tuple(sorted(dims.items())))
 
 
 def _labelled(ax):
@@ -46,6 +55,18 @@ def _panels(fig):
 
 def _titles(fig):
   return [ax.get_title() for ax in fig.axes if ax.get_title()]
+
+
+def _fire_bias(params, q_pos, k_pos):
+  """FIRE in numpy (Li et al. 2024, appendix code): f_theta(psi(|i - j|) / (psi(max(i, L)) + eps)), psi(x) = log(c x + 1),
+  f_theta = Linear -> ReLU -> Linear; L = |multiplier| * 512, eps = 1e-6 (the defaults). (..., num_heads) float64."""
+  c = abs(float(params['c']))
+  threshold = abs(float(params['threshold_multiplier'])) * 512.0
+  psi = lambda x: np.log1p(c * np.asarray(x, np.float64))
+  x = (psi(np.abs(np.subtract(q_pos, k_pos))) / (psi(np.maximum(q_pos, threshold)) + 1e-6))[..., None]
+  for n, layer in enumerate(params['mlp']):
+    x = (np.maximum(x, 0) if n else x) @ np.asarray(layer['kernel'], np.float64) + np.asarray(layer['bias'], np.float64)
+  return x
 
 
 def _rope_decay(distances, head_dim):
@@ -95,63 +116,68 @@ def test_default_query_positions():
     ],
 )
 def test_distances_must_be_a_non_empty_1d_int_array(bad, shown):
+  # params=None: the range is refused before the encoder is read.
   alibi, t5, rope = encoders.make('alibi'), encoders.make('t5'), encoders.make('rope')
   message = f'distances must be a non-empty 1-D array of ints, got {shown}'
   with pytest.raises(ValueError, match=message.replace('(', r'\(').replace(')', r'\)')):
-    viz.bias_curves(alibi, _init(alibi), bad)
+    viz.bias_curves(alibi, None, bad)
   with pytest.raises(ValueError, match='distances must be a non-empty 1-D array of ints'):
-    viz.plot_bias_curve(alibi, _init(alibi), bad)
+    viz.plot_bias_curve(alibi, None, bad)
   with pytest.raises(ValueError, match='distances must be a non-empty 1-D array of ints'):
     viz.plot_bucket_maps(t5, bad)
   with pytest.raises(ValueError, match='distances must be a non-empty 1-D array of ints'):
-    viz.rotary_scores(rope, _init(rope, head_dim=8), np.ones(8), np.ones(8), bad, 0)
+    viz.rotary_scores(rope, None, np.ones(8), np.ones(8), bad, 0)
+  with pytest.raises(ValueError, match='distances must be a non-empty 1-D array of ints'):
+    viz.plot_relative_embeddings(encoders.make('shaw_vector'), None, bad)
 
 
 def test_query_positions_must_be_ints():
   fire = encoders.make('fire')
   with pytest.raises(ValueError, match=r'query_positions must be a non-empty 1-D array of ints, got float64 \(1,\)'):
-    viz.bias_curves(fire, _init(fire, 2), np.arange(-2, 3), query_positions=[1.5])
+    viz.bias_curves(fire, None, np.arange(-2, 3), query_positions=[1.5])
 
 
 @pytest.mark.parametrize(
-    'plot, name, dims, wanted',
+    'plot, name, wanted',
     [
-        (lambda e, p: viz.bias_curves(e, p, np.arange(3)), 'rope', {'head_dim': 8}, 'bias_curves.*scalar_bias'),
-        (lambda e, p: viz.plot_bias_curve(e, p, np.arange(3)), 'rope', {'head_dim': 8}, 'plot_bias_curve.*scalar_bias'),
+        (lambda e, p: viz.bias_curves(e, p, np.arange(3)), 'rope', 'bias_curves.*scalar_bias'),
+        (lambda e, p: viz.plot_bias_curve(e, p, np.arange(3)), 'rope', 'plot_bias_curve.*scalar_bias'),
         (
             lambda e, p: viz.rotary_scores(e, p, np.ones(8), np.ones(8), np.arange(3), 0),
             'alibi',
-            {},
             'rotary_scores.*rotary',
         ),
-        (
-            lambda e, p: viz.rotary_score_matrix(e, p, np.ones(8), np.ones(8), 4),
-            't5',
-            {},
-            'rotary_score_matrix.*rotary',
-        ),
-        (lambda e, p: viz.plot_rotary_scores(e, p, np.arange(3)), 'alibi', {}, 'plot_rotary_scores.*rotary'),
+        (lambda e, p: viz.rotary_score_matrix(e, p, np.ones(8), np.ones(8), 4), 't5', 'rotary_score_matrix.*rotary'),
+        (lambda e, p: viz.plot_rotary_scores(e, p, np.arange(3)), 'alibi', 'plot_rotary_scores.*rotary'),
         (
             lambda e, p: viz.plot_relative_embeddings(e, p, np.arange(3)),
             'rope',
-            {'head_dim': 8},
             'plot_relative_embeddings.*vector_relative',
         ),
-        (lambda e, p: viz.plot_absolute_embeddings(e, p, 4), 't5', {}, 'plot_absolute_embeddings.*absolute'),
+        (lambda e, p: viz.plot_absolute_embeddings(e, p, 4), 't5', 'plot_absolute_embeddings.*absolute'),
+    ],
+    ids=[
+        'bias_curves',
+        'plot_bias_curve',
+        'rotary_scores',
+        'rotary_score_matrix',
+        'plot_rotary_scores',
+        'plot_relative_embeddings',
+        'plot_absolute_embeddings',
     ],
 )
-def test_a_plot_of_the_wrong_kind_names_the_function_the_kind_and_the_encoder(plot, name, dims, wanted):
+def test_a_plot_of_the_wrong_kind_names_the_function_the_kind_and_the_encoder(plot, name, wanted):
   encoder = encoders.make(name)
   kind = encoder.kind.value
   with pytest.raises(ValueError, match=f"{wanted}; {name} is of kind '{kind}'"):
-    plot(encoder, _init(encoder, 2, **dims))
+    plot(encoder, None)  # refused before params are read
 
 
 def test_other_refusals():
   alibi = encoders.make('alibi')
   with pytest.raises(ValueError, match='plot_normalized_distance needs an encoder with normalized_distance.*alibi has'):
-    viz.plot_normalized_distance(alibi, _init(alibi), np.arange(-3, 1))
-  with pytest.raises(ValueError, match='bucket_maps|plot_bucket_maps: alibi has no bucket map'):
+    viz.plot_normalized_distance(alibi, None, np.arange(-3, 1))
+  with pytest.raises(ValueError, match='plot_bucket_maps: alibi has no bucket map'):
     viz.bucket_maps(alibi, np.arange(3))
   with pytest.raises(ValueError, match='4 head panels need 4 axes, got 1'):
     viz.plot_bias_heatmaps(alibi, _init(alibi), 4, axes=[plt.subplots()[1]])
@@ -167,7 +193,7 @@ def test_other_refusals():
   with pytest.raises(ValueError, match=r'plot_rotary_scores: xpos is causal.*got 1 \.\. 3'):
     viz.plot_rotary_scores(xpos, _init(xpos, 2, head_dim=8), np.arange(1, 4))
   txl = encoders.make('transformer_xl')
-  txl_params = _init(txl, 2, head_dim=4)
+  txl_params = _init(txl, 2, head_dim=4, model_dim=8)
   with pytest.raises(ValueError, match='transformer_xl draws 2 panels, got 1 axes'):
     viz.plot_relative_embeddings(txl, txl_params, np.arange(-2, 3), axes=[plt.subplots()[1]])
   with pytest.raises(ValueError, match=r'head=2 is out of range; allowed: 0 \.\. 1'):
@@ -228,8 +254,7 @@ def test_plot_bias_curve_of_a_query_dependent_bias_draws_head_0_per_query_positi
     valid = keys >= 0
     # NaN exactly where the key would sit before the sequence; elsewhere FIRE's own pair_bias(i, i + d).
     np.testing.assert_array_equal(np.isnan(line.get_ydata()), ~valid)
-    pair = np.asarray(fire.pair_bias(params, np.int32(i), keys[valid].astype(np.int32)))
-    np.testing.assert_allclose(line.get_ydata()[valid], pair[:, 0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(line.get_ydata()[valid], _fire_bias(params, i, keys[valid])[:, 0], rtol=1e-5, atol=1e-6)
   # Below the threshold L = 512 FIRE is Toeplitz (queries 3 and 100 agree where both keys exist); beyond it not.
   y3, y100, y600 = (line.get_ydata() for line in lines)
   np.testing.assert_allclose(y3[distances >= -3], y100[distances >= -3], rtol=1e-5, atol=1e-6)
@@ -237,7 +262,10 @@ def test_plot_bias_curve_of_a_query_dependent_bias_draws_head_0_per_query_positi
   # Without query_positions: default_query_positions of the largest |d| (6, 96, 384), so no key is before 0.
   lines = _labelled(viz.plot_bias_curve(fire, params, distances).axes[0])
   assert [line.get_label() for line in lines] == ['query i = 6', 'query i = 96', 'query i = 384']
-  assert all(np.isfinite(line.get_ydata()).all() for line in lines)
+  defaults = viz.bias_curves(fire, params, distances)
+  np.testing.assert_array_equal(defaults, viz.bias_curves(fire, params, distances, (6, 96, 384)))
+  np.testing.assert_array_equal(np.stack([line.get_ydata() for line in lines]), defaults[..., 0])
+  assert np.isfinite(defaults).all()
 
 
 def test_plot_bias_curve_of_a_toeplitz_bias_at_given_query_positions():
@@ -276,12 +304,12 @@ def test_plot_bias_heatmaps_images_are_the_bias_matrix_on_one_symmetric_scale():
   fig = viz.plot_bias_heatmaps(alibi, params, 6)
   panels = _panels(fig)
   assert [ax.get_title() for ax in panels] == ['head 0', 'head 1', 'head 2', 'head 3']
-  matrix = np.asarray(bias_matrix(alibi, params, 6, 6))
+  # bias_matrix of causal ALiBi (Press et al. 2022): m_h * (j - i) for keys j <= i, 0 after.
   i, j = np.arange(6)[:, None], np.arange(6)[None, :]
-  np.testing.assert_allclose(matrix, ALIBI_SLOPES_4[:, None, None] * np.minimum(j - i, 0), rtol=1e-6)
+  matrix = ALIBI_SLOPES_4[:, None, None] * np.minimum(j - i, 0)
   for h, ax in enumerate(panels):
     (image,) = ax.images
-    np.testing.assert_array_equal(image.get_array(), matrix[h])
+    np.testing.assert_allclose(image.get_array(), matrix[h], rtol=1e-6)
     assert image.get_clim() == (-1.25, 1.25)  # max |b| = m_0 * 5 = 5 / 4, shared by every head
     assert tuple(image.get_extent()) == (-0.5, 5.5, 5.5, -0.5)
   assert fig.get_suptitle() == 'alibi: 6 x 6 bias'
@@ -297,8 +325,8 @@ def test_plot_bias_heatmaps_with_a_query_offset_and_given_axes():
   _, axes = plt.subplots(1, 2)
   fig = viz.plot_bias_heatmaps(fire, params, 4, q_offset=600, axes=axes, title='beyond L')
   assert fig is axes[0].figure and fig.get_suptitle() == 'beyond L'
-  # Rows are queries 600 .. 603, columns keys 0 .. 3: FIRE's pair_bias(i, j) per head.
-  pair = np.asarray(fire.pair_bias(params, np.arange(600, 604)[:, None], np.arange(4)[None, :]))
+  # Rows are queries 600 .. 603, columns keys 0 .. 3: FIRE's b(i, j) per head.
+  pair = _fire_bias(params, np.arange(600, 604)[:, None], np.arange(4)[None, :])
   for h, ax in enumerate(axes):
     np.testing.assert_allclose(ax.images[0].get_array(), pair[..., h], rtol=1e-5, atol=1e-6)
     assert tuple(ax.images[0].get_extent()) == (-0.5, 3.5, 603.5, 599.5)
@@ -333,12 +361,12 @@ def test_plot_bucket_maps_draws_each_map():
   # 16 exact buckets (n = 0..15), then 16 + int(log(n / 16) / log 8 * 16) = 16 .. 23 for n = 16 .. 40.
   assert line.get_label() == 't5(bidirectional=False) (24 rows used)'
   np.testing.assert_array_equal(line.get_xdata(), distances)
-  np.testing.assert_array_equal(line.get_ydata(), np.asarray(causal.bucket(distances)))
+  np.testing.assert_array_equal(line.get_ydata(), viz.bucket_maps(causal, distances)['t5(bidirectional=False)'])
+  np.testing.assert_array_equal(line.get_ydata()[-18:], np.r_[15:0:-1, 0, 0, 0])  # the exact range, then keys ahead
   assert ax.get_title() == 't5(bidirectional=False): buckets'
   multiscale = encoders.make('multiscale')
   maps = viz.bucket_maps(multiscale, distances)
   assert list(maps) == ['scale 1', 'scale 4', 'scale 16']
-  np.testing.assert_array_equal(np.stack(list(maps.values())), np.asarray(multiscale.buckets(distances)))
   lines = _labelled(viz.plot_bucket_maps(multiscale, distances).axes[0])
   assert [line.get_label().split(' (')[0] for line in lines] == list(maps)
   for line, rows in zip(lines, maps.values()):
@@ -435,11 +463,15 @@ def test_plot_relative_embeddings_panels_hold_the_shaw_tables():
   np.testing.assert_array_equal(values_ax.images[0].get_array(), np.asarray(params['value_table'])[rows, 1].T)
   assert keys_ax.get_title() == 'key embeddings a^K, head 1'
   assert values_ax.get_title() == 'value embeddings a^V, head 1'
-  limit = viz.symmetric_limit(params['key_table'][rows, 1], params['value_table'][rows, 1])
+  limit = viz.symmetric_limit(np.asarray(params['key_table'])[rows, 1], np.asarray(params['value_table'])[rows, 1])
   assert keys_ax.images[0].get_clim() == (-limit, limit) == values_ax.images[0].get_clim()
   assert tuple(keys_ax.images[0].get_extent()) == (-4.5, 4.5, 3.5, -0.5)  # x: j - i, y: dimension
   assert fig.get_suptitle() == 'shaw_vector(max_distance=2): relative embeddings (clipped at |j - i| = 2)'
   assert not [ax for ax in fig.axes if ax.lines]  # no query bias v, so no position-only term
+  _, axes = plt.subplots(1, 2)  # drawn on given axes
+  fig = viz.plot_relative_embeddings(shaw, params, distances, axes=axes, title='Shaw')
+  assert fig is axes[0].figure and fig.get_suptitle() == 'Shaw'
+  np.testing.assert_array_equal(axes[0].images[0].get_array(), np.asarray(params['key_table'])[rows, 0].T)
   shared = encoders.make('shaw_vector', max_distance=2, per_head=False, use_value_embeddings=False)
   (panel,) = _panels(viz.plot_relative_embeddings(shared, _init(shared, 2, head_dim=4), distances))
   assert panel.get_title() == 'key embeddings a^K, shared by every head'
@@ -451,8 +483,11 @@ def test_plot_relative_embeddings_draws_transformer_xl_position_term():
   distances = np.arange(-3, 4)
   fig = viz.plot_relative_embeddings(txl, params, distances)
   (keys_ax,) = _panels(fig)  # no value embeddings
-  keys = np.asarray(txl.key_embeddings(params, distances))  # W_R R_{i-j}: (N, H, D)
-  np.testing.assert_array_equal(keys_ax.images[0].get_array(), keys[:, 0].T)
+  # Dai et al. 2019: R_{i-j} = [sin((i - j) theta_k), cos((i - j) theta_k)], theta_k = 10000^(-2k/d_R); key W_R R_{i-j}.
+  angles = -distances[:, None] * 10000.0 ** (-np.arange(0, 8, 2) / 8)
+  relative = np.concatenate([np.sin(angles), np.cos(angles)], -1)  # (N, d_R = model_dim = 8)
+  keys = np.einsum('nr,rhd->nhd', relative, np.asarray(params['w_r'], np.float64))  # (N, H, D)
+  np.testing.assert_allclose(keys_ax.images[0].get_array(), keys[:, 0].T, rtol=1e-5, atol=1e-7)
   (term_ax,) = [ax for ax in fig.axes if _labelled(ax)]
   assert term_ax.get_title() == 'position-only score term'
   lines = _labelled(term_ax)
@@ -511,6 +546,13 @@ def test_describe_names_the_spec_kind_and_the_cited_paper():
   first_paragraph = ' '.join(alibi_module.__doc__.strip().split('\n\n')[0].split())
   assert text == f'alibi(bidirectional=True)  [scalar_bias]\n  {first_paragraph}'
   assert 'Press, Smith & Lewis 2022' in text
+
+  @dataclasses.dataclass(frozen=True)
+  class Unregistered(type(encoders.make('alibi'))):
+    name = ''  # no spec names it: titles fall back to the class name
+
+  text = viz.describe(Unregistered())
+  assert text == f'Unregistered  [scalar_bias]\n  {" ".join(__doc__.split(chr(10) * 2)[0].split())}'
 
 
 def test_plot_encoder_picks_the_panels_of_each_kind():
