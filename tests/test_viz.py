@@ -180,7 +180,7 @@ def test_other_refusals():
   with pytest.raises(ValueError, match='plot_bucket_maps: alibi has no bucket map'):
     viz.bucket_maps(alibi, np.arange(3))
   with pytest.raises(ValueError, match='4 head panels need 4 axes, got 1'):
-    viz.plot_bias_heatmaps(alibi, _init(alibi), 4, axes=[plt.subplots()[1]])
+    viz.plot_bias_heatmaps(alibi, _init(alibi), 6, axes=[plt.subplots()[1]])
   with pytest.raises(ValueError, match='length'):
     viz.plot_bias_heatmaps(alibi, _init(alibi), 0)
   rope = encoders.make('rope')
@@ -405,7 +405,7 @@ def test_plot_rotary_frequencies_draws_wavelengths_and_ratios_per_rule():
 def test_plot_rotary_scores_draws_rotary_scores_and_the_score_matrix():
   rope = encoders.make('rope')
   params = _init(rope, 2, head_dim=8)
-  distances = np.arange(-5, 6)
+  distances = np.arange(-6, 7)
   fig = viz.plot_rotary_scores(rope, params, distances, query_positions=(0, 40), length=6)
   curve_ax, matrix_ax = fig.axes[:2]
   lines = _labelled(curve_ax)
@@ -455,7 +455,7 @@ def test_plot_rotary_scores_of_a_causal_encoder_draws_keys_at_or_before_the_quer
 def test_plot_relative_embeddings_panels_hold_the_shaw_tables():
   shaw = encoders.make('shaw_vector', max_distance=2)
   params = _init(shaw, 2, head_dim=4)
-  distances = np.arange(-4, 5)
+  distances = np.arange(-6, 7)
   fig = viz.plot_relative_embeddings(shaw, params, distances, head=1)
   keys_ax, values_ax = _panels(fig)
   rows = np.clip(distances, -2, 2) + 2  # Shaw et al. 2018: a_{clip(j - i, -k, k)}, table row clip + k
@@ -465,7 +465,7 @@ def test_plot_relative_embeddings_panels_hold_the_shaw_tables():
   assert values_ax.get_title() == 'value embeddings a^V, head 1'
   limit = viz.symmetric_limit(np.asarray(params['key_table'])[rows, 1], np.asarray(params['value_table'])[rows, 1])
   assert keys_ax.images[0].get_clim() == (-limit, limit) == values_ax.images[0].get_clim()
-  assert tuple(keys_ax.images[0].get_extent()) == (-4.5, 4.5, 3.5, -0.5)  # x: j - i, y: dimension
+  assert tuple(keys_ax.images[0].get_extent()) == (-6.5, 6.5, 3.5, -0.5)  # x: j - i, y: dimension
   assert fig.get_suptitle() == 'shaw_vector(max_distance=2): relative embeddings (clipped at |j - i| = 2)'
   assert not [ax for ax in fig.axes if ax.lines]  # no query bias v, so no position-only term
   _, axes = plt.subplots(1, 2)  # drawn on given axes
@@ -500,12 +500,12 @@ def test_plot_relative_embeddings_draws_transformer_xl_position_term():
 def test_plot_absolute_embeddings_draws_the_sinusoids_and_their_similarity():
   sinusoidal = encoders.make('sinusoidal')
   params = _init(sinusoidal, 2, model_dim=8)
-  fig = viz.plot_absolute_embeddings(sinusoidal, params, 5)
+  fig = viz.plot_absolute_embeddings(sinusoidal, params, 6)
   table_ax, sim_ax = _panels(fig)
   assert (table_ax.get_title(), sim_ax.get_title()) == ('embedding p_i', 'p_i . p_j / model_dim')
   # Vaswani et al. 2017: PE(pos, 2k) = sin(pos / 10000^(2k/d)), PE(pos, 2k + 1) = cos(the same).
-  angles = np.arange(5)[:, None] / 10000.0 ** (np.arange(0, 8, 2) / 8)
-  table = np.stack([np.sin(angles), np.cos(angles)], -1).reshape(5, 8)
+  angles = np.arange(6)[:, None] / 10000.0 ** (np.arange(0, 8, 2) / 8)
+  table = np.stack([np.sin(angles), np.cos(angles)], -1).reshape(6, 8)
   np.testing.assert_allclose(table_ax.images[0].get_array(), table.T, atol=1e-6)
   similarity = sim_ax.images[0].get_array()
   np.testing.assert_allclose(similarity, table @ table.T / 8, atol=1e-6)
@@ -556,22 +556,22 @@ def test_describe_names_the_spec_kind_and_the_cited_paper():
 
 
 def test_plot_encoder_picks_the_panels_of_each_kind():
-  options = dict(length=6, max_distance=4)
+  options = dict(length=6, max_distance=6)  # the shapes of the tests above: their compiled programs serve
   alibi = encoders.make('alibi')
   fig = viz.plot_encoder(alibi, _init(alibi), **options)
   assert _titles(fig) == ['bias vs j - i', 'head 0', 'head 1', 'head 2', 'head 3']
   assert fig.get_suptitle() == 'alibi: bias curves and 6 x 6 bias'
-  np.testing.assert_array_equal(_labelled(fig.axes[0])[0].get_xdata(), np.arange(-4, 5))
+  np.testing.assert_array_equal(_labelled(fig.axes[0])[0].get_xdata(), np.arange(-6, 7))
   # A randomized wrapper is drawn as its base.
   randomized = spec.from_spec('randomized(alibi, max_position=64)')
   fig = viz.plot_encoder(randomized, _init(randomized), **options)
   assert _titles(fig) == ['bias vs j - i', 'head 0', 'head 1', 'head 2', 'head 3']
   assert fig.get_suptitle() == 'alibi: bias curves and 6 x 6 bias'
-  # A query-dependent bias: curves per query position (4, 16 * 4, 64 * 4).
+  # A query-dependent bias: curves per query position (6, 16 * 6, 64 * 6).
   fire = encoders.make('fire')
   fig = viz.plot_encoder(fire, _init(fire, 2), **options)
   assert _titles(fig) == ['bias vs j - i', 'head 0', 'head 1']
-  assert [line.get_label() for line in _labelled(fig.axes[0])] == ['query i = 4', 'query i = 64', 'query i = 256']
+  assert [line.get_label() for line in _labelled(fig.axes[0])] == ['query i = 6', 'query i = 96', 'query i = 384']
   assert fig.get_suptitle() == 'fire: bias curves and 6 x 6 bias (query-dependent)'
   # Params from encoder.init when not given; heads that agree share one panel.
   fig = viz.plot_encoder(encoders.make('nope'), num_heads=2, title='no position', **options)
@@ -582,7 +582,7 @@ def test_plot_encoder_picks_the_panels_of_each_kind():
   rope = encoders.make('rope')
   fig = viz.plot_encoder(rope, _init(rope, 2, head_dim=8), **options)
   assert _titles(fig) == ['score vs j - i (lines coincide: relative)', '6 x 6 scores']
-  assert [line.get_label() for line in _labelled(fig.axes[0])] == ['query i = 4', 'query i = 64']
+  assert [line.get_label() for line in _labelled(fig.axes[0])] == ['query i = 6', 'query i = 96']
   sinusoidal = encoders.make('sinusoidal')
   fig = viz.plot_encoder(sinusoidal, _init(sinusoidal, 2, model_dim=8), **options)
   assert _titles(fig) == ['embedding p_i', 'p_i . p_j / model_dim']
