@@ -181,32 +181,54 @@ def test_other_refusals():
     viz.bucket_maps(alibi, np.arange(3))
   with pytest.raises(ValueError, match='4 head panels need 4 axes, got 1'):
     viz.plot_bias_heatmaps(alibi, _init(alibi), 6, axes=[plt.subplots()[1]])
-  with pytest.raises(ValueError, match='length'):
+  with pytest.raises(ValueError, match='viz: length=0 is invalid; allowed: an int >= 1'):
     viz.plot_bias_heatmaps(alibi, _init(alibi), 0)
   rope = encoders.make('rope')
   with pytest.raises(ValueError, match='params carry no head_dim'):
     viz.plot_rotary_scores(rope, _init(rope, 2), np.arange(3))  # init without head_dim
-  fire = encoders.make('fire')
-  with pytest.raises(ValueError, match=r'plot_normalized_distance: distances hold no j - i <= 0.*got 1 \.\. 3'):
-    viz.plot_normalized_distance(fire, _init(fire, 2), np.arange(1, 4))
-  xpos = encoders.make('xpos')
-  with pytest.raises(ValueError, match=r'plot_rotary_scores: xpos is causal.*got 1 \.\. 3'):
-    viz.plot_rotary_scores(xpos, _init(xpos, 2, head_dim=8), np.arange(1, 4))
-  txl = encoders.make('transformer_xl')
-  txl_params = _init(txl, 2, head_dim=4, model_dim=8)
-  with pytest.raises(ValueError, match='transformer_xl draws 2 panels, got 1 axes'):
-    viz.plot_relative_embeddings(txl, txl_params, np.arange(-2, 3), axes=[plt.subplots()[1]])
-  with pytest.raises(ValueError, match=r'head=2 is out of range; allowed: 0 \.\. 1'):
-    viz.plot_relative_embeddings(txl, txl_params, np.arange(-2, 3), head=2)
+  with pytest.raises(ValueError, match='viz: head_dim=0 is invalid'):
+    viz.plot_rotary_frequencies(0, {'plain': {}})
   with pytest.raises(ValueError, match='rules is empty'):
     viz.plot_rotary_frequencies(8, {})
   with pytest.raises(ValueError, match="rule 'grow' is dynamic NTK.*pass length="):
     viz.plot_rotary_frequencies(8, {'grow': dict(scaling='dynamic', factor=2.0, original_max_position=16)})
-  with pytest.raises(ValueError, match='batch'):
+  with pytest.raises(ValueError, match='plot_train_positions: batch=0 is invalid'):
     viz.plot_train_positions(alibi, RNG, batch=0)
   learned = encoders.make('learned', max_length=8)
-  with pytest.raises(ValueError, match='learned'):
+  with pytest.raises(ValueError, match='learned: position 8 is beyond the table of max_length=8'):
     viz.plot_absolute_embeddings(learned, _init(learned, 2, model_dim=4), 9)  # past the table's last row
+
+
+# Inputs that used to fail deep inside numpy or with an IndexError (viz checks them since this file was written).
+
+
+def test_plot_bias_curve_of_a_non_scalar_encoder_is_refused_by_name():
+  with pytest.raises(
+      ValueError, match="plot_bias_curve needs an encoder of kind scalar_bias; rope is of kind 'rotary'"
+  ):
+    viz.plot_bias_curve(encoders.make('rope'), None, np.arange(3))  # was AttributeError: no is_toeplitz
+
+
+def test_normalized_distance_needs_a_key_at_or_before_the_query():
+  fire = encoders.make('fire')
+  with pytest.raises(ValueError, match=r'plot_normalized_distance: distances hold no j - i <= 0.*got 1 \.\. 3'):
+    viz.plot_normalized_distance(fire, _init(fire, 2), np.arange(1, 4))  # was numpy's zero-size max
+
+
+def test_rotary_scores_of_a_causal_encoder_need_a_key_at_or_before_the_query():
+  xpos = encoders.make('xpos')
+  with pytest.raises(ValueError, match=r'plot_rotary_scores: xpos is causal.*got 1 \.\. 3'):
+    viz.plot_rotary_scores(xpos, _init(xpos, 2, head_dim=8), np.arange(1, 4))  # was 'distances ... got (0,)'
+
+
+def test_relative_embeddings_check_the_axes_and_the_head():
+  txl = encoders.make('transformer_xl')
+  params = _init(txl, 2, head_dim=4, model_dim=8)
+  with pytest.raises(ValueError, match='transformer_xl draws 2 panels, got 1 axes'):
+    viz.plot_relative_embeddings(txl, params, np.arange(-3, 4), axes=[plt.subplots()[1]])  # was IndexError
+  for head in (2, -1):
+    with pytest.raises(ValueError, match=rf'head={head} is out of range; allowed: 0 \.\. 1'):
+      viz.plot_relative_embeddings(txl, params, np.arange(-3, 4), head=head)  # was IndexError / the last head
 
 
 # ----------------------------------------------------------------------------------------------------------
