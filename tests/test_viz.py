@@ -58,8 +58,12 @@ def _titles(fig):
 
 
 def _fire_bias(params, q_pos, k_pos):
-  """FIRE in numpy (Li et al. 2024, appendix code): f_theta(psi(|i - j|) / (psi(max(i, L)) + eps)), psi(x) = log(c x + 1),
-  f_theta = Linear -> ReLU -> Linear; L = |multiplier| * 512, eps = 1e-6 (the defaults). (..., num_heads) float64."""
+  """FIRE in numpy (Li et al. 2024, appendix code): f_theta(psi(|i - j|) / (psi(max(i, L)) + eps)), with
+  psi(x) = log(c x + 1), f_theta = Linear -> ReLU -> Linear, L = |multiplier| * 512, eps = 1e-6 (the defaults).
+
+  An independent reading of the params, so a plot is checked against the paper, not against the code it calls.
+  Returns (..., num_heads) float64.
+  """
   c = abs(float(params['c']))
   threshold = abs(float(params['threshold_multiplier'])) * 512.0
   psi = lambda x: np.log1p(c * np.asarray(x, np.float64))
