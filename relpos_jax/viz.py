@@ -172,6 +172,7 @@ def plot_bias_curve(
   coinciding lines would mean the bias is relative after all.
   """
   plt = _pyplot()
+  _require_kind('plot_bias_curve', encoder, Kind.SCALAR_BIAS)  # before is_toeplitz, which only scalar biases have
   distances = _int_range('distances', distances)
   if ax is None:
     _, ax = plt.subplots(figsize=(5, 3.4), dpi=100, layout='constrained')
@@ -211,6 +212,11 @@ def plot_normalized_distance(encoder, params, distances, *, query_positions=None
         f'plot_normalized_distance needs an encoder with normalized_distance (FIRE); ' f'{_name(encoder)} has none.'
     )
   distances = _int_range('distances', distances)
+  if not (distances <= 0).any():
+    raise ValueError(
+        f'plot_normalized_distance: distances hold no j - i <= 0 (keys at or before the query, the only ones '
+        f'drawn); got {distances.min()} .. {distances.max()}.'
+    )
   distances = distances[distances <= 0]
   if query_positions is None:
     query_positions = default_query_positions(int(np.abs(distances).max()))
@@ -439,6 +445,11 @@ def plot_rotary_scores(
   key = np.ones(head_dim, np.float32) if key is None else np.asarray(key, np.float32)
   causal = getattr(encoder, 'requires_causal', False)
   if causal:
+    if not (distances <= 0).any():
+      raise ValueError(
+          f'plot_rotary_scores: {_name(encoder)} is causal, drawn for j - i <= 0 only, and distances hold none; '
+          f'got {distances.min()} .. {distances.max()}.'
+      )
     distances = distances[distances <= 0]
   if axes is None:
     fig, axes = plt.subplots(
@@ -492,16 +503,20 @@ def plot_relative_embeddings(encoder, params, distances, *, head: int = 0, axes=
   rel = jnp.asarray(distances)
   keys, values = _key_and_value_embeddings(encoder, params, rel)  # (N, H, D) each, values maybe None
   keys = np.asarray(keys)
+  if not 0 <= head < keys.shape[1]:
+    raise ValueError(f'plot_relative_embeddings: head={head} is out of range; allowed: 0 .. {keys.shape[1] - 1}.')
   _, v_bias = encoder.query_biases(params)
   panels = [('key embeddings a^K', keys[:, head].T)]
   if values is not None:
     panels.append(('value embeddings a^V', np.asarray(values)[:, head].T))
+  count = len(panels) + (v_bias is not None)
   if axes is None:
-    count = len(panels) + (v_bias is not None)
     fig, axes = plt.subplots(1, count, figsize=(4.6 * count + 1, 3.4), dpi=100, layout='constrained', squeeze=False)
     axes = list(axes[0])
   else:
     axes = list(np.ravel(axes))
+    if len(axes) < count:
+      raise ValueError(f'plot_relative_embeddings: {_name(encoder)} draws {count} panels, got {len(axes)} axes.')
     fig = axes[0].figure
   shared = 'shared by every head' if not heads_differ(keys, axis=1) else f'head {head}'
   limit = symmetric_limit(*(matrix for _, matrix in panels))
