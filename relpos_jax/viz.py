@@ -237,6 +237,14 @@ def plot_normalized_distance(encoder, params, distances, *, query_positions=None
   return ax.figure
 
 
+def _two_axes(who: str, axes):
+  """The two panels a two-panel plot draws on; fewer axes given is refused by name (not a bare unpacking error)."""
+  flat = list(np.ravel(np.asarray(axes, dtype=object)))
+  if len(flat) < 2:
+    raise ValueError(f'{who} draws 2 panels; axes must hold at least 2 matplotlib axes, got {len(flat)}.')
+  return flat[0], flat[1]
+
+
 def _heatmap_panels(fig, axes, matrices, titles, limit, cmap, xlabel, ylabel, colorbar_label, extent=None):
   image = None
   for ax, matrix, title in zip(axes, matrices, titles):
@@ -356,8 +364,8 @@ def plot_rotary_frequencies(
   reference = rope.inverse_frequencies(head_dim)
   if axes is None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), dpi=100, layout='constrained')
-  fig = np.ravel(axes)[0].figure
-  wave_ax, ratio_ax = np.ravel(axes)[:2]
+  wave_ax, ratio_ax = _two_axes('plot_rotary_frequencies', axes)
+  fig = wave_ax.figure
   pairs = np.arange(head_dim // 2)
   for label, hparams in rules.items():
     hparams = dict(hparams)
@@ -455,7 +463,7 @@ def plot_rotary_scores(
     fig, axes = plt.subplots(
         1, 2, figsize=(11, 3.6), dpi=100, layout='constrained', gridspec_kw={'width_ratios': [1.6, 1]}
     )
-  curve_ax, matrix_ax = np.ravel(axes)[:2]
+  curve_ax, matrix_ax = _two_axes('plot_rotary_scores', axes)
   fig = curve_ax.figure
   for n, i in enumerate(query_positions):
     scores = rotary_scores(encoder, params, query, key, distances, int(i))
@@ -569,7 +577,7 @@ def plot_absolute_embeddings(encoder, params, length: int, *, axes=None, title=N
     fig, axes = plt.subplots(
         1, 2, figsize=(11, 3.6), dpi=100, layout='constrained', gridspec_kw={'width_ratios': [1.6, 1]}
     )
-  table_ax, sim_ax = np.ravel(axes)[:2]
+  table_ax, sim_ax = _two_axes('plot_absolute_embeddings', axes)
   fig = table_ax.figure
   _heatmap_panels(
       fig, [table_ax], [table.T], ['embedding p_i'], symmetric_limit(table), BIAS_CMAP, 'position i', 'feature', 'value'

@@ -230,6 +230,27 @@ def test_relative_embeddings_check_the_axes_and_the_head():
       viz.plot_relative_embeddings(txl, params, np.arange(-3, 4), head=head)  # was IndexError / the last head
 
 
+def test_two_panel_plots_refuse_fewer_than_two_axes():
+  """Each draws two panels on given axes; one Axes (or a list of one) was a bare 'not enough values to unpack'."""
+  rope, sinusoidal = encoders.make('rope'), encoders.make('sinusoidal')
+  one = plt.subplots()[1]
+  calls = {
+      'plot_rotary_frequencies': lambda axes: viz.plot_rotary_frequencies(8, {'plain': {}}, length=16, axes=axes),
+      'plot_rotary_scores': lambda axes: viz.plot_rotary_scores(
+          rope, _init(rope, 2, head_dim=8), np.arange(-3, 4), length=4, axes=axes
+      ),
+      'plot_absolute_embeddings': lambda axes: viz.plot_absolute_embeddings(
+          sinusoidal, _init(sinusoidal, 2, model_dim=8), 6, axes=axes
+      ),
+  }
+  for name, call in calls.items():
+    for axes in (one, [one]):
+      with pytest.raises(ValueError, match=rf'{name} draws 2 panels; axes must hold at least 2 .* got 1'):
+        call(axes)
+  fig, two = plt.subplots(1, 2)
+  assert calls['plot_absolute_embeddings'](two) is fig
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Scalar biases.
 
