@@ -69,7 +69,7 @@ import math
 import ml_collections
 from ml_collections.config_dict import placeholder
 
-from relpos_jax.train.config import parse_variants
+from relpos_jax.train.config_files import parse_variants
 
 STUDY_ENCODERS = (
     'nope',

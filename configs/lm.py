@@ -90,7 +90,7 @@ Variant `long_context,contextual`: the same evaluation of the contextual study's
 import ml_collections
 from ml_collections.config_dict import placeholder
 
-from relpos_jax.train.config import parse_variants
+from relpos_jax.train.config_files import parse_variants
 
 TRAIN_LENGTH = 64
 # Variant bpe: 2.7 characters per token on the English test novel (4,096 gives 3.6 but makes the d=64 model's

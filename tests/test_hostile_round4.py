@@ -16,6 +16,7 @@ import pytest
 
 from relpos_jax.study import protocol, report, runner, suite
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import config_files
 from relpos_jax.train import workdir_lock
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -197,12 +198,12 @@ def test_item7_the_study_command_writes_its_outputs_only_under_the_lock(tmp_path
 def test_item9_seeds_beyond_32_bits_are_refused_naming_the_key(key, value):
   config = tiny_study_config()
   del config['study']
-  config_lib.override(config, key, value)
+  config_files.override(config, key, value)
   with pytest.raises(
       config_lib.ConfigError, match=rf'config.{key}={value} is invalid: allowed: an int >= 0 and < 4294967296'
   ):
     config_lib.validate(config)
-  config_lib.override(config, key, 2**32 - 1)
+  config_files.override(config, key, 2**32 - 1)
   config_lib.validate(config)
 
 
@@ -239,7 +240,7 @@ def _run_config(**overrides):
   config = tiny_study_config()
   del config['study']
   for key, value in overrides.items():
-    config_lib.override(config, key, value)
+    config_files.override(config, key, value)
   return config
 
 

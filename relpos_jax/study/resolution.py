@@ -64,10 +64,11 @@ from relpos_jax.nn import vit
 from relpos_jax.study import record, stats
 from relpos_jax.study.plan import Entry, parse_entries
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import schema
 from relpos_jax.train import workdir_lock
 
 ConfigError = config_lib.ConfigError
-key = config_lib.key
+key = schema.key
 RESULT_FILE = 'result.json'
 FASHION_MNIST_TASKS = {'fashion_mnist_canvas': 'canvas', 'fashion_mnist_upsample': 'upsample'}
 TASK_NAMES = grid_tasks.grid_task_names() + tuple(FASHION_MNIST_TASKS)
@@ -119,8 +120,8 @@ def parse_config(config) -> Settings:
   model_node = node.get('model')
   if model_node is None:
     raise ConfigError('missing key config.model (model_dim, num_heads, num_layers, mlp_ratio, pool).')
-  model = config_lib.parse_section(Model, 'model', model_node)
-  settings = config_lib.parse_section(Settings, '', node, model=model)
+  model = schema.parse_section(Model, 'model', model_node)
+  settings = schema.parse_section(Settings, '', node, model=model)
   parse_entries(settings.encoders)  # 'label: spec' entries, unique labels (the LM study's rule)
   if not settings.tasks or len(set(settings.tasks)) != len(settings.tasks):
     raise ConfigError(f'config.tasks={settings.tasks!r} is invalid: allowed: a non-empty tuple of distinct task names.')

@@ -92,6 +92,7 @@ from relpos_jax.study.plan import (
 )
 from relpos_jax.study.record import RESULT_FILE, merge_seeds, new_results, write_outputs
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import config_files
 from relpos_jax.train import data_sources, loop, tensorboard, transfer, workdir_lock
 
 SEQUENTIAL_SUFFIX = plan.SEQUENTIAL_SUFFIX  # The name of a randomized entry's 0..L-1 row (read from here).
@@ -190,7 +191,7 @@ def training_dirs(workdir: str, entries: Sequence[Entry]) -> dict[str, str]:
 
 def load_study_config(path, overrides=None) -> ml_collections.ConfigDict:
   """A study config file (`configs/lm.py:study`) with dotted-key overrides, checked as `run_study` checks it."""
-  config = config_lib.load_config(path, overrides, validate_config=False)
+  config = config_files.load_config(path, overrides, validate_config=False)
   validate_study(config)
   return config
 

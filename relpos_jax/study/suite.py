@@ -75,6 +75,7 @@ from relpos_jax.study import report, stats
 from relpos_jax.study.runner import SEQUENTIAL_SUFFIX, parse_entries, run_config, run_study, validate_study
 from relpos_jax.study.runner import split_study_config
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import schema
 from relpos_jax.train import data_sources, loop
 
 SUMMARY_FILE = 'summary.json'
@@ -102,34 +103,34 @@ LONGEST = re.compile(r'\{\s*(?:(\d+)\s*\*\s*)?longest\s*\}')
 class Protocol:
   """How one task is trained and evaluated in the suite."""
 
-  min_length: int = config_lib.key(ge=1)
-  max_length: int = config_lib.key(ge=1)
-  eval_lengths: tuple[int, ...] = config_lib.key(ge=1)
-  task_kwargs: dict | None = config_lib.key(None)
-  steps: int | None = config_lib.key(None, ge=1)
-  loss_reduction: str | None = config_lib.key(None, choices=(None, *config_lib.LOSS_REDUCTIONS))
-  num_buckets: int | None = config_lib.key(None, ge=1)
+  min_length: int = schema.key(ge=1)
+  max_length: int = schema.key(ge=1)
+  eval_lengths: tuple[int, ...] = schema.key(ge=1)
+  task_kwargs: dict | None = schema.key(None)
+  steps: int | None = schema.key(None, ge=1)
+  loss_reduction: str | None = schema.key(None, choices=(None, *config_lib.LOSS_REDUCTIONS))
+  num_buckets: int | None = schema.key(None, ge=1)
   # Held-out evaluation sets: {name: task_kwargs overriding the task's} (e.g. flip_flop's sparse/dense sets).
-  held_out: dict | None = config_lib.key(None)
-  held_out_lengths: tuple[int, ...] | None = config_lib.key(None, ge=1)
-  held_out_examples: int | None = config_lib.key(None, ge=1)
+  held_out: dict | None = schema.key(None)
+  held_out_lengths: tuple[int, ...] | None = schema.key(None, ge=1)
+  held_out_examples: int | None = schema.key(None, ge=1)
   # Per set {name: examples}, over held_out_examples (a sparse set needs more examples for as many reads).
-  held_out_examples_by_set: dict | None = config_lib.key(None)
+  held_out_examples_by_set: dict | None = schema.key(None)
 
 
 @dataclasses.dataclass(frozen=True)
 class Suite:
   """The `suite` section of a suite config."""
 
-  encoders: tuple[str, ...] = config_lib.key()
-  seeds: tuple[int, ...] = config_lib.key(ge=0, lt=config_lib.SEED_LIMIT)
-  tasks: tuple[str, ...] = config_lib.key()
-  protocols: dict = config_lib.key()
-  title: str = config_lib.key('Length-generalization suite')
-  statistic: str = config_lib.key('token_mean', choices=STATISTICS)
+  encoders: tuple[str, ...] = schema.key()
+  seeds: tuple[int, ...] = schema.key(ge=0, lt=config_lib.SEED_LIMIT)
+  tasks: tuple[str, ...] = schema.key()
+  protocols: dict = schema.key()
+  title: str = schema.key('Length-generalization suite')
+  statistic: str = schema.key('token_mean', choices=STATISTICS)
   # Peak learning rates tried per encoder at the first seed (the study's lr_grid: chosen on validation loss
   # at the training length); None: config.optim.learning_rate for every encoder.
-  lr_grid: tuple[float, ...] | None = config_lib.key(None, gt=0)
+  lr_grid: tuple[float, ...] | None = schema.key(None, gt=0)
 
 
 def split_config(config) -> tuple[ml_collections.ConfigDict, Suite, dict[str, Protocol]]:
@@ -140,7 +141,7 @@ def split_config(config) -> tuple[ml_collections.ConfigDict, Suite, dict[str, Pr
         "suite section (see configs/algorithmic.py's `suite` variant)."
     )
   as_dict = config.to_dict()
-  suite = config_lib.parse_section(Suite, 'suite', as_dict.pop('suite'))
+  suite = schema.parse_section(Suite, 'suite', as_dict.pop('suite'))
   if not suite.tasks or not suite.encoders or not suite.seeds:
     raise config_lib.ConfigError(
         f'config.suite needs at least one task, encoder and seed; got tasks='
@@ -157,7 +158,7 @@ def split_config(config) -> tuple[ml_collections.ConfigDict, Suite, dict[str, Pr
         f'config.suite.tasks names {missing} without a protocol; add '
         f'config.suite.protocols.<task> (have: {sorted(suite.protocols)}).'
     )
-  protocols = {t: config_lib.parse_section(Protocol, f'suite.protocols.{t}', suite.protocols[t]) for t in suite.tasks}
+  protocols = {t: schema.parse_section(Protocol, f'suite.protocols.{t}', suite.protocols[t]) for t in suite.tasks}
   for task, protocol in protocols.items():
     held_out = protocol.held_out
     if held_out is not None and (

@@ -15,7 +15,8 @@ loop         `train(config, workdir)` -> TrainResult; `build_model`, `evaluate`,
 """
 
 from relpos_jax.train.checkpoint import Checkpoints
-from relpos_jax.train.config import ConfigError, load_config, model_config, validate
+from relpos_jax.train.config import ConfigError, model_config, validate
+from relpos_jax.train.config_files import load_config
 from relpos_jax.train.data_sources import build_data
 from relpos_jax.train.loop import TrainResult, build_model, evaluate, evaluate_lengths, load_model, train
 from relpos_jax.train.metrics import read_metrics

@@ -13,13 +13,14 @@ import pytest
 from relpos_jax import validation
 from relpos_jax.data import tasks
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import config_files
 from relpos_jax.train.config import ConfigError, validate
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _task_config(task, task_kwargs, encoder, max_length=8, lengths=(8, 16)):
-  config = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'), validate_config=False)
+  config = config_files.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'), validate_config=False)
   config.unlock()
   config.data.task = task
   config.data.task_kwargs = ml_collections.ConfigDict(task_kwargs)

@@ -14,6 +14,7 @@ import pytest
 from relpos_jax import study
 from relpos_jax.study import protocol, reevaluate, report, runner
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import config_files
 from relpos_jax.train import inputs
 
 TINY = {
@@ -41,7 +42,7 @@ def tiny_study_config(encoders=('alibi', 'abs: sinusoidal'), **overrides):
   """The shipped study (configs/lm.py:study) made tiny; checked when the study runs."""
   # No committed rates from the config file: each test states the protocol it checks.
   settings = {**TINY, 'study.encoders': encoders, 'study.default_learning_rates': (), **overrides}
-  return config_lib.load_config('configs/lm.py:study', settings, validate_config=False)
+  return config_files.load_config('configs/lm.py:study', settings, validate_config=False)
 
 
 def _fake_train(calls):

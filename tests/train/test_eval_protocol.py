@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import config_files
 from relpos_jax.train import data_sources, inputs, loop
 
 TINY = {
@@ -24,7 +25,7 @@ TINY = {
 
 
 def tiny_config(**overrides):
-  return config_lib.load_config('configs/lm.py', {**TINY, **overrides})
+  return config_files.load_config('configs/lm.py', {**TINY, **overrides})
 
 
 @pytest.fixture(scope='module')
@@ -112,7 +113,7 @@ def test_an_encoder_without_random_positions_is_evaluated_at_0_to_L():
 
 
 def test_task_test_split_draws_other_examples():
-  config = config_lib.load_config(
+  config = config_files.load_config(
       'configs/algorithmic.py', {'train.steps': 1, 'optim.warmup_steps': 0, 'eval.num_examples': 8}
   )
   data = data_sources.build_data(config)

@@ -9,6 +9,7 @@ import pytest
 
 from relpos_jax.study import plan, protocol
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import config_files
 from relpos_jax.train import data_sources, loop, text_inputs
 from relpos_jax.train.config import ConfigError
 
@@ -95,7 +96,7 @@ def test_a_text_source_refuses_what_it_cannot_read(tmp_path, text_config):
 def test_the_lm_config_file_takes_a_text_file_from_the_command_line(tmp_path):
   path = tmp_path / 'book.txt'
   path.write_bytes(_lines(20))
-  config = config_lib.load_config(
+  config = config_files.load_config(
       os.path.join(REPO, 'configs', 'lm.py'), {'data.source': 'text', 'data.corpus': str(path)}, validate_config=False
   )
   assert isinstance(config_lib.data_source(config), config_lib.TextSource)
