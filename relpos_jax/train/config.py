@@ -34,11 +34,14 @@ Layout of a config (see configs/lm.py and configs/algorithmic.py for complete ex
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import importlib.util
+import json
 import os
 import warnings
+from typing import Any, Mapping
 
 import jax
 
@@ -347,10 +350,98 @@ class Config:
   def encoder(self) -> contract.Encoder:
     return self.model.encoder
 
+  def to_dict(self) -> dict:
+    """The config in the ConfigDict layout (`parse(c.to_dict()) == c`): every key of every section, the
+    optional ones with their defaults, `model.encoder` the spec string. What config.json and a study's result
+    records hold, and what `derive` re-parses."""
+    model = {name: getattr(self.model, name) for name in MODEL_KEYS}
+    model['encoder'] = self.encoder_spec
+    return {
+        'seed': self.seed,
+        'model': model,
+        **{name: section_dict(getattr(self, name)) for name in ('data', 'optim', 'train', 'eval')},
+    }
+
+  def derive(
+      self,
+      *,
+      encoder: str | None = None,
+      seed: int | None = None,
+      learning_rate: float | None = None,
+      eval: Eval | Mapping[str, Any] | None = None,
+      implementation: str | None = None,
+      block_size=None,
+  ) -> Config:
+    """This run with the named keys changed, parsed and checked again (a bad value raises ConfigError naming
+    its key, as in a config file): `model.encoder` (a spec, parsed anew), `seed`, `optim.learning_rate`,
+    the `eval` section (an Eval, or a dict of some of its keys over this run's), and
+    `model.attention_implementation` with `model.attention_block_size` (given together; block_size is only
+    read with an implementation). None leaves a key as it is. The study derives every run from its base."""
+    values = self.to_dict()
+    if encoder is not None:
+      values['model']['encoder'] = encoder
+    if seed is not None:
+      values['seed'] = seed
+    if learning_rate is not None:
+      values['optim']['learning_rate'] = learning_rate
+    if isinstance(eval, Eval):
+      values['eval'] = section_dict(eval)
+    elif eval is not None:
+      values['eval'].update(eval)
+    if implementation is not None:
+      values['model']['attention_implementation'] = implementation
+      values['model']['attention_block_size'] = block_size
+    return parse(values)
+
   @functools.cached_property
   def task(self) -> data_lib.Task | None:
     """The Task object of a task config (None for the corpus)."""
     return self.data.make_task()
+
+
+def section_dict(section) -> dict:
+  """{key: value} of a typed section (dict values copied, so the caller may change them)."""
+  return {
+      f.name: dict(v) if isinstance(v := getattr(section, f.name), Mapping) else v
+      for f in dataclasses.fields(section)
+      if f.init
+  }
+
+
+def with_defaults(config_json: Mapping) -> dict:
+  """A config's dict (a config.json, a result's `config`) with every optional key it leaves out at its default,
+  and `model.attention_window` as ModelConfig holds it: the layout `Config.to_dict` writes, so a record written
+  before a key existed, or from a ConfigDict that left it out, compares equal to the same run's record now.
+  No check: unknown keys stay, missing required keys stay missing (the comparison then names them)."""
+  out = {k: dict(v) if isinstance(v, Mapping) else v for k, v in config_json.items()}
+  data = out.get('data')
+  classes = {
+      'model': MODEL_KEYS.values(),
+      'optim': dataclasses.fields(Optim),
+      'train': dataclasses.fields(Train),
+      'eval': dataclasses.fields(Eval),
+      'data': dataclasses.fields(SOURCES[data['source']])
+      if isinstance(data, dict) and data.get('source') in SOURCES
+      else (),
+  }
+  for name, fields in classes.items():
+    section = out.get(name)
+    if not isinstance(section, dict):
+      continue
+    for f in fields:
+      if f.name in section or not f.init:
+        continue
+      if f.default is not dataclasses.MISSING:
+        section[f.name] = f.default
+      elif f.default_factory is not dataclasses.MISSING:
+        section[f.name] = f.default_factory()
+  window = (out.get('model') or {}).get('attention_window') if isinstance(out.get('model'), dict) else None
+  if isinstance(window, str):
+    try:
+      out['model']['attention_window'] = ast.literal_eval(window)
+    except (ValueError, SyntaxError):
+      pass  # ModelConfig refuses it; the comparison shows the string
+  return json.loads(json.dumps(out))  # tuples as lists, as every JSON record holds them
 
 
 TOP_LEVEL_KEYS = tuple(f.name for f in dataclasses.fields(Config) if f.name != 'encoder_spec')
