@@ -12,12 +12,9 @@ import dataclasses
 import re
 from typing import Sequence
 
-import ml_collections
-
 from relpos_jax.study import protocol
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import schema
-from relpos_jax.train import data_sources
+from relpos_jax.train import config_files, data_sources, schema
 
 _LABEL = re.compile(r'^[A-Za-z0-9_.+-]+$')
 
@@ -108,18 +105,29 @@ def parse_entries(encoders: Sequence[str]) -> list[Entry]:
   return entries
 
 
-def split_study_config(config) -> tuple[ml_collections.ConfigDict, Study]:
-  """(the training config shared by every encoder, the `study` section)."""
-  if 'study' not in config:
+@dataclasses.dataclass(frozen=True)
+class StudyConfig:
+  """A study config parsed once, at its entry point: the training config every run derives from (`base`,
+  typed) and the `study` section. Everything below the entry reads these, never the ConfigDict."""
+
+  base: config_lib.Config
+  study: Study
+
+
+def split_study_config(config) -> tuple[config_lib.Config, Study]:
+  """(the training config shared by every encoder, parsed, the `study` section) of a study config: a ConfigDict
+  as the file and flags give it, or its dict."""
+  as_dict = config_files.as_dict(config)
+  if 'study' not in as_dict:
     raise config_lib.ConfigError(
         'missing key config.study: a study config is a training config plus a '
         "study section (see the 'study' variant of configs/lm.py)."
     )
-  as_dict = config.to_dict()
   study = as_dict.pop('study')
   if isinstance(study, dict) and 'encoders' in study:
     parse_entries(study['encoders'])  # A bare string, no entry, a bad label: the entries' own message.
-  return ml_collections.ConfigDict(as_dict), schema.parse_section(Study, 'study', study)
+  section = schema.parse_section(Study, 'study', study)
+  return config_lib.parse(as_dict), section
 
 
 def parse_seeds(study: Study, base) -> tuple[int, ...]:
@@ -231,13 +239,13 @@ def check_protocol(study: Study, entries: Sequence[Entry], lengths) -> None:
   parse_comparisons(study, entries, lengths)
 
 
-def metric_name(base) -> tuple[str, bool]:
+def metric_name(base: config_lib.Config) -> tuple[str, bool]:
   """(metric, lower_is_better) of a run, as its data class states them (bits per character for a corpus,
   accuracy for tasks), read without loading the data."""
   data_class = data_sources.data_class(base)
   return data_class.metric, data_class.lower_is_better
 
 
-def train_length(base) -> int:
+def train_length(base: config_lib.Config) -> int:
   """The longest training length (the reference point of every ratio)."""
-  return config_lib.data_source(base).train_length
+  return base.data.train_length

@@ -84,3 +84,13 @@ def load_config(
   if validate_config:
     config_lib.validate(config)
   return config
+
+
+def as_dict(config) -> dict:
+  """A config as a plain nested dict: a ConfigDict's `to_dict()` (files, flags), or a mapping copied (config.json,
+  `Config.to_dict`). What the entry points that take the user's config hand to the parsers."""
+  if isinstance(config, ml_collections.ConfigDict):
+    return config.to_dict()
+  if not isinstance(config, Mapping):
+    raise ConfigError(f'config must be a ConfigDict or a dict of its keys, got {type(config).__name__}.')
+  return {k: dict(v) if isinstance(v, Mapping) else v for k, v in config.items()}

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import config_files
+from relpos_jax.train import config_files, loop
 from relpos_jax.train.config import ConfigError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -119,3 +119,24 @@ def test_with_defaults_fills_only_what_is_left_out():
   assert config_lib.with_defaults({'model': {'encoder': 'alibi', 'attention_window': '(None, 16)'}})['model'][
       'attention_window'
   ] == [None, 16]
+
+
+def test_a_run_whose_config_json_came_from_a_config_dict_resumes(tmp_path, task_config):
+  """config.json written as the code before the typed Config wrote it (the ConfigDict's JSON, its optional keys
+  absent) resumes: the resume check compares both with their defaults filled in. A real difference is refused."""
+  config = task_config()  # leaves out train.max_nonfinite_steps, eval.position_draws, ... (they have defaults)
+  workdir = tmp_path / 'run'
+  loop.train(config, str(workdir), stop_after=config.train.checkpoint_every)
+  written = json.loads((workdir / loop.CONFIG_FILE).read_text())
+  assert written == json.loads(json.dumps(config_lib.parse(config).to_dict()))  # every key, defaults included
+  old_style = json.loads(config.to_json_best_effort())
+  assert 'max_nonfinite_steps' not in old_style['train'] and 'position_draws' not in old_style['eval']
+  (workdir / loop.CONFIG_FILE).write_text(json.dumps(old_style, indent=2, sort_keys=True))
+  result = loop.train(config, str(workdir))
+  assert result.step == config.train.steps
+  assert json.loads((workdir / loop.CONFIG_FILE).read_text()) == old_style  # the record is not rewritten
+  # A key that changes the trajectory, absent there and set here to another value than its default: refused.
+  changed = config_lib.parse(config).to_dict()
+  changed['model']['norm'] = 'layernorm'
+  with pytest.raises(ConfigError, match=r"different config.*config\.model\.norm: 'rmsnorm' there, 'layernorm' here"):
+    loop.train(changed, str(workdir))
