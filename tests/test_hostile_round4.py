@@ -301,7 +301,7 @@ def test_item12_a_single_file_corpus_says_nothing_is_held_out(tmp_path):
       config_lib.ConfigError,
       match=r"config.data.corpus=.*one.txt' is one file.*nothing is held out.*allowed: a directory",
   ):
-    data_sources.build_data(_corpus_config(tmp_path / 'one.txt'))
+    data_sources.build_data(config_lib.parse(_corpus_config(tmp_path / 'one.txt')))
 
 
 def test_item12_a_fifo_corpus_is_named_as_what_it_is(tmp_path):
@@ -315,7 +315,7 @@ def test_item12_a_corpus_file_that_is_not_text_says_why(tmp_path):
 
   (tmp_path / 'latin1.txt').write_bytes('caf\xe9 '.encode('latin-1') * 100)
   with pytest.raises(config_lib.ConfigError, match=r'latin1.txt.* not text \(not UTF-8\)'):
-    data_sources.build_data(_corpus_config(tmp_path / 'latin1.txt'))
+    data_sources.build_data(config_lib.parse(_corpus_config(tmp_path / 'latin1.txt')))
 
 
 def test_item12_a_train_length_beyond_the_train_split_is_refused_before_training():
@@ -324,4 +324,4 @@ def test_item12_a_train_length_beyond_the_train_split_is_refused_before_training
   with pytest.raises(
       config_lib.ConfigError, match=r'config.data.train_length=2000000 is invalid: .*train split .* allowed: <= \d+'
   ):
-    data_sources.build_data(_run_config(**{'data.train_length': 2_000_000, 'eval.lengths': (8,)}))
+    data_sources.build_data(config_lib.parse(_run_config(**{'data.train_length': 2_000_000, 'eval.lengths': (8,)})))

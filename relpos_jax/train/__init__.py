@@ -1,6 +1,8 @@
 """Training: config validation, a jitted data-parallel train step, orbax checkpoints, metrics, the loop.
 
-config       the keys of a run config and `validate(config)` (errors name the key); `load_config`
+schema       the engine of every config section: `key(...)`, `parse_section`, `ConfigError`
+config       the keys of a run config (its typed sections, `Config`: `to_dict`, `derive`), `parse`, `validate`
+config_files config files and overrides (ConfigDicts): `load_config`, `config_from_file`, `parse_variants`
 inputs       `build_data(config)`: training batch per step, evaluation set per length
 objectives   loss and metrics per family (language model: nats, bits/char; tasks: accuracy, exact match)
 optim        AdamW + global-norm clipping on a warmup + cosine / constant schedule

@@ -479,13 +479,15 @@ def _check_model_sizes(node) -> None:
 
 
 def parse(config) -> Config:
-  """The typed, frozen form of a ConfigDict (a `Config` is returned as it is); raises ConfigError naming
-  the key for an unknown or missing key, a wrong type, a value out of range, or sections that contradict."""
+  """The typed, frozen form of a config: a ConfigDict (files, flags, notebooks) or its dict (config.json,
+  `Config.to_dict`); raises ConfigError naming the key for an unknown or missing key, a wrong type, a value out
+  of range, or sections that contradict. A `Config` is returned as it is: `train`, `build_model`, `load_model`
+  and `validate` are where a notebook hands its ConfigDict, and the study hands the Config it derived."""
   if isinstance(config, Config):
     return config
   schema.check_keys('config', config, TOP_LEVEL_KEYS, TOP_LEVEL_KEYS)
   sections = {
-      'data': data_source(config),
+      'data': _parse_data(config['data']),
       'optim': schema.parse_section(Optim, 'optim', config['optim']),
       'train': schema.parse_section(Train, 'train', config['train']),
       'eval': schema.parse_section(Eval, 'eval', config['eval']),
@@ -498,22 +500,13 @@ def parse(config) -> Config:
   return run
 
 
-def eval_section(config) -> Eval:
-  """The typed `eval` section of a ConfigDict (its optional keys hold the schema's defaults when left out), or
-  a Config's own: what evaluation alone needs, without parsing the whole config again."""
-  return config.eval if isinstance(config, Config) else schema.parse_section(Eval, 'eval', config.eval)
-
-
-def data_source(config) -> CorpusSource | TaskSource | TextSource:
-  """The typed data section of `config` (a ConfigDict, or a Config: its own), checked key by key."""
-  if isinstance(config, Config):
-    return config.data
-  data = config['data']
-  if 'source' not in schema.keys_of(data):
+def _parse_data(node) -> CorpusSource | TaskSource | TextSource:
+  """The typed data section of a config's `data` node, checked key by key."""
+  if 'source' not in schema.keys_of(node):
     raise ConfigError(f'missing key config.data.source; allowed: {tuple(SOURCES)}.')
-  if data['source'] not in SOURCES:
-    raise schema.invalid_key('data.source', data['source'], f'allowed: one of {tuple(SOURCES)}')
-  return schema.parse_section(SOURCES[data['source']], 'data', data)
+  if node['source'] not in SOURCES:
+    raise schema.invalid_key('data.source', node['source'], f'allowed: one of {tuple(SOURCES)}')
+  return schema.parse_section(SOURCES[node['source']], 'data', node)
 
 
 def _check_sections(run: Config) -> None:
@@ -745,52 +738,36 @@ def check_memory(run: Config, num_devices: int) -> None:
 
 
 # ---------------------------------------------------------------------------------- derived quantities
-def encoder_of(config) -> contract.Encoder:
-  """The Encoder object of `config.model.encoder` (a spec string), or a tuple of them for per-layer
-  encoders ('(rope, rope, rope, nope)'); errors name the key."""
-  return parse(config).encoder
-
-
-def resolve_task(config) -> data_lib.Task:
-  """The Task object of an algorithmic-task config; errors name the key."""
-  return parse(config).task
-
-
-def architecture(config) -> str:
+def architecture(run: Config) -> str:
   """'causal' (a causal LM: the corpus, causal tasks such as count_copy) or 'bidirectional' (a classifier)."""
-  run = parse(config)
   return run.data.architecture(run)
 
 
-def vocab_sizes(config) -> tuple[int, int | None]:
+def vocab_sizes(run: Config) -> tuple[int, int | None]:
   """(vocab_size, output_vocab_size) of the run's model: the data fixes them, not the config."""
-  run = parse(config)
   return run.data.vocab_sizes(run)
 
 
-def model_config(config) -> ModelConfig:
+def model_config(run: Config) -> ModelConfig:
   """The `relpos_jax.nn.models.ModelConfig` of a run, with the vocabulary sizes of its data."""
-  vocab_size, output_vocab_size = vocab_sizes(config)
-  return dataclasses.replace(parse(config).model, vocab_size=vocab_size, output_vocab_size=output_vocab_size)
+  vocab_size, output_vocab_size = vocab_sizes(run)
+  return dataclasses.replace(run.model, vocab_size=vocab_size, output_vocab_size=output_vocab_size)
 
 
-def longest_training_sequence(config) -> int:
+def longest_training_sequence(run: Config) -> int:
   """The most tokens a training batch holds (the largest bucket for tasks)."""
-  run = parse(config)
   return run.data.longest_training_sequence(run)
 
 
-def longest_sequence(config) -> int:
+def longest_sequence(run: Config) -> int:
   """The most tokens any training or evaluation sequence of the run holds (what position tables must cover)."""
-  run = parse(config)
   return run.data.longest_sequence(run)
 
 
-def input_position_bound(config) -> int | None:
+def input_position_bound(run: Config) -> int | None:
   """One past the largest input position (`batch['input_positions']`) the run's task hands the model at any
   training or evaluation length; None when it hands none (every corpus, most tasks)."""
-  run = parse(config)
-  task = getattr(run.data, 'task', None) and run.task
+  task = run.task
   if task is None:
     return None
   at = [task.max_input_position(int(run.data.max_length))]
@@ -798,11 +775,10 @@ def input_position_bound(config) -> int | None:
   return None if at[0] is None else max(at) + 1
 
 
-def task_position_bound(config) -> int | None:
+def task_position_bound(run: Config) -> int | None:
   """One past the largest position (`batch['positions']`, read by every encoder in place of 0..T-1) the run's
   task hands the model at any training or evaluation length; None when it hands none."""
-  run = parse(config)
-  task = getattr(run.data, 'task', None) and run.task
+  task = run.task
   if task is None:
     return None
   at = [task.max_given_position(int(run.data.max_length))]

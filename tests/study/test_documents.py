@@ -44,7 +44,7 @@ def _config(variant, texts, tmp_path, **more):
 @pytest.mark.parametrize('variant', [None, 'bpe'])
 def test_totals_add_up_to_the_loop_metric(variant, texts, tmp_path):
   config = _config(variant, texts, tmp_path)
-  data = data_sources.build_data(config)
+  data = data_sources.build_data(config_lib.parse(config))
   model = loop.build_model(config_lib.parse(config))
   for length in (16, 32):
     totals = documents.document_totals(model, data, length, 'test')

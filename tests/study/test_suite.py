@@ -268,7 +268,11 @@ def test_the_contextual_suite_runs_the_causal_only_encoders_on_the_causal_tasks(
       (16, 32, 64, 128),
   )
   copy = studies['selective_copy']  # CoPE's in-distribution, dense and sparse splits, scaled by 1/8
-  assert (copy.base.data.min_length, copy.base.data.max_length, tuple(copy.base.eval.lengths)) == (16, 16, (8, 16, 32, 64))
+  assert (copy.base.data.min_length, copy.base.data.max_length, tuple(copy.base.eval.lengths)) == (
+      16,
+      16,
+      (8, 16, 32, 64),
+  )
   with pytest.raises(ValueError, match='different suites'):
     _algorithmic('ruoss,contextual')
   with pytest.raises(ValueError, match="'contextual' is a CPU-scale suite"):

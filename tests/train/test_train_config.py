@@ -28,7 +28,7 @@ def test_published_protocol_numbers():
   assert config.train.batch_size == 128
   assert (config.data.min_length, config.data.max_length) == (1, 40)
   assert tuple(config.eval.lengths) == tuple(range(41, 501))
-  assert config_lib.longest_sequence(config) >= 501
+  assert config_lib.longest_sequence(config_lib.parse(config)) >= 501
 
 
 def _set(config, key, value):
@@ -130,7 +130,7 @@ def test_shipped_configs_build_their_model_and_data(name):
 
   overrides = {'data.max_train_bytes': 1_000_000} if name == 'lm.py' else {}
   config = config_files.load_config(os.path.join(REPO, 'configs', name), overrides, validate_config=False)
-  data = data_sources.build_data(config)
+  data = data_sources.build_data(config_lib.parse(config))
   model = loop.build_model(config)
   batch = {k: v[:4] for k, v in data.train_batch(0).items()}
   logits = model(batch['inputs'], padding_mask=batch['padding_mask'] if data.uses_padding else None)
@@ -231,7 +231,7 @@ def test_build_model_needs_no_data(monkeypatch):
   model = loop.build_model(config_files.load_config(LM))
   assert model.config.vocab_size == data_lib.VOCAB_SIZE
   task_model = loop.build_model(config_files.load_config(os.path.join(REPO, 'configs', 'algorithmic.py')))
-  task = config_lib.resolve_task(config_files.load_config(os.path.join(REPO, 'configs', 'algorithmic.py')))
+  task = config_lib.parse(config_files.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'))).task
   assert (task_model.config.vocab_size, task_model.config.output_vocab) == (task.vocab_size, task.num_classes)
 
 
@@ -249,13 +249,17 @@ def test_tensorboard_key_defaults_to_what_is_installed(monkeypatch, lm_config):
 
   shipped = config_files.load_config(os.path.join(REPO, 'configs', 'lm.py'))
   # The same on every machine: None, decided where the events are written.
-  assert shipped.train.tensorboard is None and tensorboard.enabled(shipped.train) is tensorboard.available()
+  assert (
+      shipped.train.tensorboard is None
+      and tensorboard.enabled(config_lib.parse(shipped).train) is tensorboard.available()
+  )
   config = lm_config()  # no train.tensorboard key: on iff installed
-  assert 'tensorboard' not in config.train and tensorboard.enabled(config.train) is tensorboard.available()
+  assert 'tensorboard' not in config.train
+  assert tensorboard.enabled(config_lib.parse(config).train) is tensorboard.available()
   config.train.tensorboard = False
-  assert not tensorboard.enabled(config.train)
+  assert not tensorboard.enabled(config_lib.parse(config).train)
   monkeypatch.setattr(tensorboard, 'available', lambda: False)
-  assert not tensorboard.enabled(shipped.train)  # absent tensorboardX: no events, no error
+  assert not tensorboard.enabled(config_lib.parse(shipped).train)  # absent tensorboardX: no events, no error
   overridden = config_files.load_config(os.path.join(REPO, 'configs', 'lm.py'), {'train.tensorboard': False})
   assert overridden.train.tensorboard is False  # the placeholder takes a bool, as --config.train.tensorboard does
   config.train.tensorboard = True
@@ -272,23 +276,22 @@ def test_tensorboard_key_defaults_to_what_is_installed(monkeypatch, lm_config):
 def test_the_data_section_answers_for_its_source():
   lm = config_files.load_config(os.path.join(REPO, 'configs', 'lm.py'))
   task = config_files.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'))
-  corpus_source, task_source = config_lib.data_source(lm), config_lib.data_source(task)
+  lm_run, run = config_lib.parse(lm), config_lib.parse(task)
+  corpus_source, task_source = lm_run.data, run.data
   assert isinstance(corpus_source, config_lib.CorpusSource) and isinstance(task_source, config_lib.TaskSource)
-  assert config_lib.data_source(config_lib.parse(lm)) == corpus_source
   # The data class answers what evaluation reads of the source, from the config, before any data is loaded.
-  corpus_class, task_class = data_sources.data_class(lm), data_sources.data_class(task)
+  corpus_class, task_class = data_sources.data_class(lm_run), data_sources.data_class(run)
   assert corpus_class is inputs.CorpusData and task_class is inputs.TaskData
   assert (corpus_class.metric, corpus_class.lower_is_better) == ('bits_per_char', True)
   assert (task_class.metric, task_class.lower_is_better) == ('accuracy', False)
   assert corpus_class.diverged_at_every_length and not task_class.diverged_at_every_length
   assert corpus_class.has_documents and not task_class.has_documents
   bpe = config_files.load_config(os.path.join(REPO, 'configs', 'lm.py:bpe'), validate_config=False)
-  assert data_sources.data_class(bpe) is token_inputs.BPECorpusData
+  assert data_sources.data_class(config_lib.parse(bpe)) is token_inputs.BPECorpusData
   assert corpus_source.train_length == lm.data.train_length and task_source.train_length == task.data.max_length
-  assert config_lib.architecture(lm) == 'causal' and config_lib.vocab_sizes(lm) == (256, None)
-  run = config_lib.parse(task)
-  assert config_lib.architecture(task) == run.task.kind
-  assert config_lib.longest_training_sequence(task) == run.task.total_length(task.data.max_length)
+  assert config_lib.architecture(lm_run) == 'causal' and config_lib.vocab_sizes(lm_run) == (256, None)
+  assert config_lib.architecture(run) == run.task.kind
+  assert config_lib.longest_training_sequence(run) == run.task.total_length(task.data.max_length)
   assert config_lib.parse(lm).task is None
 
 
@@ -309,6 +312,6 @@ def test_abacus_input_positions_are_held_to_the_encoders_table_before_any_run():
   config.model.encoder = 'learned(max_length=40) + fire'
   with pytest.raises(ConfigError, match=r'input positions, up to 49 .*max_length=40'):
     validate(config, num_devices=1)
-  assert config_lib.input_position_bound(config) == 50  # 40 + 8 + 1 in training, 48 + 1 at evaluation
+  assert config_lib.input_position_bound(config_lib.parse(config)) == 50  # 40 + 8 + 1 in training, 48 + 1 at evaluation
   config.model.encoder = 'learned(max_length=50) + fire'  # 3 * 48 + 2 tokens: the table need not cover them
   assert validate(config, num_devices=1) == []
