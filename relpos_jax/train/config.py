@@ -660,11 +660,11 @@ def available_memory(num_devices: int) -> int | None:
     return None
 
 
-def eval_batch_size(eval_section, length: int, num_devices: int | None = None) -> int:
+def eval_batch_size(eval_section: Eval, length: int, num_devices: int | None = None) -> int:
   """Rows per evaluation batch at `length` tokens: `eval.batch_size`, or fewer under
   `eval.max_tokens_per_batch`, but always a multiple of the device count (at least one row per device)."""
-  size = int(eval_section.batch_size)
-  budget = getattr(eval_section, 'max_tokens_per_batch', None)
+  size = eval_section.batch_size
+  budget = eval_section.max_tokens_per_batch
   if budget is None:
     return size
   if num_devices is None:

@@ -92,7 +92,9 @@ def test_unknown_study_key_is_named():
 
 
 def test_eval_batches_shrink_with_length_and_text_is_budgeted():
-  eval_section = ml_collections.ConfigDict(dict(batch_size=32, max_tokens_per_batch=4096))
+  eval_section = config_lib.Eval(
+      every=0, lengths=(64,), batch_size=32, num_examples=1, pad_multiple=1, seed=0, max_tokens_per_batch=4096
+  )
   assert inputs.eval_batch_size(eval_section, 64, num_devices=1) == 32
   assert inputs.eval_batch_size(eval_section, 1024, num_devices=1) == 4
   assert inputs.eval_batch_size(eval_section, 1024, num_devices=4) == 4
