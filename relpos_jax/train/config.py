@@ -421,7 +421,7 @@ def with_defaults(config_json: Mapping) -> dict:
       'train': dataclasses.fields(Train),
       'eval': dataclasses.fields(Eval),
       'data': dataclasses.fields(SOURCES[data['source']])
-      if isinstance(data, dict) and data.get('source') in SOURCES
+      if isinstance(data, dict) and isinstance(data.get('source'), str) and data['source'] in SOURCES
       else (),
   }
   for name, fields in classes.items():
@@ -435,10 +435,11 @@ def with_defaults(config_json: Mapping) -> dict:
         section[f.name] = f.default
       elif f.default_factory is not dataclasses.MISSING:
         section[f.name] = f.default_factory()
-  window = (out.get('model') or {}).get('attention_window') if isinstance(out.get('model'), dict) else None
+  model = out.get('model')
+  window = model.get('attention_window') if isinstance(model, dict) else None
   if isinstance(window, str):
     try:
-      out['model']['attention_window'] = ast.literal_eval(window)
+      model['attention_window'] = ast.literal_eval(window)
     except (ValueError, SyntaxError):
       pass  # ModelConfig refuses it; the comparison shows the string
   return json.loads(json.dumps(out))  # tuples as lists, as every JSON record holds them
