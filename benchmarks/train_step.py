@@ -81,7 +81,7 @@ class FrameworkStep:
         parts.graphdef,
         data.objective,
         optimizer,
-        config_lib.encoder_of(config),
+        config_lib.parse(config).encoder,
         mesh=mesh,
         use_padding_mask=data.uses_padding,
     )
@@ -264,9 +264,10 @@ def run(
 ) -> report.Section:
   """Framework vs reference train step at each sequence length (default: the config's training length)."""
   from relpos_jax import train
+  from relpos_jax.train import config as config_lib
 
   config = default_config() if config is None else config
-  data = train.build_data(config) if data is None else data
+  data = train.build_data(config_lib.parse(config)) if data is None else data
   lengths = (int(config.data.train_length),) if not lengths else tuple(lengths)
   batch_size = int(config.train.batch_size)
   section = report.Section(

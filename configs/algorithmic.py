@@ -84,7 +84,7 @@ import ml_collections
 from ml_collections.config_dict import placeholder
 
 from relpos_jax import resources
-from relpos_jax.train.config import parse_variants
+from relpos_jax.train.config_files import parse_variants
 
 STUDY_ENCODERS = (
     'nope',

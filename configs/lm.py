@@ -38,7 +38,8 @@ import ml_collections
 from ml_collections.config_dict import placeholder
 
 from relpos_jax import resources
-from relpos_jax.train.config import ConfigError, parse_variants
+from relpos_jax.train.config import ConfigError
+from relpos_jax.train.config_files import parse_variants
 
 TRAIN_LENGTH = 64
 # BPE runs: 2.7 characters per token on the English test novel (4,096 gives 3.6 but makes the d=64 model's

@@ -409,3 +409,73 @@ def test_no_switch_on_the_data_source_by_metric_name_or_attribute():
       if re.search(pattern, line)
   ]
   assert not found, 'switches on the data source (ask the data object, inputs.Data):\n' + '\n'.join(found)
+
+
+# The modules of relpos_jax that may read a ConfigDict. A config comes in as one from its file and the command-line
+# overrides (train/config_files.py loads and overrides it; the command line, train/cli.py, goes through it), and
+# train/schema.py's `is_section` is where the parser recognizes one as a section. Everything else (the loop, the
+# data, the study, the suite, the re-evaluation, the resolution study) is handed the typed `Config` an entry point
+# parsed once, and derives every run from it (`Config.derive`, `Config.to_dict`): a deep-copied and mutated
+# ConfigDict below the entry points would be checked only when something parses it again, maybe after training.
+CONFIG_DICT_READERS = {'relpos_jax/train/schema.py', 'relpos_jax/train/config_files.py'}
+# Methods only a ConfigDict has (a Config or a dict has none of them).
+CONFIG_DICT_METHODS = ('to_json_best_effort', 'get_ref', 'copy_and_resolve_references', 'ignore_type', 'unlock')
+# Deep copies of a config are the copy-and-mutate pattern; where the study and the training code copy, they derive.
+NO_DEEP_COPIES = ('relpos_jax/train/', 'relpos_jax/study/')
+
+
+def config_dict_reads(source: str, *, deep_copies: bool = True) -> list[int]:
+  """The lines of `source` that read a ConfigDict: an import of ml_collections, a call of a method only a
+  ConfigDict has (`CONFIG_DICT_METHODS`), or (`deep_copies`) a `copy.deepcopy`."""
+  lines = set()
+  for node in ast.walk(ast.parse(source)):
+    if isinstance(node, ast.Import) and any(a.name.split('.')[0] == 'ml_collections' for a in node.names):
+      lines.add(node.lineno)
+    elif isinstance(node, ast.ImportFrom) and (node.module or '').split('.')[0] == 'ml_collections':
+      lines.add(node.lineno)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in CONFIG_DICT_METHODS:
+      lines.add(node.lineno)
+    elif deep_copies and isinstance(node, ast.Call):
+      name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, 'id', None)
+      if name == 'deepcopy':
+        lines.add(node.lineno)
+  return sorted(lines)
+
+
+def test_the_config_dict_finder_finds_what_the_old_study_code_did():
+  """The finder flags the helpers the typed Config replaced (each as it was written), and none of their typed forms."""
+  old_run_config = (
+      'import copy\nimport ml_collections\n\n'
+      'def run_config(base, entry, seed=None):\n'
+      '  config = copy.deepcopy(base)\n'
+      '  config.model.encoder = entry.spec\n'
+      '  return config\n'
+  )
+  assert config_dict_reads(old_run_config) == [2, 5]
+  old_record = 'import json\n\ndef record(recorded):\n  return json.loads(recorded.to_json_best_effort())\n'
+  assert config_dict_reads(old_record) == [4]
+  old_held_out = 'from ml_collections import ConfigDict\n\ndef held_out(study):\n  return ConfigDict(study.to_dict())\n'
+  assert config_dict_reads(old_held_out) == [1]
+  assert config_dict_reads('from copy import deepcopy\nx = deepcopy(y)\n') == [2]
+  assert config_dict_reads('from copy import deepcopy\nx = deepcopy(y)\n', deep_copies=False) == []
+  typed = (
+      'import json\n\ndef run_config(base, entry, seed=None):\n'
+      '  return base.derive(encoder=entry.spec, seed=seed)\n\n'
+      'def record(recorded):\n  return json.loads(json.dumps(recorded.to_dict()))\n'
+  )
+  assert config_dict_reads(typed) == []
+
+
+def test_only_the_config_files_and_the_parser_read_a_config_dict():
+  """Below the command line and the config files, code reads the typed Config (`CONFIG_DICT_READERS` says why)."""
+  found = []
+  for path in sorted((ROOT / 'relpos_jax').rglob('*.py')):
+    name = path.relative_to(ROOT).as_posix()
+    if name in CONFIG_DICT_READERS:
+      continue
+    deep_copies = name.startswith(NO_DEEP_COPIES)
+    found += [f'{name}:{n}' for n in config_dict_reads(path.read_text(), deep_copies=deep_copies)]
+  assert not found, (
+      'ConfigDicts read below the entry points (parse the user config once there, then derive: Config.derive, '
+      'Config.to_dict):\n' + '\n'.join(found)
+  )

@@ -21,6 +21,7 @@ import pytest
 from relpos_jax import resources
 from relpos_jax.study import runner, suite
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import config_files
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXPECTED_FILE = os.path.join(REPO, 'tests', 'configs_expected.txt')
@@ -58,7 +59,7 @@ def _flat(value, prefix=''):
 
 
 def _built(path: str) -> dict:
-  return _flat(config_lib.config_from_file(os.path.join(REPO, path)).to_dict())
+  return _flat(config_files.config_from_file(os.path.join(REPO, path)).to_dict())
 
 
 def section(path: str, old: str | None = None) -> str:
@@ -124,7 +125,7 @@ def test_the_differences_name_the_key_and_both_values():
 @pytest.mark.parametrize('path', STUDIES)
 def test_each_studies_file_passes_its_prevalidation(path):
   """The checks a study or suite runs before it trains anything (encoders, protocol, comparisons, grid)."""
-  config = config_lib.config_from_file(os.path.join(REPO, path))
+  config = config_files.config_from_file(os.path.join(REPO, path))
   if 'suite' in config:
     studies = suite.validate_suite(config)
     assert len(studies) == len(config.suite.tasks)
@@ -135,7 +136,7 @@ def test_each_studies_file_passes_its_prevalidation(path):
 
 def test_a_studies_file_takes_no_variant():
   with pytest.raises(config_lib.ConfigError, match=r"unknown config variant\(s\) \['quick'\]"):
-    config_lib.config_from_file(os.path.join(REPO, 'configs', 'studies', 'study.py:quick'))
+    config_files.config_from_file(os.path.join(REPO, 'configs', 'studies', 'study.py:quick'))
 
 
 def test_a_variant_combination_that_is_no_study_names_the_studies_files():
@@ -144,7 +145,7 @@ def test_a_variant_combination_that_is_no_study_names_the_studies_files():
       match=r"configs/lm.py: the variants \['bpe', 'study'\] name no study.*"
       r'study,long = configs/studies/study_long.py',
   ):
-    config_lib.config_from_file(os.path.join(REPO, 'configs', 'lm.py:study,bpe'))
+    config_files.config_from_file(os.path.join(REPO, 'configs', 'lm.py:study,bpe'))
 
 
 def test_config_module_loads_a_shipped_config_once_and_names_a_missing_one():

@@ -16,6 +16,7 @@ import pytest
 
 from relpos_jax.study import protocol, report, runner, suite
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import config_files
 from relpos_jax.train import workdir_lock
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -197,12 +198,12 @@ def test_item7_the_study_command_writes_its_outputs_only_under_the_lock(tmp_path
 def test_item9_seeds_beyond_32_bits_are_refused_naming_the_key(key, value):
   config = tiny_study_config()
   del config['study']
-  config_lib.override(config, key, value)
+  config_files.override(config, key, value)
   with pytest.raises(
       config_lib.ConfigError, match=rf'config.{key}={value} is invalid: allowed: an int >= 0 and < 4294967296'
   ):
     config_lib.validate(config)
-  config_lib.override(config, key, 2**32 - 1)
+  config_files.override(config, key, 2**32 - 1)
   config_lib.validate(config)
 
 
@@ -239,7 +240,7 @@ def _run_config(**overrides):
   config = tiny_study_config()
   del config['study']
   for key, value in overrides.items():
-    config_lib.override(config, key, value)
+    config_files.override(config, key, value)
   return config
 
 
@@ -300,7 +301,7 @@ def test_item12_a_single_file_corpus_says_nothing_is_held_out(tmp_path):
       config_lib.ConfigError,
       match=r"config.data.corpus=.*one.txt' is one file.*nothing is held out.*allowed: a directory",
   ):
-    data_sources.build_data(_corpus_config(tmp_path / 'one.txt'))
+    data_sources.build_data(config_lib.parse(_corpus_config(tmp_path / 'one.txt')))
 
 
 def test_item12_a_fifo_corpus_is_named_as_what_it_is(tmp_path):
@@ -314,7 +315,7 @@ def test_item12_a_corpus_file_that_is_not_text_says_why(tmp_path):
 
   (tmp_path / 'latin1.txt').write_bytes('caf\xe9 '.encode('latin-1') * 100)
   with pytest.raises(config_lib.ConfigError, match=r'latin1.txt.* not text \(not UTF-8\)'):
-    data_sources.build_data(_corpus_config(tmp_path / 'latin1.txt'))
+    data_sources.build_data(config_lib.parse(_corpus_config(tmp_path / 'latin1.txt')))
 
 
 def test_item12_a_train_length_beyond_the_train_split_is_refused_before_training():
@@ -323,4 +324,4 @@ def test_item12_a_train_length_beyond_the_train_split_is_refused_before_training
   with pytest.raises(
       config_lib.ConfigError, match=r'config.data.train_length=2000000 is invalid: .*train split .* allowed: <= \d+'
   ):
-    data_sources.build_data(_run_config(**{'data.train_length': 2_000_000, 'eval.lengths': (8,)}))
+    data_sources.build_data(config_lib.parse(_run_config(**{'data.train_length': 2_000_000, 'eval.lengths': (8,)})))

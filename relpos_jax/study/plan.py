@@ -12,11 +12,9 @@ import dataclasses
 import re
 from typing import Sequence
 
-import ml_collections
-
 from relpos_jax.study import protocol
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import data_sources
+from relpos_jax.train import config_files, data_sources, schema
 
 _LABEL = re.compile(r'^[A-Za-z0-9_.+-]+$')
 
@@ -25,32 +23,32 @@ _LABEL = re.compile(r'^[A-Za-z0-9_.+-]+$')
 class Study:
   """The `study` section of a study config (a training config plus this section)."""
 
-  encoders: tuple[str, ...] = config_lib.key()  # 'label: spec' entries, or bare specs (see parse_entries)
-  title: str = config_lib.key('Length generalization')
-  description: str = config_lib.key('')
-  seeds: tuple[int, ...] | None = config_lib.key(
+  encoders: tuple[str, ...] = schema.key()  # 'label: spec' entries, or bare specs (see parse_entries)
+  title: str = schema.key('Length generalization')
+  description: str = schema.key('')
+  seeds: tuple[int, ...] | None = schema.key(
       None, ge=0, lt=config_lib.SEED_LIMIT
   )  # every encoder trained once per seed
   # Another study's workdir: evaluate its trained runs at this config's lengths, no training (`reevaluate`).
-  trained_workdir: str = config_lib.key('')
+  trained_workdir: str = schema.key('')
   # The split the tables report; choices (learning rates) are made on 'validation' at the training length.
-  split: str = config_lib.key('test', choices=protocol.SPLITS)
+  split: str = schema.key('test', choices=protocol.SPLITS)
   # Peak learning rates tried per encoder at the first seed (None: no grid); see the module docstring.
-  lr_grid: tuple[float, ...] | None = config_lib.key(None, gt=0)
+  lr_grid: tuple[float, ...] | None = schema.key(None, gt=0)
   # The seed the grid trains at (None: the first of `seeds`, whose grid run is then that seed's reported run).
   # A seed outside `seeds` keeps the choice out of the reported average: its runs are scored on validation
   # at the training length only.
-  selection_seed: int | None = config_lib.key(None, ge=0, lt=config_lib.SEED_LIMIT)
+  selection_seed: int | None = schema.key(None, ge=0, lt=config_lib.SEED_LIMIT)
   # Committed per-encoder rates, 'label: lr' (e.g. what a grid chose): not searched again.
-  learning_rates: tuple[str, ...] = config_lib.key(())
+  learning_rates: tuple[str, ...] = schema.key(())
   # A config file's committed rates, 'label: lr': as learning_rates, for the labels the study has (a study
   # whose encoders were overridden keeps them for the labels it shares); learning_rates wins where both name one.
-  default_learning_rates: tuple[str, ...] = config_lib.key(())
+  default_learning_rates: tuple[str, ...] = schema.key(())
   # Paired differences over seeds: 'A vs B' (at the training length, the out-of-distribution mean and the
   # longest length) or 'A vs B at <length | train | ood | longest>'.
-  comparisons: tuple[str, ...] = config_lib.key(())
+  comparisons: tuple[str, ...] = schema.key(())
   # Randomized encoders: also report the evaluation at positions 0..L-1, as a second row.
-  sequential_positions: bool = config_lib.key(True)
+  sequential_positions: bool = schema.key(True)
 
 
 SEQUENTIAL_SUFFIX = '@0..L-1'
@@ -107,18 +105,29 @@ def parse_entries(encoders: Sequence[str]) -> list[Entry]:
   return entries
 
 
-def split_study_config(config) -> tuple[ml_collections.ConfigDict, Study]:
-  """(the training config shared by every encoder, the `study` section)."""
-  if 'study' not in config:
+@dataclasses.dataclass(frozen=True)
+class StudyConfig:
+  """A study config parsed once, at its entry point: the training config every run derives from (`base`,
+  typed) and the `study` section. Everything below the entry reads these, never the ConfigDict."""
+
+  base: config_lib.Config
+  study: Study
+
+
+def split_study_config(config) -> tuple[config_lib.Config, Study]:
+  """(the training config shared by every encoder, parsed, the `study` section) of a study config: a ConfigDict
+  as the file and flags give it, or its dict."""
+  as_dict = config_files.as_dict(config)
+  if 'study' not in as_dict:
     raise config_lib.ConfigError(
         'missing key config.study: a study config is a training config plus a '
         'study section (see configs/studies/study.py).'
     )
-  as_dict = config.to_dict()
   study = as_dict.pop('study')
   if isinstance(study, dict) and 'encoders' in study:
     parse_entries(study['encoders'])  # A bare string, no entry, a bad label: the entries' own message.
-  return ml_collections.ConfigDict(as_dict), config_lib.parse_section(Study, 'study', study)
+  section = schema.parse_section(Study, 'study', study)
+  return config_lib.parse(as_dict), section
 
 
 def parse_seeds(study: Study, base) -> tuple[int, ...]:
@@ -230,13 +239,13 @@ def check_protocol(study: Study, entries: Sequence[Entry], lengths) -> None:
   parse_comparisons(study, entries, lengths)
 
 
-def metric_name(base) -> tuple[str, bool]:
+def metric_name(base: config_lib.Config) -> tuple[str, bool]:
   """(metric, lower_is_better) of a run, as its data class states them (bits per character for a corpus,
   accuracy for tasks), read without loading the data."""
   data_class = data_sources.data_class(base)
   return data_class.metric, data_class.lower_is_better
 
 
-def train_length(base) -> int:
+def train_length(base: config_lib.Config) -> int:
   """The longest training length (the reference point of every ratio)."""
-  return config_lib.data_source(base).train_length
+  return base.data.train_length

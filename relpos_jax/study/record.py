@@ -131,7 +131,7 @@ def new_results(base, study: Study, seeds, comparison_requests, *, protocol=None
           'title': study.title,
           'description': study.description,
           **(meta or {}),
-          'config': json.loads(base.to_json_best_effort()),
+          'config': json.loads(json.dumps(base.to_dict())),
           **environment(),
       },
   }

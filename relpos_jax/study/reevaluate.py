@@ -26,7 +26,6 @@ import os
 import time
 
 import jax
-import ml_collections
 from absl import logging
 from flax import nnx
 
@@ -35,21 +34,20 @@ from relpos_jax.study import record as record_lib
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import loop, transfer, workdir_lock
 
-# What a re-evaluation may change in a trained run's config; everything else is the trained run's.
-EVAL_MODEL_FIELDS = ('attention_implementation', 'attention_block_size')
+
+def reevaluation_config(trained: config_lib.Config, base: config_lib.Config) -> config_lib.Config:
+  """The trained run's config with `base`'s evaluation section and, when `base` names one, its attention
+  implementation (with its block size): a base that leaves the implementation at None (automatic) keeps the
+  trained run's."""
+  model = base.model
+  if model.attention_implementation is None:
+    return trained.derive(eval=base.eval)
+  return trained.derive(
+      eval=base.eval, implementation=model.attention_implementation, block_size=model.attention_block_size
+  )
 
 
-def reevaluation_config(trained: ml_collections.ConfigDict, config) -> ml_collections.ConfigDict:
-  """The trained run's config with `config`'s evaluation section and attention implementation."""
-  out = ml_collections.ConfigDict(trained.to_dict())
-  out.eval = ml_collections.ConfigDict(config.eval.to_dict())
-  for field in EVAL_MODEL_FIELDS:
-    if field in config.model:
-      out.model[field] = config.model[field]
-  return out
-
-
-def _trained_config(run_dir: str) -> ml_collections.ConfigDict:
+def _trained_config(run_dir: str) -> config_lib.Config:
   path = os.path.join(run_dir, 'config.json')
   if not os.path.exists(path):
     raise config_lib.ConfigError(
@@ -57,7 +55,7 @@ def _trained_config(run_dir: str) -> ml_collections.ConfigDict:
         'missing); run the trained study first (python -m '
         'experiments.length_generalization --workdir=...).'
     )
-  return ml_collections.ConfigDict(report.load_json(path))
+  return config_lib.parse(report.load_json(path))
 
 
 def _trained_run_dir(trained_workdir: str, entry, seed: int) -> tuple[str, str]:
@@ -85,7 +83,7 @@ def _trained_run_dir(trained_workdir: str, entry, seed: int) -> tuple[str, str]:
   return os.path.join(trained_workdir, 'runs', entry.label, f'seed{seed}'), 'fixed'
 
 
-def _finished_record(run_dir: str, trained: ml_collections.ConfigDict) -> dict:
+def _finished_record(run_dir: str, trained: config_lib.Config) -> dict:
   """The trained run's result.json, which says it finished; an unfinished run is refused, named."""
   path = os.path.join(run_dir, record_lib.RESULT_FILE)
   rerun = (
@@ -116,21 +114,26 @@ def _reevaluate_seed(
   lengths = [int(n) for n in base.eval.lengths]
   run_dir, lr_choice = _trained_run_dir(trained_workdir, entry, seed)
   trained = _trained_config(run_dir)
-  if trained.model.encoder != entry.spec:
+  if trained.encoder_spec != entry.spec:
     raise config_lib.ConfigError(
         f'config.study.encoders entry {entry.label!r} is {entry.spec!r}, but '
-        f'{run_dir} trained {trained.model.encoder!r}.'
+        f'{run_dir} trained {trained.encoder_spec!r}.'
     )
   trained_record = _finished_record(run_dir, trained)
-  config_e = reevaluation_config(trained, base)
+  config_r = reevaluation_config(trained, base)
+  config_e = config_r
   if entry.eval_spec is not None:  # 'X -> Y': X's trained parameters evaluated with Y
     transfer.check_same_encoders(entry.spec, entry.eval_spec)
     config_e = transfer.with_eval_encoder(config_e, entry.eval_spec)
   result_path = os.path.join(workdir, 'runs', entry.label, f'seed{seed}', record_lib.RESULT_FILE)
-  as_json = json.loads(config_e.to_json_best_effort())
+  as_json = json.loads(json.dumps(config_e.to_dict()))
   if os.path.exists(result_path):
     saved = report.load_json(result_path)
-    if saved.get('config') == as_json and saved.get('split') == study.split:
+    # Optional keys at their defaults: a result written from a ConfigDict that left them out is the same run.
+    same = isinstance(saved.get('config'), dict) and config_lib.with_defaults(
+        saved['config']
+    ) == config_lib.with_defaults(as_json)
+    if same and saved.get('split') == study.split:
       logging.info('reevaluate: %s seed %d already done', entry.label, seed)
       return {**saved, 'lr_choice': f'trained: {lr_choice}'}  # the trained study's word, read afresh
   step = int(trained_record.get('steps', trained.train.steps))
@@ -157,14 +160,14 @@ def _reevaluate_seed(
     logging.info('reevaluate: %s (%s) seed %d at %s', entry.label, entry.spec, seed, lengths)
     entry_started = time.perf_counter()
     try:  # The step it finished at, exactly: never an older checkpoint in place of a corrupt one.
-      model, data = loop.load_model(run_dir, reevaluation_config(trained, base), step=step)
+      model, data = loop.load_model(run_dir, config_r, step=step)
     except Exception as e:  # noqa: BLE001 - any restore failure is this run's, named with its directory
       raise config_lib.ConfigError(
           f'config.study.trained_workdir: the checkpoint of step {step} in {run_dir} cannot be read ({e}); '
           'train that run again (remove its directory and rerun the trained study).'
       ) from None
     if entry.eval_spec is not None:
-      model = transfer.with_encoder(model, reevaluation_config(trained, base), entry.eval_spec)
+      model = transfer.with_encoder(model, config_r, entry.eval_spec)
     run.update(
         protocol.evaluate_run(
             model,
@@ -223,7 +226,13 @@ def check_separate_workdir(trained_workdir: str, workdir: str) -> None:
 
 def reevaluate_study(config, workdir: str | os.PathLike) -> dict:
   """Evaluates the runs of `config.study.trained_workdir` at `config.eval.lengths`; returns the results."""
-  base, study = plan.split_study_config(config)
+  base, study = plan.split_study_config(config)  # The one parse of the user's config.
+  return reevaluate_study_config(plan.StudyConfig(base, study), workdir)
+
+
+def reevaluate_study_config(parsed: plan.StudyConfig, workdir: str | os.PathLike) -> dict:
+  """`reevaluate_study` of a study already parsed."""
+  base, study = parsed.base, parsed.study
   trained_workdir = study.trained_workdir
   if not trained_workdir:
     raise config_lib.ConfigError('config.study.trained_workdir is missing: the study whose runs to evaluate.')

@@ -53,7 +53,6 @@ from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import optax
 from absl import logging
@@ -64,10 +63,11 @@ from relpos_jax.nn import vit
 from relpos_jax.study import record, stats
 from relpos_jax.study.plan import Entry, parse_entries
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import config_files, schema
 from relpos_jax.train import workdir_lock
 
 ConfigError = config_lib.ConfigError
-key = config_lib.key
+key = schema.key
 RESULT_FILE = 'result.json'
 FASHION_MNIST_TASKS = {'fashion_mnist_canvas': 'canvas', 'fashion_mnist_upsample': 'upsample'}
 TASK_NAMES = grid_tasks.grid_task_names() + tuple(FASHION_MNIST_TASKS)
@@ -115,12 +115,12 @@ class Settings:
 
 def parse_config(config) -> Settings:
   """The config's keys, types and bounds checked (each error names its key); the tasks made."""
-  node = config.to_dict() if isinstance(config, ml_collections.ConfigDict) else dict(config)
+  node = config_files.as_dict(config)
   model_node = node.get('model')
   if model_node is None:
     raise ConfigError('missing key config.model (model_dim, num_heads, num_layers, mlp_ratio, pool).')
-  model = config_lib.parse_section(Model, 'model', model_node)
-  settings = config_lib.parse_section(Settings, '', node, model=model)
+  model = schema.parse_section(Model, 'model', model_node)
+  settings = schema.parse_section(Settings, '', node, model=model)
   parse_entries(settings.encoders)  # 'label: spec' entries, unique labels (the LM study's rule)
   if not settings.tasks or len(set(settings.tasks)) != len(settings.tasks):
     raise ConfigError(f'config.tasks={settings.tasks!r} is invalid: allowed: a non-empty tuple of distinct task names.')
@@ -525,7 +525,8 @@ def run_resolution_study(
 
   model_fn: the model factory (default `vit_model`); on_result: called with the results after each
   (task, encoder), e.g. to re-plot in a notebook."""
-  settings = parse_config(config)
+  config_json = config_files.as_dict(config)  # The user's config (a ConfigDict), recorded as it was given.
+  settings = parse_config(config_json)
   model_fn = vit_model if model_fn is None else model_fn
   entries = parse_entries(settings.encoders)
   cache: dict = {}
@@ -536,13 +537,12 @@ def run_resolution_study(
   # Every check above runs before the lock: a refused config leaves no trace.
   workdir = os.fspath(workdir)
   with workdir_lock.held(workdir):
-    return _run_study(settings, config, tasks, entries, workdir, model_fn, on_result)
+    return _run_study(settings, config_json, tasks, entries, workdir, model_fn, on_result)
 
 
-def _run_study(settings, config, tasks, entries, workdir, model_fn, on_result) -> dict:
+def _run_study(settings, config_json: dict, tasks, entries, workdir, model_fn, on_result) -> dict:
   started = time.perf_counter()
   counter = {'trained': 0, 'reused': 0}
-  config_json = config.to_dict() if isinstance(config, ml_collections.ConfigDict) else dict(config)
   results = {
       'title': settings.title,
       'description': settings.description,

@@ -60,7 +60,6 @@ study has one, else `runs/<label of the first X -> ... entry>.trained/seed<s>`. 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import math
@@ -70,7 +69,6 @@ import warnings
 from typing import Callable, Sequence
 
 import jax
-import ml_collections
 from absl import logging
 
 from relpos_jax.study import documents, plan, protocol, reevaluate, report, stats
@@ -80,6 +78,7 @@ from relpos_jax.study import documents, plan, protocol, reevaluate, report, stat
 from relpos_jax.study.plan import (
     Entry,
     Study,
+    StudyConfig,
     check_protocol,
     check_selection_seed,
     committed_learning_rates,
@@ -92,6 +91,7 @@ from relpos_jax.study.plan import (
 )
 from relpos_jax.study.record import RESULT_FILE, merge_seeds, new_results, write_outputs
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import config_files
 from relpos_jax.train import data_sources, loop, tensorboard, transfer, workdir_lock
 
 SEQUENTIAL_SUFFIX = plan.SEQUENTIAL_SUFFIX  # The name of a randomized entry's 0..L-1 row (read from here).
@@ -112,21 +112,27 @@ class LearningRate:
 
 
 def run_config(
-    base: ml_collections.ConfigDict, entry: Entry, seed: int | None = None, learning_rate: float | None = None
-) -> ml_collections.ConfigDict:
-  config = copy.deepcopy(base)
-  config.model.encoder = entry.spec
-  if seed is not None:
-    config.seed = int(seed)
-  if learning_rate is not None:
-    config.optim.learning_rate = float(learning_rate)
-  return config
+    base: config_lib.Config, entry: Entry, seed: int | None = None, learning_rate: float | None = None
+) -> config_lib.Config:
+  """The run of `entry` (its training encoder) at `seed` and `learning_rate` (None: the base's), derived from
+  the study's base and checked."""
+  return base.derive(
+      encoder=entry.spec,
+      seed=None if seed is None else int(seed),
+      learning_rate=None if learning_rate is None else float(learning_rate),
+  )
 
 
-def validate_study(config) -> tuple[ml_collections.ConfigDict, list[Entry]]:
+def validate_study(config) -> tuple[config_lib.Config, list[Entry]]:
+  """Parses a study config (a ConfigDict, the entry point's) and checks the whole study up front (`check_study`);
+  returns (the parsed base, the entries)."""
+  base, study = split_study_config(config)
+  return base, check_study(base, study)
+
+
+def check_study(base: config_lib.Config, study: Study) -> list[Entry]:
   """Checks the whole study up front (every encoder's run config), so a bad entry fails in seconds,
   not after an hour of training the entries before it."""
-  base, study = split_study_config(config)
   entries = parse_entries(study.encoders)
   check_selection_seed(study, parse_seeds(study, base))
   if not base.eval.lengths:
@@ -154,10 +160,10 @@ def validate_study(config) -> tuple[ml_collections.ConfigDict, list[Entry]]:
         config_lib.validate(run_config(base, entries[0], learning_rate=rate))
     except ValueError as e:
       raise config_lib.ConfigError(f'config.study learning rate {rate!r}: {e}') from None
-  return base, entries
+  return entries
 
 
-def check_transfers(base, entries: Sequence[Entry]) -> None:
+def check_transfers(base: config_lib.Config, entries: Sequence[Entry]) -> None:
   """Every 'X -> Y' entry's Y takes X's parameters (checked on freshly built models, before any training)."""
   for entry in entries:
     if entry.eval_spec is None:
@@ -188,9 +194,9 @@ def training_dirs(workdir: str, entries: Sequence[Entry]) -> dict[str, str]:
   return dirs
 
 
-def load_study_config(path, overrides=None) -> ml_collections.ConfigDict:
+def load_study_config(path, overrides=None):
   """A study config file (`configs/studies/study.py`) with dotted-key overrides, checked as `run_study` checks it."""
-  config = config_lib.load_config(path, overrides, validate_config=False)
+  config = config_files.load_config(path, overrides, validate_config=False)  # the user's file: a ConfigDict
   validate_study(config)
   return config
 
@@ -199,7 +205,7 @@ def load_study_config(path, overrides=None) -> ml_collections.ConfigDict:
 class _StudyContext:
   """What every run of one study shares."""
 
-  base: ml_collections.ConfigDict
+  base: config_lib.Config
   study: Study
   workdir: str
   train_fn: Callable | None
@@ -215,12 +221,9 @@ def run_dir(workdir: str, label: str, seed: int, learning_rate: LearningRate) ->
   return os.path.join(workdir, 'runs', label, learning_rate.directory, f'seed{seed}')
 
 
-def _training_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+def _training_config(config: config_lib.Config) -> config_lib.Config:
   """The run's config as training gets it: no evaluation of its own (the study evaluates, by its protocol)."""
-  config = copy.deepcopy(config)
-  config.eval.every = 0
-  config.eval.lengths = ()
-  return config
+  return config.derive(eval={'every': 0, 'lengths': ()})
 
 
 def _run_seed(
@@ -243,7 +246,7 @@ def _run_seed(
   transferred = entry.eval_spec is not None
   # What the result records (and is checked against on reuse): the config it was evaluated with.
   recorded = transfer.with_eval_encoder(config, entry.eval_spec) if transferred else config
-  config_json = json.loads(recorded.to_json_best_effort())
+  config_json = json.loads(json.dumps(recorded.to_dict()))
   data_id = loop.data_identity(data.describe())
   if os.path.exists(result_path):
     saved = report.load_json(result_path)
@@ -343,7 +346,7 @@ def _run_seed(
   return run
 
 
-def document_totals_lengths(base) -> list[int]:
+def document_totals_lengths(base: config_lib.Config) -> list[int]:
   """The lengths a run's per-document totals are stored at: the longest evaluation length and, when it is
   evaluated, the training length (the ones the comparisons 'longest' and 'train' read; 'train' over a study that
   does not evaluate its training length is the in-distribution mean, several lengths, with no bootstrap)."""
@@ -394,9 +397,11 @@ def check_finished_protocol(workdir: str, study: Study) -> None:
 
 def _computed(config_json):
   """A run's config less `train.tensorboard`: where its events go is not what it computes (and results written
-  before the shipped configs left that key None hold the machine's True or False)."""
+  before the shipped configs left that key None hold the machine's True or False). Its optional keys at their
+  defaults (`config.with_defaults`): a result written from a ConfigDict that left them out is the same run."""
   if not isinstance(config_json, dict):
     return config_json
+  config_json = config_lib.with_defaults(config_json)
   return {**config_json, 'train': {k: v for k, v in (config_json.get('train') or {}).items() if k != 'tensorboard'}}
 
 
@@ -493,13 +498,13 @@ def _run_entry(ctx: _StudyContext, entry: Entry, seeds: Sequence[int], rates: _L
   return rows
 
 
-def protocol_record(base, study: Study, data) -> dict:
+def protocol_record(base: config_lib.Config, study: Study, data) -> dict:
   """How the study evaluates, for results.json and the report."""
   lengths = [int(n) for n in base.eval.lengths]
   record = {
       'split': study.split,
       'selection': f'{protocol.SELECTION_SPLIT} loss at the training length {train_length(base)}',
-      'position_draws': config_lib.eval_section(base).position_draws,
+      'position_draws': base.eval.position_draws,
       'sequential_positions_row': study.sequential_positions,
       'plus_minus': stats.PLUS_MINUS,
       'lr_grid': list(study.lr_grid) if study.lr_grid is not None else None,
@@ -525,7 +530,8 @@ def run_study(
       optional `study.seeds` (every encoder is trained once per seed; default: `config.seed`),
       `study.title` / `study.description`, and the protocol keys (module docstring).
     workdir: where results and the runs go; calling again resumes.
-    train_fn: `train_fn(config, workdir, data=...) -> TrainResult` (default `relpos_jax.train.loop.train`).
+    train_fn: `train_fn(config, workdir, data=...) -> TrainResult`, config a typed Config (default
+      `relpos_jax.train.loop.train`).
     on_result: called with the results dict after each encoder (e.g. to re-plot in a notebook).
     on_finished: called with the results once every encoder is done, while the workdir's lock is still held
       (the suite evaluates its held-out sets there: what it writes in the workdir, it writes as its writer).
@@ -536,10 +542,31 @@ def run_study(
   With `study.trained_workdir` set, nothing is trained: the runs of that study are evaluated anew
   (`relpos_jax.study.reevaluate.reevaluate_study`; train_fn, on_result and finished_only do not apply).
   """
-  _, study = split_study_config(config)
+  base, study = split_study_config(config)  # The one parse of the user's config.
+  return run_study_config(
+      StudyConfig(base, study),
+      workdir,
+      train_fn=train_fn,
+      on_result=on_result,
+      finished_only=finished_only,
+      on_finished=on_finished,
+  )
+
+
+def run_study_config(
+    parsed: StudyConfig,
+    workdir: str | os.PathLike,
+    *,
+    train_fn: Callable | None = None,
+    on_result: Callable[[dict], None] | None = None,
+    finished_only: bool = False,
+    on_finished: Callable[[dict], None] | None = None,
+) -> dict:
+  """`run_study` of a study already parsed (the suite's tasks): every run is derived from `parsed.base`."""
+  base, study = parsed.base, parsed.study
   if study.trained_workdir:
-    return reevaluate.reevaluate_study(config, workdir)
-  base, entries = validate_study(config)
+    return reevaluate.reevaluate_study_config(parsed, workdir)
+  entries = check_study(base, study)
   seeds = parse_seeds(study, base)
   train_fn = None if finished_only else (loop.train if train_fn is None else train_fn)
   workdir = os.fspath(workdir)

@@ -54,7 +54,6 @@ that cell, and a task no encoder learned is marked as a whole. "Learned" reads t
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import gc
@@ -68,15 +67,14 @@ import warnings
 from typing import Callable, Sequence
 
 import jax
-import ml_collections
 
 from relpos_jax import files
 from relpos_jax.data.tasks import registry
 from relpos_jax.study import report, stats
-from relpos_jax.study.runner import SEQUENTIAL_SUFFIX, parse_entries, run_config, run_study, validate_study
-from relpos_jax.study.runner import split_study_config
+from relpos_jax.study.plan import Study, StudyConfig
+from relpos_jax.study.runner import SEQUENTIAL_SUFFIX, check_study, parse_entries, run_config, run_study_config
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import data_sources, loop
+from relpos_jax.train import config_files, data_sources, loop, schema
 
 SUMMARY_FILE = 'summary.json'
 HELD_OUT_FILE = 'held_out.json'
@@ -103,45 +101,46 @@ LONGEST = re.compile(r'\{\s*(?:(\d+)\s*\*\s*)?longest\s*\}')
 class Protocol:
   """How one task is trained and evaluated in the suite."""
 
-  min_length: int = config_lib.key(ge=1)
-  max_length: int = config_lib.key(ge=1)
-  eval_lengths: tuple[int, ...] = config_lib.key(ge=1)
-  task_kwargs: dict | None = config_lib.key(None)
-  steps: int | None = config_lib.key(None, ge=1)
-  loss_reduction: str | None = config_lib.key(None, choices=(None, *config_lib.LOSS_REDUCTIONS))
-  num_buckets: int | None = config_lib.key(None, ge=1)
+  min_length: int = schema.key(ge=1)
+  max_length: int = schema.key(ge=1)
+  eval_lengths: tuple[int, ...] = schema.key(ge=1)
+  task_kwargs: dict | None = schema.key(None)
+  steps: int | None = schema.key(None, ge=1)
+  loss_reduction: str | None = schema.key(None, choices=(None, *config_lib.LOSS_REDUCTIONS))
+  num_buckets: int | None = schema.key(None, ge=1)
   # Held-out evaluation sets: {name: task_kwargs overriding the task's} (e.g. flip_flop's sparse/dense sets).
-  held_out: dict | None = config_lib.key(None)
-  held_out_lengths: tuple[int, ...] | None = config_lib.key(None, ge=1)
-  held_out_examples: int | None = config_lib.key(None, ge=1)
+  held_out: dict | None = schema.key(None)
+  held_out_lengths: tuple[int, ...] | None = schema.key(None, ge=1)
+  held_out_examples: int | None = schema.key(None, ge=1)
   # Per set {name: examples}, over held_out_examples (a sparse set needs more examples for as many reads).
-  held_out_examples_by_set: dict | None = config_lib.key(None)
+  held_out_examples_by_set: dict | None = schema.key(None)
 
 
 @dataclasses.dataclass(frozen=True)
 class Suite:
   """The `suite` section of a suite config."""
 
-  encoders: tuple[str, ...] = config_lib.key()
-  seeds: tuple[int, ...] = config_lib.key(ge=0, lt=config_lib.SEED_LIMIT)
-  tasks: tuple[str, ...] = config_lib.key()
-  protocols: dict = config_lib.key()
-  title: str = config_lib.key('Length-generalization suite')
-  statistic: str = config_lib.key('token_mean', choices=STATISTICS)
+  encoders: tuple[str, ...] = schema.key()
+  seeds: tuple[int, ...] = schema.key(ge=0, lt=config_lib.SEED_LIMIT)
+  tasks: tuple[str, ...] = schema.key()
+  protocols: dict = schema.key()
+  title: str = schema.key('Length-generalization suite')
+  statistic: str = schema.key('token_mean', choices=STATISTICS)
   # Peak learning rates tried per encoder at the first seed (the study's lr_grid: chosen on validation loss
   # at the training length); None: config.optim.learning_rate for every encoder.
-  lr_grid: tuple[float, ...] | None = config_lib.key(None, gt=0)
+  lr_grid: tuple[float, ...] | None = schema.key(None, gt=0)
 
 
-def split_config(config) -> tuple[ml_collections.ConfigDict, Suite, dict[str, Protocol]]:
-  """(the base training config, the suite section, each task's protocol), checked."""
-  if 'suite' not in config:
+def split_config(config) -> tuple[config_lib.Config, Suite, dict[str, Protocol]]:
+  """(the base training config, parsed, the suite section, each task's protocol), checked: the one parse of a
+  suite config (a ConfigDict, the entry point's)."""
+  as_dict = config_files.as_dict(config)
+  if 'suite' not in as_dict:
     raise config_lib.ConfigError(
         'missing key config.suite: a suite config is a task training config plus a '
         'suite section (see configs/studies/suite.py).'
     )
-  as_dict = config.to_dict()
-  suite = config_lib.parse_section(Suite, 'suite', as_dict.pop('suite'))
+  suite = schema.parse_section(Suite, 'suite', as_dict.pop('suite'))
   if not suite.tasks or not suite.encoders or not suite.seeds:
     raise config_lib.ConfigError(
         f'config.suite needs at least one task, encoder and seed; got tasks='
@@ -158,7 +157,7 @@ def split_config(config) -> tuple[ml_collections.ConfigDict, Suite, dict[str, Pr
         f'config.suite.tasks names {missing} without a protocol; add '
         f'config.suite.protocols.<task> (have: {sorted(suite.protocols)}).'
     )
-  protocols = {t: config_lib.parse_section(Protocol, f'suite.protocols.{t}', suite.protocols[t]) for t in suite.tasks}
+  protocols = {t: schema.parse_section(Protocol, f'suite.protocols.{t}', suite.protocols[t]) for t in suite.tasks}
   for task, protocol in protocols.items():
     held_out = protocol.held_out
     if held_out is not None and (
@@ -178,16 +177,16 @@ def split_config(config) -> tuple[ml_collections.ConfigDict, Suite, dict[str, Pr
           f'config.suite.protocols.{task}.held_out_examples_by_set={by_set!r} is invalid: allowed: None or a dict '
           f'{{set: examples (an int >= 1)}} whose sets are among held_out ({sorted(held_out or {})}).'
       )
-  return ml_collections.ConfigDict(as_dict), suite, protocols
+  return config_lib.parse(as_dict), suite, protocols
 
 
-def longest_test_sequence(base: ml_collections.ConfigDict, task: str, protocol: Protocol) -> int:
+def longest_test_sequence(base: config_lib.Config, task: str, protocol: Protocol) -> int:
   """The most tokens any evaluation sequence of `task` holds under `protocol` (padding included)."""
   try:
     made = registry.make_task(task, **dict(protocol.task_kwargs or {}))
   except ValueError as e:
     raise config_lib.ConfigError(f'config.suite.protocols.{task}.task_kwargs: {e}') from None
-  multiple = int(base.eval.pad_multiple)
+  multiple = base.eval.pad_multiple
   lengths = [*protocol.eval_lengths, *(held_out_lengths(protocol) if protocol.held_out else ())]
   return max(-(-made.total_length(int(n)) // multiple) * multiple for n in lengths)
 
@@ -218,23 +217,24 @@ def resolve_encoders(encoders: Sequence[str], longest: int) -> tuple[str, ...]:
   return resolved
 
 
-def study_config(
-    base: ml_collections.ConfigDict, suite: Suite, task: str, protocol: Protocol
-) -> ml_collections.ConfigDict:
-  """The study config of one task: the base run with the task's protocol and the suite's encoders."""
-  config = copy.deepcopy(base)
-  config.data.task = task
-  config.data.task_kwargs = ml_collections.ConfigDict(dict(protocol.task_kwargs or {}))
-  config.data.min_length = protocol.min_length
-  config.data.max_length = protocol.max_length
+def study_config(base: config_lib.Config, suite: Suite, task: str, protocol: Protocol) -> StudyConfig:
+  """The study of one task: the base run with the task's protocol, and the suite's encoders."""
+  values = base.to_dict()
+  values['data'].update(
+      task=task,
+      task_kwargs=dict(protocol.task_kwargs or {}),
+      min_length=protocol.min_length,
+      max_length=protocol.max_length,
+  )
   for name in ('loss_reduction', 'num_buckets'):
     if getattr(protocol, name) is not None:
-      config.data[name] = getattr(protocol, name)
+      values['data'][name] = getattr(protocol, name)
   if protocol.steps is not None:
-    config.train.steps = protocol.steps
-  config.eval.lengths = tuple(protocol.eval_lengths)
+    values['train']['steps'] = protocol.steps
+  values['eval']['lengths'] = tuple(protocol.eval_lengths)
+  run = config_lib.parse(values)
   encoders, left_out = _without_randomized_on_task_positions(
-      config, resolve_encoders(suite.encoders, longest_test_sequence(base, task, protocol))
+      run, resolve_encoders(suite.encoders, longest_test_sequence(base, task, protocol))
   )
   description = f'Per-output-token accuracy on {task}; lengths <= {protocol.max_length} are in distribution.'
   if left_out:
@@ -243,20 +243,20 @@ def study_config(
         + ', '.join(repr(label) for label in left_out)
         + ' (each would run exactly as its base).'
     )
-  config.study = ml_collections.ConfigDict(
-      {
-          'encoders': encoders,
-          'seeds': tuple(suite.seeds),
-          'title': f'{task}: trained on lengths {protocol.min_length}..{protocol.max_length}',
-          'description': description,
-      }
-  )
+  section = {
+      'encoders': encoders,
+      'seeds': tuple(suite.seeds),
+      'title': f'{task}: trained on lengths {protocol.min_length}..{protocol.max_length}',
+      'description': description,
+  }
   if suite.lr_grid is not None:
-    config.study.lr_grid = tuple(suite.lr_grid)
-  return config
+    section['lr_grid'] = tuple(suite.lr_grid)
+  return StudyConfig(run, schema.parse_section(Study, 'study', section))
 
 
-def _without_randomized_on_task_positions(config, encoders: Sequence[str]) -> tuple[tuple[str, ...], list[str]]:
+def _without_randomized_on_task_positions(
+    config: config_lib.Config, encoders: Sequence[str]
+) -> tuple[tuple[str, ...], list[str]]:
   """(The entries a task's study trains, the labels left out): on a task that hands its own positions
   (addition_coupled, addition_abacus) randomized positions are replaced by the task's, so a randomized entry
   would be its base exactly, recorded as random positions; `config_lib.validate` refuses it."""
@@ -264,25 +264,22 @@ def _without_randomized_on_task_positions(config, encoders: Sequence[str]) -> tu
     return tuple(encoders), []
   kept, left_out = [], []
   for encoder, entry in zip(encoders, parse_entries(encoders)):
-    run = run_config(config, entry)
     with warnings.catch_warnings():
       warnings.simplefilter('ignore')
-      randomized = config_lib.train_position_limit(config_lib.encoder_of(run)) is not None
+      randomized = config_lib.train_position_limit(run_config(config, entry).encoder) is not None
     (left_out if randomized else kept).append(entry.label if randomized else encoder)
   return tuple(kept), left_out
 
 
-def held_out_config(study: ml_collections.ConfigDict, protocol: Protocol, name: str) -> ml_collections.ConfigDict:
-  """The config whose data is the held-out set `name` of a task's study (its task_kwargs over the task's)."""
-  config = copy.deepcopy(study)
-  if 'study' in config:
-    del config['study']
-  config.data.task_kwargs = ml_collections.ConfigDict({**dict(protocol.task_kwargs or {}), **protocol.held_out[name]})
-  config.eval.lengths = held_out_lengths(protocol)
+def held_out_config(run: config_lib.Config, protocol: Protocol, name: str) -> config_lib.Config:
+  """The run config whose data is the held-out set `name` of a task's study (its task_kwargs over the task's)."""
+  values = run.to_dict()
+  values['data']['task_kwargs'] = {**dict(protocol.task_kwargs or {}), **protocol.held_out[name]}
+  values['eval']['lengths'] = held_out_lengths(protocol)
   examples = held_out_examples(protocol, name)
   if examples is not None:
-    config.eval.num_examples = examples
-  return config
+    values['eval']['num_examples'] = examples
+  return config_lib.parse(values)
 
 
 def held_out_examples(protocol: Protocol, name: str) -> int | None:
@@ -293,18 +290,14 @@ def held_out_examples(protocol: Protocol, name: str) -> int | None:
   return None if protocol.held_out_examples is None else int(protocol.held_out_examples)
 
 
-def _check_max_position(task: str, study: ml_collections.ConfigDict, longest: int) -> None:
+def _check_max_position(task: str, parsed: StudyConfig, longest: int) -> None:
   """A randomized encoder's max_position covers the task's longest test sequence (else its evaluation at
   random positions cannot draw them)."""
-  base = copy.deepcopy(study)
-  del base['study']
-  for entry in parse_entries(study.study.encoders):
+  for entry in parse_entries(parsed.study.encoders):
     for spec in dict.fromkeys(s for s in (entry.spec, entry.eval_spec) if s is not None):
-      config = run_config(base, entry)
-      config.model.encoder = spec
       with warnings.catch_warnings():
         warnings.simplefilter('ignore')
-        limit = config_lib.train_position_limit(config_lib.encoder_of(config))
+        limit = config_lib.train_position_limit(parsed.base.derive(encoder=spec).encoder)
       if limit is not None and limit < longest:
         raise config_lib.ConfigError(
             f'config.suite.encoders entry {entry.label!r} ({spec!r}) on task {task!r}: max_position={limit} is '
@@ -313,15 +306,20 @@ def _check_max_position(task: str, study: ml_collections.ConfigDict, longest: in
         )
 
 
-def validate_suite(config) -> list[tuple[str, ml_collections.ConfigDict]]:
-  """Every task's study config, each checked as its study checks it, before anything trains."""
-  base, suite, protocols = split_config(config)
+def validate_suite(config) -> list[tuple[str, StudyConfig]]:
+  """Every task's study of a suite config (a ConfigDict, the entry point's), each checked as its study checks it,
+  before anything trains."""
+  return check_suite(*split_config(config))
+
+
+def check_suite(base: config_lib.Config, suite: Suite, protocols: dict[str, Protocol]) -> list[tuple[str, StudyConfig]]:
+  """`validate_suite` of a suite already parsed."""
   studies = []
   for task in suite.tasks:
     protocol = protocols[task]
-    study = study_config(base, suite, task, protocol)
     try:
-      validate_study(study)
+      study = study_config(base, suite, task, protocol)
+      check_study(study.base, study.study)
     except ValueError as e:
       raise config_lib.ConfigError(f'config.suite task {task!r}: {e}') from None
     _check_max_position(task, study, longest_test_sequence(base, task, protocol))
@@ -330,7 +328,7 @@ def validate_suite(config) -> list[tuple[str, ml_collections.ConfigDict]]:
         with warnings.catch_warnings():
           warnings.simplefilter('ignore')
           config_lib.validate(
-              run_config(held_out_config(study, protocol, name), parse_entries(study.study.encoders)[0])
+              run_config(held_out_config(study.base, protocol, name), parse_entries(study.study.encoders)[0])
           )
       except ValueError as e:
         raise config_lib.ConfigError(f'config.suite.protocols.{task}.held_out[{name!r}]: {e}') from None
@@ -347,8 +345,8 @@ def run_suite(
   task whose results exist.
   """
   workdir = os.fspath(workdir)
-  studies = validate_suite(config)
-  _, suite, protocols = split_config(config)
+  base, suite, protocols = split_config(config)  # The one parse of the user's config.
+  studies = check_suite(base, suite, protocols)
   if tasks is not None:
     if not tasks:  # `--tasks=` would train nothing and exit 0.
       raise config_lib.ConfigError(
@@ -363,21 +361,19 @@ def run_suite(
       held_out = None
       if protocols[task].held_out:  # written in the task's directory while its study holds the lock
         held_out = functools.partial(evaluate_held_out, study, protocols[task], task_dir=task_dir)
-      run_study(study, task_dir, train_fn=train_fn, on_finished=held_out)
+      run_study_config(study, task_dir, train_fn=train_fn, on_finished=held_out)
       # Every task compiles its own train and eval programs (new shapes, vocabularies, encoders); one
       # process running the whole grid kept them all and ran out of memory (LLVM could not allocate)
       # after about ten tasks on a 24 GiB machine. Nothing of a finished task is needed again.
       jax.clear_caches()
       gc.collect()
-  summary = summarize(
-      load_results(workdir, [t for t, _ in studies]), title=config.suite.title, statistic=suite.statistic
-  )
+  summary = summarize(load_results(workdir, [t for t, _ in studies]), title=suite.title, statistic=suite.statistic)
   write_summary(summary, workdir)
   return summary
 
 
 # ----------------------------------------------------------------------------------------- held-out sets
-def _held_out_request(study, protocol: Protocol, draws: int) -> dict:
+def _held_out_request(study: config_lib.Config, protocol: Protocol, draws: int) -> dict:
   """What a run's held-out evaluation asks: its 'examples' one count for every set, or {set: count} where
   the sets differ (a request as the earlier runs wrote it stays equal, so their evaluations are reused)."""
   default = int(protocol.held_out_examples or study.eval.num_examples)
@@ -391,13 +387,12 @@ def _held_out_request(study, protocol: Protocol, draws: int) -> dict:
   }
 
 
-def evaluate_held_out(study, protocol: Protocol, results: dict, task_dir: str) -> dict:
+def evaluate_held_out(study: StudyConfig, protocol: Protocol, results: dict, task_dir: str) -> dict:
   """Every finished run of a task's study evaluated on the protocol's held-out sets; writes each run's
   `held_out.json` (reused when it asked the same) and the task's `held_out.json`; returns the latter:
   {label: {'seeds': [...], 'per_seed': [record or None (diverged)]}}."""
-  base, _ = split_study_config(study)
-  draws = config_lib.eval_section(base).position_draws
-  request = _held_out_request(study, protocol, draws)
+  draws = study.base.eval.position_draws
+  request = _held_out_request(study.base, protocol, draws)
   collected = {}
   for run in results['runs']:
     if run['name'].endswith(SEQUENTIAL_SUFFIX):
@@ -419,7 +414,7 @@ def evaluate_held_out(study, protocol: Protocol, results: dict, task_dir: str) -
           continue
       trained_in = os.path.join(task_dir, result['trained_in']) if result.get('trained_in') else run_dir
       started = time.perf_counter()
-      config = ml_collections.ConfigDict(result['config'])
+      config = config_lib.parse(result['config'])
       model, _ = loop.load_model(trained_in, config, step=int(result['steps']))
       random = loop.EvalPositions.of(model, draws, seed)
       rows = {'positions': random}
@@ -778,7 +773,13 @@ def _values(protocols: dict, key: str) -> str:
 def protocol_markdown(summary: dict) -> str:
   """Each task's protocol as it ran: training and evaluation lengths, steps, task arguments."""
   protocols = summary.get('protocols') or {}
-  models = {json.dumps(p['model'], sort_keys=True) for p in protocols.values() if p.get('model')}
+  # Compared with their optional keys at the defaults: results whose config.json left them out (written from a
+  # ConfigDict) and results written from the typed Config (every key) describe the same model alike.
+  models = {
+      json.dumps(config_lib.with_defaults({'model': p['model']})['model'], sort_keys=True)
+      for p in protocols.values()
+      if p.get('model')
+  }
   lines = []
   if len(models) == 1:
     model = json.loads(models.pop())

@@ -1,6 +1,8 @@
 """Training: config validation, a jitted data-parallel train step, orbax checkpoints, metrics, the loop.
 
-config       the keys of a run config and `validate(config)` (errors name the key); `load_config`
+schema       the engine of every config section: `key(...)`, `parse_section`, `ConfigError`
+config       the keys of a run config (its typed sections, `Config`: `to_dict`, `derive`), `parse`, `validate`
+config_files config files and overrides (ConfigDicts): `load_config`, `config_from_file`, `parse_variants`
 inputs       `build_data(config)`: training batch per step, evaluation set per length
 objectives   loss and metrics per family (language model: nats, bits/char; tasks: accuracy, exact match)
 optim        AdamW + global-norm clipping on a warmup + cosine / constant schedule
@@ -15,7 +17,8 @@ loop         `train(config, workdir)` -> TrainResult; `build_model`, `evaluate`,
 """
 
 from relpos_jax.train.checkpoint import Checkpoints
-from relpos_jax.train.config import ConfigError, load_config, model_config, validate
+from relpos_jax.train.config import ConfigError, model_config, validate
+from relpos_jax.train.config_files import load_config
 from relpos_jax.train.data_sources import build_data
 from relpos_jax.train.loop import TrainResult, build_model, evaluate, evaluate_lengths, load_model, train
 from relpos_jax.train.metrics import read_metrics

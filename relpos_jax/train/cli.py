@@ -29,6 +29,7 @@ from absl import app
 from relpos_jax import validation
 from relpos_jax.train import checkpoint
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import config_files
 from relpos_jax.train import loop, workdir_lock
 
 
@@ -63,9 +64,9 @@ def check_command_line(argv: Sequence[str], *, name: str = 'config', default: st
     )
   if path is None or not overrides and path == default:
     return
-  config = config_lib.config_from_file(path)  # Names a file that does not exist.
+  config = config_files.config_from_file(path)  # Names a file that does not exist.
   for key in overrides:
-    config_lib.override(config, key, dataclasses.MISSING)  # Names an unknown key and the allowed ones.
+    config_files.override(config, key, dataclasses.MISSING)  # Names an unknown key and the allowed ones.
 
 
 def parse_flags(argv: Sequence[str], *, name: str = 'config', default: str | None = None) -> list[str]:

@@ -1,10 +1,11 @@
 """The training configuration: one schema of typed, frozen sections, and the boundary that checks a config.
 
-Configs are `ml_collections.ConfigDict`s returned by `get_config(arg)` in `configs/*.py` (the big_vision
-style: `--config=configs/algorithmic.py:published` passes 'published' to `get_config`, see `variants`) and
-overridden from the command line (`--config.model.num_layers=4`). ConfigDicts stay what files, flags and
-config.json hold; `parse(config)` converts one once into the typed sections below, where each key is one
-annotated field (its type) with its range or choices (`key(...)`). Adding a key is one line in its section.
+Configs come from files and flags as `ml_collections.ConfigDict`s (`relpos_jax.train.config_files`: `get_config(arg)`
+of `configs/*.py`, dotted overrides) and from run directories as config.json; `parse(config)` converts one once
+into the typed sections below, where each key is one annotated field (its type) with its range or choices
+(`relpos_jax.train.schema.key(...)`). Adding a key is one line in its section. Below the entry points
+everything reads the typed `Config`; `Config.to_dict()` is its ConfigDict layout (config.json, result records)
+and `Config.derive(...)` a checked variant of it (another encoder, seed, learning rate, evaluation).
 
 `validate(config)` = `parse` + the checks that need the whole run, and raises one ConfigError (a ValueError)
 naming the key (`config.model.num_heads=3: ...`) for:
@@ -33,25 +34,25 @@ Layout of a config (see configs/lm.py and configs/algorithmic.py for complete ex
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import importlib.util
-import math
-import numbers
+import json
 import os
-import types
-import typing
 import warnings
 from typing import Any, Mapping
 
 import jax
-import ml_collections
 
 from relpos_jax import data as data_lib
 from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.nn.models import ModelConfig, ModelConfigError
-from relpos_jax.train import tensorboard
+from relpos_jax.train import schema, tensorboard
+
+# Raised by every check of a config; kept importable from here, where most callers catch it.
+ConfigError = schema.ConfigError
 
 SCHEDULES = ('warmup_cosine', 'warmup_constant')
 LOSS_REDUCTIONS = ('token_mean', 'sequence_sum')
@@ -76,73 +77,57 @@ MAX_MLP_RATIO = 64
 MAX_BATCH = 2**20
 
 
-class ConfigError(ValueError):
-  """A config that cannot run; the message names the offending key."""
-
-
-def _invalid_key(key: str, value, allowed: str) -> ConfigError:
-  return ConfigError(f'config.{key}={value!r} is invalid: {allowed}.')
-
-
-# ------------------------------------------------------------------------------------------ the schema
-def key(default=dataclasses.MISSING, *, ge=None, gt=None, le=None, lt=None, choices=None):
-  """A config key: a dataclass field whose annotation is its type, with the bounds or choices it meets.
-
-  No default: the key is required. Bounds apply to a number, or to every element of a tuple of numbers.
-  """
-  return dataclasses.field(default=default, metadata={'ge': ge, 'gt': gt, 'le': le, 'lt': lt, 'choices': choices})
-
-
+# ------------------------------------------------------------------------------------------ the sections
 @dataclasses.dataclass(frozen=True)
 class Optim:
-  learning_rate: float = key(gt=0)
-  schedule: str = key(choices=SCHEDULES)
-  warmup_steps: int = key(ge=0)
-  end_lr_fraction: float = key(ge=0, le=1)  # cosine decays to learning_rate * end_lr_fraction
-  weight_decay: float = key(ge=0)
-  b1: float = key(ge=0, lt=1)
-  b2: float = key(ge=0, lt=1)
-  eps: float = key(gt=0)
-  grad_clip_norm: float | None = key(gt=0)
+  learning_rate: float = schema.key(gt=0)
+  schedule: str = schema.key(choices=SCHEDULES)
+  warmup_steps: int = schema.key(ge=0)
+  end_lr_fraction: float = schema.key(ge=0, le=1)  # cosine decays to learning_rate * end_lr_fraction
+  weight_decay: float = schema.key(ge=0)
+  b1: float = schema.key(ge=0, lt=1)
+  b2: float = schema.key(ge=0, lt=1)
+  eps: float = schema.key(gt=0)
+  grad_clip_norm: float | None = schema.key(gt=0)
 
 
 @dataclasses.dataclass(frozen=True)
 class Train:
-  steps: int = key(ge=1)
-  batch_size: int = key(ge=1, le=MAX_BATCH)  # global: split over every device of the mesh
-  log_every: int = key(ge=1)
-  checkpoint_every: int = key(ge=1)
-  keep_checkpoints: int = key(ge=1)
+  steps: int = schema.key(ge=1)
+  batch_size: int = schema.key(ge=1, le=MAX_BATCH)  # global: split over every device of the mesh
+  log_every: int = schema.key(ge=1)
+  checkpoint_every: int = schema.key(ge=1)
+  keep_checkpoints: int = schema.key(ge=1)
   # TensorBoard scalars beside metrics.jsonl (relpos_jax.train.tensorboard); None: if tensorboardX is installed.
-  tensorboard: bool | None = key(None)
+  tensorboard: bool | None = schema.key(None)
   # Updates with a non-finite loss, gradient norm or new state are skipped; this many in a row stop the
   # run with DivergedError (see relpos_jax.train.loop).
-  max_nonfinite_steps: int = key(1, ge=1)
+  max_nonfinite_steps: int = schema.key(1, ge=1)
 
 
 @dataclasses.dataclass(frozen=True)
 class Eval:
-  every: int = key(ge=0)  # 0: evaluate only at the end of training
-  lengths: tuple[int, ...] = key(ge=1)  # corpus: window lengths; task: input lengths n (may be empty)
-  batch_size: int = key(ge=1, le=MAX_BATCH)
-  num_examples: int = key(ge=1)  # per length (corpus: at most this many windows)
+  every: int = schema.key(ge=0)  # 0: evaluate only at the end of training
+  lengths: tuple[int, ...] = schema.key(ge=1)  # corpus: window lengths; task: input lengths n (may be empty)
+  batch_size: int = schema.key(ge=1, le=MAX_BATCH)
+  num_examples: int = schema.key(ge=1)  # per length (corpus: at most this many windows)
   # Tasks: pad each evaluation set to a multiple of this many tokens (keys masked), so many lengths share
   # few compiled shapes. 1: no padding (the only value for the corpus, whose windows are exact).
-  pad_multiple: int = key(ge=1)
-  seed: int = key(ge=0, lt=SEED_LIMIT)  # the eval sets do not depend on the training seed
+  pad_multiple: int = schema.key(ge=1)
+  seed: int = schema.key(ge=0, lt=SEED_LIMIT)  # the eval sets do not depend on the training seed
   # Corpus: evaluate every length on about this many scored tokens (windows = num_tokens // length,
   # overriding num_examples), so every length reads the same amount of validation text.
-  num_tokens: int | None = key(None, ge=1)
+  num_tokens: int | None = schema.key(None, ge=1)
   # Cap on tokens per evaluation batch: long lengths get proportionally fewer rows (at least one per
   # device), so evaluating far beyond the training length fits in memory.
-  max_tokens_per_batch: int | None = key(None, ge=1)
+  max_tokens_per_batch: int | None = schema.key(None, ge=1)
   # Corpus: the scored tail T of every evaluation window (None: the shortest evaluation length). Windows of
   # every length end at the same anchors and score only their last T targets: the same text at every length
   # (relpos_jax.data.corpus, `anchored_windows`); num_tokens / num_examples then count T-token tails.
-  scored_tail: int | None = key(None, ge=1)
+  scored_tail: int | None = schema.key(None, ge=1)
   # An encoder trained on random positions (randomized(...), Ruoss et al. 2023) is evaluated as published:
   # ordered random positions from [0, max_position), the metrics averaged over this many draws.
-  position_draws: int = key(4, ge=1)
+  position_draws: int = schema.key(4, ge=1)
 
 
 # The data sources. Each section answers every question of the config that depends on the source (its checks,
@@ -153,21 +138,21 @@ class Eval:
 class CorpusSource:
   """data.source='corpus': byte-level language modelling on the built-in corpus or your own text."""
 
-  source: str = key(choices=('corpus',))
+  source: str = schema.key(choices=('corpus',))
   # 'stdlib' (built in), a named corpus ('austen': relpos_jax.data.corpora), or a path: a directory of text
   # files, one file, or a glob
-  corpus: str = key()
-  max_train_bytes: int | None = key(ge=1)
-  train_length: int = key(ge=1)
+  corpus: str = schema.key()
+  max_train_bytes: int | None = schema.key(ge=1)
+  train_length: int = schema.key(ge=1)
   # Subword tokens (relpos_jax.train.token_inputs; `configs/lm.py:bpe` sets them): 'byte' (the default) or 'bpe',
   # a byte-level BPE of `vocab_size` symbols trained on the training split, cached in `tokenizer_cache`.
-  tokenizer: str = key('byte', choices=TOKENIZERS)
-  vocab_size: int | None = key(None, ge=256)
-  tokenizer_cache: str | None = key(None)
+  tokenizer: str = schema.key('byte', choices=TOKENIZERS)
+  vocab_size: int | None = schema.key(None, ge=256)
+  tokenizer_cache: str | None = schema.key(None)
   # Packed documents in training (PACKING above): each token attends to its own document only; evaluation
   # windows are unchanged. packing_max_offset: 'reset_offset' only, the largest random start position.
-  packing: str = key('none', choices=PACKING)
-  packing_max_offset: int | None = key(None, ge=1, le=validation.MAX_POSITION)
+  packing: str = schema.key('none', choices=PACKING)
+  packing_max_offset: int | None = schema.key(None, ge=1, le=validation.MAX_POSITION)
 
   def make_task(self) -> None:
     """No algorithmic task (`Config.task` is None)."""
@@ -178,22 +163,24 @@ class CorpusSource:
     try:
       data_lib.corpus.check_source(self.corpus)
     except (TypeError, ValueError) as e:
-      raise _invalid_key('data.corpus', self.corpus, str(e)) from None
+      raise schema.invalid_key('data.corpus', self.corpus, str(e)) from None
     if (self.tokenizer == 'bpe') != (self.vocab_size is not None):
-      raise _invalid_key(
+      raise schema.invalid_key(
           'data.vocab_size',
           self.vocab_size,
           f"set with data.tokenizer='bpe' and only then (data.tokenizer={self.tokenizer!r})",
       )
     if self.tokenizer == 'bpe' and importlib.util.find_spec('tokenizers') is None:
-      raise _invalid_key('data.tokenizer', self.tokenizer, 'BPE needs the package tokenizers: `pip install tokenizers`')
+      raise schema.invalid_key(
+          'data.tokenizer', self.tokenizer, 'BPE needs the package tokenizers: `pip install tokenizers`'
+      )
     self._check_packing(run)
 
   def _check_packing(self, run: Config) -> None:
     """packing_max_offset with 'reset_offset' and only then; positions per document never meet randomized
     positions (the batch's positions would replace the random ones, silently) and fit a learned table."""
     if (self.packing == 'reset_offset') != (self.packing_max_offset is not None):
-      raise _invalid_key(
+      raise schema.invalid_key(
           'data.packing_max_offset',
           self.packing_max_offset,
           f"an int >= 1 with data.packing='reset_offset' and only then (data.packing={self.packing!r})",
@@ -202,14 +189,14 @@ class CorpusSource:
       return
     layers = run.encoder if isinstance(run.encoder, tuple) else (run.encoder,)
     if run.model.attention_implementation == 'pallas':
-      raise _invalid_key(
+      raise schema.invalid_key(
           'data.packing',
           self.packing,
           "the Pallas kernel takes no document mask (model.attention_implementation='pallas'); allowed with it: 'none'",
       )
     replaced = sorted({p.name for e in layers for p in contract.leaves(e) if getattr(p, 'replaces_content', False)})
     if replaced:
-      raise _invalid_key(
+      raise schema.invalid_key(
           'data.packing',
           self.packing,
           f'{replaced} of model.encoder={run.encoder_spec!r} take no document mask (their logit is a scan over every '
@@ -218,7 +205,7 @@ class CorpusSource:
     if self.packing not in ('reset', 'reset_offset'):
       return
     if train_position_limit(run.encoder) is not None:
-      raise _invalid_key(
+      raise schema.invalid_key(
           'data.packing',
           self.packing,
           f'positions per document replace the random positions of model.encoder={run.encoder_spec!r} in training; '
@@ -229,7 +216,7 @@ class CorpusSource:
       try:
         part.check_positions(furthest)
       except ValueError as e:
-        raise _invalid_key(
+        raise schema.invalid_key(
             'data.packing_max_offset',
             self.packing_max_offset,
             f'positions reach train_length + packing_max_offset - 1 = {furthest - 1}, beyond the encoder: {e}',
@@ -238,14 +225,14 @@ class CorpusSource:
   def check_eval(self, eval_: Eval) -> None:
     """`eval.scored_tail` fits the shortest length; windows have exact lengths, so `eval.pad_multiple` is 1."""
     if eval_.scored_tail is not None and eval_.lengths and eval_.scored_tail > min(eval_.lengths):
-      raise _invalid_key(
+      raise schema.invalid_key(
           'eval.scored_tail',
           eval_.scored_tail,
           f'every window scores its last scored_tail targets, so it must be <= the shortest evaluation length '
           f'(config.eval.lengths={eval_.lengths})',
       )
     if eval_.pad_multiple != 1:
-      raise _invalid_key(
+      raise schema.invalid_key(
           'eval.pad_multiple',
           eval_.pad_multiple,
           "corpus windows have exact lengths and are never padded; allowed: 1 with data.source='corpus'",
@@ -268,15 +255,15 @@ class CorpusSource:
 class TaskSource:
   """data.source='task': an algorithmic task, training lengths n ~ U{min_length..max_length}."""
 
-  source: str = key(choices=('task',))
-  task: str = key()
-  task_kwargs: dict = key()
-  min_length: int = key(ge=1)
-  max_length: int = key(ge=1)
-  num_buckets: int = key(ge=1)
+  source: str = schema.key(choices=('task',))
+  task: str = schema.key()
+  task_kwargs: dict = schema.key()
+  min_length: int = schema.key(ge=1)
+  max_length: int = schema.key(ge=1)
+  num_buckets: int = schema.key(ge=1)
   # token_mean: mean cross-entropy over the scored positions; sequence_sum: per example, the sum over its
   # output positions, averaged over the batch (the reference code of Ruoss et al. 2023).
-  loss_reduction: str = key(choices=LOSS_REDUCTIONS)
+  loss_reduction: str = schema.key(choices=LOSS_REDUCTIONS)
 
   def make_task(self) -> data_lib.Task:
     """The Task object; a name or kwargs the task refuses raise ConfigError naming the key."""
@@ -289,11 +276,13 @@ class TaskSource:
   def check(self, run: Config) -> None:
     run.task  # A task name or kwargs the task refuses fail here, naming the key.
     if self.min_length > self.max_length:
-      raise _invalid_key('data.min_length', self.min_length, f'must be <= config.data.max_length={self.max_length}')
+      raise schema.invalid_key(
+          'data.min_length', self.min_length, f'must be <= config.data.max_length={self.max_length}'
+      )
 
   def check_eval(self, eval_: Eval) -> None:
     if eval_.scored_tail is not None:
-      raise _invalid_key(
+      raise schema.invalid_key(
           'eval.scored_tail', eval_.scored_tail, "a corpus setting; allowed: None with data.source='task'"
       )
 
@@ -325,14 +314,14 @@ class TextSource(CorpusSource):
   """data.source='text': byte-level language modelling on one plain text file (its path in `data.corpus`), cut
   by lines into train, validation and test (relpos_jax.train.text_inputs); the corpus's keys, bytes only."""
 
-  source: str = key(choices=('text',))
+  source: str = schema.key(choices=('text',))
 
   def check(self, run: Config) -> None:
     """`data.corpus` is an existing file and the text is read as bytes."""
     if self.tokenizer != 'byte':
-      raise _invalid_key('data.tokenizer', self.tokenizer, "data.source='text' reads bytes; allowed: 'byte'")
+      raise schema.invalid_key('data.tokenizer', self.tokenizer, "data.source='text' reads bytes; allowed: 'byte'")
     if not isinstance(self.corpus, str) or not os.path.isfile(os.path.expanduser(self.corpus)):
-      raise _invalid_key(
+      raise schema.invalid_key(
           'data.corpus', self.corpus, "data.source='text' reads one plain text file; allowed: the path of a file"
       )
     super().check(run)
@@ -349,7 +338,7 @@ class Config:
   (`config.train.steps`); `model` is the ModelConfig of the run (vocab_size a placeholder until the data
   is known, see `model_config`), `encoder_spec` the spec string it was parsed from."""
 
-  seed: int = key(ge=0, lt=SEED_LIMIT)
+  seed: int = schema.key(ge=0, lt=SEED_LIMIT)
   model: ModelConfig
   data: CorpusSource | TaskSource | TextSource
   optim: Optim
@@ -361,110 +350,103 @@ class Config:
   def encoder(self) -> contract.Encoder:
     return self.model.encoder
 
+  def to_dict(self) -> dict:
+    """The config in the ConfigDict layout (`parse(c.to_dict()) == c`): every key of every section, the
+    optional ones with their defaults, `model.encoder` the spec string. What config.json and a study's result
+    records hold, and what `derive` re-parses."""
+    model = {name: getattr(self.model, name) for name in MODEL_KEYS}
+    model['encoder'] = self.encoder_spec
+    return {
+        'seed': self.seed,
+        'model': model,
+        **{name: section_dict(getattr(self, name)) for name in ('data', 'optim', 'train', 'eval')},
+    }
+
+  def derive(
+      self,
+      *,
+      encoder: str | None = None,
+      seed: int | None = None,
+      learning_rate: float | None = None,
+      eval: Eval | Mapping[str, Any] | None = None,
+      implementation: str | None = None,
+      block_size=None,
+  ) -> Config:
+    """This run with the named keys changed, parsed and checked again (a bad value raises ConfigError naming
+    its key, as in a config file): `model.encoder` (a spec, parsed anew), `seed`, `optim.learning_rate`,
+    the `eval` section (an Eval, or a dict of some of its keys over this run's), and
+    `model.attention_implementation` with `model.attention_block_size` (given together; block_size is only
+    read with an implementation). None leaves a key as it is. The study derives every run from its base."""
+    values = self.to_dict()
+    if encoder is not None:
+      values['model']['encoder'] = encoder
+    if seed is not None:
+      values['seed'] = seed
+    if learning_rate is not None:
+      values['optim']['learning_rate'] = learning_rate
+    if isinstance(eval, Eval):
+      values['eval'] = section_dict(eval)
+    elif eval is not None:
+      values['eval'].update(eval)
+    if implementation is not None:
+      values['model']['attention_implementation'] = implementation
+      values['model']['attention_block_size'] = block_size
+    return parse(values)
+
   @functools.cached_property
   def task(self) -> data_lib.Task | None:
     """The Task object of a task config (None for the corpus)."""
     return self.data.make_task()
 
 
+def section_dict(section) -> dict:
+  """{key: value} of a typed section (dict values copied, so the caller may change them)."""
+  return {
+      f.name: dict(v) if isinstance(v := getattr(section, f.name), Mapping) else v
+      for f in dataclasses.fields(section)
+      if f.init
+  }
+
+
+def with_defaults(config_json: Mapping) -> dict:
+  """A config's dict (a config.json, a result's `config`) with every optional key it leaves out at its default,
+  and `model.attention_window` as ModelConfig holds it: the layout `Config.to_dict` writes, so a record written
+  before a key existed, or from a ConfigDict that left it out, compares equal to the same run's record now.
+  No check: unknown keys stay, missing required keys stay missing (the comparison then names them)."""
+  out = {k: dict(v) if isinstance(v, Mapping) else v for k, v in config_json.items()}
+  data = out.get('data')
+  classes = {
+      'model': MODEL_KEYS.values(),
+      'optim': dataclasses.fields(Optim),
+      'train': dataclasses.fields(Train),
+      'eval': dataclasses.fields(Eval),
+      'data': dataclasses.fields(SOURCES[data['source']])
+      if isinstance(data, dict) and isinstance(data.get('source'), str) and data['source'] in SOURCES
+      else (),
+  }
+  for name, fields in classes.items():
+    section = out.get(name)
+    if not isinstance(section, dict):
+      continue
+    for f in fields:
+      if f.name in section or not f.init:
+        continue
+      if f.default is not dataclasses.MISSING:
+        section[f.name] = f.default
+      elif f.default_factory is not dataclasses.MISSING:
+        section[f.name] = f.default_factory()
+  model = out.get('model')
+  window = model.get('attention_window') if isinstance(model, dict) else None
+  if isinstance(window, str):
+    try:
+      model['attention_window'] = ast.literal_eval(window)
+    except (ValueError, SyntaxError):
+      pass  # ModelConfig refuses it; the comparison shows the string
+  return json.loads(json.dumps(out))  # tuples as lists, as every JSON record holds them
+
+
 TOP_LEVEL_KEYS = tuple(f.name for f in dataclasses.fields(Config) if f.name != 'encoder_spec')
 _SEED = next(f for f in dataclasses.fields(Config) if f.name == 'seed')
-
-
-# ---------------------------------------------------------------------------------- parsing a section
-def _keys(node) -> list[str]:
-  return list(node.keys()) if isinstance(node, (ml_collections.ConfigDict, Mapping)) else []
-
-
-def _is_int(v) -> bool:
-  return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
-def _is_number(v) -> bool:
-  return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _bounds_text(meta) -> str:
-  parts = [
-      f'{op} {meta[name] if isinstance(meta[name], int) else format(meta[name], "g")}'
-      for name, op in (('ge', '>='), ('gt', '>'), ('le', '<='), ('lt', '<'))
-      if meta[name] is not None
-  ]
-  return ' ' + ' and '.join(parts) if parts else ''
-
-
-def _in_bounds(v, meta) -> bool:
-  return (
-      (meta['ge'] is None or v >= meta['ge'])
-      and (meta['gt'] is None or v > meta['gt'])
-      and (meta['le'] is None or v <= meta['le'])
-      and (meta['lt'] is None or v < meta['lt'])
-  )
-
-
-def _conform(value, hint, meta) -> tuple[bool, Any, str]:
-  """(ok, value as the field holds it, what is allowed) for a value of a field typed `hint`."""
-  args = typing.get_args(hint)
-  if isinstance(hint, types.UnionType) and type(None) in args:
-    inner = next(a for a in args if a is not type(None))
-    ok, value, allowed = (True, None, '') if value is None else _conform(value, inner, meta)
-    return ok, value, 'None or ' + _conform(1, inner, meta)[2]
-  if meta['choices'] is not None:
-    return value in meta['choices'], value, f'one of {meta["choices"]}'
-  if hint is int:
-    return _is_int(value) and _in_bounds(value, meta), value, 'an int' + _bounds_text(meta)
-  if hint is float:
-    return _is_number(value) and _in_bounds(value, meta), value, 'a number' + _bounds_text(meta)
-  if hint is bool:
-    return isinstance(value, bool), value, 'True or False'
-  if hint is str:
-    return isinstance(value, str) and bool(value.strip()), value, 'a non-empty string'
-  if hint is dict:
-    ok = isinstance(value, (Mapping, ml_collections.ConfigDict))
-    return ok, dict(value) if ok else value, 'a dict of keyword arguments'
-  assert typing.get_origin(hint) is tuple, f'config schema: unsupported field type {hint!r}'
-  ok = isinstance(value, (tuple, list)) and all(_conform(x, args[0], meta)[0] for x in value)
-  return ok, tuple(value) if ok else value, f'a tuple (may be empty), each element {_conform(1, args[0], meta)[2]}'
-
-
-def check_keys(where: str, node, allowed, required) -> None:
-  """Unknown and missing keys of `where` ('config.model'), named in the error with the allowed keys."""
-  if not isinstance(node, (ml_collections.ConfigDict, Mapping)):
-    raise ConfigError(f'{where} must be a ConfigDict, got {type(node).__name__}.')
-  present = set(_keys(node))
-  unknown = sorted(present - set(allowed))
-  if unknown:
-    raise ConfigError(
-        f'unknown key(s) {", ".join(f"{where}.{k}" for k in unknown)}; '
-        f'allowed in {where}: {", ".join(sorted(allowed))}.'
-    )
-  missing = sorted(k for k in required if k not in present)
-  if missing:
-    raise ConfigError(f'missing key(s) {", ".join(f"{where}.{k}" for k in missing)}.')
-
-
-def parse_section(cls, path: str, node, **given):
-  """The frozen section `cls` from the ConfigDict `node` at `config.<path>`: keys, types and bounds checked.
-
-  `given`: fields already converted by the caller (nested sections), not read from `node`.
-  """
-  fields = [f for f in dataclasses.fields(cls) if f.init]
-  hints = typing.get_type_hints(cls)
-  where = f'config.{path}' if path else 'config'
-  required = [f.name for f in fields if f.default is dataclasses.MISSING and f.name not in given]
-  check_keys(where, node, [f.name for f in fields], required)
-  values = dict(given)
-  for f in fields:
-    if f.name not in given and f.name in _keys(node):
-      values[f.name] = _typed_value(f, hints[f.name], node[f.name], f'{path}.{f.name}' if path else f.name)
-  return cls(**values)
-
-
-def _typed_value(field: dataclasses.Field, hint, value, name: str):
-  ok, converted, allowed = _conform(value, hint, field.metadata)
-  if not ok:
-    raise _invalid_key(name, value, f'allowed: {allowed}')
-  return converted
 
 
 def _parse_model(node) -> ModelConfig:
@@ -472,10 +454,10 @@ def _parse_model(node) -> ModelConfig:
   required = [
       n for n, f in MODEL_KEYS.items() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
   ]
-  check_keys('config.model', node, MODEL_KEYS, required)
-  fields = {k: node[k] for k in _keys(node)}
+  schema.check_keys('config.model', node, MODEL_KEYS, required)
+  fields = {k: node[k] for k in schema.keys_of(node)}
   if not isinstance(fields['encoder'], str) or not fields['encoder'].strip():
-    raise _invalid_key('model.encoder', fields['encoder'], 'allowed: an encoder spec string, e.g. "alibi"')
+    raise schema.invalid_key('model.encoder', fields['encoder'], 'allowed: an encoder spec string, e.g. "alibi"')
   try:
     return ModelConfig(vocab_size=1, **fields)
   except ModelConfigError as e:
@@ -490,48 +472,42 @@ def _check_model_sizes(node) -> None:
       ('model_dim', MAX_MODEL_DIM, 'an int'),
       ('mlp_ratio', MAX_MLP_RATIO, 'a number'),
   ):
-    value = node[name] if name in _keys(node) else None
-    if _is_number(value) and value > limit:
-      raise _invalid_key(
+    value = node[name] if name in schema.keys_of(node) else None
+    if schema.is_number(value) and value > limit:
+      raise schema.invalid_key(
           f'model.{name}', value, f'allowed: {kind} <= {limit} (several times the largest published model)'
       )
 
 
 def parse(config) -> Config:
-  """The typed, frozen form of a ConfigDict (a `Config` is returned as it is); raises ConfigError naming
-  the key for an unknown or missing key, a wrong type, a value out of range, or sections that contradict."""
+  """The typed, frozen form of a config: a ConfigDict (files, flags, notebooks) or its dict (config.json,
+  `Config.to_dict`); raises ConfigError naming the key for an unknown or missing key, a wrong type, a value out
+  of range, or sections that contradict. A `Config` is returned as it is: `train`, `build_model`, `load_model`
+  and `validate` are where a notebook hands its ConfigDict, and the study hands the Config it derived."""
   if isinstance(config, Config):
     return config
-  check_keys('config', config, TOP_LEVEL_KEYS, TOP_LEVEL_KEYS)
+  schema.check_keys('config', config, TOP_LEVEL_KEYS, TOP_LEVEL_KEYS)
   sections = {
-      'data': data_source(config),
-      'optim': parse_section(Optim, 'optim', config.optim),
-      'train': parse_section(Train, 'train', config.train),
-      'eval': parse_section(Eval, 'eval', config.eval),
+      'data': _parse_data(config['data']),
+      'optim': schema.parse_section(Optim, 'optim', config['optim']),
+      'train': schema.parse_section(Train, 'train', config['train']),
+      'eval': schema.parse_section(Eval, 'eval', config['eval']),
   }
-  seed = _typed_value(_SEED, int, config.seed, 'seed')
-  _check_model_sizes(config.model)
-  run = Config(seed=seed, model=_parse_model(config.model), encoder_spec=config.model.encoder, **sections)
+  seed = schema.typed_value(_SEED, int, config['seed'], 'seed')
+  _check_model_sizes(config['model'])
+  model = _parse_model(config['model'])
+  run = Config(seed=seed, model=model, encoder_spec=config['model']['encoder'], **sections)
   _check_sections(run)
   return run
 
 
-def eval_section(config) -> Eval:
-  """The typed `eval` section of a ConfigDict (its optional keys hold the schema's defaults when left out), or
-  a Config's own: what evaluation alone needs, without parsing the whole config again."""
-  return config.eval if isinstance(config, Config) else parse_section(Eval, 'eval', config.eval)
-
-
-def data_source(config) -> CorpusSource | TaskSource | TextSource:
-  """The typed data section of `config` (a ConfigDict, or a Config: its own), checked key by key."""
-  if isinstance(config, Config):
-    return config.data
-  data = config.data
-  if not isinstance(data, (ml_collections.ConfigDict, Mapping)) or 'source' not in _keys(data):
+def _parse_data(node) -> CorpusSource | TaskSource | TextSource:
+  """The typed data section of a config's `data` node, checked key by key."""
+  if 'source' not in schema.keys_of(node):
     raise ConfigError(f'missing key config.data.source; allowed: {tuple(SOURCES)}.')
-  if data['source'] not in SOURCES:
-    raise _invalid_key('data.source', data['source'], f'allowed: one of {tuple(SOURCES)}')
-  return parse_section(SOURCES[data['source']], 'data', data)
+  if node['source'] not in SOURCES:
+    raise schema.invalid_key('data.source', node['source'], f'allowed: one of {tuple(SOURCES)}')
+  return schema.parse_section(SOURCES[node['source']], 'data', node)
 
 
 def _check_sections(run: Config) -> None:
@@ -540,14 +516,14 @@ def _check_sections(run: Config) -> None:
   data.check(run)
   if train.tensorboard:
     if not tensorboard.available():
-      raise _invalid_key(
+      raise schema.invalid_key(
           'train.tensorboard',
           True,
           f'TensorBoard event files need tensorboardX: {tensorboard.INSTALL_HINT}; or set it to False',
       )
   data.check_eval(eval_)
   if optim.warmup_steps > train.steps:
-    raise _invalid_key(
+    raise schema.invalid_key(
         'optim.warmup_steps',
         optim.warmup_steps,
         f'warmup must not be longer than training (config.train.steps={train.steps})',
@@ -569,7 +545,7 @@ def validate(config, *, num_devices: int | None = None) -> list[str]:
   num_devices = jax.device_count() if num_devices is None else num_devices
   for name, value in (('train.batch_size', run.train.batch_size), ('eval.batch_size', run.eval.batch_size)):
     if value % num_devices:
-      raise _invalid_key(
+      raise schema.invalid_key(
           name,
           value,
           f'a global batch must split evenly over the {num_devices} devices '
@@ -582,7 +558,7 @@ def validate(config, *, num_devices: int | None = None) -> list[str]:
         'config', 'model.encoder', run.encoder_spec, layers, causal=architecture(run) == 'causal'
     )
   except validation.InvalidValue as e:
-    raise _invalid_key('model.encoder', run.encoder_spec, f'allowed: {e.allowed}') from None
+    raise schema.invalid_key('model.encoder', run.encoder_spec, f'allowed: {e.allowed}') from None
   limit = train_position_limit(run.encoder)
   longest_train = longest_training_sequence(run)
   if limit is not None and longest_train > limit:
@@ -685,11 +661,11 @@ def available_memory(num_devices: int) -> int | None:
     return None
 
 
-def eval_batch_size(eval_section, length: int, num_devices: int | None = None) -> int:
+def eval_batch_size(eval_section: Eval, length: int, num_devices: int | None = None) -> int:
   """Rows per evaluation batch at `length` tokens: `eval.batch_size`, or fewer under
   `eval.max_tokens_per_batch`, but always a multiple of the device count (at least one row per device)."""
-  size = int(eval_section.batch_size)
-  budget = getattr(eval_section, 'max_tokens_per_batch', None)
+  size = eval_section.batch_size
+  budget = eval_section.max_tokens_per_batch
   if budget is None:
     return size
   if num_devices is None:
@@ -763,52 +739,36 @@ def check_memory(run: Config, num_devices: int) -> None:
 
 
 # ---------------------------------------------------------------------------------- derived quantities
-def encoder_of(config) -> contract.Encoder:
-  """The Encoder object of `config.model.encoder` (a spec string), or a tuple of them for per-layer
-  encoders ('(rope, rope, rope, nope)'); errors name the key."""
-  return parse(config).encoder
-
-
-def resolve_task(config) -> data_lib.Task:
-  """The Task object of an algorithmic-task config; errors name the key."""
-  return parse(config).task
-
-
-def architecture(config) -> str:
+def architecture(run: Config) -> str:
   """'causal' (a causal LM: the corpus, causal tasks such as count_copy) or 'bidirectional' (a classifier)."""
-  run = parse(config)
   return run.data.architecture(run)
 
 
-def vocab_sizes(config) -> tuple[int, int | None]:
+def vocab_sizes(run: Config) -> tuple[int, int | None]:
   """(vocab_size, output_vocab_size) of the run's model: the data fixes them, not the config."""
-  run = parse(config)
   return run.data.vocab_sizes(run)
 
 
-def model_config(config) -> ModelConfig:
+def model_config(run: Config) -> ModelConfig:
   """The `relpos_jax.nn.models.ModelConfig` of a run, with the vocabulary sizes of its data."""
-  vocab_size, output_vocab_size = vocab_sizes(config)
-  return dataclasses.replace(parse(config).model, vocab_size=vocab_size, output_vocab_size=output_vocab_size)
+  vocab_size, output_vocab_size = vocab_sizes(run)
+  return dataclasses.replace(run.model, vocab_size=vocab_size, output_vocab_size=output_vocab_size)
 
 
-def longest_training_sequence(config) -> int:
+def longest_training_sequence(run: Config) -> int:
   """The most tokens a training batch holds (the largest bucket for tasks)."""
-  run = parse(config)
   return run.data.longest_training_sequence(run)
 
 
-def longest_sequence(config) -> int:
+def longest_sequence(run: Config) -> int:
   """The most tokens any training or evaluation sequence of the run holds (what position tables must cover)."""
-  run = parse(config)
   return run.data.longest_sequence(run)
 
 
-def input_position_bound(config) -> int | None:
+def input_position_bound(run: Config) -> int | None:
   """One past the largest input position (`batch['input_positions']`) the run's task hands the model at any
   training or evaluation length; None when it hands none (every corpus, most tasks)."""
-  run = parse(config)
-  task = getattr(run.data, 'task', None) and run.task
+  task = run.task
   if task is None:
     return None
   at = [task.max_input_position(int(run.data.max_length))]
@@ -816,11 +776,10 @@ def input_position_bound(config) -> int | None:
   return None if at[0] is None else max(at) + 1
 
 
-def task_position_bound(config) -> int | None:
+def task_position_bound(run: Config) -> int | None:
   """One past the largest position (`batch['positions']`, read by every encoder in place of 0..T-1) the run's
   task hands the model at any training or evaluation length; None when it hands none."""
-  run = parse(config)
-  task = getattr(run.data, 'task', None) and run.task
+  task = run.task
   if task is None:
     return None
   at = [task.max_given_position(int(run.data.max_length))]
@@ -848,69 +807,3 @@ def train_position_limit(encoder) -> int | None:
 def carries_position(encoder) -> bool:
   """Whether any part of the encoder (of any layer) lets the model tell positions apart (NoPE does not)."""
   return any(e.carries_position for e in layer_leaves(encoder))
-
-
-# ------------------------------------------------------------------------------------- loading configs
-def parse_variants(arg: str | None, allowed) -> set[str]:
-  """The variants named by a config's `get_config(arg)`: 'published,study' -> {'published', 'study'}.
-
-  `--config=configs/algorithmic.py:published` calls `get_config('published')` (big_vision's style).
-  """
-  names = {a.strip() for a in (arg or '').split(',') if a.strip()}
-  unknown = sorted(names - set(allowed))
-  if unknown:
-    raise ConfigError(
-        f'unknown config variant(s) {unknown}; allowed: {sorted(allowed)} (comma-separated, '
-        "after the path: 'configs/x.py:variant')."
-    )
-  return names
-
-
-def config_from_file(path: str | os.PathLike) -> ml_collections.ConfigDict:
-  """`get_config(arg)` of the file of `path` ('configs/algorithmic.py:published'), locked as the
-  command line locks it; a file that does not exist is named."""
-  path = os.fspath(path)
-  filename, sep, arg = path.partition(':')
-  if not os.path.isfile(filename):
-    raise ConfigError(f'config file {filename!r} not found (from {path!r}; working directory {os.getcwd()}).')
-  module_spec = importlib.util.spec_from_file_location(f'_relpos_config_{abs(hash(filename))}', filename)
-  module = importlib.util.module_from_spec(module_spec)
-  module_spec.loader.exec_module(module)
-  config = module.get_config(arg) if sep else module.get_config()
-  config.lock()
-  return config
-
-
-def override(config: ml_collections.ConfigDict, key: str, value) -> None:
-  """`config.<key> = value` for a dotted key that exists; an unknown key is named with the allowed keys."""
-  *parents, leaf = key.split('.')
-  node = config
-  for i, part in enumerate(parents + [leaf]):
-    if part not in _keys(node) or (i < len(parents) and not isinstance(node[part], ml_collections.ConfigDict)):
-      where = '.'.join(['config'] + parents[:i])
-      unknown = '' if i == len(parents) else f' {where}.{part}'
-      raise ConfigError(
-          f'override config.{key}: unknown key{unknown}; allowed in {where}: ' f'{", ".join(sorted(_keys(node)))}.'
-      )
-    if i < len(parents):
-      node = node[part]
-  if value is not dataclasses.MISSING:
-    node[leaf] = value
-
-
-def load_config(
-    path: str | os.PathLike, overrides: Mapping[str, Any] | None = None, *, validate_config: bool = True
-) -> ml_collections.ConfigDict:
-  """`get_config()` of a config file, with dotted-key overrides: what `--config=... --config.a.b=v` does.
-
-  For notebooks and tests: `load_config('configs/lm.py', {'model.num_layers': 4})`, and variants:
-  `load_config('configs/algorithmic.py:published')`. Unknown override keys raise (the config is locked,
-  as config_flags locks it). A study config (with a `study` section) is validated by
-  `relpos_jax.study.load_study_config`.
-  """
-  config = config_from_file(path)
-  for name, value in (overrides or {}).items():
-    override(config, name, value)
-  if validate_config:
-    validate(config)
-  return config

@@ -33,13 +33,12 @@ def _text_class(section: config_lib.TextSource) -> type[text_inputs.TextFileData
 DATA = {config_lib.CorpusSource: _corpus_class, config_lib.TaskSource: _task_class, config_lib.TextSource: _text_class}
 
 
-def data_class(config) -> type[inputs.Data]:
-  """The data class of `config` (a ConfigDict or a Config): what a study reads of the source (`metric`,
-  `lower_is_better`, ...) before, or without, loading its data."""
-  section = config_lib.data_source(config)
-  return DATA[type(section)](section)
+def data_class(config: config_lib.Config) -> type[inputs.Data]:
+  """The data class of a run: what a study reads of the source (`metric`, `lower_is_better`, ...) before, or
+  without, loading its data."""
+  return DATA[type(config.data)](config.data)
 
 
-def build_data(config) -> inputs.Data:
-  """The data of `config`: its data class (`data_class`) built from it."""
+def build_data(config: config_lib.Config) -> inputs.Data:
+  """The data of a run (its parsed Config): its data class (`data_class`) built from it."""
   return data_class(config)(config)

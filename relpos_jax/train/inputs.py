@@ -209,8 +209,8 @@ class CorpusData:
     self.seed = int(config.seed)
     self.batch_size = int(config.train.batch_size)
     self.train_length = int(config.data.train_length)
-    self.eval_section = config_lib.eval_section(config)
-    section = config_lib.data_source(config)  # the typed keys, defaults included, each checked
+    self.eval_section = config.eval
+    section = config.data  # the typed keys, defaults included, each checked
     self.packing, self.packing_max_offset = section.packing, section.packing_max_offset
     if corpus is None:
       try:
@@ -365,8 +365,8 @@ class TaskData:
 
   def __init__(self, config):
     self.seed = int(config.seed)
-    self.eval_section = config_lib.eval_section(config)
-    self.task = config_lib.resolve_task(config)
+    self.eval_section = config.eval
+    self.task = config.task
     self.spec = data_lib.BatchSpec(
         batch_size=int(config.train.batch_size),
         max_length=int(config.data.max_length),

@@ -40,7 +40,6 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 from absl import logging
 from etils import epath
@@ -299,7 +298,8 @@ def train(
   """Trains the run described by `config` (validated first); resumes from `workdir` if it has checkpoints.
 
   Args:
-    config: a ConfigDict (see `relpos_jax.train.config`).
+    config: the run's `relpos_jax.train.config.Config`, or what `parse` takes (a ConfigDict from a file or a
+      notebook, a dict), parsed here once.
     workdir: where config.json, metrics.jsonl and checkpoints go; None keeps everything in memory.
     devices: the devices of the data-parallel mesh (default: all).
     stop_after: stop once this many updates are applied (an interruption: no final evaluation, and a
@@ -310,8 +310,8 @@ def train(
     data: the run's data, if already built (`build_data(config)`; e.g. one corpus load for many runs).
   """
   devices = list(jax.devices() if devices is None else devices)
-  # The one parse of the ConfigDict: everything below reads the typed Config, except config.json (written
-  # from the ConfigDict, which is what a resume compares and `file.py:variant` reproduces).
+  # The one parse (a Config passes through): everything below reads the typed Config, config.json included
+  # (`Config.to_dict`: every key, defaults too; a resume compares it with `config.with_defaults`).
   run = config_lib.parse(config)
   config_lib.validate(run, num_devices=len(devices))
   mesh = sharding.make_mesh(devices)
@@ -331,7 +331,7 @@ def train(
   if workdir is not None:
     workdir = os.fspath(workdir)
     epath.Path(workdir).mkdir(parents=True, exist_ok=True)
-    records = _check_run_directory(config, data, workdir)  # Refuses before anything is written.
+    records = _check_run_directory(run, data, workdir)  # Refuses before anything is written.
     checkpoints = Checkpoints(workdir, keep=run.train.keep_checkpoints)
     try:
       restored = checkpoints.restore_latest_intact(state, set_aside=is_chief)
@@ -430,7 +430,7 @@ def train(
       parts=parts,
       final_metrics=final_metrics,
       history=list(writer.history),
-      config=config,
+      config=run,
       data=data,
       workdir=workdir,
       mesh=mesh,
@@ -535,13 +535,14 @@ def data_identity(description: Mapping) -> dict:
   return description
 
 
-def _check_run_directory(config, data, workdir: str) -> dict[str, dict]:
+def _check_run_directory(run: config_lib.Config, data, workdir: str) -> dict[str, dict]:
   """Refuses to resume a run directory whose trajectory cannot be verified or differs (raises
   ConfigError, writes nothing). Returns the records {file name: content} to write once the resume is
-  known to work."""
+  known to work. The configs are compared with their optional keys at the defaults (`config.with_defaults`):
+  a config.json written from a ConfigDict that left them out is the same run as this one."""
   directory = epath.Path(workdir)
   current = {
-      CONFIG_FILE: json.loads(config.to_json_best_effort()),
+      CONFIG_FILE: json.loads(json.dumps(run.to_dict())),
       DATA_FILE: metrics_lib.to_python(dict(data.describe())),
   }
   checkpoint_dir = directory / CHECKPOINT_DIR
@@ -562,8 +563,8 @@ def _check_run_directory(config, data, workdir: str) -> dict[str, dict]:
   path = directory / CONFIG_FILE
   if path.exists():
     saved = _read_json(path, f'the run in {workdir}')
-    old = _flatten('', _trajectory_view(saved))
-    new = _flatten('', _trajectory_view(current[CONFIG_FILE]))
+    old = _flatten('', _trajectory_view(config_lib.with_defaults(saved) if isinstance(saved, Mapping) else {}))
+    new = _flatten('', _trajectory_view(config_lib.with_defaults(current[CONFIG_FILE])))
     differences = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     if differences:
       raise config_lib.ConfigError(
@@ -596,7 +597,7 @@ def load_model(
   directory's config.json."""
   workdir = os.fspath(workdir)
   if config is None:
-    config = ml_collections.ConfigDict(_read_json(epath.Path(workdir) / CONFIG_FILE, f'the run in {workdir}'))
+    config = _read_json(epath.Path(workdir) / CONFIG_FILE, f'the run in {workdir}')
   run = config_lib.parse(config)
   devices = list(jax.devices() if devices is None else devices)
   mesh = sharding.make_mesh(devices)

@@ -43,9 +43,8 @@ def available() -> bool:
 
 
 def enabled(train_config) -> bool:
-  """`config.train.tensorboard` (of a ConfigDict or a parsed config), or (absent / None) whether tensorboardX
-  is installed."""
-  value = getattr(train_config, 'tensorboard', None)
+  """`config.train.tensorboard` (the typed `train` section), or (None) whether tensorboardX is installed."""
+  value = train_config.tensorboard
   return available() if value is None else bool(value)
 
 

@@ -41,7 +41,7 @@ class BPECorpusData(inputs.CorpusData):
   position_curve_in_bits = False
 
   def __init__(self, config, corpus=None, tokenizer: bpe_lib.BPE | None = None):
-    self.section = config_lib.data_source(config)
+    self.section = config.data
     self._tokenizer = tokenizer
     super().__init__(config, corpus)  # checks the evaluation split, which needs the tokenizer
     self.vocab_size = self.num_classes = self.tokenizer.vocab_size

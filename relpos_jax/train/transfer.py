@@ -14,13 +14,13 @@ saw, which measures nothing.
 from __future__ import annotations
 
 import collections
-import copy
 
 import jax
 from flax import nnx
 
 from relpos_jax.encoders import contract
 from relpos_jax.encoders import spec as spec_lib
+from relpos_jax.train import config as config_lib
 from relpos_jax.train import loop
 
 
@@ -93,22 +93,20 @@ def check_compatible(trained, evaluated, *, train_spec: str | None = None, eval_
   )
 
 
-def with_eval_encoder(config, eval_spec: str):
-  """The run config with the evaluation encoder in place of the trained one."""
-  out = copy.deepcopy(config)
-  out.model.encoder = eval_spec
-  return out
+def with_eval_encoder(config: config_lib.Config, eval_spec: str) -> config_lib.Config:
+  """The run config with the evaluation encoder in place of the trained one (checked: a bad spec names the key)."""
+  return config.derive(encoder=eval_spec)
 
 
-def param_shapes(config) -> dict[str, tuple]:
+def param_shapes(config: config_lib.Config) -> dict[str, tuple]:
   """{path: (shape, dtype)} of the params of the model `config` builds (built once, then dropped: encoders
   check their inputs concretely, so an abstract trace cannot stand in)."""
   return _shapes(loop.build_model(config))
 
 
-def with_encoder(model: nnx.Module, config, eval_spec: str) -> nnx.Module:
+def with_encoder(model: nnx.Module, config: config_lib.Config, eval_spec: str) -> nnx.Module:
   """A model of `config` with encoder `eval_spec`, holding `model`'s (trained) parameters."""
   target = loop.build_model(with_eval_encoder(config, eval_spec))
-  check_compatible(model, target, train_spec=str(config.model.encoder), eval_spec=eval_spec)
+  check_compatible(model, target, train_spec=config.encoder_spec, eval_spec=eval_spec)
   nnx.update(target, nnx.state(model, nnx.Param))
   return target

@@ -151,10 +151,11 @@ def test_bad_names_and_a_missing_package_are_clear_errors(tmp_path, monkeypatch)
 def test_a_config_naming_a_missing_package_fails_before_anything_is_written(tmp_path, monkeypatch):
   from relpos_jax import resources
   from relpos_jax.train import config as config_lib
+  from relpos_jax.train import config_files
 
   monkeypatch.setattr(austen, 'DEFAULT_PATH', str(tmp_path / 'not_installed'))
   with pytest.raises(config_lib.ConfigError, match=r"config\.data\.corpus='austen' is invalid: .*apt-get install"):
-    config_lib.load_config(str(resources.configs_dir() / 'lm.py'), {'data.corpus': 'austen'})
+    config_files.load_config(str(resources.configs_dir() / 'lm.py'), {'data.corpus': 'austen'})
   assert os.listdir(tmp_path) == []
 
 

@@ -13,13 +13,14 @@ import pytest
 from relpos_jax import validation
 from relpos_jax.data import tasks
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import config_files
 from relpos_jax.train.config import ConfigError, validate
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _task_config(task, task_kwargs, encoder, max_length=8, lengths=(8, 16)):
-  config = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'), validate_config=False)
+  config = config_files.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'), validate_config=False)
   config.unlock()
   config.data.task = task
   config.data.task_kwargs = ml_collections.ConfigDict(task_kwargs)
@@ -39,7 +40,7 @@ def _task_config(task, task_kwargs, encoder, max_length=8, lengths=(8, 16)):
 def test_task_positions_are_held_to_the_encoders_table(task, task_kwargs, reach):
   """The sequences (3 x 16 + 2 tokens) fit a 200-row table, the task's positions do not: refused by name."""
   config = _task_config(task, task_kwargs, 'learned(max_length=200) + fire')
-  assert config_lib.task_position_bound(config) == reach + 1
+  assert config_lib.task_position_bound(config_lib.parse(config)) == reach + 1
   with pytest.raises(ConfigError, match=rf"task's positions, up to {reach} .*max_length=200"):
     validate(config, num_devices=1)
   config.model.encoder = f'learned(max_length={reach + 1}) + fire'
@@ -50,9 +51,11 @@ def test_task_positions_are_held_to_the_encoders_table(task, task_kwargs, reach)
 
 def test_task_positions_bound_is_none_for_tasks_without_positions():
   config = _task_config('addition', {}, 'rope')
-  assert config_lib.task_position_bound(config) is None
+  assert config_lib.task_position_bound(config_lib.parse(config)) is None
   as_input = _task_config('addition_abacus', {'max_offset': 40, 'as_input': True}, 'learned(max_length=64) + fire')
-  assert config_lib.task_position_bound(as_input) is None  # its positions are input positions, checked apart
+  assert (
+      config_lib.task_position_bound(config_lib.parse(as_input)) is None
+  )  # its positions are input positions, checked apart
 
 
 @pytest.mark.parametrize(

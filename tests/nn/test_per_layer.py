@@ -87,10 +87,10 @@ def test_linen_twin_takes_the_window():
 
 
 def test_a_per_layer_config_trains_and_restores(tmp_path):
-  from relpos_jax.train import config as config_lib
+  from relpos_jax.train import config_files
   from relpos_jax.train import loop
 
-  config = config_lib.load_config(
+  config = config_files.load_config(
       'configs/lm.py',
       {
           'model.encoder': '(rope, nope)',

@@ -8,6 +8,7 @@ import pytest
 from relpos_jax import resources
 from relpos_jax.study import documents, stats
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import config_files
 from relpos_jax.train import data_sources, loop
 
 LM = str(resources.configs_dir() / 'lm.py')
@@ -37,13 +38,13 @@ def _config(variant, texts, tmp_path, **more):
   }
   if variant == 'bpe':
     overrides.update({'data.vocab_size': 280, 'data.tokenizer_cache': str(tmp_path / 'bpe')})
-  return config_lib.load_config(f'{LM}:{variant}' if variant else LM, overrides)
+  return config_files.load_config(f'{LM}:{variant}' if variant else LM, overrides)
 
 
 @pytest.mark.parametrize('variant', [None, 'bpe'])
 def test_totals_add_up_to_the_loop_metric(variant, texts, tmp_path):
   config = _config(variant, texts, tmp_path)
-  data = data_sources.build_data(config)
+  data = data_sources.build_data(config_lib.parse(config))
   model = loop.build_model(config_lib.parse(config))
   for length in (16, 32):
     totals = documents.document_totals(model, data, length, 'test')

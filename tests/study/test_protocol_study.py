@@ -14,6 +14,7 @@ import pytest
 from relpos_jax import study
 from relpos_jax.study import protocol, reevaluate, report, runner
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import config_files
 from relpos_jax.train import inputs
 
 TINY = {
@@ -41,12 +42,12 @@ def tiny_study_config(encoders=('alibi', 'abs: sinusoidal'), **overrides):
   """The shipped study (configs/lm.py:study) made tiny; checked when the study runs."""
   # No committed rates from the config file: each test states the protocol it checks.
   settings = {**TINY, 'study.encoders': encoders, 'study.default_learning_rates': (), **overrides}
-  return config_lib.load_config('configs/lm.py:study', settings, validate_config=False)
+  return config_files.load_config('configs/lm.py:study', settings, validate_config=False)
 
 
 def _fake_train(calls):
   def train(cfg, workdir, **kwargs):
-    calls.append((cfg.model.encoder, cfg.seed, cfg.optim.learning_rate, os.path.relpath(workdir)))
+    calls.append((cfg.encoder_spec, cfg.seed, cfg.optim.learning_rate, os.path.relpath(workdir)))
     model = types.SimpleNamespace(learning_rate=cfg.optim.learning_rate)
     return types.SimpleNamespace(
         final_metrics={'loss': 1.0}, step=cfg.train.steps, params={'w': np.zeros(2)}, model=model
@@ -247,7 +248,7 @@ def test_reevaluation_refuses_unfinished_and_names_corrupt_records(tmp_path):
   run_dir.mkdir(parents=True)
   base, _ = runner.split_study_config(tiny_study_config(encoders=('alibi',)))
   trained = runner.run_config(base, runner.Entry('alibi', 'alibi'), 0)
-  (run_dir / 'config.json').write_text(trained.to_json_best_effort())
+  (run_dir / 'config.json').write_text(json.dumps(trained.to_dict()))
   config = tiny_study_config(encoders=('alibi',))
   with config.unlocked():
     config.study.trained_workdir = str(tmp_path / 'trained')
@@ -310,7 +311,7 @@ def test_run_study_obeys_trained_workdir_and_trains_nothing(tmp_path):
   run_dir = tmp_path / 'trained' / 'runs' / 'alibi' / 'seed0'
   run_dir.mkdir(parents=True)
   base, _ = runner.split_study_config(tiny_study_config(encoders=('alibi',)))
-  (run_dir / 'config.json').write_text(runner.run_config(base, runner.Entry('alibi', 'alibi'), 0).to_json_best_effort())
+  (run_dir / 'config.json').write_text(json.dumps(runner.run_config(base, runner.Entry('alibi', 'alibi'), 0).to_dict()))
   config = tiny_study_config(encoders=('alibi',))
   with config.unlocked():
     config.study.trained_workdir = str(tmp_path / 'trained')

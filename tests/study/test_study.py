@@ -92,7 +92,9 @@ def test_unknown_study_key_is_named():
 
 
 def test_eval_batches_shrink_with_length_and_text_is_budgeted():
-  eval_section = ml_collections.ConfigDict(dict(batch_size=32, max_tokens_per_batch=4096))
+  eval_section = config_lib.Eval(
+      every=0, lengths=(64,), batch_size=32, num_examples=1, pad_multiple=1, seed=0, max_tokens_per_batch=4096
+  )
   assert inputs.eval_batch_size(eval_section, 64, num_devices=1) == 32
   assert inputs.eval_batch_size(eval_section, 1024, num_devices=1) == 4
   assert inputs.eval_batch_size(eval_section, 1024, num_devices=4) == 4
@@ -113,7 +115,7 @@ def test_study_writes_outputs_and_resumes(tmp_path):
   calls = []
 
   def counting_train(cfg, workdir, **kwargs):
-    calls.append(cfg.model.encoder)
+    calls.append(cfg.encoder_spec)
     return loop.train(cfg, workdir, **kwargs)
 
   results = study.run_study(config, tmp_path, train_fn=counting_train)
@@ -161,7 +163,7 @@ def test_interrupted_study_keeps_finished_encoders(tmp_path):
   config = tiny_study_config()
 
   def dies_on_second(cfg, workdir, **kwargs):
-    if cfg.model.encoder == 'sinusoidal':
+    if cfg.encoder_spec == 'sinusoidal':
       raise KeyboardInterrupt
     return loop.train(cfg, workdir, **kwargs)
 
@@ -171,7 +173,7 @@ def test_interrupted_study_keeps_finished_encoders(tmp_path):
   assert [r['name'] for r in partial['runs']] == ['alibi']
   calls = []
   study.run_study(
-      config, tmp_path, train_fn=lambda cfg, wd, **kw: calls.append(cfg.model.encoder) or loop.train(cfg, wd, **kw)
+      config, tmp_path, train_fn=lambda cfg, wd, **kw: calls.append(cfg.encoder_spec) or loop.train(cfg, wd, **kw)
   )
   assert calls == ['sinusoidal']
 
@@ -223,7 +225,7 @@ def test_train_with_x_evaluate_with_y_reuses_the_trained_run(tmp_path):
 
   def recording_train(cfg, workdir, **kwargs):
     result = loop.train(cfg, workdir, **kwargs)
-    trained.append((cfg.model.encoder, os.path.relpath(workdir, tmp_path / 'runs'), result.step))
+    trained.append((cfg.encoder_spec, os.path.relpath(workdir, tmp_path / 'runs'), result.step))
     return result
 
   results = study.run_study(config, tmp_path, train_fn=recording_train)
@@ -257,7 +259,7 @@ def test_seeds_train_each_encoder_once_per_seed_and_resume_per_seed(tmp_path):
   calls = []
 
   def counting_train(cfg, workdir, **kwargs):
-    calls.append((cfg.model.encoder, cfg.seed))
+    calls.append((cfg.encoder_spec, cfg.seed))
     return loop.train(cfg, workdir, **kwargs)
 
   study.run_study(config, tmp_path, train_fn=counting_train)
@@ -373,7 +375,7 @@ def test_a_diverged_encoder_is_marked_diverged_not_printed_as_a_number(tmp_path)
   base, _ = runner.split_study_config(config)
 
   def diverges_on_sinusoidal(cfg, workdir, **kwargs):
-    if cfg.model.encoder == 'sinusoidal':
+    if cfg.encoder_spec == 'sinusoidal':
       raise loop.DivergedError('training diverged: ... from update 2 ...', step=2, count=1)
     return _fake_result(base)
 
@@ -431,8 +433,8 @@ def test_shipped_study_variants_validate(variant, task):
   repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   config = study.load_study_config(os.path.join(repo, 'configs', variant))
   base, entries = runner.validate_study(config)
-  assert len(entries) >= (3 if variant.endswith(',long') else 7) and 'study' not in base
-  assert base.data.get('task') == task
+  assert len(entries) >= (3 if variant.endswith(',long') else 7) and isinstance(base, config_lib.Config)
+  assert getattr(base.data, 'task', None) == task
 
 
 # ------------------------------------------------------------------- reevaluate: a trained study, new lengths
@@ -555,5 +557,5 @@ def test_a_tiny_study_stores_document_totals_and_reports_bootstrap_and_holm(tmp_
 def test_document_totals_are_stored_at_the_longest_and_the_evaluated_training_length():
   base = config_lib_free_config()  # trains at 8, evaluates at 8, 16, 32
   assert runner.document_totals_lengths(base) == [8, 32]
-  base.eval.lengths = (16, 32)  # 'train' is then the in-distribution mean: no single length to store
+  base = base.derive(eval={'lengths': (16, 32)})  # 'train' is then the in-distribution mean: no single length
   assert runner.document_totals_lengths(base) == [32]

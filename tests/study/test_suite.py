@@ -45,16 +45,16 @@ def test_the_presets_cover_every_suite_task_and_validate():
     studies = suite.validate_suite(config)
     assert [t for t, _ in studies] == list(config.suite.tasks)
   published = dict(suite.validate_suite(_algorithmic('published,suite')))['reverse_string']
-  assert published.data.max_length == 40 and max(published.eval.lengths) == 491
-  assert published.model.num_layers == 5 and published.train.batch_size == 128
+  assert published.base.data.max_length == 40 and max(published.base.eval.lengths) == 491
+  assert published.base.model.num_layers == 5 and published.base.train.batch_size == 128
 
 
 def test_study_config_applies_the_protocol():
   config = tiny_suite()
   base, section, protocols = suite.split_config(config)
   study = suite.study_config(base, section, 'flip_flop', protocols['flip_flop'])
-  assert study.data.task == 'flip_flop' and study.data.max_length == 32
-  assert tuple(study.eval.lengths) == (16, 32, 64, 128) and tuple(study.study.seeds) == (0, 1)
+  assert study.base.data.task == 'flip_flop' and study.base.data.max_length == 32
+  assert tuple(study.base.eval.lengths) == (16, 32, 64, 128) and tuple(study.study.seeds) == (0, 1)
 
 
 def test_bad_suite_sections_are_named_before_training():
@@ -231,7 +231,7 @@ def test_max_position_follows_each_tasks_longest_test_sequence():
       1e-3,
       3e-3,
   )
-  assert studies['flip_flop'].train.steps == 2_000 and studies['reverse_string'].train.steps == 2_500
+  assert studies['flip_flop'].base.train.steps == 2_000 and studies['reverse_string'].base.train.steps == 2_500
   with pytest.raises(ValueError, match="'ruoss' is a CPU-scale suite"):
     _algorithmic('ruoss,published')
 
@@ -252,23 +252,27 @@ def test_the_contextual_suite_runs_the_causal_only_encoders_on_the_causal_tasks(
     labels = [e.partition(':')[0] for e in study.study.encoders]
     assert labels == ['nope', 'rope', 'alibi', 'cope', 'fox', 'stick_breaking']
     assert tuple(study.study.seeds) == (0, 1)
-  assert studies['flip_flop'].train.steps == 1_000 and studies['mqar'].train.steps == 2_000
-  assert studies['passkey_tokens'].train.steps == 1_000 and tuple(studies['passkey_tokens'].eval.lengths) == (
+  assert studies['flip_flop'].base.train.steps == 1_000 and studies['mqar'].base.train.steps == 2_000
+  assert studies['passkey_tokens'].base.train.steps == 1_000 and tuple(studies['passkey_tokens'].base.eval.lengths) == (
       8,
       16,
       32,
       64,
   )
-  assert studies['count_copy'].data.task == 'count_copy' and max(studies['count_copy'].eval.lengths) == 64
-  assert studies['count_copy'].data.task_kwargs.to_dict() == {'num_symbols': 16}  # 16 distinct sequences a length
+  assert studies['count_copy'].base.data.task == 'count_copy' and max(studies['count_copy'].base.eval.lengths) == 64
+  assert studies['count_copy'].base.data.task_kwargs == {'num_symbols': 16}  # 16 distinct sequences a length
   counting = studies['cope_counting']  # CoPE's counting task: 3..32 statements (the paper's 3..512), tested to 4x
-  assert (counting.data.min_length, counting.data.max_length, tuple(counting.eval.lengths)) == (
+  assert (counting.base.data.min_length, counting.base.data.max_length, tuple(counting.base.eval.lengths)) == (
       3,
       32,
       (16, 32, 64, 128),
   )
   copy = studies['selective_copy']  # CoPE's in-distribution, dense and sparse splits, scaled by 1/8
-  assert (copy.data.min_length, copy.data.max_length, tuple(copy.eval.lengths)) == (16, 16, (8, 16, 32, 64))
+  assert (copy.base.data.min_length, copy.base.data.max_length, tuple(copy.base.eval.lengths)) == (
+      16,
+      16,
+      (8, 16, 32, 64),
+  )
   with pytest.raises(ValueError, match='different suites'):
     _algorithmic('ruoss,contextual')
   with pytest.raises(ValueError, match="'contextual' is a CPU-scale suite"):
@@ -281,8 +285,8 @@ def test_the_abacus_suite_embeds_the_digit_indices_beside_each_attention_encodin
   assert list(studies) == ['addition_abacus']
   study = studies['addition_abacus']
   assert [e.partition(':')[0] for e in study.study.encoders] == ['abacus+nope', 'abacus+fire', 'abacus+rope']
-  assert dict(study.data.task_kwargs) == {'max_offset': 40, 'as_input': True}
-  assert max(study.eval.lengths) == 6 * study.data.max_length
+  assert dict(study.base.data.task_kwargs) == {'max_offset': 40, 'as_input': True}
+  assert max(study.base.eval.lengths) == 6 * study.base.data.max_length
   with pytest.raises(ValueError, match='different suites'):
     _algorithmic('abacus,contextual')
 
@@ -377,15 +381,15 @@ def test_held_out_sets_take_their_own_example_counts():
   protocol = protocols['flip_flop']
   assert protocol.held_out_examples_by_set == {'sparse': 24_046, 'dense': 2_108}
   study = suite.study_config(base, section, 'flip_flop', protocol)
-  assert suite.held_out_config(study, protocol, 'sparse').eval.num_examples == 24_046
-  assert suite.held_out_config(study, protocol, 'dense').eval.num_examples == 2_108
-  request = suite._held_out_request(study, protocol, 1)
+  assert suite.held_out_config(study.base, protocol, 'sparse').eval.num_examples == 24_046
+  assert suite.held_out_config(study.base, protocol, 'dense').eval.num_examples == 2_108
+  request = suite._held_out_request(study.base, protocol, 1)
   assert request['examples'] == {'sparse': 24_046, 'dense': 2_108}
   # 24,046 x 1.31 and 2,108 x 14.95 expected reads: both 1.05 x 30,000, whose clean-run bound is 0.1 per thousand.
   assert 24_046 * 1.31 >= 31_500 and 2_108 * 14.95 >= 31_500
   # One count for every set: the request keeps the form the committed runs wrote (so they are reused).
   single = suite.Protocol(**{**protocol.__dict__, 'held_out_examples_by_set': None, 'held_out_examples': 1_024})
-  assert suite._held_out_request(study, single, 1)['examples'] == 1_024
+  assert suite._held_out_request(study.base, single, 1)['examples'] == 1_024
   for bad in ({'medium': 10}, {'sparse': 0}, {'sparse': 2.5}):
     config = _algorithmic('contextual')
     config.suite.protocols.flip_flop.held_out_examples_by_set = bad

@@ -8,6 +8,7 @@ import ml_collections
 import pytest
 
 from relpos_jax import data as data_lib
+from relpos_jax.train import config as config_lib
 from relpos_jax.train import inputs, loop
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -104,7 +105,7 @@ def tiny_corpus() -> data_lib.Corpus:
 @pytest.fixture(scope='session')
 def lm_data(tiny_corpus):
   """`lm_data(config)`: the run's data on the shared tiny corpus (loaded once per session)."""
-  return lambda config: inputs.CorpusData(config, corpus=tiny_corpus)
+  return lambda config: inputs.CorpusData(config_lib.parse(config), corpus=tiny_corpus)
 
 
 @pytest.fixture(scope='session')

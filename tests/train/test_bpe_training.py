@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip('tokenizers')
 
 from relpos_jax import resources
-from relpos_jax.train import config as config_lib
+from relpos_jax.train import config_files
 from relpos_jax.train import loop
 from relpos_jax.train.config import ConfigError
 
@@ -54,7 +54,7 @@ def _overrides(texts, tmp_path, **more):
 
 
 def test_a_bpe_run_reports_bits_per_character_on_the_same_characters(texts, tmp_path):
-  config = config_lib.load_config(f'{LM}:bpe', _overrides(texts, tmp_path))
+  config = config_files.load_config(f'{LM}:bpe', _overrides(texts, tmp_path))
   result = loop.train(config, tmp_path / 'run', devices=jax.devices()[:1])
   data = result.data
   described = data.describe()
@@ -79,9 +79,9 @@ def test_a_bpe_run_reports_bits_per_character_on_the_same_characters(texts, tmp_
 
 def test_bad_tokenizer_settings_are_refused_naming_the_key_and_nothing_is_written(texts, tmp_path):
   with pytest.raises(ConfigError, match=r"config\.data\.vocab_size=300 is invalid: set with data.tokenizer='bpe'"):
-    config_lib.load_config(f'{LM}:bpe', _overrides(texts, tmp_path, **{'data.tokenizer': 'byte'}))
+    config_files.load_config(f'{LM}:bpe', _overrides(texts, tmp_path, **{'data.tokenizer': 'byte'}))
   workdir = tmp_path / 'run'
-  config = config_lib.load_config(f'{LM}:bpe', _overrides(texts, tmp_path, **{'data.vocab_size': 60_000}))
+  config = config_files.load_config(f'{LM}:bpe', _overrides(texts, tmp_path, **{'data.vocab_size': 60_000}))
   with pytest.raises(ConfigError, match=r'config\.data\.vocab_size=60000 is invalid: .* larger than the training text'):
     loop.train(config, workdir, devices=jax.devices()[:1])
   # Only the writer's lock (relpos_jax.train.workdir_lock), taken before anything is read: no record, no cache.
@@ -92,10 +92,10 @@ def test_bad_tokenizer_settings_are_refused_naming_the_key_and_nothing_is_writte
   other_words = 'zyzzyva quux lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod'.split()
   for i in range(40):
     (other / f'o{i}.txt').write_text(' '.join(np.random.default_rng(i).choice(other_words, 200)))
-  first = config_lib.load_config(f'{LM}:bpe', _overrides(other, tmp_path))
+  first = config_files.load_config(f'{LM}:bpe', _overrides(other, tmp_path))
   loop.train(first, devices=jax.devices()[:1])
   [cached] = os.listdir(tmp_path / 'bpe')
-  config = config_lib.load_config(
+  config = config_files.load_config(
       f'{LM}:bpe', _overrides(texts, tmp_path, **{'data.tokenizer_cache': str(tmp_path / 'bpe' / cached)})
   )
   with pytest.raises(ConfigError, match=r'config\.data\.tokenizer_cache=.* is invalid: .*train_fingerprint='):

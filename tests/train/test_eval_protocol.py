@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import config_files
 from relpos_jax.train import data_sources, inputs, loop
 
 TINY = {
@@ -24,7 +25,7 @@ TINY = {
 
 
 def tiny_config(**overrides):
-  return config_lib.load_config('configs/lm.py', {**TINY, **overrides})
+  return config_files.load_config('configs/lm.py', {**TINY, **overrides})
 
 
 @pytest.fixture(scope='module')
@@ -33,7 +34,7 @@ def randomized_run():
 
 
 def test_corpus_eval_sets_score_the_same_tail_at_every_length():
-  data = data_sources.build_data(tiny_config())
+  data = data_sources.build_data(config_lib.parse(tiny_config()))
   assert data.scored_tail == 8  # default: the shortest evaluation length
   tails = []
   for length in (8, 16, 32):
@@ -52,7 +53,7 @@ def test_corpus_eval_sets_score_the_same_tail_at_every_length():
 
 
 def test_num_tokens_counts_scored_tokens_and_the_tail_is_a_key():
-  data = data_sources.build_data(tiny_config(**{'eval.num_tokens': 40, 'eval.scored_tail': 4}))
+  data = data_sources.build_data(config_lib.parse(tiny_config(**{'eval.num_tokens': 40, 'eval.scored_tail': 4})))
   (batch,) = data.eval_set(32, 'validation')
   assert batch['position_mask'].any(axis=1).sum() == 10 and batch['loss_mask'].sum() == 40
 
@@ -93,7 +94,7 @@ def test_randomized_evaluation_is_deterministic_per_seed_and_not_sequential(rand
 
 def test_random_positions_do_not_depend_on_how_the_set_is_batched(randomized_run):
   model = randomized_run.model
-  small_batches = data_sources.build_data(tiny_config(**{'eval.max_tokens_per_batch': 64}))
+  small_batches = data_sources.build_data(config_lib.parse(tiny_config(**{'eval.max_tokens_per_batch': 64})))
   assert len(small_batches.eval_set(32, 'test')) > len(randomized_run.data.eval_set(32, 'test'))
   positions = loop.EvalPositions.of(model, 2, seed=0)
   whole = loop.evaluate_set(model, randomized_run.data, 32, split='test', positions=positions)
@@ -112,10 +113,10 @@ def test_an_encoder_without_random_positions_is_evaluated_at_0_to_L():
 
 
 def test_task_test_split_draws_other_examples():
-  config = config_lib.load_config(
+  config = config_files.load_config(
       'configs/algorithmic.py', {'train.steps': 1, 'optim.warmup_steps': 0, 'eval.num_examples': 8}
   )
-  data = data_sources.build_data(config)
+  data = data_sources.build_data(config_lib.parse(config))
   length = int(config.eval.lengths[0])
   validation, test = data.scored_set(length, 'validation'), data.scored_set(length, 'test')
   assert validation['fingerprint'] != test['fingerprint']

@@ -16,6 +16,7 @@ import pytest
 
 from relpos_jax import data as data_lib
 from relpos_jax.train import checkpoint as checkpoint_lib
+from relpos_jax.train import config as config_lib
 from relpos_jax.train import inputs, loop
 from relpos_jax.train.checkpoint import CheckpointError, Checkpoints, CheckpointWriteError
 from relpos_jax.train.config import ConfigError
@@ -89,7 +90,9 @@ def test_other_data_is_refused(run_to_10, tmp_path, lm_config):
   for n in range(4):
     (text_dir / f'f{n}.py').write_text(f'# file {n}\n' + 'x = 1\n' * 400)
   config = lm_config()
-  other = inputs.CorpusData(config, corpus=data_lib.Corpus.from_paths([str(text_dir)], val_fraction=0.5))
+  other = inputs.CorpusData(
+      config_lib.parse(config), corpus=data_lib.Corpus.from_paths([str(text_dir)], val_fraction=0.5)
+  )
   with pytest.raises(ConfigError, match='other data.*fingerprint.*cannot be resumed'):
     loop.train(config, workdir, data=other)
 
@@ -295,8 +298,6 @@ def test_the_divergence_counter():
 
 
 def test_max_nonfinite_steps_is_validated(lm_config):
-  from relpos_jax.train import config as config_lib
-
   config = lm_config()
   config.train.max_nonfinite_steps = 0
   with pytest.raises(ConfigError, match='config.train.max_nonfinite_steps'):
@@ -318,5 +319,5 @@ def test_a_validation_split_too_small_for_the_eval_budget_warns_with_the_numbers
       match=rf'config.eval.num_tokens=4096 asks for more validation text.*'
       rf'{n} bytes, so evaluation scores {windows * 16} tokens \({windows} windows.*instead of 4096',
   ):
-    data = inputs.CorpusData(config, corpus=corpus)
+    data = inputs.CorpusData(config_lib.parse(config), corpus=corpus)
   assert sum(int(b['loss_mask'].sum()) for b in data.eval_set(16)) == windows * 16

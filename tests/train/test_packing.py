@@ -58,8 +58,8 @@ def digest(batch):
 
 def test_none_is_todays_stream(config_for):
   """'none' (and no key at all) gives the old code path's batches bit for bit: lm_batch(corpus.sample_batch(...))."""
-  data = inputs.CorpusData(config_for())
-  explicit = inputs.CorpusData(config_for('none'))
+  data = inputs.CorpusData(config_lib.parse(config_for()))
+  explicit = inputs.CorpusData(config_lib.parse(config_for('none')))
   for s in range(4):
     old = inputs.lm_batch(data.corpus.sample_batch(inputs.train_rng(data.seed, s), 8, 16))
     assert digest(data.train_batch(s)) == digest(old) == digest(explicit.train_batch(s))
@@ -69,8 +69,8 @@ def test_none_is_todays_stream(config_for):
 
 @pytest.mark.parametrize('packing,max_offset', [('continue', None), ('reset', None), ('reset_offset', 7)])
 def test_every_mode_draws_the_same_tokens(config_for, packing, max_offset):
-  base = inputs.CorpusData(config_for())
-  data = inputs.CorpusData(config_for(packing, max_offset))
+  base = inputs.CorpusData(config_lib.parse(config_for()))
+  data = inputs.CorpusData(config_lib.parse(config_for(packing, max_offset)))
   for s in range(3):
     batch, old = data.train_batch(s), base.train_batch(s)
     assert digest({k: batch[k] for k in old}) == digest(old)
@@ -115,7 +115,7 @@ def test_reset_offset_is_reset_plus_one_offset_per_document(seps, max_offset, se
 
 def test_windows_span_documents(config_for):
   """On short documents some rows hold several; positions restart where the ids change."""
-  data = inputs.CorpusData(config_for('reset'))
+  data = inputs.CorpusData(config_lib.parse(config_for('reset')))
   batch = data.train_batch(0)
   seg, pos = batch['segment_ids'], batch['positions']
   assert seg.max() >= 1
@@ -130,7 +130,7 @@ def test_train_step_passes_documents_to_the_model(config_for):
   """The step's forward reads the batch's segment_ids and positions: its logits are the model's with them, and
   differ from the model's without them."""
   config = config_for('reset')
-  data = inputs.CorpusData(config)
+  data = inputs.CorpusData(config_lib.parse(config))
   model = loop.build_model(config, seed=0)
   batch = data.train_batch(0)
   parts, params = state.split_model(model)
@@ -192,7 +192,7 @@ def test_bpe_documents_change_after_the_separator_token(config_for, tmp_path):
     config.data.tokenizer, config.data.vocab_size = 'bpe', 300
     config.data.tokenizer_cache = str(tmp_path / 'bpe')
     config.eval.lengths = (4,)
-    return token_inputs.BPECorpusData(config)
+    return token_inputs.BPECorpusData(config_lib.parse(config))
 
   data, base = bpe('reset'), bpe('none')
   ids, starts = data.split_tokens('train')

@@ -9,6 +9,7 @@ import pytest
 
 from relpos_jax.study import plan, protocol
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import config_files
 from relpos_jax.train import data_sources, loop, text_inputs
 from relpos_jax.train.config import ConfigError
 
@@ -52,10 +53,10 @@ def test_a_text_file_is_a_source_of_its_own(tmp_path, text_config):
   path.write_bytes(_lines(100))  # 67 bytes a line: 536 validation and test bytes, room for windows of 32
   config = text_config(path)
   config_lib.validate(config)
-  assert data_sources.data_class(config) is text_inputs.TextFileData
-  assert plan.metric_name(config) == ('bits_per_char', True)  # the corpus's answers, inherited
+  assert data_sources.data_class(config_lib.parse(config)) is text_inputs.TextFileData
+  assert plan.metric_name(config_lib.parse(config)) == ('bits_per_char', True)  # the corpus's answers, inherited
   assert not text_inputs.TextFileData.has_documents  # but one: each split is one document, nothing to resample
-  data = data_sources.build_data(config)
+  data = data_sources.build_data(config_lib.parse(config))
   lines = _lines(100).splitlines(keepends=True)
   assert data.corpus.tokens('train').tobytes() == b''.join(lines[:80])
   assert data.corpus.tokens('validation').tobytes() == b''.join(lines[80:90])
@@ -69,7 +70,7 @@ def test_a_text_source_trains_and_is_evaluated(tmp_path, text_config):
   path = tmp_path / 'book.txt'
   path.write_bytes(_lines(100))
   config = text_config(path, **{'train.steps': 2, 'optim.warmup_steps': 1, 'eval.every': 0})
-  result = loop.train(config, data=data_sources.build_data(config))
+  result = loop.train(config, data=data_sources.build_data(config_lib.parse(config)))
   assert set(result.final_metrics) >= {'eval/16/bits_per_char', 'eval/32/bits_per_char'}
   assert not protocol.beyond_chance(result.final_metrics['eval/32/loss'], 256)
 
@@ -82,11 +83,11 @@ def test_a_text_source_refuses_what_it_cannot_read(tmp_path, text_config):
   short = tmp_path / 'short.txt'
   short.write_bytes(_lines(5))
   with pytest.raises(ConfigError, match=r'config\.data\.corpus=.*short\.txt.*has 5 line\(s\); allowed: at least 10'):
-    data_sources.build_data(text_config(short))
+    data_sources.build_data(config_lib.parse(text_config(short)))
   binary = tmp_path / 'binary.txt'
   binary.write_bytes(_lines(20).replace(b'fox', b'f\x00x'))
   with pytest.raises(ConfigError, match=r'config\.data\.corpus=.*binary\.txt.*NUL'):
-    data_sources.build_data(text_config(binary))
+    data_sources.build_data(config_lib.parse(text_config(binary)))
   bpe = text_config(short, **{'data.tokenizer': 'bpe', 'data.vocab_size': 512})
   with pytest.raises(ConfigError, match=r"config\.data\.tokenizer='bpe' is invalid: .*allowed: 'byte'"):
     config_lib.validate(bpe)
@@ -95,7 +96,7 @@ def test_a_text_source_refuses_what_it_cannot_read(tmp_path, text_config):
 def test_the_lm_config_file_takes_a_text_file_from_the_command_line(tmp_path):
   path = tmp_path / 'book.txt'
   path.write_bytes(_lines(20))
-  config = config_lib.load_config(
+  config = config_files.load_config(
       os.path.join(REPO, 'configs', 'lm.py'), {'data.source': 'text', 'data.corpus': str(path)}, validate_config=False
   )
-  assert isinstance(config_lib.data_source(config), config_lib.TextSource)
+  assert isinstance(config_lib.parse(config).data, config_lib.TextSource)

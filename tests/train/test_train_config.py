@@ -7,6 +7,7 @@ import os
 import pytest
 
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import config_files
 from relpos_jax.train import data_sources, inputs, token_inputs
 from relpos_jax.train.config import ConfigError, validate
 
@@ -17,17 +18,17 @@ CONFIG_FILES = ('lm.py', 'algorithmic.py', 'algorithmic.py:published')
 @pytest.mark.parametrize('name', CONFIG_FILES)
 @pytest.mark.parametrize('num_devices', [1, 4])
 def test_shipped_configs_validate(name, num_devices):
-  config = config_lib.load_config(os.path.join(REPO, 'configs', name), validate_config=False)
+  config = config_files.load_config(os.path.join(REPO, 'configs', name), validate_config=False)
   assert validate(config, num_devices=num_devices) == []
 
 
 def test_published_protocol_numbers():
-  config = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py:published'))
+  config = config_files.load_config(os.path.join(REPO, 'configs', 'algorithmic.py:published'))
   assert (config.model.num_layers, config.model.model_dim, config.model.num_heads) == (5, 64, 8)
   assert config.train.batch_size == 128
   assert (config.data.min_length, config.data.max_length) == (1, 40)
   assert tuple(config.eval.lengths) == tuple(range(41, 501))
-  assert config_lib.longest_sequence(config) >= 501
+  assert config_lib.longest_sequence(config_lib.parse(config)) >= 501
 
 
 def _set(config, key, value):
@@ -66,7 +67,7 @@ BAD_VALUES = [
 
 @pytest.mark.parametrize('which,key,value,expected', BAD_VALUES)
 def test_bad_value_names_the_key(which, key, value, expected):
-  config = config_lib.load_config(os.path.join(REPO, 'configs', f'{which}.py'), validate_config=False)
+  config = config_files.load_config(os.path.join(REPO, 'configs', f'{which}.py'), validate_config=False)
   config.unlock()
   _set(config, key, value)
   with pytest.raises(ConfigError) as info:
@@ -75,7 +76,7 @@ def test_bad_value_names_the_key(which, key, value, expected):
 
 
 def test_unknown_and_missing_keys_are_named():
-  config = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'), validate_config=False)
+  config = config_files.load_config(os.path.join(REPO, 'configs', 'lm.py'), validate_config=False)
   config.unlock()
   config.model.num_head = 4
   with pytest.raises(ConfigError, match=r'config\.model\.num_head\b'):
@@ -92,25 +93,27 @@ def test_unknown_and_missing_keys_are_named():
 
 def test_load_config_override_of_unknown_key_is_named():
   with pytest.raises(ConfigError, match=r'config\.model\.num_head\b'):
-    config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'), {'model.num_head': 2})
-  config = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'), {'model.num_layers': 4})
+    config_files.load_config(os.path.join(REPO, 'configs', 'lm.py'), {'model.num_head': 2})
+  config = config_files.load_config(os.path.join(REPO, 'configs', 'lm.py'), {'model.num_layers': 4})
   assert config.model.num_layers == 4
 
 
 def test_position_free_encoder_only_model_warns_naming_the_key():
-  config = config_lib.load_config(
+  config = config_files.load_config(
       os.path.join(REPO, 'configs', 'algorithmic.py'), {'model.encoder': 'nope'}, validate_config=False
   )
   with pytest.warns(UserWarning, match=r"config\.model\.encoder='nope'"):
     found = validate(config, num_devices=1)
   assert len(found) == 1 and 'order' in found[0]
   # The same encoder in a causal decoder is a legitimate model (NoPE, Kazemnejad et al. 2023): no warning.
-  lm = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'), {'model.encoder': 'nope'}, validate_config=False)
+  lm = config_files.load_config(
+      os.path.join(REPO, 'configs', 'lm.py'), {'model.encoder': 'nope'}, validate_config=False
+  )
   assert validate(lm, num_devices=1) == []
 
 
 def test_randomized_range_shorter_than_evaluation_warns():
-  config = config_lib.load_config(
+  config = config_files.load_config(
       os.path.join(REPO, 'configs', 'algorithmic.py'),
       {'model.encoder': 'randomized(rope, max_position=64)'},
       validate_config=False,
@@ -126,8 +129,8 @@ def test_shipped_configs_build_their_model_and_data(name):
   from relpos_jax.train import data_sources, loop
 
   overrides = {'data.max_train_bytes': 1_000_000} if name == 'lm.py' else {}
-  config = config_lib.load_config(os.path.join(REPO, 'configs', name), overrides, validate_config=False)
-  data = data_sources.build_data(config)
+  config = config_files.load_config(os.path.join(REPO, 'configs', name), overrides, validate_config=False)
+  data = data_sources.build_data(config_lib.parse(config))
   model = loop.build_model(config)
   batch = {k: v[:4] for k, v in data.train_batch(0).items()}
   logits = model(batch['inputs'], padding_mask=batch['padding_mask'] if data.uses_padding else None)
@@ -137,35 +140,35 @@ def test_shipped_configs_build_their_model_and_data(name):
 
 # ------------------------------------------------------------------------------ variants and the command line
 def test_variants_select_the_protocol_and_unknown_variants_are_named():
-  cpu = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'))
-  published = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py:published'))
+  cpu = config_files.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'))
+  published = config_files.load_config(os.path.join(REPO, 'configs', 'algorithmic.py:published'))
   assert (cpu.data.max_length, published.data.max_length) == (20, 40)
   assert 'study' not in cpu and 'study' not in published
   with pytest.raises(
       ConfigError,
       match=r"unknown config variant\(s\) \['publishd'\]; allowed: \['abacus', 'contextual', 'published', 'ruoss', 'study', 'suite'\]",
   ):
-    config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py:publishd'))
+    config_files.load_config(os.path.join(REPO, 'configs', 'algorithmic.py:publishd'))
   with pytest.raises(ConfigError, match=r"config file '.*no_such\.py' not found"):
-    config_lib.load_config(os.path.join(REPO, 'configs', 'no_such.py:study'))
+    config_files.load_config(os.path.join(REPO, 'configs', 'no_such.py:study'))
 
 
 def test_documented_optional_eval_keys_can_be_set_on_every_shipped_config():
   for name in ('lm.py', 'algorithmic.py', 'lm.py:study'):
-    config = config_lib.load_config(
+    config = config_files.load_config(
         os.path.join(REPO, 'configs', name),
         {'eval.num_tokens': 640, 'eval.max_tokens_per_batch': 1024},
         validate_config=False,
     )
     assert (config.eval.num_tokens, config.eval.max_tokens_per_batch) == (640, 1024)
-  lm = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'))
+  lm = config_files.load_config(os.path.join(REPO, 'configs', 'lm.py'))
   assert config_lib.parse(lm).eval.num_tokens is None  # unset: the documented default
 
 
 def test_wrong_type_of_an_optional_key_names_the_key():
   import ml_collections
 
-  config = ml_collections.ConfigDict(config_lib.load_config(LM, validate_config=False).to_dict())
+  config = ml_collections.ConfigDict(config_files.load_config(LM, validate_config=False).to_dict())
   config.eval.num_tokens = 'many'  # (the shipped file's placeholder(int) refuses a str by itself)
   with pytest.raises(ConfigError, match=r"config\.eval\.num_tokens='many' is invalid: allowed: None or an int >= 1"):
     validate(config, num_devices=1)
@@ -225,10 +228,10 @@ def test_build_model_needs_no_data(monkeypatch):
     raise AssertionError('build_model loaded the corpus')
 
   monkeypatch.setattr(data_lib.Corpus, 'stdlib', no_corpus)
-  model = loop.build_model(config_lib.load_config(LM))
+  model = loop.build_model(config_files.load_config(LM))
   assert model.config.vocab_size == data_lib.VOCAB_SIZE
-  task_model = loop.build_model(config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py')))
-  task = config_lib.resolve_task(config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py')))
+  task_model = loop.build_model(config_files.load_config(os.path.join(REPO, 'configs', 'algorithmic.py')))
+  task = config_lib.parse(config_files.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'))).task
   assert (task_model.config.vocab_size, task_model.config.output_vocab) == (task.vocab_size, task.num_classes)
 
 
@@ -244,16 +247,20 @@ def test_training_does_not_depend_on_the_study():
 def test_tensorboard_key_defaults_to_what_is_installed(monkeypatch, lm_config):
   from relpos_jax.train import tensorboard
 
-  shipped = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'))
+  shipped = config_files.load_config(os.path.join(REPO, 'configs', 'lm.py'))
   # The same on every machine: None, decided where the events are written.
-  assert shipped.train.tensorboard is None and tensorboard.enabled(shipped.train) is tensorboard.available()
+  assert (
+      shipped.train.tensorboard is None
+      and tensorboard.enabled(config_lib.parse(shipped).train) is tensorboard.available()
+  )
   config = lm_config()  # no train.tensorboard key: on iff installed
-  assert 'tensorboard' not in config.train and tensorboard.enabled(config.train) is tensorboard.available()
+  assert 'tensorboard' not in config.train
+  assert tensorboard.enabled(config_lib.parse(config).train) is tensorboard.available()
   config.train.tensorboard = False
-  assert not tensorboard.enabled(config.train)
+  assert not tensorboard.enabled(config_lib.parse(config).train)
   monkeypatch.setattr(tensorboard, 'available', lambda: False)
-  assert not tensorboard.enabled(shipped.train)  # absent tensorboardX: no events, no error
-  overridden = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'), {'train.tensorboard': False})
+  assert not tensorboard.enabled(config_lib.parse(shipped).train)  # absent tensorboardX: no events, no error
+  overridden = config_files.load_config(os.path.join(REPO, 'configs', 'lm.py'), {'train.tensorboard': False})
   assert overridden.train.tensorboard is False  # the placeholder takes a bool, as --config.train.tensorboard does
   config.train.tensorboard = True
   with pytest.raises(
@@ -267,25 +274,24 @@ def test_tensorboard_key_defaults_to_what_is_installed(monkeypatch, lm_config):
 
 
 def test_the_data_section_answers_for_its_source():
-  lm = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py'))
-  task = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'))
-  corpus_source, task_source = config_lib.data_source(lm), config_lib.data_source(task)
+  lm = config_files.load_config(os.path.join(REPO, 'configs', 'lm.py'))
+  task = config_files.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'))
+  lm_run, run = config_lib.parse(lm), config_lib.parse(task)
+  corpus_source, task_source = lm_run.data, run.data
   assert isinstance(corpus_source, config_lib.CorpusSource) and isinstance(task_source, config_lib.TaskSource)
-  assert config_lib.data_source(config_lib.parse(lm)) == corpus_source
   # The data class answers what evaluation reads of the source, from the config, before any data is loaded.
-  corpus_class, task_class = data_sources.data_class(lm), data_sources.data_class(task)
+  corpus_class, task_class = data_sources.data_class(lm_run), data_sources.data_class(run)
   assert corpus_class is inputs.CorpusData and task_class is inputs.TaskData
   assert (corpus_class.metric, corpus_class.lower_is_better) == ('bits_per_char', True)
   assert (task_class.metric, task_class.lower_is_better) == ('accuracy', False)
   assert corpus_class.diverged_at_every_length and not task_class.diverged_at_every_length
   assert corpus_class.has_documents and not task_class.has_documents
-  bpe = config_lib.load_config(os.path.join(REPO, 'configs', 'lm.py:bpe'), validate_config=False)
-  assert data_sources.data_class(bpe) is token_inputs.BPECorpusData
+  bpe = config_files.load_config(os.path.join(REPO, 'configs', 'lm.py:bpe'), validate_config=False)
+  assert data_sources.data_class(config_lib.parse(bpe)) is token_inputs.BPECorpusData
   assert corpus_source.train_length == lm.data.train_length and task_source.train_length == task.data.max_length
-  assert config_lib.architecture(lm) == 'causal' and config_lib.vocab_sizes(lm) == (256, None)
-  run = config_lib.parse(task)
-  assert config_lib.architecture(task) == run.task.kind
-  assert config_lib.longest_training_sequence(task) == run.task.total_length(task.data.max_length)
+  assert config_lib.architecture(lm_run) == 'causal' and config_lib.vocab_sizes(lm_run) == (256, None)
+  assert config_lib.architecture(run) == run.task.kind
+  assert config_lib.longest_training_sequence(run) == run.task.total_length(task.data.max_length)
   assert config_lib.parse(lm).task is None
 
 
@@ -294,7 +300,7 @@ def test_abacus_input_positions_are_held_to_the_encoders_table_before_any_run():
   evaluation: the encoder needs an absolute part whose table covers them (not the sequence length)."""
   import ml_collections
 
-  config = config_lib.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'), validate_config=False)
+  config = config_files.load_config(os.path.join(REPO, 'configs', 'algorithmic.py'), validate_config=False)
   config.unlock()
   config.data.task = 'addition_abacus'
   config.data.task_kwargs = ml_collections.ConfigDict({'max_offset': 40, 'as_input': True})
@@ -306,6 +312,6 @@ def test_abacus_input_positions_are_held_to_the_encoders_table_before_any_run():
   config.model.encoder = 'learned(max_length=40) + fire'
   with pytest.raises(ConfigError, match=r'input positions, up to 49 .*max_length=40'):
     validate(config, num_devices=1)
-  assert config_lib.input_position_bound(config) == 50  # 40 + 8 + 1 in training, 48 + 1 at evaluation
+  assert config_lib.input_position_bound(config_lib.parse(config)) == 50  # 40 + 8 + 1 in training, 48 + 1 at evaluation
   config.model.encoder = 'learned(max_length=50) + fire'  # 3 * 48 + 2 tokens: the table need not cover them
   assert validate(config, num_devices=1) == []

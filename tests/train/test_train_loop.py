@@ -123,7 +123,7 @@ def test_task_positions_replace_the_default_ones(task_config):
 def test_training_on_your_own_corpus_is_one_override(tmp_path):
   """`--config.data.corpus=/path/to/texts`: a directory of text files, read, split by file and recorded."""
   import os
-  from relpos_jax.train import config as config_lib
+  from relpos_jax.train import config_files
   from relpos_jax.train.config import ConfigError
 
   lm = os.path.join(os.path.dirname(inputs.__file__), '..', '..', 'configs', 'lm.py')
@@ -146,7 +146,7 @@ def test_training_on_your_own_corpus_is_one_override(tmp_path):
       'eval.batch_size': 4,
       'eval.num_examples': 4,
   }
-  result = loop.train(config_lib.load_config(lm, overrides), devices=jax.devices()[:1])
+  result = loop.train(config_files.load_config(lm, overrides), devices=jax.devices()[:1])
   described = result.data.describe()
   assert described['source'] == f'files: {tmp_path}' and described['num_files'] == 12
   assert described['num_val_files'] >= 1 and described['fingerprint'] == result.data.corpus.fingerprint
@@ -154,9 +154,9 @@ def test_training_on_your_own_corpus_is_one_override(tmp_path):
   assert np.isfinite(result.final_metrics['eval/32/bits_per_char'])
   # A path that names nothing is refused when the config is loaded, naming the key.
   with pytest.raises(ConfigError, match=r"config\.data\.corpus='.*nowhere' is invalid: path .* does not exist"):
-    config_lib.load_config(lm, {'data.corpus': str(tmp_path / 'nowhere')})
+    config_files.load_config(lm, {'data.corpus': str(tmp_path / 'nowhere')})
   with pytest.raises(ConfigError, match=r'config\.data\.corpus=.* matches no file'):
-    config_lib.load_config(lm, {'data.corpus': str(tmp_path / '*.md')})
+    config_files.load_config(lm, {'data.corpus': str(tmp_path / '*.md')})
 
 
 def test_a_run_parses_its_config_dict_once(lm_config, monkeypatch, tmp_path):

@@ -18,6 +18,7 @@ import jax
 import numpy as np
 import pytest
 
+from relpos_jax.train import config as config_lib
 from relpos_jax.train import inputs, loop, sharding
 from relpos_jax.train.checkpoint import Checkpoints
 from relpos_jax.train.metrics import read_metrics
@@ -181,7 +182,7 @@ def test_local_rows_and_shard_local_batch_in_one_process():
 
 
 def test_each_process_builds_its_rows_of_the_same_batch(lm_config, lm_data, task_config):
-  for data in (lm_data(lm_config()), inputs.TaskData(task_config())):
+  for data in (lm_data(lm_config()), inputs.TaskData(config_lib.parse(task_config()))):
     whole = data.train_batch(3)
     for rows in (slice(0, 4), slice(4, 8)):
       part = data.train_batch(3, rows)
