@@ -131,7 +131,7 @@ def test_each_studies_file_passes_its_prevalidation(path):
     assert len(studies) == len(config.suite.tasks)
   else:
     base, entries = runner.validate_study(config)
-    assert 'study' not in base and len(entries) == len(config.study.encoders)
+    assert isinstance(base, config_lib.Config) and len(entries) == len(config.study.encoders)
 
 
 def test_a_studies_file_takes_no_variant():
