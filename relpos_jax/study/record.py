@@ -47,6 +47,18 @@ def _mean_curve(curves: Sequence[dict | None]) -> dict | None:
   }
 
 
+def in_current_keys(run: dict, workdir: str) -> dict:
+  """A per-seed record in the one key set every study writes: `train_spec` (the trained encoder of an 'X -> Y'
+  entry) and `trained_in` relative to the record's own workdir. Re-evaluations before this wrote `trained_spec`
+  and an absolute `trained_in`; they are read in these keys, so a resumed study never mixes the two."""
+  run = dict(run)
+  if 'trained_spec' in run:
+    run['train_spec'] = run.pop('trained_spec')
+  if isinstance(run.get('trained_in'), str) and os.path.isabs(run['trained_in']):
+    run['trained_in'] = os.path.relpath(run['trained_in'], workdir)
+  return run
+
+
 def merge_seeds(entry: Entry, per_seed: Sequence[dict], *, sequential: bool = False) -> dict:
   """One encoder's study entry from its per-seed results: `by_length` is the mean over the seeds that did
   not diverge, `by_length_per_seed` keeps every value ({length: [one per seed]}, in the order of `seeds`;

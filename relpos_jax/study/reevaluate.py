@@ -15,7 +15,8 @@ for what `config` says about evaluation: `config.eval` (lengths, token budget, b
 attention implementation (`config.model.attention_implementation` / `attention_block_size`, e.g.
 'blockwise' to reach lengths whose (L, L) scores would not fit). The results have the layout of
 `run_study`'s (results.json / .md / .png in `workdir`, one `runs/<label>/seed<s>/result.json` per run, kept
-and skipped on the next call; mean ± std over seeds), plus each run's `trained_in` directory and step. A
+and skipped on the next call; mean ± std over seeds), plus each run's `trained_in` directory (relative to `workdir`, as
+`run_study` records it) and step. A
 trained run that diverged stays diverged (no values), as in the trained study.
 """
 
@@ -135,14 +136,15 @@ def _reevaluate_seed(
     ) == config_lib.with_defaults(as_json)
     if same and saved.get('split') == study.split:
       logging.info('reevaluate: %s seed %d already done', entry.label, seed)
-      return {**saved, 'lr_choice': f'trained: {lr_choice}'}  # the trained study's word, read afresh
+      # the trained study's word, read afresh
+      return {**record_lib.in_current_keys(saved, workdir), 'lr_choice': f'trained: {lr_choice}'}
   step = int(trained_record.get('steps', trained.train.steps))
   run = {
       'name': entry.label,
       'spec': entry.reported_spec,
-      **({'trained_spec': entry.spec} if entry.eval_spec is not None else {}),
+      **({'train_spec': entry.spec} if entry.eval_spec is not None else {}),
       'seed': seed,
-      'trained_in': run_dir,
+      'trained_in': os.path.relpath(run_dir, workdir),  # relative to this workdir, as run_study writes it
       'steps': step,
       'learning_rate': float(trained.optim.learning_rate),
       'lr_choice': f'trained: {lr_choice}',  # chosen by the trained study, on its validation split

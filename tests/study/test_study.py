@@ -482,7 +482,10 @@ def test_reevaluate_evaluates_a_trained_run_with_an_inference_time_extension(tmp
   np.testing.assert_allclose(runs['same']['by_length']['16'], runs['r']['by_length']['16'], rtol=1e-5)
   assert abs(runs['grouped']['by_length']['16'] - runs['r']['by_length']['16']) > 1e-4
   saved = report.load_json(tmp_path / 'ext' / 'runs' / 'grouped' / 'seed0' / runner.RESULT_FILE)
-  assert saved['spec'] == 'self_extend(rope, group_size=4, window=2)' and saved['trained_spec'] == 'rope'
+  assert saved['spec'] == 'self_extend(rope, group_size=4, window=2)' and saved['train_spec'] == 'rope'
+  # One key set with run_study's records: the trained run's directory relative to this study's workdir.
+  assert saved['trained_in'] == os.path.join('..', 'trained', 'runs', 'r', 'seed0')
+  assert os.path.isdir(os.path.join(tmp_path, 'ext', saved['trained_in']))
   assert saved['config']['model']['encoder'] == 'self_extend(rope, group_size=4, window=2)'
   config.study.encoders = ('x: alibi -> alibi',)
   with pytest.raises(config_lib.ConfigError, match=r"'x'.*no finished run of 'alibi' at seed 0"):

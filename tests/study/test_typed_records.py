@@ -9,6 +9,7 @@ import json
 import ml_collections
 import pytest
 
+from relpos_jax.study import record as record_lib
 from relpos_jax.study import runner
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import config_files
@@ -56,3 +57,18 @@ def test_a_result_recorded_from_the_config_dict_is_the_same_run(tmp_path):
       runner._check_saved(
           {'config': old, 'data': {'d': 1}}, str(tmp_path), json.loads(json.dumps(changed.to_dict())), {'d': 1}, None
       )
+
+
+def test_a_reevaluation_record_is_read_in_the_one_key_set(tmp_path):
+  """Re-evaluations once wrote `trained_spec` and an absolute `trained_in`; run_study writes `train_spec` and a
+  path relative to its workdir. A record of either shape reads back in the second, the shape both now write."""
+  workdir = tmp_path / 'ext'
+  old = {'name': 'yarn', 'trained_spec': 'rope', 'trained_in': str(tmp_path / 'trained' / 'runs' / 'rope' / 'seed0')}
+  assert record_lib.in_current_keys(old, str(workdir)) == {
+      'name': 'yarn',
+      'train_spec': 'rope',
+      'trained_in': '../trained/runs/rope/seed0',
+  }
+  current = {'name': 'yarn', 'train_spec': 'rope', 'trained_in': 'runs/rope/seed0'}
+  assert record_lib.in_current_keys(current, str(workdir)) == current
+  assert 'trained_spec' in old  # the caller's record is left as it was
