@@ -37,14 +37,14 @@ _TASKS = flags.DEFINE_list('tasks', None, 'Run only these tasks now (default: ev
 def main(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  from relpos_jax.study import suite
+  from relpos_jax.study import suite, suite_summary
   from relpos_jax.train import metrics
 
   metrics.quiet_checkpoint_logs()
   # Ctrl-C: at once (exit status 130) while compiling or evaluating, as the train command's during a run's steps.
   with cli.ExitOnInterrupt(cli.STUDY_INTERRUPTED_MESSAGE) as guard:
     summary = suite.run_suite(_CONFIG.value, _WORKDIR.value, tasks=_TASKS.value, train_fn=cli.guarded_train(guard))
-  print(suite.markdown(summary))
+  print(suite_summary.markdown(summary))
   print(f'summary: {os.path.abspath(os.path.join(_WORKDIR.value, "README.md"))}')
 
 

@@ -14,7 +14,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from relpos_jax.study import protocol, report, runner, suite
+from relpos_jax.study import protocol, report, runner, suite_summary
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import config_files
 from relpos_jax.train import workdir_lock
@@ -148,17 +148,17 @@ def test_item4_seeds_the_study_marks_diverged_do_not_count_in_the_suite_summary(
       'diverged_seeds': {'1': marker},
   }
   results = {'eval_lengths': [4, 8], 'train_length': 4, 'runs': [run], 'meta': {}}
-  cell = suite.summarize({'even_pairs': results})['cells']['even_pairs/rope']
+  cell = suite_summary.summarize({'even_pairs': results})['cells']['even_pairs/rope']
   assert cell['token']['out_of_distribution']['per_seed'] == [0.7, 0.5]
   assert cell['out_of_distribution'] == pytest.approx(0.6) and cell['seeds'] == 2
   assert cell['in_distribution'] == pytest.approx(0.9)
   # Every seed diverged: no number at all, and the table says so.
   run['diverged'] = marker
   run['diverged_seeds'] = {'0': marker, '1': marker, '2': marker}
-  summary = suite.summarize({'even_pairs': results})
+  summary = suite_summary.summarize({'even_pairs': results})
   cell = summary['cells']['even_pairs/rope']
   assert cell['out_of_distribution'] is None and cell['seeds'] == 0 and cell['diverged']
-  assert '| even_pairs (not learned) | diverged |' in suite.markdown(summary)
+  assert '| even_pairs (not learned) | diverged |' in suite_summary.markdown(summary)
 
 
 # ----------------------------------------------------------------------------------------------- item 7

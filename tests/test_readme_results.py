@@ -179,7 +179,7 @@ def test_every_hand_laid_suite_table_is_computed_from_its_reports():
 
 def test_each_suite_summary_table_is_what_the_suite_renders():
   """docs/suite*/README.md open with the tables `relpos_jax.study.suite` writes from summary.json: still equal."""
-  from relpos_jax.study import suite as suite_report
+  from relpos_jax.study import suite_summary as suite_report
 
   checked = 0
   for path in sorted(glob.glob(os.path.join(REPO, 'docs', 'suite*', 'summary.json'))):

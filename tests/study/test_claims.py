@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from relpos_jax.study import claims, suite
+from relpos_jax.study import claims, suite_summary
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -35,7 +35,7 @@ def _report(tasks: dict) -> dict:
     for run in runs:
       within = [v for v in run['by_length_per_seed']['8'] if v is not None]
       mean = sum(within) / len(within)
-      summary['cells'][f'{task}/{run["name"]}'] = {'learned': mean >= suite.ID_LEARNED, 'in_distribution': mean}
+      summary['cells'][f'{task}/{run["name"]}'] = {'learned': mean >= suite_summary.ID_LEARNED, 'in_distribution': mean}
   return {'summary': summary, 'results': results}
 
 

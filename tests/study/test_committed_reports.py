@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from relpos_jax.study import suite
+from relpos_jax.study import suite_summary
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REPORTS = ('docs/suite', 'docs/suite_contextual', 'docs/suite_ruoss', 'docs/suite_abacus')
@@ -16,10 +16,10 @@ REPORTS = ('docs/suite', 'docs/suite_contextual', 'docs/suite_ruoss', 'docs/suit
 @pytest.mark.parametrize('folder', REPORTS)
 def test_each_committed_summary_is_recomputed_from_its_results(folder):
   path = os.path.join(REPO, folder)
-  with open(os.path.join(path, suite.SUMMARY_FILE), encoding='utf-8') as f:
+  with open(os.path.join(path, suite_summary.SUMMARY_FILE), encoding='utf-8') as f:
     committed = json.load(f)
-  again = suite.summarize(
-      suite.load_results(path, committed['tasks']), title=committed['title'], statistic=committed['statistic']
+  again = suite_summary.summarize(
+      suite_summary.load_results(path, committed['tasks']), title=committed['title'], statistic=committed['statistic']
   )
   assert json.loads(json.dumps(again)) == committed
 

@@ -9,7 +9,7 @@ import os
 import ml_collections
 import pytest
 
-from relpos_jax.study import suite
+from relpos_jax.study import suite, suite_summary
 from relpos_jax.train import config as config_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -113,7 +113,7 @@ def _two_tasks():
 
 
 def test_summary_means_over_seeds_and_flags_what_was_not_learned(tmp_path):
-  summary = suite.summarize(_two_tasks(), title='tiny')
+  summary = suite_summary.summarize(_two_tasks(), title='tiny')
   cell = summary['cells']['learned/a']
   assert cell['in_distribution'] == pytest.approx(1.0) and cell['out_of_distribution'] == pytest.approx(0.6)
   assert (
@@ -123,11 +123,11 @@ def test_summary_means_over_seeds_and_flags_what_was_not_learned(tmp_path):
   assert cell['learned'] and not summary['cells']['learned/b']['learned']
   assert summary['learned_in_distribution'] == {'learned': True, 'hard': False}
   assert summary['encoders'] == ['a', 'b'] and 'hard/b' not in summary['cells']
-  table = suite.markdown(summary)
+  table = suite_summary.markdown(summary)
   assert '| learned | 0.60 ± 0.14 (1.00) | 0.50 ± 0.00 (0.85) ✗ |' in table
   assert '| hard (not learned) | 0.50 ± 0.00 (0.55) ✗ | — |' in table
   assert table.rstrip().endswith('| *learned in distribution (of 2)* | 1 | 0 |')
-  paths = suite.write_summary(summary, str(tmp_path))
+  paths = suite_summary.write_summary(summary, str(tmp_path))
   assert os.path.getsize(paths['heatmap']) > 0 and json.load(open(paths['json']))['tasks'] == ['learned', 'hard']
 
 
@@ -135,24 +135,26 @@ def test_a_training_range_above_length_1_puts_shorter_lengths_out_of_distributio
   """selective_copy trains at 16 blanks only: its dense split (8) is scored with the lengths beyond."""
   results = _fake_results('copy', 16, {'a': {8: [0.2, 0.0], 16: [1.0, 1.0], 32: [0.4, 0.6]}})
   results['meta']['data'] = {'train_lengths': [16, 16]}
-  cell = suite.summarize({'copy': results})['cells']['copy/a']
+  cell = suite_summary.summarize({'copy': results})['cells']['copy/a']
   assert cell['in_distribution'] == pytest.approx(1.0) and cell['out_of_distribution'] == pytest.approx(0.3)
   del results['meta']['data']  # reports without the range: training from length 1, as before
-  assert suite.summarize({'copy': results})['cells']['copy/a']['in_distribution'] == pytest.approx(0.55)
+  assert suite_summary.summarize({'copy': results})['cells']['copy/a']['in_distribution'] == pytest.approx(0.55)
 
 
 def test_the_readme_states_the_protocol_that_ran_and_keeps_hand_written_notes(tmp_path):
-  summary = suite.summarize(_two_tasks(), title='tiny')
-  path = suite.write_summary(summary, str(tmp_path))['markdown']
+  summary = suite_summary.summarize(_two_tasks(), title='tiny')
+  path = suite_summary.write_summary(summary, str(tmp_path))['markdown']
   text = open(path).read()
   assert text.startswith('# tiny\n') and '| learned | 1..10 | 10, 20, 40 | 250 | num_keys=8 |' in text
-  assert 'Model: 2 layers, model_dim 16, 2 heads' in text and text.rstrip().endswith(suite.NOTES_MARKER)
+  assert 'Model: 2 layers, model_dim 16, 2 heads' in text and text.rstrip().endswith(suite_summary.NOTES_MARKER)
   with open(path, 'a') as f:
     f.write('\nFindings written by hand.\n')
-  suite.write_summary(suite.summarize(_two_tasks(), title='tiny, rerun'), str(tmp_path))
+  suite_summary.write_summary(suite_summary.summarize(_two_tasks(), title='tiny, rerun'), str(tmp_path))
   text = open(path).read()
-  assert text.startswith('# tiny, rerun\n') and text.endswith(suite.NOTES_MARKER + '\n\nFindings written by hand.\n')
-  assert text.count(suite.NOTES_MARKER) == 1
+  assert text.startswith('# tiny, rerun\n') and text.endswith(
+      suite_summary.NOTES_MARKER + '\n\nFindings written by hand.\n'
+  )
+  assert text.count(suite_summary.NOTES_MARKER) == 1
 
 
 @pytest.mark.slow
@@ -207,7 +209,7 @@ def test_bad_input_is_named_before_any_run(tmp_path):
     suite.run_suite(config, workdir)
   assert not workdir.exists()
   with pytest.raises(config_lib.ConfigError, match='config.suite.statistic'):
-    suite.markdown(suite.summarize(_two_tasks()), 'best')
+    suite_summary.markdown(suite_summary.summarize(_two_tasks()), 'best')
 
 
 def test_max_position_follows_each_tasks_longest_test_sequence():
@@ -308,7 +310,7 @@ def test_both_statistics_mean_with_sample_std_and_max_over_seeds(tmp_path):
           'b': {10: [0.5, 0.4], 20: [0.0, 0.0], 40: [0.0, 0.0]},
       },
   )
-  summary = suite.summarize(tasks, title='tiny', statistic='token_max')
+  summary = suite_summary.summarize(tasks, title='tiny', statistic='token_max')
   cell = summary['cells']['learned/a']
   # Per token: seeds' out-of-distribution means 0.7 and 0.5; per sequence: 0.4 and 0.1.
   assert cell['token']['out_of_distribution']['per_seed'] == pytest.approx([0.7, 0.5])
@@ -319,13 +321,13 @@ def test_both_statistics_mean_with_sample_std_and_max_over_seeds(tmp_path):
   assert cell['sequence']['in_distribution']['max'] == pytest.approx(1.0)
   # b: in-distribution per-token mean 0.85 (not learned by the mean), max 0.9 (learned by the max).
   assert not summary['cells']['learned/b']['learned'] and summary['cells']['learned/b']['learned_max']
-  assert '| learned | 0.70 (1.00) | 0.50 (0.90) |' in suite.markdown(summary)
-  assert '| learned | 0.60 ± 0.14 (1.00) | 0.50 ± 0.00 (0.85) ✗ |' in suite.markdown(summary, 'token_mean')
-  assert '| learned | 0.25 ± 0.21 (0.90) | 0.00 ± 0.00 (0.45) ✗ |' in suite.markdown(summary, 'sequence_mean')
-  assert '| learned | 0.40 (1.00) | 0.00 (0.50) |' in suite.markdown(summary, 'sequence_max')
-  assert '| hard (not learned) | — | — |' in suite.markdown(summary, 'sequence_max')  # no per-sequence values
-  assert 'max over seeds' in suite.caption('token_max') and 'ddof 1' in suite.caption('sequence_mean')
-  text = open(suite.write_summary(summary, str(tmp_path))['markdown']).read()
+  assert '| learned | 0.70 (1.00) | 0.50 (0.90) |' in suite_summary.markdown(summary)
+  assert '| learned | 0.60 ± 0.14 (1.00) | 0.50 ± 0.00 (0.85) ✗ |' in suite_summary.markdown(summary, 'token_mean')
+  assert '| learned | 0.25 ± 0.21 (0.90) | 0.00 ± 0.00 (0.45) ✗ |' in suite_summary.markdown(summary, 'sequence_mean')
+  assert '| learned | 0.40 (1.00) | 0.00 (0.50) |' in suite_summary.markdown(summary, 'sequence_max')
+  assert '| hard (not learned) | — | — |' in suite_summary.markdown(summary, 'sequence_max')  # no per-sequence values
+  assert 'max over seeds' in suite_summary.caption('token_max') and 'ddof 1' in suite_summary.caption('sequence_mean')
+  text = open(suite_summary.write_summary(summary, str(tmp_path))['markdown']).read()
   assert text.startswith('# tiny\n\nStatistic: token_max. Per-token accuracy, max over seeds')
   for statistic in ('token_mean', 'sequence_mean', 'sequence_max'):
     assert f'### {statistic}\n' in text
@@ -340,10 +342,10 @@ def test_randomized_rows_record_their_positions_and_max_position():
       position_draws=4,
   )
   results['runs'][1].update(spec='randomized(rope, max_position=80)', positions='0..L-1', position_draws=1)
-  summary = suite.summarize({'t': results})
+  summary = suite_summary.summarize({'t': results})
   assert summary['cells']['t/rand']['max_position'] == 80 and summary['cells']['t/rand']['position_draws'] == 4
   assert summary['cells']['t/rand@0..L-1']['positions'] == '0..L-1'
-  table = suite.positions_markdown(summary)
+  table = suite_summary.positions_markdown(summary)
   assert '| rand | random: ordered positions from [0, 80), mean over 4 draws | t 80 |' in table
 
 
@@ -360,16 +362,16 @@ def test_glitch_rates_over_seeds():
       'request': {'sets': {'sparse': {'p_ignore': 0.98}}},
       'runs': {'a': {'seeds': [0, 1], 'per_seed': [record(0.99), record(0.995)]}},
   }
-  summary = suite.summarize({'flip_flop': results})
+  summary = suite_summary.summarize({'flip_flop': results})
   cell = summary['held_out']['flip_flop']['a']['sparse']['32']
   assert cell['per_seed'] == pytest.approx([10.0, 5.0]) and cell['mean'] == pytest.approx(7.5)
   assert cell['std'] == pytest.approx(5 / 2**0.5) and cell['min'] == pytest.approx(5.0)
-  assert '| a | 7.5 ± 3.5 [5.0; 10.0, 5.0] |' in suite.held_out_markdown(summary)
-  assert "sparse: {'p_ignore': 0.98} at length 32" in suite.held_out_markdown(summary)
+  assert '| a | 7.5 ± 3.5 [5.0; 10.0, 5.0] |' in suite_summary.held_out_markdown(summary)
+  assert "sparse: {'p_ignore': 0.98} at length 32" in suite_summary.held_out_markdown(summary)
   # The bound a clean run gives: 3 / 1,600 reads = 1.875 per thousand (the rule of three).
   assert (
       '1,600 scored tokens a run at 32, so a run without an error there bounds its rate below 1.9 per thousand'
-      in suite.held_out_markdown(summary)
+      in suite_summary.held_out_markdown(summary)
   )
 
 
