@@ -63,7 +63,7 @@ from relpos_jax.nn import vit
 from relpos_jax.study import record, stats
 from relpos_jax.study.plan import Entry, parse_entries
 from relpos_jax.train import config as config_lib
-from relpos_jax.train import config_files, schema
+from relpos_jax.train import config_files, schema, streams
 from relpos_jax.train import workdir_lock
 
 ConfigError = config_lib.ConfigError
@@ -283,10 +283,6 @@ def _set_peak(optimizer, peak: float) -> None:
   state.hyperparams['step_size'][...] = -peak
 
 
-# The training key's stream, apart from the initialisation's (nnx.Rngs(seed)).
-AUGMENT_STREAM = 1
-
-
 @nnx.jit
 def _train_step(model, optimizer, images, labels, rng):
   def loss_fn(model):
@@ -384,7 +380,7 @@ def train_and_evaluate(settings: Settings, task, entry: Entry, seed: int, lr: fl
   train_losses = []
   for step in range(settings.steps):
     batch = task.batch(pixels, settings.batch_size, seed, 'train', step)
-    rng = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), AUGMENT_STREAM), step)
+    rng = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), streams.KEY_AUGMENT), step)
     loss = float(train_step(model, optimizer, jnp.asarray(batch['images']), jnp.asarray(batch['labels']), rng))
     if not math.isfinite(loss):
       return {

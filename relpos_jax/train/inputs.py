@@ -1,7 +1,7 @@
 """The data of a run, built from its config: training batches by step, evaluation sets by length.
 
 Training batch `step` is a pure function of (seed, step): it is drawn from
-`np.random.default_rng((TRAIN_STREAM, seed, step))`, never from a generator carried across steps, so a run
+`np.random.default_rng((streams.DATA_TRAIN, seed, step))`, never from a generator carried across steps, so a run
 resumed from a checkpoint at step k sees exactly the batches k, k+1, ... of an uninterrupted run.
 Evaluation sets depend only on (eval.seed, length, split), not on the training seed, so runs of different
 seeds are scored on the same examples. Splits: 'validation' (where choices are made, and what training
@@ -34,14 +34,9 @@ import numpy as np
 
 from relpos_jax import data as data_lib
 from relpos_jax.train import config as config_lib
+from relpos_jax.train import streams
 from relpos_jax.train.objectives import BATCH_KEYS, Objective
 
-TRAIN_STREAM = 0
-EVAL_STREAM = 1
-TEST_STREAM = 3  # 2 is the parameters' stream (relpos_jax.train.loop.PARAMS_STREAM)
-# data.packing='reset_offset': each document's random start position, from its own stream of (seed, step), so
-# the windows (the tokens) are those of every other packing mode, bit for bit.
-PACKING_STREAM = 4
 EVAL_SPLITS = ('validation', 'test')
 SAME_TARGETS = 'same_targets: windows ending at common anchors, scored tail T'
 # Evaluation sets kept in memory (reused by every in-training evaluation); a sweep over hundreds of
@@ -93,11 +88,11 @@ class Data(Protocol):
 
 
 def train_rng(seed: int, step: int) -> np.random.Generator:
-  return np.random.default_rng((TRAIN_STREAM, int(seed), int(step)))
+  return np.random.default_rng((streams.DATA_TRAIN, int(seed), int(step)))
 
 
 def eval_rng(eval_seed: int, length: int, split: str = 'validation') -> np.random.Generator:
-  stream = {'validation': EVAL_STREAM, 'test': TEST_STREAM}[check_eval_split(split)]
+  stream = {'validation': streams.DATA_VALIDATION, 'test': streams.DATA_TEST}[check_eval_split(split)]
   return np.random.default_rng((stream, int(eval_seed), int(length)))
 
 
@@ -159,7 +154,7 @@ def packed_fields(
   documents; positions stay 0..L-1). 'reset': also 'positions', restarting at 0 at each document start (the
   document the window starts inside begins at 0 too: its earlier text is not in the window). 'reset_offset':
   each document's positions start at an offset drawn uniformly from [0, max_offset], per (row, document) from
-  `np.random.default_rng((PACKING_STREAM, seed, step))` over the whole batch of `batch_size` rows (`rows`: this
+  `np.random.default_rng((streams.DATA_PACKING, seed, step))` over the whole batch of `batch_size` rows (`rows`: this
   process's rows of it, as the windows are), so positions reach max_offset + L - 1 at most.
   """
   if packing not in config_lib.PACKING:
@@ -176,7 +171,7 @@ def packed_fields(
   first = np.maximum.accumulate(np.where(starts, index, 0), axis=1)  # each token's document start in the window
   positions = index - first
   if packing == 'reset_offset':
-    rng = np.random.default_rng((PACKING_STREAM, int(seed), int(step)))
+    rng = np.random.default_rng((streams.DATA_PACKING, int(seed), int(step)))
     offsets = rng.integers(0, int(max_offset) + 1, size=(int(batch_size), segment_ids.shape[1]), dtype=np.int32)
     if rows is not None:
       offsets = offsets[rows]

@@ -49,7 +49,7 @@ from relpos_jax import files
 from relpos_jax.nn.models import BidirectionalModel, DecoderLM, positions_encoder
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import metrics as metrics_lib
-from relpos_jax.train import sharding
+from relpos_jax.train import sharding, streams
 from relpos_jax.train import tensorboard as tensorboard_lib
 from relpos_jax.train import workdir_lock
 from relpos_jax.train.checkpoint import CHECKPOINT_DIR, Checkpoints
@@ -61,8 +61,6 @@ from relpos_jax.train.step import make_eval_step, make_train_step, run_key
 
 CONFIG_FILE = 'config.json'
 DATA_FILE = 'data.json'
-PARAMS_STREAM = 2
-EVAL_POSITIONS_STREAM = 3  # under run_key(seed): the evaluation draws of random positions
 # Keys that change what a run computes; resuming a workdir with different values is refused.
 TRAJECTORY_KEYS = ('seed', 'model', 'data', 'optim', 'train.steps', 'train.batch_size')
 
@@ -126,7 +124,7 @@ def build_model(config, *, seed: int | None = None) -> nnx.Module:
     # config.validate already warned about a position-free bidirectional model, naming the config key.
     warnings.filterwarnings('ignore', message='BidirectionalModel with encoder', category=UserWarning)
     model = cls(
-        config_lib.model_config(run), rngs=nnx.Rngs(params=jax.random.fold_in(base, PARAMS_STREAM), dropout=base)
+        config_lib.model_config(run), rngs=nnx.Rngs(params=jax.random.fold_in(base, streams.KEY_PARAMS), dropout=base)
     )
   longest = config_lib.longest_sequence(run)
   try:
@@ -147,7 +145,7 @@ class EvalPositions:
   random positions (randomized, Ruoss et al. 2023), what its reference code does at test time too: ordered
   random positions from [0, max_position), `draws` draws of them, the metrics pooled over the draws (every
   draw scores the same tokens, so this is their mean). Draw `d` of the rows of a set of length T comes from
-  `fold_in(fold_in(fold_in(run_key(seed), EVAL_POSITIONS_STREAM), T), d)`: deterministic per seed.
+  `fold_in(fold_in(fold_in(run_key(seed), streams.KEY_EVAL_POSITIONS), T), d)`: deterministic per seed.
 
   `EvalPositions.of(model_or_encoder, draws, seed)` picks the published evaluation for the encoder
   (random for a randomized one, 0..L-1 for any other); `sequential=True` asks for 0..L-1 whatever it is.
@@ -181,7 +179,7 @@ class EvalPositions:
     return f'random: ordered positions from [0, {limit}), mean over {self.draws} draws'
 
   def key(self, length: int, draw: int) -> jax.Array:
-    key = jax.random.fold_in(jax.random.fold_in(run_key(self.seed), EVAL_POSITIONS_STREAM), int(length))
+    key = jax.random.fold_in(jax.random.fold_in(run_key(self.seed), streams.KEY_EVAL_POSITIONS), int(length))
     return jax.random.fold_in(key, int(draw))
 
 

@@ -1,8 +1,8 @@
 """The jitted train and eval steps.
 
 Randomness inside a step depends only on (seed, step): the dropout streams are reseeded with
-`fold_in(fold_in(key(seed), DROPOUT_STREAM), step)` and randomized positions (Ruoss et al. 2023) are
-drawn with `fold_in(fold_in(key(seed), POSITIONS_STREAM), step)`, so a resumed run repeats an
+`fold_in(fold_in(key(seed), streams.KEY_DROPOUT), step)` and randomized positions (Ruoss et al. 2023) are
+drawn with `fold_in(fold_in(key(seed), streams.KEY_POSITIONS), step)`, so a resumed run repeats an
 uninterrupted one exactly. JAX's partitionable threefry (the default) draws the same bits however the
 batch is sharded.
 
@@ -33,13 +33,10 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from relpos_jax.encoders import contract
-from relpos_jax.train import sharding
+from relpos_jax.train import sharding, streams
 from relpos_jax.train.objectives import Objective, token_cross_entropy
 from relpos_jax.train.optim import OptimizerSpec
 from relpos_jax.train.state import ModelParts, TrainState, model_from
-
-DROPOUT_STREAM = 0
-POSITIONS_STREAM = 1
 
 
 def run_key(seed: int) -> jax.Array:
@@ -50,8 +47,8 @@ def run_key(seed: int) -> jax.Array:
 def step_keys(key: jax.Array, step) -> tuple[jax.Array, jax.Array]:
   """(dropout key, positions key) of update `step`: functions of (run key, step) only."""
   return (
-      jax.random.fold_in(jax.random.fold_in(key, DROPOUT_STREAM), step),
-      jax.random.fold_in(jax.random.fold_in(key, POSITIONS_STREAM), step),
+      jax.random.fold_in(jax.random.fold_in(key, streams.KEY_DROPOUT), step),
+      jax.random.fold_in(jax.random.fold_in(key, streams.KEY_POSITIONS), step),
   )
 
 
