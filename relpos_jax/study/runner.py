@@ -514,15 +514,7 @@ def protocol_record(base: config_lib.Config, study: Study, data) -> dict:
   return record
 
 
-def run_study(
-    config,
-    workdir: str | os.PathLike,
-    *,
-    train_fn: Callable | None = None,
-    on_result: Callable[[dict], None] | None = None,
-    finished_only: bool = False,
-    on_finished: Callable[[dict], None] | None = None,
-) -> dict:
+def run_study(config, workdir: str | os.PathLike, **options) -> dict:
   """Runs (or resumes) the study of `config` in `workdir`; returns the results dict (see `report`).
 
   Args:
@@ -530,6 +522,7 @@ def run_study(
       optional `study.seeds` (every encoder is trained once per seed; default: `config.seed`),
       `study.title` / `study.description`, and the protocol keys (module docstring).
     workdir: where results and the runs go; calling again resumes.
+    **options: keyword-only, those of `run_study_config`:
     train_fn: `train_fn(config, workdir, data=...) -> TrainResult`, config a typed Config (default
       `relpos_jax.train.loop.train`).
     on_result: called with the results dict after each encoder (e.g. to re-plot in a notebook).
@@ -543,14 +536,7 @@ def run_study(
   (`relpos_jax.study.reevaluate.reevaluate_study`; train_fn, on_result and finished_only do not apply).
   """
   base, study = split_study_config(config)  # The one parse of the user's config.
-  return run_study_config(
-      StudyConfig(base, study),
-      workdir,
-      train_fn=train_fn,
-      on_result=on_result,
-      finished_only=finished_only,
-      on_finished=on_finished,
-  )
+  return run_study_config(StudyConfig(base, study), workdir, **options)
 
 
 def run_study_config(

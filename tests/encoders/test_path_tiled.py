@@ -25,15 +25,8 @@ PADDING = jnp.array([[False] * 2 + [True] * (L - 2), [True] * (L - 3) + [False] 
 
 
 def _layer(spec, implementation, block_size=None):
-  return RelativeMultiHeadAttention(
-      HEADS,
-      DIM,
-      encoders.from_spec(spec),
-      causal=True,
-      implementation=implementation,
-      block_size=block_size,
-      rngs=nnx.Rngs(0),
-  )
+  options = dict(causal=True, implementation=implementation, block_size=block_size)
+  return RelativeMultiHeadAttention(HEADS, DIM, encoders.from_spec(spec), rngs=nnx.Rngs(0), **options)
 
 
 @nnx.jit
@@ -66,13 +59,11 @@ def test_blockwise_equals_explicit_in_outputs_and_gradients(spec, block):
   fast, slow = _layer(spec, 'blockwise', block), _layer(spec, 'einsum')
   x = jax.random.normal(jax.random.key(1), (B, L, DIM))
   cotangent = jax.random.normal(jax.random.key(7), x.shape)
-  y1, gx1, gl1 = _value_and_grads(fast, x, cotangent, PADDING)
-  y2, gx2, gl2 = _value_and_grads(slow, x, cotangent, PADDING)
-  np.testing.assert_allclose(y1, y2, **TOL)
-  np.testing.assert_allclose(gx1, gx2, **TOL)
-  flat1, flat2 = jax.tree.leaves(nnx.state(gl1)), jax.tree.leaves(nnx.state(gl2))
-  assert len(flat1) == len(flat2) > 0
-  for a, b in zip(flat1, flat2):
+  # Outputs, the input's gradient and every parameter's gradient, leaf for leaf.
+  (y1, gx1, gl1), (y2, gx2, gl2) = (_value_and_grads(layer, x, cotangent, PADDING) for layer in (fast, slow))
+  tiled, explicit = jax.tree.leaves((y1, gx1, nnx.state(gl1))), jax.tree.leaves((y2, gx2, nnx.state(gl2)))
+  assert len(tiled) == len(explicit) > 2
+  for a, b in zip(tiled, explicit):
     np.testing.assert_allclose(a, b, **TOL)
   path_grads = [g for p, g in jax.tree_util.tree_leaves_with_path(nnx.state(gl1)) if 'w_conv' in str(p)]
   assert path_grads and all(float(jnp.abs(g).max()) > 0 for g in path_grads)  # PaTH's own weights learn
@@ -89,19 +80,13 @@ def test_queries_at_a_cache_offset_tile_like_the_explicit_path(offset, q_len, bl
   features = [part.token_features(params[0], jax.random.normal(jax.random.key(3), (B, L, DIM)))]
   key_mask = jnp.arange(L)[None] < jnp.asarray([[L], [L - 2]])
 
+  # What both paths share; only the implementation (and the tiles it takes) differs.
+  shared = dict(parts=(part,), params=params, causal=True, key_mask=key_mask, q_offset=offset, features=features)
+
   def run(implementation, q_, k_, v_):
+    tiles = block if implementation == 'blockwise' else None
     return functional.attend(
-        q_[:, offset : offset + q_len],
-        k_,
-        v_,
-        parts=(part,),
-        params=params,
-        causal=True,
-        key_mask=key_mask,
-        q_offset=offset,
-        implementation=implementation,
-        block_size=block if implementation == 'blockwise' else None,
-        features=features,
+        q_[:, offset : offset + q_len], k_, v_, implementation=implementation, block_size=tiles, **shared
     )
 
   def value_and_grads(implementation):
