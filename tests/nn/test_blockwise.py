@@ -71,7 +71,9 @@ def _x(length=L, batch=B):
 # (per row), stick-breaking (a normalizer folded over key tiles) and DAPE (a score transform, with a key halo for
 # v2). A part with no per-tile form would be a clear error in the tiled paths.
 def _untiled(encoder):
-  return [p for p in contract.leaves(encoder) if not terms.term_for(p).tiles]
+  # An absolute part is embedded at the model's input, never an attention term, so it has nothing to tile.
+  attention_parts = [p for p in contract.leaves(encoder) if p.kind is not contract.Kind.ABSOLUTE]
+  return [p for p in attention_parts if not terms.term_for(p).tiles]
 
 
 def test_blockwise_equals_explicit_causal_with_padding(tiled_case):
