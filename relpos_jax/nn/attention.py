@@ -475,8 +475,8 @@ class RelativeMultiHeadAttention(nnx.Module):
       if grid_shape is not None:
         part.check_grid(grid_shape)
       part_term = terms_lib.select.term_for(part)
-      if part_term.stage is terms_lib.Stage.SCORES:  # iRPE's contextual mode: a score term of q and k
-        term = part.contextual_scores(p, q, k, c, c, 1.0 / np.sqrt(self.head_dim))
+      if part_term.stage is terms_lib.Stage.SCORES:  # iRPE's contextual mode, PaPE: a term of q, k or x
+        term = part.contextual_scores(p, q, k, c, c, 1.0 / np.sqrt(self.head_dim), inputs=x)
         bias = term if bias is None else bias + term
       elif part_term.scalar_bias and position_bias is None:
         if grid_shape is not None and part.is_toeplitz and by_table:

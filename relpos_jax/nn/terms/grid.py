@@ -84,8 +84,9 @@ class GridTableBias(base.Term):
 
 @dataclasses.dataclass(frozen=True)
 class GridScores(base.Term):
-  """iRPE's contextual mode on a grid (kind VECTOR_RELATIVE, `contextual_scores` of q and k at coordinates):
-  the layer's grid path adds it whole, as a precomputed bias; it never enters the tile loops."""
+  """A grid score term of the content (kind VECTOR_RELATIVE, `contextual_scores` of q, k and the layer input x
+  at coordinates: iRPE's contextual mode, PaPE's parabolas): the layer's grid path adds it whole, as a
+  precomputed bias; it never enters the tile loops."""
 
   stage = base.Stage.SCORES
   tiles = False
