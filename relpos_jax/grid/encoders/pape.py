@@ -104,25 +104,28 @@ class _Parabolic(GridEncoder, contract.Encoder):
     centre = jax.lax.stop_gradient(jnp.mean(k, axis=-2, keepdims=True))
     return q - centre, k - centre
 
-  def _inputs(self, params, inputs, q):
+  def _operands(self, params, inputs, q_pos, k_pos):
+    """(q, k, x): the centred coordinates and the layer input, float32, their leading (batch) axes broadcast."""
+    q, k = self._coords(q_pos, k_pos)
     who = self.name
     dims_ = contract.dims(params)
+    shape = None if inputs is None else tuple(jnp.shape(inputs))
+    try:
+      ok = shape is not None and len(shape) >= 2 and shape[-2:] == (q.shape[-2], dims_.model_dim)
+      lead = jnp.broadcast_shapes(q.shape[:-2], k.shape[:-2], shape[:-2]) if ok else None
+    except ValueError:
+      ok = False
     validation.require(
-        inputs is not None and jnp.ndim(inputs) == q.ndim and jnp.shape(inputs)[-1] == dims_.model_dim,
+        ok,
         who,
         'inputs',
-        None if inputs is None else f'<shape {tuple(jnp.shape(inputs))}>',
-        f'the layer input x (..., Lq, model_dim={dims_.model_dim}) of the queries, whose content sets the '
-        'parabolas (the attention layer passes it)',
+        None if shape is None else f'<shape {shape}>',
+        f'the layer input x of the queries, (..., Lq={q.shape[-2]}, model_dim={dims_.model_dim}) with leading axes '
+        f'that broadcast with the coordinates\' {q.shape[:-2]}: its content sets the parabolas (the attention layer '
+        'passes it)',
     )
-    validation.require(
-        jnp.shape(inputs)[:-1] == q.shape[:-1],
-        who,
-        'inputs',
-        f'<shape {tuple(jnp.shape(inputs))}>',
-        f'one row per query coordinate: (..., {q.shape[-2]}, {dims_.model_dim}) for q_pos of shape {q.shape}',
-    )
-    return jnp.asarray(inputs, jnp.float32)
+    q, k = (jnp.broadcast_to(c, lead + c.shape[-2:]) for c in (q, k))
+    return q, k, jnp.broadcast_to(jnp.asarray(inputs, jnp.float32), lead + shape[-2:])
 
   def features(self, params, inputs, q_pos, k_pos):
     """(query features (..., H, Lq, F), key features (..., H, Lk, F)) float32: what the reference appends to q
@@ -166,8 +169,7 @@ class PaPE(_Parabolic):
     }
 
   def features(self, params, inputs, q_pos, k_pos):
-    q, k = self._coords(q_pos, k_pos)
-    x = self._inputs(params, inputs, q)
+    q, k, x = self._operands(params, inputs, q_pos, k_pos)
     u_q = jnp.einsum('...la,ahm->...hlm', q, params['position'])  # (..., H, Lq, M)
     u_k = jnp.einsum('...la,ahm->...hlm', k, params['position'])
     ab = jnp.einsum('...ld,dchm->...chlm', x, params['ab'])  # (..., 2, H, Lq, M)
@@ -196,8 +198,7 @@ class PaPERI(_Parabolic):
     }
 
   def features(self, params, inputs, q_pos, k_pos):
-    q, k = self._coords(q_pos, k_pos)
-    x = self._inputs(params, inputs, q)
+    q, k, x = self._operands(params, inputs, q_pos, k_pos)
     s = jax.lax.stop_gradient(params['position_scales'])[:, None, None]  # (H, 1, 1)
     u_q, u_k = q[..., None, :, :] * s, k[..., None, :, :] * s  # (..., H, L, axes)
     a = jax.nn.softplus(jnp.einsum('...ld,dh->...hl', x, params['a']))[..., None]  # (..., H, Lq, 1)
