@@ -44,9 +44,9 @@ ENCODERS = (
     'mrope',
 )
 # The issue's list: iRPE's methods in bias mode and its contextual mode, Swin v2's CPB, the lecture's distance
-# (L1), KERPLE and Shaw per axis, STRING and LookHere, axial RoPE under DINOv3's coordinate augmentation, and an
-# absolute baseline. Swin v1's table is left out: it cannot cover a grid larger than its window. A spec the model
-# does not know is refused, by name, before anything trains.
+# (L1), KERPLE and Shaw per axis, STRING, LookHere, PaPE and PaPE-RI, axial RoPE under DINOv3's coordinate
+# augmentation, and an absolute baseline. Swin v1's table is left out: it cannot cover a grid larger than its
+# window. A spec the model does not know is refused, by name, before anything trains.
 FULL_ENCODERS = ENCODERS + (
     'irpe_product: irpe(method=product, mode=bias)',
     'irpe_euclidean: irpe(method=euclidean, mode=bias)',
@@ -57,6 +57,8 @@ FULL_ENCODERS = ENCODERS + (
     'shaw2d',
     'string',
     'lookhere',
+    'pape',
+    'pape_ri',
     'rope_axial+augment: augment_coords(rope_axial)',
     'sincos2d',
 )

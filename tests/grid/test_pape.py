@@ -293,16 +293,17 @@ def test_layer_adds_the_scaled_term_of_its_input():
   )
 
 
-def test_tiny_vit_forward():
-  images = jax.random.normal(jax.random.key(0), (2, 6, 6, 1))
-  for spec in ['pape(parabolas=4)', 'pape_ri', 'pape(parabolas=2) + rope_axial']:
-    model = ViT(encoder=spec, num_classes=3, patch_size=2, model_dim=32, num_heads=2, rngs=nnx.Rngs(0), pool='cls')
-    for side in (6, 10):  # the trained grid and a larger one (extrapolation: any grid)
-      logits, entropy = model(jax.random.normal(jax.random.key(side), (2, side, side, 1)), return_entropy=True)
-      assert logits.shape == (2, 3) and entropy.shape == (2,)
-      assert np.isfinite(np.asarray(logits)).all() and np.isfinite(np.asarray(entropy)).all()
-  video = ViT(encoder='pape(axes=3, parabolas=2)', num_classes=3, patch_size=2, model_dim=32, rngs=nnx.Rngs(0))
-  assert video(images).shape == (2, 3)
+@pytest.mark.parametrize(
+    'spec',
+    ['pape(parabolas=4)']
+    + [pytest.param(s, marks=pytest.mark.slow) for s in ['pape_ri', 'pape(parabolas=2) + rope_axial', 'pape(axes=3)']],
+)
+def test_tiny_vit_forward(spec):
+  model = ViT(encoder=spec, num_classes=3, patch_size=2, model_dim=32, num_heads=2, num_layers=1, rngs=nnx.Rngs(0))
+  for side in (6, 10):  # the grid it would train at and a larger one (any grid: it extrapolates)
+    logits, entropy = model(jax.random.normal(jax.random.key(side), (2, side, side, 1)), return_entropy=True)
+    assert logits.shape == (2, 3) and entropy.shape == (1,)  # one mean entropy per layer
+    assert np.isfinite(np.asarray(logits)).all() and np.isfinite(np.asarray(entropy)).all()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -310,7 +311,14 @@ def test_tiny_vit_forward():
 
 
 def test_specs_round_trip():
-  for spec in ['pape', 'pape(parabolas=8)', 'pape(axes=3, parabolas=1)', 'pape_ri', 'pape_ri(axes=3)', 'pape + rope_axial']:
+  for spec in [
+      'pape',
+      'pape(parabolas=8)',
+      'pape(axes=3, parabolas=1)',
+      'pape_ri',
+      'pape_ri(axes=3)',
+      'pape + rope_axial',
+  ]:
     enc = grid.from_spec(spec)
     assert grid.from_spec(grid.to_spec(enc)) == enc and repr(enc) == grid.to_spec(enc)
   assert grid.to_spec(grid.make('pape', parabolas=50)) == 'pape'
@@ -322,17 +330,19 @@ def test_refusals_name_the_key():
     grid.make('pape', parabolas=0)
   with pytest.raises(ValueError, match=r'pape.*parabolas'):
     grid.make('pape', parabolas=10**5)
-  with pytest.raises((ValueError, TypeError), match=r'pape.*parabolas'):
+  with pytest.raises(ValueError, match=r'pape: parabolas=2.5 is invalid; allowed: an int'):
     grid.make('pape', parabolas=2.5)
   with pytest.raises(ValueError, match=r'pape_ri.*axes.*one of \(2, 3\)'):
     grid.make('pape_ri', axes=1)
-  with pytest.raises(ValueError, match=r'pape.*unknown hyperparameter.*allowed'):
+  with pytest.raises(ValueError, match=r"pape_ri: unknown hyperparameter\(s\) \['parabolas'\]; allowed: \['axes'\]"):
     grid.make('pape_ri', parabolas=3)
   enc = grid.make('pape', parabolas=2)
   params = enc.init(jax.random.key(0), H, model_dim=MODEL)
   x = jnp.zeros((1, 9, MODEL))
   # 1-D positions, to the encoder and to the layer: refused by name.
-  with pytest.raises(ValueError, match=r'pape: q_pos must be coordinates with a trailing axis of 2.*got shape \(1, 9\)'):
+  with pytest.raises(
+      ValueError, match=r'pape: q_pos must be coordinates with a trailing axis of 2.*got shape \(1, 9\)'
+  ):
     enc.bias(params, x, jnp.arange(9)[None], jnp.arange(9)[None])
   layer = RelativeMultiHeadAttention(H, DIM, enc, rngs=nnx.Rngs(0))
   with pytest.raises(ValueError, match=r"\['pape'\] read coordinates"):
@@ -342,5 +352,5 @@ def test_refusals_name_the_key():
     enc.bias(params, None, _coords(batch=1), _coords(batch=1))
   with pytest.raises(ValueError, match=r'pape.*inputs.*model_dim=16'):
     enc.bias(params, jnp.zeros((1, 12, 5)), _coords(batch=1), _coords(batch=1))
-  with pytest.raises(ValueError, match=r'pape: init needs model_dim|pape.*model_dim'):
+  with pytest.raises(ValueError, match=r'pape: model_dim=None is invalid; allowed: an int >= 1'):
     enc.init(jax.random.key(0), H)

@@ -121,7 +121,7 @@ class _Parabolic(GridEncoder, contract.Encoder):
         'inputs',
         None if shape is None else f'<shape {shape}>',
         f'the layer input x of the queries, (..., Lq={q.shape[-2]}, model_dim={dims_.model_dim}) with leading axes '
-        f'that broadcast with the coordinates\' {q.shape[:-2]}: its content sets the parabolas (the attention layer '
+        f"that broadcast with the coordinates' {q.shape[:-2]}: its content sets the parabolas (the attention layer "
         'passes it)',
     )
     q, k = (jnp.broadcast_to(c, lead + c.shape[-2:]) for c in (q, k))
@@ -185,6 +185,7 @@ class PaPE(_Parabolic):
 @register('pape_ri')
 @dataclasses.dataclass(frozen=True)
 class PaPERI(_Parabolic):
+
   def feature_size(self) -> int:
     """F, the features appended to each query and key."""
     return 2 * self.axes + 1
