@@ -21,6 +21,8 @@ The attention layer takes coordinates (batch, length, axes) or a static `grid_sh
   augment_coords DINOv3's coordinate augmentation in training (shift, jitter, rescale) around any of them
   fire2d         FIRE's MLP on psi(|delta|_2) / psi(max(|p_i|_2, L)) (query-dependent)
   lookhere       LookHere (Fuller et al. 2024): each head masked outside a 2-D direction cone, distance penalty inside
+  pape           PaPE (Øhrstrøm et al. 2026): sum_m -a_i (w_m . delta)^2 + b_i (w_m . delta), a_i, b_i from the query's
+                 content (a content term, kind VECTOR_RELATIVE); pape_ri: -a_i s_h^2 |delta|_2^2 (rotation invariant)
   rope_axial     rope-vit's axial RoPE (frequency pairs split across the axes)
   rope_mixed     rope-vit's RoPE-Mixed (learned 2-D frequencies per head, per layer)
   string         STRING (Schenck et al. 2025): R(r) = P^T RoPE(r) P, P orthogonal and learned (Cayley or expm)
