@@ -136,7 +136,7 @@ def test_pape_is_a_sum_of_parabolas_of_the_offset():
   params = _randomize(enc.init(jax.random.key(0), H, model_dim=MODEL))
   coords = jnp.asarray(np.random.default_rng(0).uniform(-5, 5, (1, 7, 2)), jnp.float32)
   x = jax.random.normal(jax.random.key(1), (1, 7, MODEL))
-  ours = np.asarray(enc.bias(params, x, coords, coords))[0]  # (H, L, L)
+  ours = np.asarray(enc.parabola_term(params, x, coords, coords))[0]  # (H, L, L)
   c, w = np.asarray(coords, np.float64)[0], np.asarray(params['position'], np.float64)
   ab = np.einsum('ld,dchm->chlm', np.asarray(x, np.float64)[0], np.asarray(params['ab'], np.float64))
   a, b = _softplus(ab[0]), ab[1]  # (H, L, M)
@@ -168,7 +168,7 @@ def test_pape_ri_matches_reference(shape):
   a = _softplus(np.einsum('bld,dh->bhl', np.asarray(x, np.float64), np.asarray(params['a'], np.float64)))
   dist2 = ((positions[0][:, None] - positions[0][None]) ** 2).sum(-1)
   expected = -a[..., None] * (scales**2)[None, :, None, None] * dist2
-  np.testing.assert_allclose(np.asarray(enc.bias(params, x, coords, coords)), expected, rtol=1e-5, atol=1e-4)
+  np.testing.assert_allclose(np.asarray(enc.parabola_term(params, x, coords, coords)), expected, rtol=1e-5, atol=1e-4)
 
 
 def test_init_is_pytorch_linear_and_the_ri_scales_are_fixed():
@@ -218,11 +218,13 @@ def test_translation_invariant(spec):
     np.testing.assert_allclose(layer(x, positions=moved), base, rtol=1e-5, atol=1e-5)
   moved = coords.astype(jnp.float32) + jnp.asarray([0.37, -2.5])
   np.testing.assert_allclose(
-      enc.bias(params, x, moved, moved), enc.bias(params, x, coords, coords), rtol=1e-5, atol=1e-4
+      enc.parabola_term(params, x, moved, moved), enc.parabola_term(params, x, coords, coords), rtol=1e-5, atol=1e-4
   )
   # The term reads the offsets: a grid of twice the spacing (not a translation) changes it.
   wider = 2 * coords
-  assert not np.allclose(enc.bias(params, x, wider, wider), enc.bias(params, x, coords, coords), atol=1e-3)
+  assert not np.allclose(
+      enc.parabola_term(params, x, wider, wider), enc.parabola_term(params, x, coords, coords), atol=1e-3
+  )
 
 
 def test_pape_ri_is_rotation_invariant_and_pape_is_not():
@@ -234,7 +236,7 @@ def test_pape_ri_is_rotation_invariant_and_pape_is_not():
   for spec, invariant in [('pape_ri', True), ('pape(parabolas=4)', False)]:
     enc = grid.from_spec(spec)
     params = _randomize(enc.init(jax.random.key(0), H, model_dim=DIM))
-    a, b = (np.asarray(enc.bias(params, x, c, c)) for c in (coords, rotated))
+    a, b = (np.asarray(enc.parabola_term(params, x, c, c)) for c in (coords, rotated))
     assert np.allclose(a, b, rtol=1e-4, atol=1e-4) == invariant, spec
 
 
@@ -286,7 +288,7 @@ def test_layer_adds_the_scaled_term_of_its_input():
   params = [variable_values(p) for p in layer.position_params]
   q, k = (rope.rotate(params[1], a, coords) for a in (q, k))
   scale = (DIM // H) ** -0.5
-  logits = jnp.einsum('bihd,bjhd->bhij', q, k) * scale + pape.bias(params[0], x, coords, coords) * scale
+  logits = jnp.einsum('bihd,bjhd->bhij', q, k) * scale + pape.parabola_term(params[0], x, coords, coords) * scale
   np.testing.assert_allclose(w, jax.nn.softmax(logits, -1), rtol=1e-4, atol=1e-6)
   np.testing.assert_allclose(
       layer(x, grid_shape=SHAPE, class_token=True), layer(x, positions=coords), rtol=2e-5, atol=2e-5
@@ -343,14 +345,14 @@ def test_refusals_name_the_key():
   with pytest.raises(
       ValueError, match=r'pape: q_pos must be coordinates with a trailing axis of 2.*got shape \(1, 9\)'
   ):
-    enc.bias(params, x, jnp.arange(9)[None], jnp.arange(9)[None])
+    enc.parabola_term(params, x, jnp.arange(9)[None], jnp.arange(9)[None])
   layer = RelativeMultiHeadAttention(H, DIM, enc, rngs=nnx.Rngs(0))
   with pytest.raises(ValueError, match=r"\['pape'\] read coordinates"):
     layer(_x(9, batch=1), positions=jnp.arange(9)[None])
   # The content the parabolas read: the layer input, of model_dim features.
   with pytest.raises(ValueError, match=r'pape.*inputs.*model_dim=16'):
-    enc.bias(params, None, _coords(batch=1), _coords(batch=1))
+    enc.parabola_term(params, None, _coords(batch=1), _coords(batch=1))
   with pytest.raises(ValueError, match=r'pape.*inputs.*model_dim=16'):
-    enc.bias(params, jnp.zeros((1, 12, 5)), _coords(batch=1), _coords(batch=1))
+    enc.parabola_term(params, jnp.zeros((1, 12, 5)), _coords(batch=1), _coords(batch=1))
   with pytest.raises(ValueError, match=r'pape: model_dim=None is invalid; allowed: an int >= 1'):
     enc.init(jax.random.key(0), H)

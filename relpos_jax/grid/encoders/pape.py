@@ -132,7 +132,7 @@ class _Parabolic(GridEncoder, contract.Encoder):
     and k (after the common centring of the coordinates), F = `feature_size()`."""
     raise NotImplementedError
 
-  def bias(self, params, inputs, q_pos, k_pos):
+  def parabola_term(self, params, inputs, q_pos, k_pos):
     """The unscaled term q'_i . k'_j - q_i . k_j: (..., H, Lq, Lk) float32."""
     qf, kf = self.features(params, inputs, q_pos, k_pos)
     return jnp.einsum('...hif,...hjf->...hij', qf, kf, precision=jax.lax.Precision.HIGHEST)
@@ -142,7 +142,7 @@ class _Parabolic(GridEncoder, contract.Encoder):
     queries at q_pos (B, Lq, axes) with layer inputs `inputs` (B, Lq, model_dim) and keys at k_pos (B, Lk, axes).
     query and key (B, L, H, D) are not read (the term is the content's through x, not through q and k)."""
     del query, key
-    return self.bias(params, inputs, q_pos, k_pos) * jnp.float32(scale)
+    return self.parabola_term(params, inputs, q_pos, k_pos) * jnp.float32(scale)
 
 
 @register('pape')
