@@ -514,7 +514,85 @@ CLAIMS = [
             f3(at('study_long_context_contextual', 'stick_breaking', 65536)),
         ],
     ),
+    # English bytes at 5 seeds: each sentence's numbers, and the verdict it states, from the report.
+    (
+        'docs/study_english/README.md',
+        'distance {} at every length, monotone-lin {}, KERPLE-log {} to {}, ALiBi {} to {}',
+        lambda: [
+            f3(at('study_english', 'distance', 1024)) if flat('study_english', 'distance') else 'not flat',
+            f3(at('study_english', 'monotone-lin', 1024)) if flat('study_english', 'monotone-lin') else 'not flat',
+            f3(at('study_english', 'kerple_log', 128)),
+            f3(at('study_english', 'kerple_log', 1024)),
+            f3(at('study_english', 'alibi', 128)),
+            f3(at('study_english', 'alibi', 1024)),
+        ],
+    ),
+    (
+        'docs/study_english/README.md',
+        'KERPLE-log − FIRE at 16x is {}, resolved after Holm',
+        lambda: [_minus(f3(_holm('study_english', 'kerple_log', 'fire')['mean']))],
+    ),
+    (
+        'docs/study_english/README.md',
+        "monotone-lin − distance is {} over 5 seeds: the t interval excludes zero, but Holm's correction over 21 "
+        'comparisons leaves p = {}, so it is **not resolved**',
+        lambda: _t_but_not_holm('study_english', 'monotone-lin', 'distance'),
+    ),
+    (
+        'docs/study_english/README.md',
+        'Randomized RoPE against RoPE: {} at 16x, resolved after Holm at 5 seeds',
+        lambda: [_minus(f3(_holm('study_english', 'rope+randomized', 'rope')['mean']))],
+    ),
+    (
+        'docs/study_english/README.md',
+        'KERPLE-log − ALiBi ({}) and T5 − distance ({}) are resolved after Holm; FIRE against FIRE-512 is not ({})',
+        lambda: [
+            _minus(f3(_holm('study_english', 'kerple_log', 'alibi')['mean'])),
+            f'{_holm("study_english", "t5", "distance")["mean"]:+.3f}',
+            _minus(_signed_interval(paired('study_english', 'fire', 'fire-512')))
+            if not paired('study_english', 'fire', 'fire-512')['resolved_holm']
+            else 'resolved',
+        ],
+    ),
+    (
+        'README.md',
+        "(−{} bits, a quarter of Python's −{}) and rests on the family: corrected over this table's six findings it "
+        "is resolved (p = {}), corrected over all 21 comparisons of the English study's page it is not (p = {})",
+        lambda: [
+            f3(-paired('study_english', 'monotone-lin', 'distance')['mean']),
+            f3(-paired('study', 'monotone-lin', 'distance')['mean']),
+            f3(_cross_corpus_row('English bytes', 'monotone-lin vs distance')['p_holm']),
+            f3(paired('study_english', 'monotone-lin', 'distance')['p_holm']),
+        ],
+    ),
 ]
+
+
+def _minus(text: str) -> str:
+  """The pages' typography: a minus sign, not a hyphen, before a number."""
+  return text.replace('-', '−')
+
+
+def _signed_interval(row: dict) -> str:
+  return f'{row["mean"]:+.3f} [{row["low"]:+.3f}, {row["high"]:+.3f}]'
+
+
+def _holm(study: str, a: str, b: str) -> dict:
+  """The paired difference, which the sentence calls resolved after Holm: it must be."""
+  row = paired(study, a, b)
+  assert row['resolved_holm'], f'docs/{study}: {a} - {b} is not resolved after Holm, as the page says'
+  return row
+
+
+def _t_but_not_holm(study: str, a: str, b: str) -> list[str]:
+  row = paired(study, a, b)
+  if not row['resolved'] or row['resolved_holm']:
+    return ['the verdict changed']
+  return [_minus(interval(study, a, b)), f3(row['p_holm'])]
+
+
+def _cross_corpus_row(corpus: str, finding: str) -> dict:
+  return cross_corpus.findings(cross_corpus.load(os.path.join(REPO, 'docs'))[corpus])[finding]
 
 
 def _ruoss_exceptions() -> list[str]:
