@@ -388,9 +388,10 @@ class RelativeMultiHeadAttention(nnx.Module):
     `by_table` (the layer's call) the biases' tables (grid.grid_bias_table, (H, P)) are summed into a
     `terms.GridTable`, from which 'blockwise' gathers each tile's block (memory O(P + tile), not O(L^2)) and the
     untiled paths take the (H, L, L) expansion; without it (attention_weights) the (H, L, L) matrix
-    (grid.grid_bias_matrix). Any other bias (fire2d's query-dependent one, iRPE's contextual scores, a given
+    (grid.grid_bias_matrix). A query-dependent bias (fire2d: no table of offsets) joins the `GridTable` as a pair
+    part, which each tile evaluates on its own (bq, bk) pairs. Any other bias (iRPE's contextual scores, a given
     position_bias, explicit coordinates, where every pair is evaluated, (B, H, L, L)) is realised whole, and the
-    tables' expansion is added to it. Refused by name: a 1-D encoder that reads
+    GridTable's expansion is added to it. Refused by name: a 1-D encoder that reads
     positions given coordinates, a grid encoder without them (or given 1-D positions), both positions and
     grid_shape, coordinates of the wrong rank or trailing axis, non-finite coordinates, a grid beyond a learned
     table, sliding windows and the Pallas kernel.
@@ -458,7 +459,7 @@ class RelativeMultiHeadAttention(nnx.Module):
       coords = positions
     params = self._params(position_params)
     q, k, v = self._project(x)
-    bias, rest, rest_params, table = position_bias, [], [], None
+    bias, rest, rest_params, table, pair_parts, pair_params = position_bias, [], [], None, [], []
     for part, p in zip(self.parts, params):  # rotations first: a contextual term reads the rotated q and k
       if grid_lib.is_grid(part) and terms_lib.select.term_for(part).stage is terms_lib.Stage.ROTATE:
         c = part.coordinates(coords)
@@ -483,6 +484,10 @@ class RelativeMultiHeadAttention(nnx.Module):
           term = grid_lib.grid_bias_table(part, p, grid_shape, class_token=class_token)
           table = term if table is None else table + term
           continue
+        if grid_shape is not None and by_table:  # query-dependent (fire2d): each tile evaluates its own pairs
+          pair_parts.append(part)
+          pair_params.append(p)
+          continue
         if grid_shape is not None:
           term = grid_lib.grid_bias_matrix(part, p, grid_shape, class_token=class_token)
           if self.debug_checks and part.is_toeplitz:
@@ -493,12 +498,14 @@ class RelativeMultiHeadAttention(nnx.Module):
         else:
           term = grid_lib.grid_bias_at_positions(part, p, c, c)
         bias = term if bias is None else bias + term
-    if table is not None:  # the relative grid biases by their distinct offsets: tiles gather their blocks
-      table = terms_lib.grid.GridTable(table, grid_shape, class_token)
-      if self.debug_checks:
+    if table is not None or pair_parts:  # the grid biases in their tileable form: tiles gather or evaluate blocks
+      debug_table = table
+      table = terms_lib.grid.GridTable(table, grid_shape, class_token, tuple(pair_parts), tuple(pair_params))
+      if self.debug_checks and debug_table is not None:
+        debug_table = terms_lib.grid.GridTable(debug_table, grid_shape, class_token)
         jax.debug.callback(
             lambda t, shape=grid_shape, cls=class_token: grid_lib.assert_block_toeplitz(t, shape, class_token=cls),
-            table.dense(),
+            debug_table.dense(),
         )
       bias = table if bias is None else bias + table.dense()
     return q, k, v, bias, tuple(rest), rest_params, padding_mask
