@@ -1,13 +1,14 @@
 """Measurement 4m-4n: blockwise attention on a grid (2-D positions), against the explicit path and plain attention.
 
-Every contender is the layer's grid attention core (`RelativeMultiHeadAttention._grid_inputs` with a static
+Every contender is the layer's grid attention core (`relpos_jax.nn.attention.grid_inputs` with a static
 `grid_shape`, between the projections): a grid rotary encoder rotates q and k at the grid's coordinates in raster
-order; a grid bias encoder is evaluated on the (2H - 1)(2W - 1) distinct offsets only, then
+order; a grid bias encoder is evaluated on the (2H - 1)(2W - 1) distinct offsets only (fire2d: per pair), then
 
   explicit              implementation 'einsum' with the (H, L, L) bias (the table's `dense()` expansion, what
                         functional.attend does for the untiled paths): (B, H, L, L) scores.
   blockwise             implementation 'blockwise' given the table (`terms.GridTable`): each tile gathers its
-                        (H, bq, bk) block from the (H, P) table at its flattened indices (what the layer does).
+                        (H, bq, bk) block from the (H, P) table at its flattened indices, or (fire2d, no table:
+                        its normaliser reads |p_i|) evaluates the encoder on its own pairs (what the layer does).
   blockwise (L x L)     'blockwise' given the (H, L, L) matrix, sliced per tile: the layer's path before the
                         per-tile gather, for the memory column only.
 
@@ -140,8 +141,9 @@ def run(shape=SHAPE, memory_shape=MEMORY_SHAPE, repeats: int = 5, warmup: int = 
           f'{attention_kinds.HEAD_DIM}) float32 and the encoder params -> output, not causal) over a '
           f'{side(memory_shape)} grid (L = {memory_length}), with implementation `einsum` (explicit, the (H, L, L) '
           f'bias) and `blockwise` (tiles {tiles}; each tile gathers its bias block from the (heads, (2H-1)(2W-1)) '
-          'table of distinct offsets). `blockwise, L x L bias` = blockwise given the (H, L, L) matrix sliced per tile '
-          '(the path before the per-tile gather). Memory = XLA total (argument + output - alias + temp) in MiB; '
+          "table of distinct offsets, or evaluates fire2d's MLP on its own (bq, bk) pairs: its normaliser reads the "
+          "query's |p_i|, so it has no table). `blockwise, L x L bias` = blockwise given the (H, L, L) matrix sliced "
+          'per tile (the path before the per-tile form). Memory = XLA total (argument + output - alias + temp) in MiB; '
           'fwd+bwd = the VJP, gradients w.r.t. q, k, v and the params. Ratio = blockwise / explicit.'
       ),
       columns=[
