@@ -1,19 +1,21 @@
 """Measurement 4m-4n: blockwise attention on a grid (2-D positions), against the explicit path and plain attention.
 
-Every contender is the layer's grid attention core (`RelativeMultiHeadAttention._grid_inputs` with a static
+Every contender is the layer's grid attention core (`relpos_jax.nn.attention.grid_inputs` with a static
 `grid_shape`, between the projections): a grid rotary encoder rotates q and k at the grid's coordinates in raster
-order; a grid bias encoder is evaluated on the (2H - 1)(2W - 1) distinct offsets only, then
+order; a grid bias encoder is evaluated on the (2H - 1)(2W - 1) distinct offsets only (fire2d: per pair), then
 
   explicit              implementation 'einsum' with the (H, L, L) bias (the table's `dense()` expansion, what
                         functional.attend does for the untiled paths): (B, H, L, L) scores.
   blockwise             implementation 'blockwise' given the table (`terms.GridTable`): each tile gathers its
-                        (H, bq, bk) block from the (H, P) table at its flattened indices (what the layer does).
+                        (H, bq, bk) block from the (H, P) table at its flattened indices, or (fire2d, no table:
+                        its normaliser reads |p_i|) evaluates the encoder on its own pairs (what the layer does).
   blockwise (L x L)     'blockwise' given the (H, L, L) matrix, sliced per tile: the layer's path before the
                         per-tile gather, for the memory column only.
 
   memory   XLA's buffer assignment of the compiled forward and forward+backward at `MEMORY_SHAPE` (compiled
            only, never run). Target: blockwise <= 5% of explicit, both.
-  time     fwd+bwd at `SHAPE` on this machine; ratios to the explicit path and to `plain`
+  time     fwd+bwd at `SHAPE` (or each of the grids of `python -m benchmarks.run --grid-sides`) on this machine;
+           ratios to the explicit path and to `plain`
            (jax.nn.dot_product_attention, no position term, not causal: an image).
 """
 
@@ -38,6 +40,7 @@ ENCODERS = (
     ('alibi2d', 'alibi2d', 'grid scalar bias', 0.05),
     ('swin_v2_cpb', 'swin_v2_cpb', 'grid scalar bias (MLP on the offsets)', 0.05),
     ('rope_axial', 'rope_axial', 'grid rotary', 0.05),
+    ('fire2d', 'fire2d', 'grid scalar bias (query-dependent: MLP per pair)', 0.05),
 )
 
 
@@ -56,10 +59,12 @@ def core(encoder, shape, implementation, bias_form='table'):
       coords = jnp.broadcast_to(grid_lib.grid_positions(shape), (b, int(np.prod(shape)), len(shape)))
       q = encoder.rotate_queries(params, q, coords)
       k = encoder.rotate_keys(params, k, coords)
-    else:
+    elif encoder.is_toeplitz:
       bias = terms.GridTable(grid_lib.grid_bias_table(encoder, params, shape), shape)
-      if bias_form == 'dense':  # the (H, L, L) expansion, traced (grid_bias_matrix's numpy index is a constant)
-        bias = bias.dense()
+    else:  # fire2d: no table of offsets (its normaliser reads |p_i|); each tile evaluates its own pairs
+      bias = terms.GridTable(None, shape, pair_parts=(encoder,), pair_params=(params,))
+    if bias is not None and bias_form == 'dense':
+      bias = bias.dense()  # the (H, L, L) expansion, traced (grid_bias_matrix's numpy index is a constant)
     return functional.attend(
         q,
         k,
@@ -122,8 +127,11 @@ def time_rows(shape, rows, repeats: int, warmup: int):
   return measure.time_interleaved(thunks, repeats=repeats, warmup=warmup)
 
 
-def run(shape=SHAPE, memory_shape=MEMORY_SHAPE, repeats: int = 5, warmup: int = 1, rows=ENCODERS):
+def run(shape=SHAPE, memory_shape=MEMORY_SHAPE, repeats: int = 5, warmup: int = 1, rows=ENCODERS, time_shapes=None):
+  """[memory section at `memory_shape`, time section]: the time rows at each of `time_shapes` (None: `shape`
+  alone), each grid timed in its own interleaved rounds with its own `plain` row."""
   side = lambda s: 'x'.join(map(str, s))
+  time_shapes = [tuple(shape)] if time_shapes is None else [tuple(s) for s in time_shapes]
   tiles = side(blockwise_lib.block_sizes(BLOCK_SIZE))
   memory_length = int(np.prod(memory_shape))
   memory_section = report.Section(
@@ -133,8 +141,9 @@ def run(shape=SHAPE, memory_shape=MEMORY_SHAPE, repeats: int = 5, warmup: int = 
           f'{attention_kinds.HEAD_DIM}) float32 and the encoder params -> output, not causal) over a '
           f'{side(memory_shape)} grid (L = {memory_length}), with implementation `einsum` (explicit, the (H, L, L) '
           f'bias) and `blockwise` (tiles {tiles}; each tile gathers its bias block from the (heads, (2H-1)(2W-1)) '
-          'table of distinct offsets). `blockwise, L x L bias` = blockwise given the (H, L, L) matrix sliced per tile '
-          '(the path before the per-tile gather). Memory = XLA total (argument + output - alias + temp) in MiB; '
+          "table of distinct offsets, or evaluates fire2d's MLP on its own (bq, bk) pairs: its normaliser reads the "
+          "query's |p_i|, so it has no table). `blockwise, L x L bias` = blockwise given the (H, L, L) matrix sliced "
+          'per tile (the path before the per-tile form). Memory = XLA total (argument + output - alias + temp) in MiB; '
           'fwd+bwd = the VJP, gradients w.r.t. q, k, v and the params. Ratio = blockwise / explicit.'
       ),
       columns=[
@@ -174,13 +183,13 @@ def run(shape=SHAPE, memory_shape=MEMORY_SHAPE, repeats: int = 5, warmup: int = 
   if memory_shape != MEMORY_SHAPE:
     memory_section.notes.append(f'The target is stated for {side(MEMORY_SHAPE)}; this run used {side(memory_shape)}.')
 
-  length = int(np.prod(shape))
+  lengths = ', '.join(f'{side(s)} (L = {int(np.prod(s))})' for s in time_shapes)
   time_section = report.Section(
       title='4n. Blockwise attention on a grid: fwd+bwd time',
       timed=(
-          f'Timed: the same functions over a {side(shape)} grid (L = {length}), forward+backward. `plain` = '
+          f'Timed: the same functions over a {lengths} grid, forward+backward. `plain` = '
           'jax.nn.dot_product_attention with no position term (not causal). Ratios are medians of per-round '
-          "ratios (section 2's method)."
+          "ratios (section 2's method); each grid is timed in its own rounds."
       ),
       columns=[
           'grid (L)',
@@ -193,19 +202,23 @@ def run(shape=SHAPE, memory_shape=MEMORY_SHAPE, repeats: int = 5, warmup: int = 
           'blockwise / plain (CPU time)',
       ],
   )
-  timings = time_rows(shape, rows, repeats, warmup)
-  plain = timings[('plain', 'bwd')]
-  for row, *_ in rows:
-    e_b, b_b = timings[(row, 'explicit', 'bwd')], timings[(row, 'blockwise', 'bwd')]
-    time_section.add_row(
-        f'{side(shape)} ({length})',
-        row,
-        report.ms(plain.median),
-        report.ms(e_b.median),
-        report.ms(b_b.median),
-        report.ratio(b_b.ratio_to(e_b)),
-        report.ratio(b_b.ratio_to(plain)),
-        report.ratio(b_b.cpu_ratio_to(plain)),
-    )
-  time_section.notes.append(report.noise_note([t.spread for t in timings.values()], repeats))
+  spreads = []
+  for time_shape in time_shapes:
+    length = int(np.prod(time_shape))
+    timings = time_rows(time_shape, rows, repeats, warmup)
+    spreads += [t.spread for t in timings.values()]
+    plain = timings[('plain', 'bwd')]
+    for row, *_ in rows:
+      e_b, b_b = timings[(row, 'explicit', 'bwd')], timings[(row, 'blockwise', 'bwd')]
+      time_section.add_row(
+          f'{side(time_shape)} ({length})',
+          row,
+          report.ms(plain.median),
+          report.ms(e_b.median),
+          report.ms(b_b.median),
+          report.ratio(b_b.ratio_to(e_b)),
+          report.ratio(b_b.ratio_to(plain)),
+          report.ratio(b_b.cpu_ratio_to(plain)),
+      )
+  time_section.notes.append(report.noise_note(spreads, repeats))
   return [memory_section, time_section]

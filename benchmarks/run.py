@@ -4,6 +4,7 @@
     python -m benchmarks.run --quick --only attention_kinds    # smaller sizes, one measurement
     python -m benchmarks.run --length 64 --repeats 1           # tiny: does every script still run?
     python -m benchmarks.run --only attention_kinds --contextual  # plain vs the content-dependent kinds only
+    python -m benchmarks.run --only grid --grid-sides 32,64      # the grid's time rows at 32x32 and 64x64
 
 Run it on a quiet machine: the contenders are interleaved so noise hits all alike, but a busy machine still
 widens the spread of every median. Each section says exactly what its timed function contains.
@@ -62,7 +63,10 @@ def _grid(opts) -> list[report.Section]:
   if opts.length:  # a square grid of about that many tokens
     side = max(1, int(round(opts.length**0.5)))
     shape = memory_shape = (side, side)
-  return grid.run(shape=shape, memory_shape=memory_shape, repeats=opts.repeats, warmup=opts.warmup)
+  time_shapes = [(n, n) for n in opts.grid_sides] or None  # --grid-sides: the time rows' square grids
+  return grid.run(
+      shape=shape, memory_shape=memory_shape, repeats=opts.repeats, warmup=opts.warmup, time_shapes=time_shapes
+  )
 
 
 BENCHMARKS: dict[str, Callable] = {
@@ -88,6 +92,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
       action='store_true',
       help='attention_kinds: only the content-dependent kinds (cope, fox, path, stick_breaking, dape, ssmax, logn)',
   )
+  parser.add_argument(
+      '--grid-sides',
+      default='',
+      help='grid: the time rows at these square grids, comma-separated sides (e.g. 32,64; default: 32, or 16 with '
+      '--quick); the memory rows stay at 128x128',
+  )
   parser.add_argument('--out', default='', help='write the markdown page here (e.g. docs/benchmarks.md)')
   opts = parser.parse_args(argv)
   only = [name for name in opts.only.split(',') if name]
@@ -95,6 +105,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
   if unknown:
     parser.error(f'--only: unknown benchmark(s) {unknown}; allowed: {", ".join(BENCHMARKS)}.')
   opts.only = only or list(BENCHMARKS)
+  try:
+    opts.grid_sides = [int(n) for n in opts.grid_sides.split(',') if n.strip()]
+  except ValueError:
+    parser.error(f'--grid-sides={opts.grid_sides!r}: comma-separated ints >= 1 (square grid sides), e.g. 32,64.')
+  if any(n < 1 for n in opts.grid_sides):
+    parser.error(f'--grid-sides={opts.grid_sides}: every side must be >= 1.')
   if opts.repeats < 1 or opts.warmup < 0 or opts.length < 0:
     parser.error(
         f'--repeats={opts.repeats} must be >= 1, --warmup={opts.warmup} >= 0 and '

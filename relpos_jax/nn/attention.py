@@ -146,6 +146,171 @@ def jit_decode(module):
   return decode
 
 
+def on_grid(parts, positions, grid_shape) -> bool:
+  """Whether a layer with these attention parts takes its grid path: a grid shape, a grid encoder, or coordinates
+  (batch, length, axes) given."""
+  return (
+      grid_shape is not None
+      or any(grid_lib.is_grid(p) for p in parts)
+      or (positions is not None and jnp.ndim(positions) == 3)
+  )
+
+
+def grid_inputs(
+    who,
+    encoder,
+    parts,
+    get_params,
+    project,
+    x,
+    positions,
+    padding_mask,
+    position_bias,
+    grid_shape,
+    class_token,
+    *,
+    head_dim: int,
+    model_dim: int | None = None,
+    window=None,
+    implementation=None,
+    debug_checks: bool = False,
+    by_table: bool = False,
+):
+  """What the grid path of `RelativeMultiHeadAttention` and of its Linen twin (relpos_jax.nn.linen) attends with:
+  (q, k, v rotated by the grid rotary parts, the summed grid bias, the remaining parts and their params, the
+  padding mask).
+
+  A grid bias is a scalar bias and a grid rotary a rotation (DESIGN.md): the rotary parts rotate q and k at
+  their coordinates, the bias parts are summed into one bias handed to `functional.attend` as a precomputed
+  `position_bias`. With `grid_shape` a relative bias is a function of the prod(2n - 1) distinct offsets: with
+  `by_table` (the layer's call) the biases' tables (grid.grid_bias_table, (H, P)) are summed into a
+  `terms.GridTable`, from which 'blockwise' gathers each tile's block (memory O(P + tile), not O(L^2)) and the
+  untiled paths take the (H, L, L) expansion; without it (attention_weights) the (H, L, L) matrix
+  (grid.grid_bias_matrix). A query-dependent bias (fire2d: no table of offsets) joins the `GridTable` as a pair
+  part, which each tile evaluates on its own (bq, bk) pairs. Any other bias (iRPE's contextual scores, a given
+  position_bias, explicit coordinates, where every pair is evaluated, (B, H, L, L)) is realised whole, and the
+  GridTable's expansion is added to it. Refused by name: a 1-D encoder that reads positions given coordinates, a grid encoder without them (or given 1-D positions), both positions and
+  grid_shape, coordinates of the wrong rank or trailing axis, non-finite coordinates, a grid beyond a learned
+  table, sliding windows and the Pallas kernel.
+
+  `get_params()` gives the parts' params and `project(x)` the heads (q, k, v), each called once, after the checks
+  on the inputs (the NNX layer reads its variables, the Linen twin declares its params there). `who` names the
+  layer in the refusals; `model_dim` None reads it from x (the Linen twin).
+  """
+
+  validation.shaped(who, 'x', x, ('batch', 'length', 'model_dim' if model_dim is None else model_dim))
+  b, length, _ = x.shape
+  grid_parts = [p for p in parts if grid_lib.is_grid(p)]
+  one_d = [p.name or type(p).__name__ for p in parts if not grid_lib.is_grid(p) and p.reads_positions]
+  where = f'grid_shape={grid_shape}' if grid_shape is not None else f'positions of shape {tuple(np.shape(positions))}'
+  validation.require(
+      not one_d,
+      who,
+      'encoder',
+      encoder,
+      f'grid encoders only when the layer is given coordinates ({where}): {one_d} read 1-D positions (batch, '
+      'length); give them positions (batch, length), or use a grid encoder (relpos_jax.grid.names())',
+  )
+  names = [p.name for p in grid_parts]
+  validation.require(
+      positions is None or grid_shape is None,
+      who,
+      'grid_shape',
+      grid_shape,
+      'None when positions are given (coordinates (batch, length, axes) or a grid shape, not both)',
+  )
+  if positions is None and grid_shape is None:
+    raise ValueError(
+        f'{who}: the grid encoder(s) {names} read coordinates: pass positions (batch, length, axes) or '
+        f'grid_shape=(H, W) / (T, H, W); got neither.'
+    )
+  validation.require(window is None, who, 'window', window, 'None with grid encoders (a window is 1-D)')
+  validation.require(
+      implementation != 'pallas',
+      who,
+      'implementation',
+      implementation,
+      'not "pallas" with grid encoders (its kernel builds 1-D Toeplitz biases); None, "einsum", "xla", "cudnn" or '
+      '"blockwise"',
+  )
+  if padding_mask is not None:
+    padding_mask = validation.mask(who, padding_mask, (b, length))
+  if grid_shape is not None:
+    grid_shape = grid_lib.positions.check_shape(who, grid_shape)
+    class_token = validation.boolean(who, 'class_token', class_token)
+    expected = int(np.prod(grid_shape)) + int(class_token)
+    validation.require(
+        expected == length,
+        who,
+        'grid_shape',
+        grid_shape,
+        f'a grid of length - class token = {length - int(class_token)} tokens (x has length {length})',
+    )
+    coords = jnp.broadcast_to(
+        grid_lib.grid_positions(grid_shape, class_token=class_token), (b, length, len(grid_shape))
+    )
+  else:
+    shape = tuple(jnp.shape(positions))
+    if len(shape) != 3 or shape[:2] != (b, length):
+      raise ValueError(
+          f'{who}: the grid encoder(s) {names} read coordinates (batch, length, axes) = ({b}, {length}, axes); got '
+          f'positions of shape {shape}.'
+      )
+    coords = positions
+  params = get_params()
+  q, k, v = project(x)
+  bias, rest, rest_params, table, pair_parts, pair_params = position_bias, [], [], None, [], []
+  for part, p in zip(parts, params):  # rotations first: a contextual term reads the rotated q and k
+    if grid_lib.is_grid(part) and terms_lib.select.term_for(part).stage is terms_lib.Stage.ROTATE:
+      c = part.coordinates(coords)
+      if grid_shape is not None:
+        part.check_grid(grid_shape)
+      q = part.rotate_queries(p, q.astype(jnp.float32), c).astype(q.dtype)
+      k = part.rotate_keys(p, k.astype(jnp.float32), c).astype(k.dtype)
+  for part, p in zip(parts, params):
+    if not grid_lib.is_grid(part):
+      rest.append(part)
+      rest_params.append(p)
+      continue
+    c = part.coordinates(coords)
+    if grid_shape is not None:
+      part.check_grid(grid_shape)
+    part_term = terms_lib.select.term_for(part)
+    if part_term.stage is terms_lib.Stage.SCORES:  # iRPE's contextual mode, PaPE: a term of q, k or x
+      term = part.contextual_scores(p, q, k, c, c, 1.0 / np.sqrt(head_dim), inputs=x)
+      bias = term if bias is None else bias + term
+    elif part_term.scalar_bias and position_bias is None:
+      if grid_shape is not None and part.is_toeplitz and by_table:
+        term = grid_lib.grid_bias_table(part, p, grid_shape, class_token=class_token)
+        table = term if table is None else table + term
+        continue
+      if grid_shape is not None and by_table:  # query-dependent (fire2d): each tile evaluates its own pairs
+        pair_parts.append(part)
+        pair_params.append(p)
+        continue
+      if grid_shape is not None:
+        term = grid_lib.grid_bias_matrix(part, p, grid_shape, class_token=class_token)
+        if debug_checks and part.is_toeplitz:
+          jax.debug.callback(
+              lambda t, shape=grid_shape, cls=class_token: grid_lib.assert_block_toeplitz(t, shape, class_token=cls),
+              term,
+          )
+      else:
+        term = grid_lib.grid_bias_at_positions(part, p, c, c)
+      bias = term if bias is None else bias + term
+  if table is not None or pair_parts:  # the grid biases in their tileable form: tiles gather or evaluate blocks
+    debug_table = table
+    table = terms_lib.grid.GridTable(table, grid_shape, class_token, tuple(pair_parts), tuple(pair_params))
+    if debug_checks and debug_table is not None:
+      debug_table = terms_lib.grid.GridTable(debug_table, grid_shape, class_token)
+      jax.debug.callback(
+          lambda t, shape=grid_shape, cls=class_token: grid_lib.assert_block_toeplitz(t, shape, class_token=cls),
+          debug_table.dense(),
+      )
+    bias = table if bias is None else bias + table.dense()
+  return q, k, v, bias, tuple(rest), rest_params, padding_mask
+
+
 class RelativeMultiHeadAttention(nnx.Module):
   """Multi-head self-attention with a relative (or any) position encoding, dispatched on encoder kind.
 
@@ -369,139 +534,32 @@ class RelativeMultiHeadAttention(nnx.Module):
   # Positions on a grid (relpos_jax.grid): coordinates (B, L, axes) or a static grid shape.
 
   def _on_grid(self, positions, grid_shape) -> bool:
-
-    return (
-        grid_shape is not None
-        or any(grid_lib.is_grid(p) for p in self.parts)
-        or (positions is not None and jnp.ndim(positions) == 3)
-    )
+    return on_grid(self.parts, positions, grid_shape)
 
   def _grid_inputs(
       self, x, positions, padding_mask, position_bias, position_params, grid_shape, class_token, by_table=False
   ):
-    """What the grid path attends with: (q, k, v rotated by the grid rotary parts, the summed grid bias, the
-    remaining parts and their params, the padding mask).
-
-    A grid bias is a scalar bias and a grid rotary a rotation (DESIGN.md): the rotary parts rotate q and k at
-    their coordinates, the bias parts are summed into one bias handed to `functional.attend` as a precomputed
-    `position_bias`. With `grid_shape` a relative bias is a function of the prod(2n - 1) distinct offsets: with
-    `by_table` (the layer's call) the biases' tables (grid.grid_bias_table, (H, P)) are summed into a
-    `terms.GridTable`, from which 'blockwise' gathers each tile's block (memory O(P + tile), not O(L^2)) and the
-    untiled paths take the (H, L, L) expansion; without it (attention_weights) the (H, L, L) matrix
-    (grid.grid_bias_matrix). Any other bias (fire2d's query-dependent one, iRPE's contextual scores, a given
-    position_bias, explicit coordinates, where every pair is evaluated, (B, H, L, L)) is realised whole, and the
-    tables' expansion is added to it. Refused by name: a 1-D encoder that reads
-    positions given coordinates, a grid encoder without them (or given 1-D positions), both positions and
-    grid_shape, coordinates of the wrong rank or trailing axis, non-finite coordinates, a grid beyond a learned
-    table, sliding windows and the Pallas kernel.
-    """
-
-    who = 'RelativeMultiHeadAttention'
-    validation.shaped(who, 'x', x, ('batch', 'length', self.model_dim))
-    b, length, _ = x.shape
-    grid_parts = [p for p in self.parts if grid_lib.is_grid(p)]
-    one_d = [p.name or type(p).__name__ for p in self.parts if not grid_lib.is_grid(p) and p.reads_positions]
-    where = f'grid_shape={grid_shape}' if grid_shape is not None else f'positions of shape {tuple(np.shape(positions))}'
-    validation.require(
-        not one_d,
-        who,
-        'encoder',
+    """The grid path's inputs (`grid_inputs`, shared with the Linen twin): (q, k, v, the bias, the other parts,
+    their params, the padding mask)."""
+    return grid_inputs(
+        'RelativeMultiHeadAttention',
         self.encoder,
-        f'grid encoders only when the layer is given coordinates ({where}): {one_d} read 1-D positions (batch, '
-        'length); give them positions (batch, length), or use a grid encoder (relpos_jax.grid.names())',
-    )
-    names = [p.name for p in grid_parts]
-    validation.require(
-        positions is None or grid_shape is None,
-        who,
-        'grid_shape',
+        self.parts,
+        lambda: self._params(position_params),
+        self._project,
+        x,
+        positions,
+        padding_mask,
+        position_bias,
         grid_shape,
-        'None when positions are given (coordinates (batch, length, axes) or a grid shape, not both)',
+        class_token,
+        head_dim=self.head_dim,
+        model_dim=self.model_dim,
+        window=self.window,
+        implementation=self.implementation,
+        debug_checks=self.debug_checks,
+        by_table=by_table,
     )
-    if positions is None and grid_shape is None:
-      raise ValueError(
-          f'{who}: the grid encoder(s) {names} read coordinates: pass positions (batch, length, axes) or '
-          f'grid_shape=(H, W) / (T, H, W); got neither.'
-      )
-    validation.require(self.window is None, who, 'window', self.window, 'None with grid encoders (a window is 1-D)')
-    validation.require(
-        self.implementation != 'pallas',
-        who,
-        'implementation',
-        self.implementation,
-        'not "pallas" with grid encoders (its kernel builds 1-D Toeplitz biases); None, "einsum", "xla", "cudnn" or '
-        '"blockwise"',
-    )
-    if padding_mask is not None:
-      padding_mask = validation.mask(who, padding_mask, (b, length))
-    if grid_shape is not None:
-      grid_shape = grid_lib.positions.check_shape(who, grid_shape)
-      class_token = validation.boolean(who, 'class_token', class_token)
-      expected = int(np.prod(grid_shape)) + int(class_token)
-      validation.require(
-          expected == length,
-          who,
-          'grid_shape',
-          grid_shape,
-          f'a grid of length - class token = {length - int(class_token)} tokens (x has length {length})',
-      )
-      coords = jnp.broadcast_to(
-          grid_lib.grid_positions(grid_shape, class_token=class_token), (b, length, len(grid_shape))
-      )
-    else:
-      shape = tuple(jnp.shape(positions))
-      if len(shape) != 3 or shape[:2] != (b, length):
-        raise ValueError(
-            f'{who}: the grid encoder(s) {names} read coordinates (batch, length, axes) = ({b}, {length}, axes); got '
-            f'positions of shape {shape}.'
-        )
-      coords = positions
-    params = self._params(position_params)
-    q, k, v = self._project(x)
-    bias, rest, rest_params, table = position_bias, [], [], None
-    for part, p in zip(self.parts, params):  # rotations first: a contextual term reads the rotated q and k
-      if grid_lib.is_grid(part) and terms_lib.select.term_for(part).stage is terms_lib.Stage.ROTATE:
-        c = part.coordinates(coords)
-        if grid_shape is not None:
-          part.check_grid(grid_shape)
-        q = part.rotate_queries(p, q.astype(jnp.float32), c).astype(q.dtype)
-        k = part.rotate_keys(p, k.astype(jnp.float32), c).astype(k.dtype)
-    for part, p in zip(self.parts, params):
-      if not grid_lib.is_grid(part):
-        rest.append(part)
-        rest_params.append(p)
-        continue
-      c = part.coordinates(coords)
-      if grid_shape is not None:
-        part.check_grid(grid_shape)
-      part_term = terms_lib.select.term_for(part)
-      if part_term.stage is terms_lib.Stage.SCORES:  # iRPE's contextual mode, PaPE: a term of q, k or x
-        term = part.contextual_scores(p, q, k, c, c, 1.0 / np.sqrt(self.head_dim), inputs=x)
-        bias = term if bias is None else bias + term
-      elif part_term.scalar_bias and position_bias is None:
-        if grid_shape is not None and part.is_toeplitz and by_table:
-          term = grid_lib.grid_bias_table(part, p, grid_shape, class_token=class_token)
-          table = term if table is None else table + term
-          continue
-        if grid_shape is not None:
-          term = grid_lib.grid_bias_matrix(part, p, grid_shape, class_token=class_token)
-          if self.debug_checks and part.is_toeplitz:
-            jax.debug.callback(
-                lambda t, shape=grid_shape, cls=class_token: grid_lib.assert_block_toeplitz(t, shape, class_token=cls),
-                term,
-            )
-        else:
-          term = grid_lib.grid_bias_at_positions(part, p, c, c)
-        bias = term if bias is None else bias + term
-    if table is not None:  # the relative grid biases by their distinct offsets: tiles gather their blocks
-      table = terms_lib.grid.GridTable(table, grid_shape, class_token)
-      if self.debug_checks:
-        jax.debug.callback(
-            lambda t, shape=grid_shape, cls=class_token: grid_lib.assert_block_toeplitz(t, shape, class_token=cls),
-            table.dense(),
-        )
-      bias = table if bias is None else bias + table.dense()
-    return q, k, v, bias, tuple(rest), rest_params, padding_mask
 
   def attention_weights(
       self,

@@ -107,7 +107,7 @@ class _Config:
   normalizer: int | None = None  # index in parts of a normalizer replacing the softmax (stick-breaking)
   halo: int = 0  # extra key columns on each side of a tile that a score transform reads (DAPE version 2)
   # How a tile reads the precomputed bias: sliced from (B|1, H, Lq, Lk), or gathered from a grid's distinct
-  # offsets (terms.grid.GridTableBias, when position_bias is a terms.grid.GridTable).
+  # offsets and evaluated on its own pairs (terms.grid.GridTableBias, when position_bias is a terms.grid.GridTable).
   given_term: terms.base.Term = terms.scalar.GivenBias()
 
   @property
@@ -657,9 +657,9 @@ def prepare(
       'u': u,
   }
   given_term = terms.scalar.GivenBias()
-  if isinstance(position_bias, terms.grid.GridTable):  # a grid's distinct offsets: each tile gathers its block
-    given_term = terms.grid.GridTableBias(tuple(position_bias.shape), bool(position_bias.class_token))
-    theta['given'] = jnp.asarray(position_bias.values, jnp.float32)
+  if isinstance(position_bias, terms.grid.GridTable):  # a grid's bias in its tileable form: each tile its own block
+    given_term = position_bias.term()
+    theta['given'] = position_bias.theta()
   elif position_bias is not None:
     bias = jnp.asarray(position_bias, jnp.float32)
     bias = bias[None] if bias.ndim == 3 else bias

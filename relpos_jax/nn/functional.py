@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from relpos_jax import checks, validation
+from relpos_jax.encoders import contract
 from relpos_jax.nn import blockwise, explicit, terms
 
 IMPLEMENTATIONS = (None, 'xla', 'cudnn', 'einsum', 'blockwise', 'pallas')
@@ -430,19 +431,44 @@ def attend(
 
 
 def _check_grid_table(table, q_len, k_len, num_heads, q_offset, q_positions):
-  """A `terms.grid.GridTable` bias: (num_heads, prod(2n - 1) [+ 1]) values for queries and keys that are the grid's
-  tokens in raster order (no offset, no explicit positions). Else ValueError naming what differs."""
+  """A `terms.grid.GridTable` bias: (num_heads, prod(2n - 1) [+ 1]) values (or None) and pair parts of num_heads
+  heads (their params' dims), for queries and keys that are the grid's tokens in raster order (no offset, no
+  explicit positions). Else ValueError naming what differs."""
   n = table.num_tokens
   p = int(np.prod([2 * side - 1 for side in table.shape])) + int(table.class_token)
-  values = jnp.asarray(table.values)
   validation.require(
-      values.shape == (num_heads, p),
+      table.values is not None or table.pair_parts,
       'attend',
       'position_bias',
-      f'<GridTable values {tuple(values.shape)}>',
-      f'values (num_heads, prod(2n - 1){" + 1" if table.class_token else ""}) = ({num_heads}, {p}) for the grid '
-      f'{tuple(table.shape)}',
+      f'<GridTable over {tuple(table.shape)}>',
+      'a table of values, pair parts, or both (this one has neither)',
   )
+  if table.values is not None:
+    values = jnp.asarray(table.values)
+    validation.require(
+        values.shape == (num_heads, p),
+        'attend',
+        'position_bias',
+        f'<GridTable values {tuple(values.shape)}>',
+        f'values (num_heads, prod(2n - 1){" + 1" if table.class_token else ""}) = ({num_heads}, {p}) for the grid '
+        f'{tuple(table.shape)}',
+    )
+  validation.require(
+      len(table.pair_parts) == len(table.pair_params),
+      'attend',
+      'position_bias',
+      f'<GridTable with {len(table.pair_parts)} pair parts and {len(table.pair_params)} params>',
+      'one params pytree per pair part',
+  )
+  for part, params in zip(table.pair_parts, table.pair_params):
+    heads = contract.dims(params).num_heads
+    validation.require(
+        heads == num_heads,
+        'attend',
+        'position_bias',
+        f'<GridTable pair part {part.name!r} of {heads} heads>',
+        f'pair parts of num_heads = {num_heads} heads',
+    )
   validation.require(
       q_len == k_len == n and q_positions is None and _is_static_zero(q_offset),
       'attend',

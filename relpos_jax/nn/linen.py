@@ -63,7 +63,8 @@ class RelativeMultiHeadAttention(nn.Module):
 
   Attributes: num_heads, encoder, head_dim (None: model_dim // num_heads, model_dim read from the input),
   causal, dtype ('float32' | 'bfloat16'), implementation (None | 'xla' | 'cudnn' | 'einsum' | 'blockwise'),
-  block_size (the tiles of 'blockwise'), debug_checks.
+  block_size (the tiles of 'blockwise'), debug_checks. Grid encoders (relpos_jax.grid) take coordinates
+  (B, L, axes) or a static grid_shape, as the NNX layer's grid path (`__call__`).
   """
 
   num_heads: int
@@ -93,9 +94,17 @@ class RelativeMultiHeadAttention(nn.Module):
       padding_mask: jax.Array | None = None,
       position_bias: jax.Array | None = None,
       segment_ids: jax.Array | None = None,
+      grid_shape=None,
+      class_token: bool = False,
   ) -> jax.Array:
     """x (B, L, model_dim) -> (B, L, model_dim); positions (B, L) int or None; padding_mask (B, L) bool;
-    segment_ids (B, L) int document ids of packed sequences (a token attends to its own document only)."""
+    segment_ids (B, L) int document ids of packed sequences (a token attends to its own document only).
+
+    Grid encoders (relpos_jax.grid) read coordinates instead, as the NNX layer's: positions (B, L, axes), int or
+    float, or a static `grid_shape` (H, W) / (T, H, W) (the tokens are that grid in raster order, after a class
+    token first when `class_token`). Both layers take the same grid path (`attention.grid_inputs`): rotary parts
+    rotate q and k at the coordinates, bias parts (with grid_shape: by their distinct offsets, fire2d per tile)
+    and iRPE's contextual scores become the precomputed bias; the same refusals, by name."""
     who = 'linen.RelativeMultiHeadAttention'
     functional.check_implementation(self.implementation)
     functional.check_block_size(self.implementation, self.block_size)
@@ -106,16 +115,53 @@ class RelativeMultiHeadAttention(nn.Module):
     head_dim = validation.head_dim(who, model_dim, num_heads, self.head_dim)
     terms.parts.check_causal(who, self.encoder, validation.boolean(who, 'causal', self.causal))
     parts = terms.parts.attention_parts(self.encoder)
-    params = [self._part_params(i, part, model_dim, head_dim) for i, part in enumerate(parts)]
     dense = functools.partial(nn.Dense, use_bias=False, dtype=dtype, param_dtype=jnp.float32)
     inner = self.num_heads * head_dim
-    q, k, v = (
+    get_params = lambda: [self._part_params(i, part, model_dim, head_dim) for i, part in enumerate(parts)]
+    project = lambda x: tuple(
         attention_lib.split_heads(dense(inner, name=name)(x), self.num_heads) for name in ('query', 'key', 'value')
     )
-    if positions is not None:
-      positions = validation.positions(who, positions, (b, length))
     if segment_ids is not None:
       segment_ids = validation.positions(who, segment_ids, (b, length), 'segment_ids')
+    if attention_lib.on_grid(parts, positions, grid_shape):
+      q, k, v, bias, rest, rest_params, padding_mask = attention_lib.grid_inputs(
+          who,
+          self.encoder,
+          parts,
+          get_params,
+          project,
+          x,
+          positions,
+          padding_mask,
+          position_bias,
+          grid_shape,
+          class_token,
+          head_dim=head_dim,
+          window=self.window,
+          implementation=self.implementation,
+          debug_checks=self.debug_checks,
+          by_table=True,
+      )
+      out = functional.attend(
+          q,
+          k,
+          v,
+          parts=rest,
+          params=rest_params,
+          causal=self.causal,
+          key_mask=padding_mask,
+          position_bias=bias,
+          implementation=self.implementation,
+          block_size=self.block_size,
+          features=terms.parts.token_features(rest, rest_params, x),
+          q_segment_ids=segment_ids,
+          k_segment_ids=segment_ids,
+      )
+      return dense(model_dim, name='out')(attention_lib.merge_heads(out).astype(dtype))
+    params = get_params()
+    q, k, v = project(x)
+    if positions is not None:
+      positions = validation.positions(who, positions, (b, length))
     if terms.parts.rotates(parts):
       rot = positions if positions is not None else terms.parts.contiguous_positions(b, length)
       rot = rot if padding_mask is None else jnp.where(padding_mask, rot, 0)  # Padding counts in no length.

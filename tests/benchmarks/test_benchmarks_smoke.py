@@ -123,6 +123,23 @@ def test_blockwise_runs():
 def test_grid_runs():
   from benchmarks import grid
 
-  memory, timing = grid.run(shape=(4, 4), memory_shape=(4, 4), repeats=1, warmup=0, rows=grid.ENCODERS[:1])
-  assert [row[1] for row in memory.rows] == [row[1] for row in timing.rows] == ['alibi2d']
-  assert memory.rows[0][-1].startswith(('met', '**missed**')) and memory.rows[0][-2] != '-'
+  rows = grid.ENCODERS[:1] + tuple(r for r in grid.ENCODERS if r[0] == 'fire2d')
+  memory, timing = grid.run(
+      shape=(4, 4), memory_shape=(4, 4), repeats=1, warmup=0, rows=rows, time_shapes=[(4, 4), (3, 5)]
+  )
+  assert [row[1] for row in memory.rows] == ['alibi2d', 'fire2d']
+  assert [row[:2] for row in timing.rows] == [
+      ['4x4 (16)', 'alibi2d'],
+      ['4x4 (16)', 'fire2d'],
+      ['3x5 (15)', 'alibi2d'],
+      ['3x5 (15)', 'fire2d'],
+  ]
+  assert all(row[-1].startswith(('met', '**missed**')) and row[-2] != '-' for row in memory.rows)
+
+
+def test_grid_sides_option():
+  assert run.parse(['--only', 'grid', '--grid-sides', '32,64']).grid_sides == [32, 64]
+  assert run.parse(['--only', 'grid']).grid_sides == []
+  for bad in ('32,x', '0'):
+    with pytest.raises(SystemExit):
+      run.parse(['--grid-sides', bad])

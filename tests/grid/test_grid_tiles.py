@@ -200,3 +200,148 @@ def test_blockwise_fwd_bwd_memory_holds_no_length_squared_buffer():
   assert explicit >= one_square
   assert tiled < one_square / 4, (tiled, one_square)
   assert tiled < 0.05 * explicit, (tiled, explicit)
+
+
+# ---- fire2d: a query-dependent grid bias (no table of offsets), evaluated per tile on the tile's own pairs
+
+
+def test_pair_part_dense_is_the_grid_bias_matrix():
+  """fire2d's per-pair form over every pair (what a tile evaluates on its block) equals grid_bias_matrix, whose
+  pair_bias reads the class token's sentinel coordinates; and alone it is not block-Toeplitz (the reason it
+  has no table)."""
+  enc = grid.make('fire2d')
+  for shape, class_token in [((3, 4), True), ((2, 3, 2), False)]:
+    enc_s = grid.make('fire2d', axes=len(shape))
+    p = _params(enc_s)
+    table = terms.GridTable(None, shape, class_token, (enc_s,), (p,))
+    np.testing.assert_allclose(
+        table.dense(), grid.grid_bias_matrix(enc_s, p, shape, class_token=class_token), rtol=1e-6, atol=1e-6
+    )
+  # L = 2 at init: pairs (1, 0) and (11, 10) share the offset (0, 1), not the normaliser psi(max(|p_i|, L)):
+  # |(0, 1)| = 1 < L, |(2, 3)| = 3.6 > L.
+  fresh = enc.init(jax.random.key(0), num_heads=HEADS, head_dim=HEAD_DIM, model_dim=HEADS * HEAD_DIM)
+  dense = terms.GridTable(None, (3, 4), False, (enc,), (fresh,)).dense()
+  assert not np.allclose(dense[:, 1, 0], dense[:, 11, 10], atol=1e-4)
+
+
+def test_grid_coordinates_are_raster_order():
+  shape = (2, 3, 2)
+  got = terms.grid.grid_coordinates(jnp.arange(1, 13), shape, True)
+  np.testing.assert_array_equal(got, grid.grid_positions(shape))
+
+
+@pytest.mark.parametrize(
+    'shape, class_token, block_size, padded, with_table',
+    [((3, 4), False, 4, False, False), ((3, 5), True, (4, 7), True, True), ((5, 3), True, 3, False, False)],
+)
+def test_blockwise_fire2d_equals_explicit_in_outputs_and_gradients(shape, class_token, block_size, padded, with_table):
+  """fire2d per tile (alone, or beside alibi2d's table: one GridTable) against the explicit path's (H, L, L) bias:
+  outputs and gradients w.r.t. q, k, v and fire2d's MLP, c and threshold, for odd tiles, padding, a class token."""
+  fire = grid.make('fire2d')
+  alibi = grid.make('alibi2d')
+  params = (_params(fire), _params(alibi))
+  n = int(np.prod(shape)) + int(class_token)
+  q, k, v = _qkv(n)
+  key_mask = None
+  if padded:
+    key_mask = jnp.arange(n)[None, :] < jnp.asarray([[n], [n - 3]])
+
+  def loss(q, k, v, params, implementation):
+    values = grid.grid_bias_table(alibi, params[1], shape, class_token=class_token) if with_table else None
+    if implementation == 'blockwise':
+      bias = terms.GridTable(values, shape, class_token, (fire,), (params[0],))
+    else:
+      bias = grid.grid_bias_matrix(fire, params[0], shape, class_token=class_token)
+      if with_table:
+        bias = bias + grid.grid_bias_matrix(alibi, params[1], shape, class_token=class_token)
+    out = functional.attend(
+        q,
+        k,
+        v,
+        parts=(),
+        params=[],
+        key_mask=key_mask,
+        position_bias=bias,
+        implementation=implementation,
+        block_size=block_size if implementation == 'blockwise' else None,
+    )
+    return jnp.sum(jnp.sin(out) * jnp.arange(out.size).reshape(out.shape) / out.size), out
+
+  grad = jax.grad(loss, argnums=(0, 1, 2, 3), has_aux=True)
+  (g_explicit, out_explicit), (g_tiled, out_tiled) = grad(q, k, v, params, 'einsum'), grad(q, k, v, params, 'blockwise')
+  np.testing.assert_allclose(out_tiled, out_explicit, rtol=1e-5, atol=1e-5)
+  for a, b in zip(jax.tree.leaves(g_tiled), jax.tree.leaves(g_explicit)):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+  # Not vacuous: every fire2d gradient but the output bias's (a constant per head and query row, which the softmax
+  # cancels: 0 on both paths).
+  g_fire = g_tiled[3][0]
+  for g in [g_fire['c'], g_fire['threshold_multiplier'], g_fire['mlp'][0]['kernel'], g_fire['mlp'][1]['kernel']]:
+    assert float(jnp.max(jnp.abs(g))) > 1e-6
+
+
+def test_layer_hands_attend_fire2d_as_a_pair_part(monkeypatch):
+  """The grid branch puts fire2d in the GridTable as a pair part (no (H, L, L) matrix), beside alibi2d's table."""
+  seen = []
+  attend = functional.attend
+
+  def spy(*args, **kwargs):
+    seen.append(kwargs.get('position_bias'))
+    return attend(*args, **kwargs)
+
+  monkeypatch.setattr(functional, 'attend', spy)
+  for spec, values_shape in [('fire2d', None), ('alibi2d + fire2d', (HEADS, 5 * 7))]:
+    layer = RelativeMultiHeadAttention(
+        HEADS, HEADS * HEAD_DIM, grid.from_spec(spec), rngs=nnx.Rngs(0), implementation='blockwise'
+    )
+    layer(jax.random.normal(jax.random.key(0), (1, 12, HEADS * HEAD_DIM)), grid_shape=(3, 4))
+    assert isinstance(seen[-1], terms.GridTable)
+    assert [p.name for p in seen[-1].pair_parts] == ['fire2d']
+    assert (None if seen[-1].values is None else seen[-1].values.shape) == values_shape
+
+
+def test_a_pair_part_of_other_heads_is_refused_by_name():
+  enc = grid.make('fire2d')
+  params = enc.init(jax.random.key(0), num_heads=HEADS + 1, head_dim=HEAD_DIM, model_dim=HEADS * HEAD_DIM)
+  q, k, v = _qkv(12)
+  table = terms.GridTable(None, (3, 4), False, (enc,), (params,))
+  with pytest.raises(ValueError, match="position_bias.*'fire2d' of 3 heads.*2 heads"):
+    functional.attend(q, k, v, parts=(), params=[], position_bias=table, implementation='blockwise')
+  with pytest.raises(ValueError, match='position_bias.*neither'):
+    functional.attend(
+        q, k, v, parts=(), params=[], position_bias=terms.GridTable(None, (3, 4)), implementation='blockwise'
+    )
+
+
+def test_blockwise_fire2d_fwd_bwd_memory_holds_no_length_squared_buffer():
+  """fire2d per tile at 32 x 32 = 1,024 tokens (compiled, not run): the explicit fwd+bwd holds (H, L, L) arrays and
+  the MLP's (L, L, 32) hidden layer; the blockwise one evaluates the MLP on 128 x 128 tiles: its temp memory stays
+  under one (H, L, L) array and below 5% of the explicit path's."""
+  shape, n = (32, 32), 1024
+  enc = grid.make('fire2d')
+  params = _params(enc)
+  q, k, v = [x[:1] for x in _qkv(n)]
+
+  def fwd_bwd(implementation):
+    def loss(q, k, v, params):
+      bias = terms.GridTable(None, shape, False, (enc,), (params,))
+      out = functional.attend(
+          q,
+          k,
+          v,
+          parts=(),
+          params=[],
+          position_bias=bias if implementation == 'blockwise' else bias.dense(),
+          implementation=implementation,
+          block_size=128 if implementation == 'blockwise' else None,
+      )
+      return jnp.sum(out**2)
+
+    return jax.grad(loss, argnums=(0, 1, 2, 3))
+
+  explicit = _temp_bytes(fwd_bwd('einsum'), q, k, v, params)
+  tiled = _temp_bytes(fwd_bwd('blockwise'), q, k, v, params)
+  one_square = HEADS * n * n * 4
+  assert explicit >= 32 * n * n * 4  # the hidden layer of every pair
+  # A tile's hidden layer is 128 x 128 x 32 float32 = 2 MiB (and its backward's copies): under one (H, L, L) array.
+  assert tiled < one_square, (tiled, one_square)
+  assert tiled < 0.05 * explicit, (tiled, explicit)
