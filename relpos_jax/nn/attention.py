@@ -388,9 +388,11 @@ class RelativeMultiHeadAttention(nnx.Module):
     `by_table` (the layer's call) the biases' tables (grid.grid_bias_table, (H, P)) are summed into a
     `terms.GridTable`, from which 'blockwise' gathers each tile's block (memory O(P + tile), not O(L^2)) and the
     untiled paths take the (H, L, L) expansion; without it (attention_weights) the (H, L, L) matrix
-    (grid.grid_bias_matrix). Any other bias (fire2d's query-dependent one, iRPE's contextual scores, a given
-    position_bias, explicit coordinates, where every pair is evaluated, (B, H, L, L)) is realised whole, and the
-    tables' expansion is added to it. Refused by name: a 1-D encoder that reads
+    (grid.grid_bias_matrix). A grid vector part (iRPE's contextual mode) joins the remaining parts with the
+    coordinates (`terms.grid.with_coordinates`): `functional.attend` computes its q, k and v terms per tile
+    (without `by_table`, for attention_weights, its q and k terms are realised whole). Any other bias (fire2d's
+    query-dependent one, a given position_bias, explicit coordinates, where every pair is evaluated,
+    (B, H, L, L)) is realised whole, and the tables' expansion is added to it. Refused by name: a 1-D encoder that reads
     positions given coordinates, a grid encoder without them (or given 1-D positions), both positions and
     grid_shape, coordinates of the wrong rank or trailing axis, non-finite coordinates, a grid beyond a learned
     table, sliding windows and the Pallas kernel.
@@ -475,7 +477,10 @@ class RelativeMultiHeadAttention(nnx.Module):
       if grid_shape is not None:
         part.check_grid(grid_shape)
       part_term = terms_lib.select.term_for(part)
-      if part_term.stage is terms_lib.Stage.SCORES:  # iRPE's contextual mode: a score term of q and k
+      if part_term.stage is terms_lib.Stage.SCORES and by_table:  # iRPE's contextual mode: attend's tiles read
+        rest.append(part)  # its buckets from the tokens' coordinates (terms.grid.GridScores: q, k and v terms)
+        rest_params.append(terms_lib.grid.with_coordinates(p, c, c))
+      elif part_term.stage is terms_lib.Stage.SCORES:  # attention_weights: its q and k terms whole
         term = part.contextual_scores(p, q, k, c, c, 1.0 / np.sqrt(self.head_dim))
         bias = term if bias is None else bias + term
       elif part_term.scalar_bias and position_bias is None:

@@ -35,6 +35,9 @@ class RelativeTable:
     'pairwise'  explicit positions and an unclipped table: the relative positions that occur are not known
                 statically, so each pair is evaluated at its own rel (B, Lq, Lk). The one layout that builds
                 (B, Lq, Lk, H, D); only reached with explicit positions and an unbounded table.
+    'bucketed'  a table whose rows are buckets of something other than j - i (iRPE's buckets of grid offsets,
+                relpos_jax.grid): `rows` the R bucket ids, `rel` holds the row each pair reads directly
+                ((B, Lq, Lk) int32 in [0, R), `bucketed_table`); gathered per query, aggregated by a scatter-add.
   """
 
   mode: str
@@ -56,6 +59,8 @@ class RelativeTable:
     """Row read by each pair: (Lq, Lk) or (B, Lq, Lk) int32 (for causal 'distinct', >= num_rows ahead)."""
     if self.mode == 'distinct':
       return positions_lib.toeplitz_index(self.q_len, self.k_len)
+    if self.mode == 'bucketed':
+      return self.rel
     assert self.mode == 'clipped', f'mode {self.mode!r} has no row index'
     return jnp.clip(self.rel, -self.clip, self.clip) + self.clip
 
@@ -94,6 +99,13 @@ def relative_table(
     rows = jnp.arange(-clip, clip + 1, dtype=jnp.int32)
     return RelativeTable('clipped', q_len, k_len, rows, rel, 0, False, clip)
   return RelativeTable('pairwise', q_len, k_len, None, rel, 0, False, None)
+
+
+def bucketed_table(rows: jax.Array, index: jax.Array) -> RelativeTable:
+  """A 'bucketed' table: rows (R,) int32 bucket ids (what the encoder's embeddings are evaluated at), index
+  (B, Lq, Lk) int32 in [0, R), the row of `rows` each pair reads."""
+  index = jnp.asarray(index, jnp.int32)
+  return RelativeTable('bucketed', index.shape[-2], index.shape[-1], jnp.asarray(rows, jnp.int32), index, 0, False)
 
 
 def _take_per_query(x: jax.Array, index: jax.Array) -> jax.Array:
@@ -169,14 +181,14 @@ def _aggregate_impl(weights: jax.Array, table: RelativeTable) -> jax.Array:
     if table.causal:
       weights = jnp.where(_ahead(table), 0.0, weights)
     return unskew(weights, table.num_rows)  # row r holds key j = r + i - (Lq - 1)
-  assert table.mode == 'clipped', f'mode {table.mode!r} has no row table'
-  k = table.clip
-  num_rows = 2 * k + 1
-  if not table.contiguous:
+  assert table.mode in ('clipped', 'bucketed'), f'mode {table.mode!r} has no row table'
+  if not table.contiguous:  # explicit positions or buckets: a scatter-add of the weights into their rows
+    num_rows = table.num_rows
     index = jnp.broadcast_to(table.index[:, None], weights.shape)  # (B, H, Lq, Lk)
     bi, hi, qi = jnp.meshgrid(jnp.arange(b), jnp.arange(h), jnp.arange(q_len), indexing='ij')
     out = jnp.zeros((b, h, q_len, num_rows), weights.dtype)
     return out.at[bi[..., None], hi[..., None], qi[..., None], index].add(weights)
+  k = table.clip
   if k == 0:
     return jnp.sum(weights, axis=-1, keepdims=True)
   # Key j sits at rel = j - i - q_offset from query i: rel = -k is key i + q_offset - k.

@@ -1,10 +1,12 @@
 """Grid parts: a scalar bias given by its distinct offsets (`GridTable`, gathered per tile by `GridTableBias`:
-memory O(P + tile) instead of (H, L, L)), and iRPE's contextual score term on a grid (`GridScores`).
+memory O(P + tile) instead of (H, L, L)), and a vector-relative grid part, iRPE's contextual mode (`GridScores`:
+its q, k and v terms per tile, from the tokens' coordinates).
 
 The attention layer takes grid encoders (`is_grid`) on its grid path (`relpos_jax.nn.attention`): it rotates
-q and k itself, adds a grid bias (or iRPE's contextual score term) as a precomputed `position_bias`, and
-hands the other parts to `functional.attend`. A grid scalar bias, rotation or absolute part gets the 1-D Term of
-its kind (`select.term_for`); iRPE's contextual score term gets `GridScores`.
+q and k itself, adds a grid bias as a precomputed `position_bias`, and hands the other parts to
+`functional.attend`, a grid vector part with the coordinates of its queries and keys (`with_coordinates`). A grid
+scalar bias, rotation or absolute part gets the 1-D Term of its kind (`select.term_for`); a grid vector part gets
+`GridScores`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from relpos_jax.nn.terms import base
+from relpos_jax.nn import skew
+from relpos_jax.nn.terms import base, vector
 
 
 def grid_offset_index(q_index, k_index, shape, class_token: bool):
@@ -82,10 +85,79 @@ class GridTableBias(base.Term):
     return jnp.take(local, grid_offset_index(q_index, k_index, self.shape, self.class_token), axis=-1)[None]
 
 
+def with_coordinates(params, q_coords, k_coords) -> dict:
+  """What a grid vector part (`GridScores`) reads in `functional.attend`: its params and the coordinates of the
+  queries (B, Lq, axes) and keys (B, Lk, axes) (a class token's are CLASS_TOKEN), as the layer's grid path hands
+  them. The coordinates travel as float32 (exact: real coordinates are at most 2^22) and get no gradient."""
+  coords = [jax.lax.stop_gradient(jnp.asarray(c, jnp.float32)) for c in (q_coords, k_coords)]
+  return {'params': params, 'q_coords': coords[0], 'k_coords': coords[1]}
+
+
 @dataclasses.dataclass(frozen=True)
 class GridScores(base.Term):
-  """iRPE's contextual mode on a grid (kind VECTOR_RELATIVE, `contextual_scores` of q and k at coordinates):
-  the layer's grid path adds it whole, as a precomputed bias; it never enters the tile loops."""
+  """A vector-relative grid part (iRPE's contextual mode, relpos_jax.grid.encoders.irpe): per tile, each pair's
+  buckets from its query's and key's coordinates (`pair_buckets`, (B, bq, bk) per table), a 'bucketed' relative
+  table of the encoder's rows (`skew.bucketed_table`), read by the vector kind's own kernels:
+
+    on keys     (s q_i) . r^K_{b(p_i - p_j)}          `vector.vector_scores` (queries projected on the rows once)
+    on queries  (s k_j) . r^Q_{b(p_j - p_i)}          the same projection of the keys, gathered transposed
+                                                      (`content`: a bias, since `scores` sees the queries only)
+    on values   sum_j a_ij r^V_{b(p_i - p_j)}         `vector.vector_values` (weights aggregated per bucket)
+
+  with s the softmax scale (the Term's `scale`). A tile holds (B, H, bq, R) projections and (B, bq, bk) buckets,
+  never an (L, L) array; the explicit path is the one-tile case. The params arrive `with_coordinates`."""
 
   stage = base.Stage.SCORES
-  tiles = False
+  scale: float = 1.0
+
+  def prepare(self, part, params, ctx):
+    if not (isinstance(params, dict) and set(params) == {'params', 'q_coords', 'k_coords'}):
+      raise ValueError(
+          f'attend: the grid part {part.name!r} reads the coordinates of its queries and keys: pass its params as '
+          'terms.grid.with_coordinates(params, q_coords, k_coords) (the attention layer does, given grid_shape or '
+          'positions (batch, length, axes)).'
+      )
+    b = ctx.key_mask.shape[0]
+    pad = lambda c, length: base.pad_axis(jnp.broadcast_to(c, (b,) + c.shape[1:]), 1, length)
+    return {
+        'params': params['params'],
+        'q_coords': pad(params['q_coords'], ctx.padded_q_len),
+        'k_coords': pad(params['k_coords'], ctx.padded_k_len),
+    }
+
+  def local(self, theta, tile):
+    return {
+        'params': theta['params'],
+        'q_coords': jax.lax.dynamic_slice_in_dim(theta['q_coords'], tile.qs, tile.bq, axis=1),
+        'k_coords': jax.lax.dynamic_slice_in_dim(theta['k_coords'], tile.ks, tile.bk, axis=1),
+    }
+
+  def accumulate(self, acc, d_local, tile):
+    params = jax.tree.map(jnp.add, acc['params'], d_local['params'])
+    return {**acc, 'params': params}  # the coordinates take no gradient
+
+  def _tables(self, part, rows_coords, cols_coords):
+    """One 'bucketed' table per encoder table: pairs (rows, cols) read the bucket of p_row - p_col."""
+    buckets = part.pair_buckets(rows_coords, cols_coords)  # (B, rows, cols, tables)
+    return [skew.bucketed_table(part.table_rows(t), buckets[..., t]) for t in range(buckets.shape[-1])]
+
+  def scores(self, part, local, q_t, tile):
+    tables = self._tables(part, local['q_coords'], local['k_coords'])
+    terms = [vector.vector_scores(part, local['params'], q_t, table) for table in tables]
+    return None if terms[0] is None else sum(terms)  # None: no table on the keys
+
+  def content(self, part, local, content_q, k_t, scores, tile, valid=None, query=None):
+    total = None
+    for table in self._tables(part, local['k_coords'], local['q_coords']):
+      rows = part.query_embeddings(local['params'], table.rows)  # (R, H, D), None: no table on the queries
+      if rows is None:
+        return scores, None
+      projected = jnp.einsum('bjhd,rhd->bhjr', k_t.astype(jnp.float32), rows)  # each key against each row, once
+      term = jnp.swapaxes(skew.gather_rows(projected, table), -1, -2)  # (B, H, bq, bk)
+      total = term if total is None else total + term
+    return scores, total * np.float32(self.scale)
+
+  def values(self, part, local, p_t, tile):
+    tables = self._tables(part, local['q_coords'], local['k_coords'])
+    terms = [vector.vector_values(part, local['params'], p_t, table) for table in tables]
+    return None if terms[0] is None else sum(terms)  # None: no table on the values
