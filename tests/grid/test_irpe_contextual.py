@@ -126,7 +126,7 @@ def _attend(enc, params, q, k, v, coords, implementation, block_size=None, **kw)
 
 
 @pytest.mark.parametrize('method', ['product', 'euclidean', 'quant', 'cross'])
-@pytest.mark.parametrize('rpe_on, class_token, shared_head', [('v', True, True), ('qkv', False, False)])
+@pytest.mark.parametrize('rpe_on, class_token, shared_head', [('v', False, True), ('qkv', True, False)])
 def test_attention_matches_the_reference(method, rpe_on, class_token, shared_head):
   """The value term alone ('v') and with both score terms ('qkv'), explicit and in tiles of 5 x 3."""
   enc = grid.make('irpe', method=method, mode='contextual', rpe_on=rpe_on, shared_head=shared_head)
