@@ -184,10 +184,14 @@ def _aggregate_impl(weights: jax.Array, table: RelativeTable) -> jax.Array:
   assert table.mode in ('clipped', 'bucketed'), f'mode {table.mode!r} has no row table'
   if not table.contiguous:  # explicit positions or buckets: a scatter-add of the weights into their rows
     num_rows = table.num_rows
-    index = jnp.broadcast_to(table.index[:, None], weights.shape)  # (B, H, Lq, Lk)
-    bi, hi, qi = jnp.meshgrid(jnp.arange(b), jnp.arange(h), jnp.arange(q_len), indexing='ij')
-    out = jnp.zeros((b, h, q_len, num_rows), weights.dtype)
-    return out.at[bi[..., None], hi[..., None], qi[..., None], index].add(weights)
+    # One flat index per weight, entry ((b H + h) Lq + i) R + row: a 1-d scatter, about twice as fast on this
+    # (shared, noisy) CPU as the same scatter-add indexed by (b, h, i, row): 1.2-1.6 ms against 2.9-3.7 ms for a
+    # (1, 2, 512, 512) tile of weights into R = 50 rows.
+    along = lambda n, axis: jnp.arange(n, dtype=jnp.int32).reshape([n if a == axis else 1 for a in range(4)])
+    first = ((along(b, 0) * h + along(h, 1)) * q_len + along(q_len, 2)) * num_rows  # (B, H, Lq, 1)
+    flat = (first + jnp.asarray(table.index, jnp.int32)[:, None]).reshape(-1)
+    out = jnp.zeros((b * h * q_len * num_rows,), weights.dtype).at[flat].add(weights.reshape(-1))
+    return out.reshape(b, h, q_len, num_rows)
   k = table.clip
   if k == 0:
     return jnp.sum(weights, axis=-1, keepdims=True)
