@@ -256,8 +256,9 @@ def _temp_bytes(fn, *args):
 
 def test_blockwise_fwd_bwd_memory_holds_no_length_squared_buffer():
   """At 48 x 48 + a class token (compiled, not run): the explicit layer fwd+bwd holds (H, L, L) float32 arrays
-  (40.6 MiB each); the blockwise one, tiles of 128, holds tile-sized buffers (about 4 MiB, measured: 3.3 MiB at
-  32 x 32 and 4.6 MiB at 64 x 64, where one (H, L, L) array grows from 8 to 128 MiB), under an eighth of one."""
+  (40.5 MiB each; 328 MiB in all, measured); the blockwise one, tiles of 128, holds tile-sized buffers (2.7 MiB;
+  2.2 MiB at 32 x 32 and 3.5 MiB at 64 x 64, where one (H, L, L) array grows from 8 to 128 MiB), under an eighth
+  of one (H, L, L) array."""
   side = 48
   n = side * side + 1
 
