@@ -13,7 +13,7 @@ The attention layer takes coordinates (batch, length, axes) or a static `grid_sh
   distance2d     -slope_h * |delta|_1 or |delta|_2 (the lecture's relative distance on a grid)
   shaw2d         Shaw's clipped table per axis, summed
   irpe           iRPE (Wu et al. 2021): piecewise index, methods euclidean / quant / cross / product; bias mode, and
-                 contextual mode on keys / queries (a content term, kind VECTOR_RELATIVE)
+                 contextual mode on keys / queries / values (kind VECTOR_RELATIVE, per tile on the blockwise path)
   swin           Swin v1's learned (2M - 1)^2 table (refuses grids beyond its window)
   swin_v2_cpb    Swin v2's continuous position bias (MLP on log-spaced offsets, 16 sigmoid)
   alibi2d        -m_h |delta|_2 with ALiBi's slopes (CROMA's 2D-ALiBi)

@@ -35,6 +35,9 @@ class RelativeTable:
     'pairwise'  explicit positions and an unclipped table: the relative positions that occur are not known
                 statically, so each pair is evaluated at its own rel (B, Lq, Lk). The one layout that builds
                 (B, Lq, Lk, H, D); only reached with explicit positions and an unbounded table.
+    'bucketed'  a table whose rows are buckets of something other than j - i (iRPE's buckets of grid offsets,
+                relpos_jax.grid): `rows` the R bucket ids, `rel` holds the row each pair reads directly
+                ((B, Lq, Lk) int32 in [0, R), `bucketed_table`); gathered per query, aggregated by a scatter-add.
   """
 
   mode: str
@@ -56,6 +59,8 @@ class RelativeTable:
     """Row read by each pair: (Lq, Lk) or (B, Lq, Lk) int32 (for causal 'distinct', >= num_rows ahead)."""
     if self.mode == 'distinct':
       return positions_lib.toeplitz_index(self.q_len, self.k_len)
+    if self.mode == 'bucketed':
+      return self.rel
     assert self.mode == 'clipped', f'mode {self.mode!r} has no row index'
     return jnp.clip(self.rel, -self.clip, self.clip) + self.clip
 
@@ -94,6 +99,13 @@ def relative_table(
     rows = jnp.arange(-clip, clip + 1, dtype=jnp.int32)
     return RelativeTable('clipped', q_len, k_len, rows, rel, 0, False, clip)
   return RelativeTable('pairwise', q_len, k_len, None, rel, 0, False, None)
+
+
+def bucketed_table(rows: jax.Array, index: jax.Array) -> RelativeTable:
+  """A 'bucketed' table: rows (R,) int32 bucket ids (what the encoder's embeddings are evaluated at), index
+  (B, Lq, Lk) int32 in [0, R), the row of `rows` each pair reads."""
+  index = jnp.asarray(index, jnp.int32)
+  return RelativeTable('bucketed', index.shape[-2], index.shape[-1], jnp.asarray(rows, jnp.int32), index, 0, False)
 
 
 def _take_per_query(x: jax.Array, index: jax.Array) -> jax.Array:
@@ -169,14 +181,18 @@ def _aggregate_impl(weights: jax.Array, table: RelativeTable) -> jax.Array:
     if table.causal:
       weights = jnp.where(_ahead(table), 0.0, weights)
     return unskew(weights, table.num_rows)  # row r holds key j = r + i - (Lq - 1)
-  assert table.mode == 'clipped', f'mode {table.mode!r} has no row table'
+  assert table.mode in ('clipped', 'bucketed'), f'mode {table.mode!r} has no row table'
+  if not table.contiguous:  # explicit positions or buckets: a scatter-add of the weights into their rows
+    num_rows = table.num_rows
+    # One flat index per weight, entry ((b H + h) Lq + i) R + row: a 1-d scatter, about twice as fast on this
+    # (shared, noisy) CPU as the same scatter-add indexed by (b, h, i, row): 1.2-1.6 ms against 2.9-3.7 ms for a
+    # (1, 2, 512, 512) tile of weights into R = 50 rows.
+    along = lambda n, axis: jnp.arange(n, dtype=jnp.int32).reshape([n if a == axis else 1 for a in range(4)])
+    first = ((along(b, 0) * h + along(h, 1)) * q_len + along(q_len, 2)) * num_rows  # (B, H, Lq, 1)
+    flat = (first + jnp.asarray(table.index, jnp.int32)[:, None]).reshape(-1)
+    out = jnp.zeros((b * h * q_len * num_rows,), weights.dtype).at[flat].add(weights.reshape(-1))
+    return out.reshape(b, h, q_len, num_rows)
   k = table.clip
-  num_rows = 2 * k + 1
-  if not table.contiguous:
-    index = jnp.broadcast_to(table.index[:, None], weights.shape)  # (B, H, Lq, Lk)
-    bi, hi, qi = jnp.meshgrid(jnp.arange(b), jnp.arange(h), jnp.arange(q_len), indexing='ij')
-    out = jnp.zeros((b, h, q_len, num_rows), weights.dtype)
-    return out.at[bi[..., None], hi[..., None], qi[..., None], index].add(weights)
   if k == 0:
     return jnp.sum(weights, axis=-1, keepdims=True)
   # Key j sits at rel = j - i - q_offset from query i: rel = -k is key i + q_offset - k.

@@ -189,6 +189,7 @@ def test_gather_and_aggregate_are_transposes():
       skew.relative_table(xl, 1, 7, q_offset=6),
       skew.relative_table(xl, 5, 3, q_offset=-2, causal=True),
       skew.relative_table(shaw, 6, 6, q_positions=pos, k_positions=pos),
+      skew.bucketed_table(jnp.arange(4), jax.random.randint(jax.random.key(0), (1, 6, 5), 0, 4)),  # iRPE's buckets
   ]
   for table in tables:
     kp, kw = jax.random.split(jax.random.key(table.num_rows))

@@ -25,9 +25,16 @@ Contextual mode (`mode='contextual'`, the paper's eq. 13-14; the reference's `lo
 dotted with the content. On keys (`rpe_on='k'`, the reference's default and its best DeiT setting) the score gains
 (s q_i) . r_{b(p_i - p_j)}; on queries (`rpe_on='q'`) it gains (s k_j) . r'_{b(p_j - p_i)} (the reference's
 `rpe_q(k * scale).transpose(2, 3)`), s = 1 / sqrt(head_dim) (the reference's attention adds them to
-(s q) . k); 'qk' both, with separate tables. It is a term of the content (kind VECTOR_RELATIVE): the grid path of
-the attention layer computes it from the rotated q and k (`contextual_scores`) and adds it with the biases. The
-reference's third place, on values (`rpe_on='v'`: sum_j a_ij r^V_{b(i,j)} added to the output), is not built.
+(s q) . k). On values (`rpe_on='v'`, the reference's `rpe_v`: `forward_rpe_no_transpose` with a table of shape
+(H or 1, num_buckets, head_dim)) the output gains sum_j a_ij r^V_{b(p_i - p_j)}, a_ij the attention weights after
+the softmax (the reference's `out += self.rpe_v(attn)`). `rpe_on` names the places as the reference's
+`get_rpe_config` does ('q', 'k', 'v' in it build rpe_q, rpe_k, rpe_v: 'qk', 'qkv', ...), each with its own
+table. The contextual mode is of kind VECTOR_RELATIVE: its tables are rows of a relative table read at each pair's
+bucket (`key_embeddings`, `query_embeddings`, `value_embeddings` of flat bucket ids, `table_rows`), which the
+attention layer's Term for grid vectors (relpos_jax.nn.terms.grid.GridScores) gathers per tile of queries and
+keys from their coordinates: the same row projection and weight aggregation as Shaw's a^K / a^V
+(relpos_jax.nn.terms.vector), no (L, L) array on the blockwise path. `contextual_scores` builds the q and k terms
+whole (the layer's `attention_weights`).
 """
 
 from __future__ import annotations
@@ -45,7 +52,8 @@ from relpos_jax.grid.registry import register
 
 METHODS = ('euclidean', 'quant', 'cross', 'product')
 MODES = ('bias', 'contextual')
-RPE_ON = ('k', 'q', 'qk')
+# Where the contextual tables attach, named as the reference's get_rpe_config reads `rpe_on` ('q', 'k', 'v' in it).
+RPE_ON = ('k', 'q', 'v', 'qk', 'kv', 'qv', 'qkv')
 
 
 def piecewise_index(x, alpha: float, beta: float, gamma: float):
@@ -116,8 +124,13 @@ class IRPE(GridBiasEncoder):
     tables = self.axes if self.method == 'cross' else 1
     if self.mode == 'bias':
       return {'table': jnp.zeros((tables, rows, self.num_buckets + 1), jnp.float32)}  # + the class token's bucket
-    shape = (tables, rows, dims_.head_dim, self.num_buckets + 1)
-    return {side: jnp.zeros(shape, jnp.float32) for side in self.rpe_on}  # 'k' and / or 'q'
+    # q and k: the reference's transposed table (H or 1, head_dim, num_buckets); v: (H or 1, num_buckets, head_dim).
+    shapes = {
+        'q': (tables, rows, dims_.head_dim, self.num_buckets + 1),
+        'k': (tables, rows, dims_.head_dim, self.num_buckets + 1),
+        'v': (tables, rows, self.num_buckets + 1, dims_.head_dim),
+    }
+    return {side: jnp.zeros(shapes[side], jnp.float32) for side in self.rpe_on}
 
   def buckets(self, delta):
     """Int32 (..., tables): the bucket each table reads for offsets delta (..., axes)."""
@@ -165,7 +178,7 @@ class IRPE(GridBiasEncoder):
     del inputs
     validation.require(self.mode == 'contextual', self.name, 'mode', self.mode, "'contextual' for contextual scores")
     total = 0.0
-    for side in self.rpe_on:
+    for side in self.rpe_on.replace('v', ''):  # the value term acts on the outputs, not the scores
       x = (query if side == 'k' else key).astype(jnp.float32) * scale
       # On keys the bucket of p_i - p_j is read along the query's row; on queries that of p_j - p_i, transposed.
       buckets = self.pair_buckets(q_pos, k_pos) if side == 'k' else self.pair_buckets(k_pos, q_pos)
@@ -176,6 +189,46 @@ class IRPE(GridBiasEncoder):
         term = jnp.take_along_axis(lookup, index, axis=-1)  # (B, H, rows, cols)
         total = total + (term if side == 'k' else jnp.swapaxes(term, -1, -2))
     return total
+
+  # ---- the contextual tables as rows of a relative table (the vector-relative kind's Term reads them)
+
+  @property
+  def num_tables(self) -> int:
+    """Tables per place: one per axis for 'cross' (iRPE_Cross's rows and columns), else one."""
+    return self.axes if self.method == 'cross' else 1
+
+  def table_rows(self, t: int):
+    """Int32 (num_buckets + 1,): the flat bucket ids of table t, the rows its pairs read (`pair_buckets[..., t]`
+    indexes them)."""
+    return t * (self.num_buckets + 1) + jnp.arange(self.num_buckets + 1, dtype=jnp.int32)
+
+  def _rows(self, params, side, rows):
+    """(R, H, D) float32: the vectors of flat bucket ids rows (R,) of the table on `side`, or None without one."""
+    if side not in self.rpe_on or self.mode != 'contextual':
+      return None
+    table = jnp.asarray(params[side], jnp.float32)
+    if side != 'v':
+      table = jnp.swapaxes(table, -1, -2)  # (tables, H or 1, num_buckets + 1, D)
+    flat = jnp.moveaxis(table, 2, 1).reshape((-1,) + table.shape[1:2] + table.shape[3:])  # (tables * NB, H|1, D)
+    picked = jnp.take(flat, jnp.asarray(rows, jnp.int32), axis=0)
+    return jnp.broadcast_to(picked, picked.shape[:1] + (contract.dims(params).num_heads,) + picked.shape[2:])
+
+  def key_embeddings(self, params, rows):
+    """r^K of flat bucket ids rows: (R, H, D), dotted with the queries (rpe_k), or None without it."""
+    return self._rows(params, 'k', rows)
+
+  def query_embeddings(self, params, rows):
+    """r^Q of flat bucket ids rows: (R, H, D), dotted with the keys (rpe_q), or None without it."""
+    return self._rows(params, 'q', rows)
+
+  def value_embeddings(self, params, rows):
+    """r^V of flat bucket ids rows: (R, H, D), added to the outputs by the attention weights (rpe_v), or None."""
+    return self._rows(params, 'v', rows)
+
+  def query_biases(self, params):
+    """No content biases (Transformer-XL's u, v): the vector-relative contract's (None, None)."""
+    del params
+    return None, None
 
   def class_bias(self, params):
     total = params['table'][:, :, self.num_buckets].sum(axis=0)  # (H or 1,)

@@ -86,6 +86,7 @@ class _Parabolic(GridEncoder, contract.Encoder):
 
   kind = contract.Kind.VECTOR_RELATIVE
   needs_model_dim = True
+  reads_inputs = True  # a and b are projections of the query token's x (terms.grid.GridInputScores)
 
   axes: int = 2
 

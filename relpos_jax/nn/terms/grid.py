@@ -1,11 +1,13 @@
 """Grid parts: a scalar bias given by its distinct offsets and its query-dependent parts (`GridTable`, gathered or
-evaluated per tile by `GridTableBias`: memory O(P + tile) instead of (H, L, L)), and iRPE's contextual score term on a
-grid (`GridScores`).
+evaluated per tile by `GridTableBias`: memory O(P + tile) instead of (H, L, L)), a vector-relative grid part,
+iRPE's contextual mode (`GridScores`: its q, k and v terms per tile, from the tokens' coordinates), and a score
+term of the layer input (`GridInputScores`, PaPE), which the grid path adds whole.
 
 The attention layer takes grid encoders (`is_grid`) on its grid path (`relpos_jax.nn.attention`): it rotates
-q and k itself, adds a grid bias (or iRPE's contextual score term) as a precomputed `position_bias`, and
-hands the other parts to `functional.attend`. A grid scalar bias, rotation or absolute part gets the 1-D Term of
-its kind (`select.term_for`); iRPE's contextual score term gets `GridScores`.
+q and k itself, adds a grid bias as a precomputed `position_bias`, and hands the other parts to
+`functional.attend`, a grid vector part with the coordinates of its queries and keys (`with_coordinates`). A grid
+scalar bias, rotation or absolute part gets the 1-D Term of its kind (`select.term_for`); a grid vector part gets
+`GridScores`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from relpos_jax.nn.terms import base
+from relpos_jax.nn import skew
+from relpos_jax.nn.terms import base, vector
 
 
 def grid_offset_index(q_index, k_index, shape, class_token: bool):
@@ -42,112 +45,131 @@ def grid_offset_index(q_index, k_index, shape, class_token: bool):
   return index
 
 
-def grid_coordinates(index, shape, class_token: bool):
-  """Int32 (n, axes): the grid coordinates of flattened token indices (raster order, last axis fastest; a class
-  token at index 0 when `class_token`, given token 0's coordinates: its pairs are overwritten by the encoder's
-  `class_bias`). Indices past the grid (tile padding) read a valid coordinate; their pairs are masked."""
-  n_tokens = int(np.prod(shape))
-  rest = jnp.clip(jnp.asarray(index, jnp.int32) - int(class_token), 0, n_tokens - 1)
-  coords = []
-  for n in shape[::-1]:
-    coords.append(rest % n)
-    rest = rest // n
-  return jnp.stack(coords[::-1], axis=-1)
-
-
-def grid_pair_bias(part, params, q_index, k_index, shape, class_token: bool):
-  """(H, q, k) float32: a query-dependent grid bias (fire2d: `pair_bias` reads p_i itself, not only p_i - p_j)
-  evaluated on the pairs of the flattened token indices q_index x k_index of the grid `shape`, from their
-  coordinates (`grid_coordinates`). What a tile of the blockwise path evaluates on its own (bq, bk) pairs, and
-  `GridTable.dense` on all of them. A pair with the class token takes the encoder's `class_bias`, as its
-  `pair_bias` at the CLASS_TOKEN coordinates does (relpos_jax.grid.contract)."""
-  qc = grid_coordinates(q_index, shape, class_token)
-  kc = grid_coordinates(k_index, shape, class_token)
-  values = jnp.moveaxis(jnp.asarray(part.pair_bias(params, qc[:, None], kc[None, :]), jnp.float32), -1, 0)
-  if class_token:
-    cls = (jnp.asarray(q_index) == 0)[:, None] | (jnp.asarray(k_index) == 0)[None, :]
-    values = jnp.where(cls[None], jnp.asarray(part.class_bias(params), jnp.float32)[:, None, None], values)
-  return values
-
-
 @dataclasses.dataclass(frozen=True)
 class GridTable:
-  """A scalar grid bias over the tokens of the grid `shape` in raster order (+ a class token first with
-  `class_token`), kept in a form a tile can evaluate on its own:
+  """A scalar grid bias given by its distinct values: `values` (H, P) float32 at the P = prod(2n - 1) offsets of
+  the grid `shape` (+ one class-token column last with `class_token`), for the tokens of that grid in raster
+  order. `functional.attend` takes it as `position_bias`: the blockwise path gathers each tile's block from it
+  (`GridTableBias`, memory O(P + tile) instead of (H, L, L)); the untiled paths take `dense()`."""
 
-    values        (H, P) float32 or None: the relative biases summed at the P = prod(2n - 1) distinct offsets
-                  (+ one class-token column last with `class_token`); a tile gathers its block.
-    pair_parts    query-dependent grid biases (fire2d, `is_toeplitz` False: its FIRE normaliser reads |p_i|, so
-                  its bias is no function of p_i - p_j and has no table), with `pair_params` their params: a tile
-                  evaluates each on its own (bq, bk) pairs (`grid_pair_bias`), O(tile x MLP width) memory.
-
-  `functional.attend` takes it as `position_bias`: the blockwise path evaluates each tile's block (`GridTableBias`,
-  memory O(P + tile) instead of (H, L, L)); the untiled paths take `dense()`."""
-
-  values: jax.Array | None
+  values: jax.Array
   shape: tuple
   class_token: bool = False
-  pair_parts: tuple = ()
-  pair_params: tuple = ()
 
   @property
   def num_tokens(self) -> int:
     return int(np.prod(self.shape)) + int(self.class_token)
 
-  def term(self) -> 'GridTableBias':
-    """The blockwise path's Term for it (static: hashable, no arrays)."""
-    return GridTableBias(tuple(self.shape), bool(self.class_token), tuple(self.pair_parts), self.values is not None)
-
-  def theta(self):
-    """What the blockwise path differentiates: the table's values and the pair parts' params."""
-    values = None if self.values is None else jnp.asarray(self.values, jnp.float32)
-    return {'values': values, 'pairs': list(self.pair_params)}
-
   def dense(self) -> jax.Array:
-    """(H, N, N): every pair's bias (one gather, as relpos_jax.grid.positions.block_toeplitz, plus every pair
-    part evaluated on all N x N pairs)."""
+    """(H, N, N): every pair's bias (one gather, as relpos_jax.grid.positions.block_toeplitz)."""
     n = jnp.arange(self.num_tokens, dtype=jnp.int32)
-    return self.term().block(self.theta(), n, n)
+    return jnp.take(self.values, grid_offset_index(n, n, self.shape, self.class_token), axis=-1)
 
 
 @dataclasses.dataclass(frozen=True)
 class GridTableBias(base.Term):
-  """A grid bias in its tileable form (`GridTable`): the tile holds the whole (H, P) table (small: the 2-D
+  """A grid bias from its distinct offsets (`GridTable`): the tile holds the whole (H, P) table (small: the 2-D
   analogue of the 1-D Toeplitz bias's Lq + Lk - 1 values) and gathers its (H, bq, bk) block at the offsets of its
-  queries' and keys' flattened indices (its gradient is a scatter-add into the table, O(P) per tile), and
-  evaluates each query-dependent part on its own pairs (its gradient: that part's params, per tile)."""
+  queries' and keys' flattened indices; its gradient is a scatter-add into the table (O(P) per tile)."""
 
   stage = base.Stage.BIAS
 
   shape: tuple
   class_token: bool = False
-  pair_parts: tuple = ()
-  has_values: bool = True
 
   def local(self, theta, tile):
     return theta
 
-  def block(self, theta, q_index, k_index):
-    """(H, q, k) float32: the bias of the pairs of flattened token indices q_index x k_index."""
-    out = None
-    if self.has_values:
-      out = jnp.take(theta['values'], grid_offset_index(q_index, k_index, self.shape, self.class_token), axis=-1)
-    for part, params in zip(self.pair_parts, theta['pairs']):
-      term = grid_pair_bias(part, params, q_index, k_index, self.shape, self.class_token)
-      out = term if out is None else out + term
-    return out
-
   def bias(self, part, local, tile):
     q_index = tile.qs + jnp.arange(tile.bq, dtype=jnp.int32)
     k_index = tile.ks + jnp.arange(tile.bk, dtype=jnp.int32)
-    return self.block(local, q_index, k_index)[None]
+    return jnp.take(local, grid_offset_index(q_index, k_index, self.shape, self.class_token), axis=-1)[None]
+
+
+def with_coordinates(params, q_coords, k_coords) -> dict:
+  """What a grid vector part (`GridScores`) reads in `functional.attend`: its params and the coordinates of the
+  queries (B, Lq, axes) and keys (B, Lk, axes) (a class token's are CLASS_TOKEN), as the layer's grid path hands
+  them. The coordinates travel as float32 (exact: real coordinates are at most 2^22) and get no gradient."""
+  coords = [jax.lax.stop_gradient(jnp.asarray(c, jnp.float32)) for c in (q_coords, k_coords)]
+  return {'params': params, 'q_coords': coords[0], 'k_coords': coords[1]}
 
 
 @dataclasses.dataclass(frozen=True)
 class GridScores(base.Term):
-  """A grid score term of the content (kind VECTOR_RELATIVE, `contextual_scores` of q, k and the layer input x
-  at coordinates: iRPE's contextual mode, PaPE's parabolas): the layer's grid path adds it whole, as a
-  precomputed bias; it never enters the tile loops."""
+  """A vector-relative grid part (iRPE's contextual mode, relpos_jax.grid.encoders.irpe): per tile, each pair's
+  buckets from its query's and key's coordinates (`pair_buckets`, (B, bq, bk) per table), a 'bucketed' relative
+  table of the encoder's rows (`skew.bucketed_table`), read by the vector kind's own kernels:
+
+    on keys     (s q_i) . r^K_{b(p_i - p_j)}          `vector.vector_scores` (queries projected on the rows once)
+    on queries  (s k_j) . r^Q_{b(p_j - p_i)}          the same projection of the keys, gathered transposed
+                                                      (`content`: a bias, since `scores` sees the queries only)
+    on values   sum_j a_ij r^V_{b(p_i - p_j)}         `vector.vector_values` (weights aggregated per bucket)
+
+  with s the softmax scale (the Term's `scale`). A tile holds (B, H, bq, R) projections and (B, bq, bk) buckets,
+  never an (L, L) array; the explicit path is the one-tile case. The params arrive `with_coordinates`."""
+
+  stage = base.Stage.SCORES
+  scale: float = 1.0
+
+  def prepare(self, part, params, ctx):
+    if not (isinstance(params, dict) and set(params) == {'params', 'q_coords', 'k_coords'}):
+      raise ValueError(
+          f'attend: the grid part {part.name!r} reads the coordinates of its queries and keys: pass its params as '
+          'terms.grid.with_coordinates(params, q_coords, k_coords) (the attention layer does, given grid_shape or '
+          'positions (batch, length, axes)).'
+      )
+    b = ctx.key_mask.shape[0]
+    pad = lambda c, length: base.pad_axis(jnp.broadcast_to(c, (b,) + c.shape[1:]), 1, length)
+    return {
+        'params': params['params'],
+        'q_coords': pad(params['q_coords'], ctx.padded_q_len),
+        'k_coords': pad(params['k_coords'], ctx.padded_k_len),
+    }
+
+  def local(self, theta, tile):
+    return {
+        'params': theta['params'],
+        'q_coords': jax.lax.dynamic_slice_in_dim(theta['q_coords'], tile.qs, tile.bq, axis=1),
+        'k_coords': jax.lax.dynamic_slice_in_dim(theta['k_coords'], tile.ks, tile.bk, axis=1),
+    }
+
+  def accumulate(self, acc, d_local, tile):
+    params = jax.tree.map(jnp.add, acc['params'], d_local['params'])
+    return {**acc, 'params': params}  # the coordinates take no gradient
+
+  def _tables(self, part, rows_coords, cols_coords):
+    """One 'bucketed' table per encoder table: pairs (rows, cols) read the bucket of p_row - p_col."""
+    buckets = part.pair_buckets(rows_coords, cols_coords)  # (B, rows, cols, tables)
+    return [skew.bucketed_table(part.table_rows(t), buckets[..., t]) for t in range(buckets.shape[-1])]
+
+  def scores(self, part, local, q_t, tile):
+    tables = self._tables(part, local['q_coords'], local['k_coords'])
+    terms = [vector.vector_scores(part, local['params'], q_t, table) for table in tables]
+    return None if terms[0] is None else sum(terms)  # None: no table on the keys
+
+  def content(self, part, local, content_q, k_t, scores, tile, valid=None, query=None):
+    total = None
+    for table in self._tables(part, local['k_coords'], local['q_coords']):
+      rows = part.query_embeddings(local['params'], table.rows)  # (R, H, D), None: no table on the queries
+      if rows is None:
+        return scores, None
+      projected = jnp.einsum('bjhd,rhd->bhjr', k_t.astype(jnp.float32), rows)  # each key against each row, once
+      term = jnp.swapaxes(skew.gather_rows(projected, table), -1, -2)  # (B, H, bq, bk)
+      total = term if total is None else total + term
+    return scores, total * np.float32(self.scale)
+
+  def values(self, part, local, p_t, tile):
+    tables = self._tables(part, local['q_coords'], local['k_coords'])
+    terms = [vector.vector_values(part, local['params'], p_t, table) for table in tables]
+    return None if terms[0] is None else sum(terms)  # None: no table on the values
+
+
+@dataclasses.dataclass(frozen=True)
+class GridInputScores(base.Term):
+  """A grid score term of the layer input x at coordinates (kind VECTOR_RELATIVE with `reads_inputs`: PaPE's
+  parabolas, whose curvature and tilt are projections of the query token's x): the layer's grid path adds
+  `contextual_scores(..., inputs=x)` whole, as a precomputed (B, H, L, L) bias; it has no per-tile form (x is not
+  among what a tile reads), so it never enters the tile loops."""
 
   stage = base.Stage.SCORES
   tiles = False

@@ -26,16 +26,20 @@ from relpos_jax.nn import skew
 from relpos_jax.nn.terms import base
 
 
-def vector_scores(encoder, params, query: jax.Array, table: skew.RelativeTable) -> jax.Array:
-  """Unscaled position scores (q_i + v) . a^K_{rel_ij}: query (B, Lq, H, D) -> (B, H, Lq, Lk) float32."""
+def vector_scores(encoder, params, query: jax.Array, table: skew.RelativeTable) -> jax.Array | None:
+  """Unscaled position scores (q_i + v) . a^K_{rel_ij}: query (B, Lq, H, D) -> (B, H, Lq, Lk) float32, or None
+  when the encoder has no a^K (iRPE's contextual mode on values or queries only)."""
   _, v = encoder.query_biases(params)
   q = query.astype(jnp.float32)
   if v is not None:
     q = q + jnp.asarray(v, jnp.float32)
   if table.mode == 'pairwise':
-    emb = jnp.asarray(encoder.key_embeddings(params, table.rel), jnp.float32)  # (B, Lq, Lk, H, D)
-    return jnp.einsum('bihd,bijhd->bhij', q, emb)
-  rows = jnp.asarray(encoder.key_embeddings(params, table.rows), jnp.float32)  # (R, H, D)
+    emb = encoder.key_embeddings(params, table.rel)  # (B, Lq, Lk, H, D)
+    return None if emb is None else jnp.einsum('bihd,bijhd->bhij', q, jnp.asarray(emb, jnp.float32))
+  rows = encoder.key_embeddings(params, table.rows)  # (R, H, D)
+  if rows is None:
+    return None
+  rows = jnp.asarray(rows, jnp.float32)
   projected = jnp.einsum('bihd,rhd->bhir', q, rows)  # queries against each row, once
   return skew.gather_rows(projected, table)
 
