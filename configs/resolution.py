@@ -46,8 +46,8 @@ ENCODERS = (
 # The issue's list: iRPE's methods in bias mode and its contextual mode (on keys, the reference's default, and on
 # queries, keys and values, its get_rpe_config(rpe_on='qkv')), Swin v2's CPB, the lecture's distance
 # (L1), KERPLE and Shaw per axis, STRING, LookHere, PaPE and PaPE-RI, axial RoPE under DINOv3's coordinate
-# augmentation, and an absolute baseline. Swin v1's table is left out: it cannot cover a grid larger than its window. A spec the model
-# does not know is refused, by name, before anything trains.
+# augmentation, and an absolute baseline. Swin v1's table is left out: it cannot cover a grid larger than its
+# window. A spec the model does not know is refused, by name, before anything trains.
 FULL_ENCODERS = ENCODERS + (
     'irpe_product: irpe(method=product, mode=bias)',
     'irpe_euclidean: irpe(method=euclidean, mode=bias)',

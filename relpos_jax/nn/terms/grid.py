@@ -45,45 +45,105 @@ def grid_offset_index(q_index, k_index, shape, class_token: bool):
   return index
 
 
+def grid_coordinates(index, shape, class_token: bool):
+  """Int32 (n, axes): the grid coordinates of flattened token indices (raster order, last axis fastest; a class
+  token at index 0 when `class_token`, given token 0's coordinates: its pairs are overwritten by the encoder's
+  `class_bias`). Indices past the grid (tile padding) read a valid coordinate; their pairs are masked."""
+  n_tokens = int(np.prod(shape))
+  rest = jnp.clip(jnp.asarray(index, jnp.int32) - int(class_token), 0, n_tokens - 1)
+  coords = []
+  for n in shape[::-1]:
+    coords.append(rest % n)
+    rest = rest // n
+  return jnp.stack(coords[::-1], axis=-1)
+
+
+def grid_pair_bias(part, params, q_index, k_index, shape, class_token: bool):
+  """(H, q, k) float32: a query-dependent grid bias (fire2d: `pair_bias` reads p_i itself, not only p_i - p_j)
+  evaluated on the pairs of the flattened token indices q_index x k_index of the grid `shape`, from their
+  coordinates (`grid_coordinates`). What a tile of the blockwise path evaluates on its own (bq, bk) pairs, and
+  `GridTable.dense` on all of them. A pair with the class token takes the encoder's `class_bias`, as its
+  `pair_bias` at the CLASS_TOKEN coordinates does (relpos_jax.grid.contract)."""
+  qc = grid_coordinates(q_index, shape, class_token)
+  kc = grid_coordinates(k_index, shape, class_token)
+  values = jnp.moveaxis(jnp.asarray(part.pair_bias(params, qc[:, None], kc[None, :]), jnp.float32), -1, 0)
+  if class_token:
+    cls = (jnp.asarray(q_index) == 0)[:, None] | (jnp.asarray(k_index) == 0)[None, :]
+    values = jnp.where(cls[None], jnp.asarray(part.class_bias(params), jnp.float32)[:, None, None], values)
+  return values
+
+
 @dataclasses.dataclass(frozen=True)
 class GridTable:
-  """A scalar grid bias given by its distinct values: `values` (H, P) float32 at the P = prod(2n - 1) offsets of
-  the grid `shape` (+ one class-token column last with `class_token`), for the tokens of that grid in raster
-  order. `functional.attend` takes it as `position_bias`: the blockwise path gathers each tile's block from it
-  (`GridTableBias`, memory O(P + tile) instead of (H, L, L)); the untiled paths take `dense()`."""
+  """A scalar grid bias over the tokens of the grid `shape` in raster order (+ a class token first with
+  `class_token`), kept in a form a tile can evaluate on its own:
 
-  values: jax.Array
+    values        (H, P) float32 or None: the relative biases summed at the P = prod(2n - 1) distinct offsets
+                  (+ one class-token column last with `class_token`); a tile gathers its block.
+    pair_parts    query-dependent grid biases (fire2d, `is_toeplitz` False: its FIRE normaliser reads |p_i|, so
+                  its bias is no function of p_i - p_j and has no table), with `pair_params` their params: a tile
+                  evaluates each on its own (bq, bk) pairs (`grid_pair_bias`), O(tile x MLP width) memory.
+
+  `functional.attend` takes it as `position_bias`: the blockwise path evaluates each tile's block (`GridTableBias`,
+  memory O(P + tile) instead of (H, L, L)); the untiled paths take `dense()`."""
+
+  values: jax.Array | None
   shape: tuple
   class_token: bool = False
+  pair_parts: tuple = ()
+  pair_params: tuple = ()
 
   @property
   def num_tokens(self) -> int:
     return int(np.prod(self.shape)) + int(self.class_token)
 
+  def term(self) -> 'GridTableBias':
+    """The blockwise path's Term for it (static: hashable, no arrays)."""
+    return GridTableBias(tuple(self.shape), bool(self.class_token), tuple(self.pair_parts), self.values is not None)
+
+  def theta(self):
+    """What the blockwise path differentiates: the table's values and the pair parts' params."""
+    values = None if self.values is None else jnp.asarray(self.values, jnp.float32)
+    return {'values': values, 'pairs': list(self.pair_params)}
+
   def dense(self) -> jax.Array:
-    """(H, N, N): every pair's bias (one gather, as relpos_jax.grid.positions.block_toeplitz)."""
+    """(H, N, N): every pair's bias (one gather, as relpos_jax.grid.positions.block_toeplitz, plus every pair
+    part evaluated on all N x N pairs)."""
     n = jnp.arange(self.num_tokens, dtype=jnp.int32)
-    return jnp.take(self.values, grid_offset_index(n, n, self.shape, self.class_token), axis=-1)
+    return self.term().block(self.theta(), n, n)
 
 
 @dataclasses.dataclass(frozen=True)
 class GridTableBias(base.Term):
-  """A grid bias from its distinct offsets (`GridTable`): the tile holds the whole (H, P) table (small: the 2-D
+  """A grid bias in its tileable form (`GridTable`): the tile holds the whole (H, P) table (small: the 2-D
   analogue of the 1-D Toeplitz bias's Lq + Lk - 1 values) and gathers its (H, bq, bk) block at the offsets of its
-  queries' and keys' flattened indices; its gradient is a scatter-add into the table (O(P) per tile)."""
+  queries' and keys' flattened indices (its gradient is a scatter-add into the table, O(P) per tile), and
+  evaluates each query-dependent part on its own pairs (its gradient: that part's params, per tile)."""
 
   stage = base.Stage.BIAS
 
   shape: tuple
   class_token: bool = False
+  pair_parts: tuple = ()
+  has_values: bool = True
 
   def local(self, theta, tile):
     return theta
 
+  def block(self, theta, q_index, k_index):
+    """(H, q, k) float32: the bias of the pairs of flattened token indices q_index x k_index."""
+    out = None
+    if self.has_values:
+      out = jnp.take(theta['values'], grid_offset_index(q_index, k_index, self.shape, self.class_token), axis=-1)
+    for part, params in zip(self.pair_parts, theta['pairs']):
+      term = grid_pair_bias(part, params, q_index, k_index, self.shape, self.class_token)
+      out = term if out is None else out + term
+    return out
+
   def bias(self, part, local, tile):
     q_index = tile.qs + jnp.arange(tile.bq, dtype=jnp.int32)
     k_index = tile.ks + jnp.arange(tile.bk, dtype=jnp.int32)
-    return jnp.take(local, grid_offset_index(q_index, k_index, self.shape, self.class_token), axis=-1)[None]
+    return self.block(local, q_index, k_index)[None]
 
 
 def with_coordinates(params, q_coords, k_coords) -> dict:
