@@ -49,7 +49,7 @@ class GridEncoder:
   is_grid: ClassVar[bool] = True
   # Whether the encoder extrapolates to any grid (False: a learned table of a fixed window, `max_offset`).
   any_size: ClassVar[bool] = True
-  reads_inputs: ClassVar[bool] = False  # its score term reads the layer input x (PaPE): no per-tile form
+  reads_inputs: ClassVar[bool] = False  # its score term reads the layer input x (PaPE: per-token features)
 
   def coordinates(self, positions, field: str = 'positions') -> jax.Array:
     return positions_lib.check_coordinates(self.name or type(self).__name__, positions, self.axes, field)

@@ -189,9 +189,10 @@ def grid_inputs(
   (grid.grid_bias_matrix). A query-dependent bias (fire2d: no table of offsets) joins the `GridTable` as a pair
   part, which each tile evaluates on its own (bq, bk) pairs. A grid vector part (iRPE's contextual mode) joins the
   remaining parts with the coordinates (`terms.grid.with_coordinates`): `functional.attend` computes its q, k and
-  v terms per tile (without `by_table`, for attention_weights, its q and k terms are realised whole). Any other
-  bias (PaPE's term of the layer input, a given position_bias, explicit coordinates, where every pair is
-  evaluated, (B, H, L, L)) is realised whole, and the GridTable's expansion is added to it. Refused by name: a 1-D encoder that reads positions given coordinates, a grid encoder without them (or given 1-D positions), both positions and
+  v terms per tile; PaPE's term of the layer input joins them as the tokens' features of x and the coordinates
+  (`terms.grid.with_features`, computed once here), whose products each tile adds (without `by_table`, for
+  attention_weights, both are realised whole). Any other bias (a given position_bias, explicit coordinates, where
+  every pair is evaluated, (B, H, L, L)) is realised whole, and the GridTable's expansion is added to it. Refused by name: a 1-D encoder that reads positions given coordinates, a grid encoder without them (or given 1-D positions), both positions and
   grid_shape, coordinates of the wrong rank or trailing axis, non-finite coordinates, a grid beyond a learned
   table, sliding windows and the Pallas kernel.
 
@@ -278,10 +279,10 @@ def grid_inputs(
     if grid_shape is not None:
       part.check_grid(grid_shape)
     part_term = terms_lib.select.term_for(part)
-    if part_term.stage is terms_lib.Stage.SCORES and part_term.tiles and by_table:  # iRPE's contextual mode:
-      rest.append(part)  # attend's tiles read its buckets from the coordinates (GridScores: q, k and v terms)
-      rest_params.append(terms_lib.grid.with_coordinates(p, c, c))
-    elif part_term.stage is terms_lib.Stage.SCORES:  # PaPE (a term of x), attention_weights: the q and k terms whole
+    if part_term.stage is terms_lib.Stage.SCORES and by_table:  # iRPE's contextual mode, PaPE: per tile in attend
+      rest.append(part)  # from the coordinates (GridScores' buckets) or the tokens' features of x (GridFeatureScores)
+      rest_params.append(part_term.grid_params(part, p, c, x))
+    elif part_term.stage is terms_lib.Stage.SCORES:  # attention_weights: the q and k terms (PaPE's term of x) whole
       term = part.contextual_scores(p, q, k, c, c, 1.0 / np.sqrt(head_dim), inputs=x)
       bias = term if bias is None else bias + term
     elif part_term.scalar_bias and position_bias is None:

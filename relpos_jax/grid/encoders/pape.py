@@ -35,12 +35,13 @@ params (it is drawn at init, as the reference draws it) behind `jax.lax.stop_gra
 and no optimizer moves it.
 
 How it is built here. The bias depends on the query's content, so it is a term of the content, kind
-VECTOR_RELATIVE as iRPE's contextual mode: the attention layer's grid path calls `contextual_scores(params, q,
-k, q_pos, k_pos, scale, inputs=x)` and adds the (B, H, Lq, Lk) term to the scaled logits (a precomputed bias, so
-every implementation, 'blockwise' included, takes it; it is realised whole, O(L^2) per head, where the
-reference's appended features would tile). The term is computed as the reference computes it, from the appended
+VECTOR_RELATIVE as iRPE's contextual mode. The term is computed as the reference computes it, from the appended
 features (`features`): (q'_i - [q_i]) . (k'_j - [k_j]) over 3M + 2 (PaPE) or 2 axes + 1 (PaPE-RI) features, never
-an (L, L, M) array. The coordinates are first centred on the keys' mean (a common shift: the offsets, hence the
+an (L, L, M) array. The attention layer's grid path computes each token's features once (from x and the
+coordinates) and hands them to `functional.attend` (relpos_jax.nn.terms.grid.GridFeatureScores): each tile adds
+its queries' features . its keys' features to q . k before the softmax scale, as the reference's kernel does with
+q' . k', so the blockwise path holds no (L, L) array (memory O(L F)); `attention_weights` adds the whole
+(B, H, Lq, Lk) term `contextual_scores(params, q, k, q_pos, k_pos, scale, inputs=x)` to the scaled logits. The coordinates are first centred on the keys' mean (a common shift: the offsets, hence the
 exact value, are unchanged), because the expanded form cancels -a u_i^2 - a u_j^2 + 2 a u_i u_j and would lose
 float32 digits to the coordinates' magnitude; the reference's padding of the features to a multiple of 8 (zeros,
 for its kernel) changes nothing and is not reproduced.
@@ -86,7 +87,7 @@ class _Parabolic(GridEncoder, contract.Encoder):
 
   kind = contract.Kind.VECTOR_RELATIVE
   needs_model_dim = True
-  reads_inputs = True  # a and b are projections of the query token's x (terms.grid.GridInputScores)
+  reads_inputs = True  # a and b are projections of the query token's x (terms.grid.GridFeatureScores)
 
   axes: int = 2
 

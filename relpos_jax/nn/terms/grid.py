@@ -1,13 +1,14 @@
 """Grid parts: a scalar bias given by its distinct offsets and its query-dependent parts (`GridTable`, gathered or
 evaluated per tile by `GridTableBias`: memory O(P + tile) instead of (H, L, L)), a vector-relative grid part,
 iRPE's contextual mode (`GridScores`: its q, k and v terms per tile, from the tokens' coordinates), and a score
-term of the layer input (`GridInputScores`, PaPE), which the grid path adds whole.
+term of the layer input (`GridFeatureScores`, PaPE: per tile, from per-token features computed once).
 
 The attention layer takes grid encoders (`is_grid`) on its grid path (`relpos_jax.nn.attention`): it rotates
 q and k itself, adds a grid bias as a precomputed `position_bias`, and hands the other parts to
 `functional.attend`, a grid vector part with the coordinates of its queries and keys (`with_coordinates`). A grid
 scalar bias, rotation or absolute part gets the 1-D Term of its kind (`select.term_for`); a grid vector part gets
-`GridScores`.
+`GridScores` (PaPE, which reads the layer input: `GridFeatureScores`); the layer asks either Term for its params
+in attend (`grid_params`).
 """
 
 from __future__ import annotations
@@ -171,6 +172,12 @@ class GridScores(base.Term):
   stage = base.Stage.SCORES
   scale: float = 1.0
 
+  def grid_params(self, part, params, coords, inputs):
+    """What the layer's grid path hands `functional.attend` for this part: its params with the coordinates
+    (B, L, axes) of its queries and keys (self-attention); the layer input is not read."""
+    del inputs
+    return with_coordinates(params, coords, coords)
+
   def prepare(self, part, params, ctx):
     if not (isinstance(params, dict) and set(params) == {'params', 'q_coords', 'k_coords'}):
       raise ValueError(
@@ -224,12 +231,58 @@ class GridScores(base.Term):
     return None if terms[0] is None else sum(terms)  # None: no table on the values
 
 
+def with_features(query_features, key_features) -> dict:
+  """What a grid score term of the layer input (`GridFeatureScores`, PaPE) reads in `functional.attend`: the
+  per-token features the encoder appends to q and k (`features`), of the queries (B, H, Lq, F) and of the keys
+  (B, H, Lk, F), computed once outside the tile loops. They are differentiable: attend returns their gradients,
+  and the gradient to x and the encoder's params flows on through `features` by plain autodiff."""
+  return {'q_features': jnp.asarray(query_features, jnp.float32), 'k_features': jnp.asarray(key_features, jnp.float32)}
+
+
 @dataclasses.dataclass(frozen=True)
-class GridInputScores(base.Term):
+class GridFeatureScores(base.Term):
   """A grid score term of the layer input x at coordinates (kind VECTOR_RELATIVE with `reads_inputs`: PaPE's
-  parabolas, whose curvature and tilt are projections of the query token's x): the layer's grid path adds
-  `contextual_scores(..., inputs=x)` whole, as a precomputed (B, H, L, L) bias; it has no per-tile form (x is not
-  among what a tile reads), so it never enters the tile loops."""
+  parabolas, whose curvature and tilt are projections of the query token's x), in the reference's own form
+  (DTU-PAS/parabolic-position-encoding, `encode_query_key`: features appended to q and k): the unscaled score of
+  pair (i, j) is q'_i . k'_j over the F appended features, scaled with q . k by the softmax scale, as the
+  reference's kernel scales q' . k'. The layer's grid path computes each token's features once, outside the tile
+  loops, from x and the coordinates (`grid_params` -> `with_features`); a tile slices its (B, H, bq, F) and
+  (B, H, bk, F) shares and adds their products, so no (L, L) array exists on the blockwise path (memory O(L F)),
+  and the explicit path is the one-tile case. The features' gradients come back through attend's backward
+  (`accumulate`, per tile into their rows)."""
 
   stage = base.Stage.SCORES
-  tiles = False
+
+  def grid_params(self, part, params, coords, inputs):
+    """What the layer's grid path hands `functional.attend` for this part: the features of the tokens at
+    `coords` (B, L, axes) with layer input `inputs` (B, L, model_dim), self-attention (queries = keys)."""
+    return with_features(*part.features(params, inputs, coords, coords))
+
+  def prepare(self, part, params, ctx):
+    if not (isinstance(params, dict) and set(params) == {'q_features', 'k_features'}):
+      raise ValueError(
+          f'attend: the grid part {part.name!r} reads per-token features of the layer input (the terms it appends '
+          'to q and k): pass its params as terms.grid.with_features(*encoder.features(params, x, q_coords, '
+          'k_coords)) (the attention layer does, given grid_shape or positions (batch, length, axes)).'
+      )
+    b = ctx.key_mask.shape[0]
+    q_f, k_f = params['q_features'], params['k_features']
+    pad = lambda f, length: base.pad_axis(jnp.broadcast_to(f, (b,) + f.shape[1:]), 2, length)
+    return {'q_features': pad(q_f, ctx.padded_q_len), 'k_features': pad(k_f, ctx.padded_k_len)}
+
+  def local(self, theta, tile):
+    return {
+        'q_features': jax.lax.dynamic_slice_in_dim(theta['q_features'], tile.qs, tile.bq, axis=2),
+        'k_features': jax.lax.dynamic_slice_in_dim(theta['k_features'], tile.ks, tile.bk, axis=2),
+    }
+
+  def accumulate(self, acc, d_local, tile):
+    out = {}
+    for name, first in (('q_features', tile.qs), ('k_features', tile.ks)):
+      update = d_local[name]
+      share = jax.lax.dynamic_slice_in_dim(acc[name], first, update.shape[2], axis=2)
+      out[name] = jax.lax.dynamic_update_slice_in_dim(acc[name], share + update, first, axis=2)
+    return out
+
+  def scores(self, part, local, q_t, tile):
+    return jnp.einsum('bhif,bhjf->bhij', local['q_features'], local['k_features'], precision=jax.lax.Precision.HIGHEST)

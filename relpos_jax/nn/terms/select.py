@@ -13,8 +13,8 @@ tests/test_code_health.py checks from the source that no other module of relpos_
                     vector.VectorTable                        otherwise (Shaw's clipped tables, explicit positions)
                     grid.GridScores(scale)                    a grid encoder (iRPE's contextual mode): buckets of
                                                               the tokens' coordinates, per tile
-                    grid.GridInputScores                      a grid encoder that reads the layer input (PaPE):
-                                                              whole, a precomputed bias
+                    grid.GridFeatureScores                    a grid encoder that reads the layer input (PaPE):
+                                                              per tile, from per-token features of x
   POSITION_REMAP    remap.Remap(rotary=base rotates)
   CONTEXTUAL        rows.RowColumnBias                        separable (FoX)
                     content.CountedPositions                  counts along the keys (CoPE)
@@ -50,7 +50,7 @@ def term_for(part, contiguous: bool = True, scale: float = 1.0, one_tile: bool =
     return scalar.ToeplitzBias() if contiguous and part.is_toeplitz else scalar.PairBias()
   if kind is Kind.VECTOR_RELATIVE:
     if getattr(part, 'is_grid', False):
-      return grid.GridInputScores() if getattr(part, 'reads_inputs', False) else grid.GridScores(scale)
+      return grid.GridFeatureScores() if getattr(part, 'reads_inputs', False) else grid.GridScores(scale)
     if contiguous and part.clip_distance is None:
       return vector.VectorRows()
     return vector.VectorTable(contiguous)
