@@ -108,7 +108,10 @@ def _temp_bytes(fn, *args):
 @pytest.mark.parametrize('spec', ['pape', 'pape_ri'])  # pape: the reference's 50 parabolas, F = 152
 def test_blockwise_fwd_bwd_memory_holds_no_length_squared_buffer(spec):
   """At 48 x 48 + a class token (compiled, not run): the blockwise layer's fwd+bwd, tiles of 128, holds tile-sized
-  buffers and the (B, H, L, F) features, under one (H, L, L) float32 array (40.5 MiB at 2 heads)."""
+  buffers and the (B, H, L, F) features, under one (H, L, L) float32 array (40.5 MiB at 2 heads). Measured (2
+  heads, model_dim 16, CPU): pape 19.6 MiB, pape_ri 1.9 MiB (explicit: 172 and 163 MiB); at 64 x 64 34.3 and 3.3
+  MiB (explicit 530 and 513); at 128 x 128 135 and 13 MiB against 8,266 and 8,198 MiB explicit (1.6% and 0.16%).
+  Before the per-tile form the blockwise layer held the whole (B, H, L, L) term: 142 and 132 MiB at 48 x 48."""
   side = 48
   n = side * side + 1
   layer = _layer(spec, 'blockwise', block_size=128)
