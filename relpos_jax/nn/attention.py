@@ -191,7 +191,10 @@ def grid_inputs(
   remaining parts with the coordinates (`terms.grid.with_coordinates`): `functional.attend` computes its q, k and
   v terms per tile; PaPE's term of the layer input joins them as the tokens' features of x and the coordinates
   (`terms.grid.with_features`, computed once here), whose products each tile adds (without `by_table`, for
-  attention_weights, both are realised whole). Any other bias (a given position_bias, explicit coordinates, where
+  attention_weights, both are realised whole). At explicit coordinates (no table) a scalar grid bias on the tiled path
+  ('blockwise', or None where attend tiles) joins the remaining parts with the coordinates
+  (`terms.grid.GridCoordinateBias`): each tile evaluates its (B, H, bq, bk) pairs with the encoder's `pair_bias`.
+  Any other bias (a given position_bias; explicit coordinates off the tiled path or for attention_weights, where
   every pair is evaluated, (B, H, L, L)) is realised whole, and the GridTable's expansion is added to it. Refused by name: a 1-D encoder that reads positions given coordinates, a grid encoder without them (or given 1-D positions), both positions and
   grid_shape, coordinates of the wrong rank or trailing axis, non-finite coordinates, a grid beyond a learned
   table, sliding windows and the Pallas kernel.
@@ -262,6 +265,11 @@ def grid_inputs(
     coords = positions
   params = get_params()
   q, k, v = project(x)
+  # At explicit coordinates no table of offsets exists: on the tiled path each tile evaluates its own pairs of a
+  # scalar grid bias (`terms.grid.GridCoordinateBias`); dot_product_attention and the explicit path take it whole.
+  tiled = by_table and (
+      implementation == 'blockwise' or (implementation is None and functional.default_is_tiled(parts, q, v))
+  )
   bias, rest, rest_params, table, pair_parts, pair_params = position_bias, [], [], None, [], []
   for part, p in zip(parts, params):  # rotations first: a contextual term reads the rotated q and k
     if grid_lib.is_grid(part) and terms_lib.select.term_for(part).stage is terms_lib.Stage.ROTATE:
@@ -293,6 +301,10 @@ def grid_inputs(
       if grid_shape is not None and by_table:  # query-dependent (fire2d): each tile evaluates its own pairs
         pair_parts.append(part)
         pair_params.append(p)
+        continue
+      if grid_shape is None and tiled:  # explicit coordinates: each tile its pairs, from their coordinates
+        rest.append(part)
+        rest_params.append(part_term.grid_params(part, p, c, x))
         continue
       if grid_shape is not None:
         term = grid_lib.grid_bias_matrix(part, p, grid_shape, class_token=class_token)

@@ -1,14 +1,17 @@
 """Grid parts: a scalar bias given by its distinct offsets and its query-dependent parts (`GridTable`, gathered or
 evaluated per tile by `GridTableBias`: memory O(P + tile) instead of (H, L, L)), a vector-relative grid part,
 iRPE's contextual mode (`GridScores`: its q, k and v terms per tile, from the tokens' coordinates), and a score
-term of the layer input (`GridFeatureScores`, PaPE: per tile, from per-token features computed once).
+term of the layer input (`GridFeatureScores`, PaPE: per tile, from per-token features computed once); at explicit
+coordinates (no grid shape, so no table) a scalar grid bias is evaluated per tile from the tokens' coordinates
+(`GridCoordinateBias`).
 
 The attention layer takes grid encoders (`is_grid`) on its grid path (`relpos_jax.nn.attention`): it rotates
 q and k itself, adds a grid bias as a precomputed `position_bias`, and hands the other parts to
 `functional.attend`, a grid vector part with the coordinates of its queries and keys (`with_coordinates`). A grid
-scalar bias, rotation or absolute part gets the 1-D Term of its kind (`select.term_for`); a grid vector part gets
-`GridScores` (PaPE, which reads the layer input: `GridFeatureScores`); the layer asks either Term for its params
-in attend (`grid_params`).
+rotation or absolute part gets the 1-D Term of its kind (`select.term_for`); a grid scalar bias gets
+`GridCoordinateBias` (which the layer hands attend, with the coordinates, only on the tiled path at explicit
+coordinates); a grid vector part gets `GridScores` (PaPE, which reads the layer input: `GridFeatureScores`); the
+layer asks these Terms for their params in attend (`grid_params`).
 """
 
 from __future__ import annotations
@@ -229,6 +232,35 @@ class GridScores(base.Term):
     tables = self._tables(part, local['q_coords'], local['k_coords'])
     terms = [vector.vector_values(part, local['params'], p_t, table) for table in tables]
     return None if terms[0] is None else sum(terms)  # None: no table on the values
+
+
+@dataclasses.dataclass(frozen=True)
+class GridCoordinateBias(base.Term):
+  """A scalar grid bias at explicit coordinates (the layer's grid path given positions (B, L, axes): Qwen2-VL
+  style mixed sequences, shifted or float coordinates, where no table of distinct offsets exists): each tile
+  evaluates its (B, H, bq, bk) block with the encoder's own `pair_bias` on its queries' and keys' coordinates,
+  as `relpos_jax.grid.grid_bias_at_positions` does on every pair (class-token pairs included: CLASS_TOKEN
+  coordinates take the encoder's `class_bias` there). The params arrive `with_coordinates`; their gradients are
+  summed over the tiles, the coordinates take none. Memory O(tile) per tile (O(tile x MLP width) for fire2d and
+  Swin v2's CPB) instead of the (B, H, L, L) bias; the explicit path is the one-tile case."""
+
+  stage = base.Stage.BIAS
+  scalar_bias = True
+
+  def grid_params(self, part, params, coords, inputs):
+    """What the layer's grid path hands `functional.attend` for this part: its params with the coordinates
+    (B, L, axes) of its queries and keys (self-attention); the layer input is not read."""
+    del inputs
+    return with_coordinates(params, coords, coords)
+
+  prepare = GridScores.prepare
+  local = GridScores.local
+  accumulate = GridScores.accumulate
+
+  def bias(self, part, local, tile):
+    q, k = local['q_coords'], local['k_coords']
+    values = part.pair_bias(local['params'], q[:, :, None, :], k[:, None, :, :])  # (B, bq, bk, H)
+    return jnp.moveaxis(jnp.asarray(values, jnp.float32), -1, 1)
 
 
 def with_features(query_features, key_features) -> dict:

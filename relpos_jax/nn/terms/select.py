@@ -9,6 +9,8 @@ tests/test_code_health.py checks from the source that no other module of relpos_
   ROTARY            inputs.Rotation                           (q and k rotated before attention)
   SCALAR_BIAS       scalar.ToeplitzBias                       contiguous positions and a Toeplitz encoder
                     scalar.PairBias                           otherwise (FIRE, explicit positions)
+                    grid.GridCoordinateBias                   a grid encoder: its pair_bias per tile, from the
+                                                              tokens' coordinates (explicit ones)
   VECTOR_RELATIVE   vector.VectorRows                         contiguous positions, unclipped table
                     vector.VectorTable                        otherwise (Shaw's clipped tables, explicit positions)
                     grid.GridScores(scale)                    a grid encoder (iRPE's contextual mode): buckets of
@@ -47,6 +49,8 @@ def term_for(part, contiguous: bool = True, scale: float = 1.0, one_tile: bool =
   if kind is Kind.ROTARY:
     return inputs.Rotation()
   if kind is Kind.SCALAR_BIAS:
+    if getattr(part, 'is_grid', False):
+      return grid.GridCoordinateBias()
     return scalar.ToeplitzBias() if contiguous and part.is_toeplitz else scalar.PairBias()
   if kind is Kind.VECTOR_RELATIVE:
     if getattr(part, 'is_grid', False):
