@@ -101,8 +101,8 @@ class GridBiasEncoder(GridEncoder, contract.ScalarBiasEncoder):
     # The class token's sentinel coordinates are never read as a place (a table would see a huge offset).
     q = jnp.where(positions_lib.is_class_token(q)[..., None], jnp.zeros((), q.dtype), q)
     k = jnp.where(positions_lib.is_class_token(k)[..., None], jnp.zeros((), k.dtype), k)
-    if self.is_toeplitz:
-      values = self.bias(params, positions_lib.offsets(q, k))
+    if self.is_toeplitz:  # a class pair reads offset 0 (its value is replaced): a learned window's check passes
+      values = self.bias(params, jnp.where(cls[..., None], jnp.zeros((), q.dtype), positions_lib.offsets(q, k)))
     else:
       values = self.query_bias(params, q, k)
     values = jnp.asarray(values, jnp.float32)
