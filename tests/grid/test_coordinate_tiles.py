@@ -16,12 +16,17 @@ from relpos_jax.nn import RelativeMultiHeadAttention, functional, terms
 
 HEADS, DIM = 2, 16
 SHAPE = (3, 5)  # 15 patches + a class token: 16 tokens, tiles of (3, 5) leave padded query and key tiles
-SPECS = ['alibi2d', 'fire2d', 'swin_v2_cpb', 'kerple2d', 'alibi2d + rope_axial']
+SLOW = pytest.mark.slow
+# Every scalar grid bias takes the same Term; four and a sum in the default run, the others with `pytest -m slow`.
+SPECS = ['alibi2d', 'fire2d', 'swin_v2_cpb', 'kerple2d', 'alibi2d + rope_axial'] + [
+    pytest.param(s, marks=SLOW) for s in ['distance2d', 'shaw2d', 'irpe', 'lookhere', 'swin', 'kerple2d + rope_mixed']
+]
 
 
 def _layer(spec, implementation, **kw):
+  heads = 4 if spec == 'lookhere' else HEADS  # LookHere's reference assigns directions to multiples of 4 heads
   layer = RelativeMultiHeadAttention(
-      HEADS, DIM, grid.from_spec(spec), implementation=implementation, rngs=nnx.Rngs(0), **kw
+      heads, DIM, grid.from_spec(spec), implementation=implementation, rngs=nnx.Rngs(0), **kw
   )
   for i, p in enumerate(layer.position_params):  # off the init (zero tables, equal slopes): the tests can fail
     for j, var in enumerate(jax.tree.leaves(p, is_leaf=lambda v: isinstance(v, nnx.Variable))):
@@ -65,7 +70,7 @@ def test_tiles_equal_the_whole_bias_in_outputs_and_gradients(spec, dtype):
   assert len(leaves) == len(whole)
   for (path, a), b in zip(leaves, whole):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5, err_msg=jax.tree_util.keystr(path))
-  if spec in ('fire2d', 'swin_v2_cpb', 'kerple2d'):  # learned params (alibi2d's slopes and rope_axial are fixed)
+  if jax.tree.leaves(grads['blockwise'][1].get('position_params', {})):  # alibi2d's slopes are fixed: no params
     position = jax.tree.leaves(grads['blockwise'][1]['position_params'])
     assert max(np.abs(np.asarray(g)).max() for g in position) > 1e-4
 

@@ -253,7 +253,16 @@ class GridCoordinateBias(base.Term):
     del inputs
     return with_coordinates(params, coords, coords)
 
-  prepare = GridScores.prepare
+  def prepare(self, part, params, ctx):
+    """GridScores' coordinates, but the tiles' padding repeats the last token's coordinates rather than zeros:
+    a padded pair is masked, yet a learned window (swin) makes an offset beyond it NaN, which would reach the
+    gradients; repeated coordinates keep every padded offset one of the real ones."""
+    prepared = GridScores.prepare(self, part, params, ctx)
+    for name, length in (('q_coords', ctx.padded_q_len), ('k_coords', ctx.padded_k_len)):
+      c = jnp.broadcast_to(params[name], prepared[name].shape[:1] + params[name].shape[1:])
+      prepared[name] = jnp.pad(c, ((0, 0), (0, length - c.shape[1]), (0, 0)), mode='edge')
+    return prepared
+
   local = GridScores.local
   accumulate = GridScores.accumulate
 
