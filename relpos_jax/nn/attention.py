@@ -329,6 +329,67 @@ def grid_inputs(
   return q, k, v, bias, tuple(rest), rest_params, padding_mask
 
 
+def attend_on_grid(
+    who,
+    encoder,
+    parts,
+    get_params,
+    project,
+    x,
+    positions,
+    padding_mask,
+    position_bias,
+    grid_shape,
+    class_token,
+    segment_ids,
+    *,
+    head_dim: int,
+    model_dim: int | None = None,
+    window=None,
+    implementation=None,
+    block_size=None,
+    causal: bool = False,
+    debug_checks: bool = False,
+):
+  """The grid path of `RelativeMultiHeadAttention` and of its Linen twin: `grid_inputs` in their tileable form
+  (`by_table`), then `functional.attend` with the remaining parts; the heads (B, L, H, D) before the output
+  projection."""
+  q, k, v, bias, rest, rest_params, padding_mask = grid_inputs(
+      who,
+      encoder,
+      parts,
+      get_params,
+      project,
+      x,
+      positions,
+      padding_mask,
+      position_bias,
+      grid_shape,
+      class_token,
+      head_dim=head_dim,
+      model_dim=model_dim,
+      window=window,
+      implementation=implementation,
+      debug_checks=debug_checks,
+      by_table=True,
+  )
+  return functional.attend(
+      q,
+      k,
+      v,
+      parts=rest,
+      params=rest_params,
+      causal=causal,
+      key_mask=padding_mask,
+      position_bias=bias,
+      implementation=implementation,
+      block_size=block_size,
+      features=terms_lib.parts.token_features(rest, rest_params, x),
+      q_segment_ids=segment_ids,
+      k_segment_ids=segment_ids,
+  )
+
+
 class RelativeMultiHeadAttention(nnx.Module):
   """Multi-head self-attention with a relative (or any) position encoding, dispatched on encoder kind.
 
@@ -500,23 +561,26 @@ class RelativeMultiHeadAttention(nnx.Module):
     """
     segment_ids = self._check_segments(x, segment_ids)
     if self._on_grid(positions, grid_shape):
-      q, k, v, bias, parts, params, padding_mask = self._grid_inputs(
-          x, positions, padding_mask, position_bias, position_params, grid_shape, class_token, by_table=True
-      )
-      out = functional.attend(
-          q,
-          k,
-          v,
-          parts=parts,
-          params=params,
-          causal=self.causal,
-          key_mask=padding_mask,
-          position_bias=bias,
+      out = attend_on_grid(
+          'RelativeMultiHeadAttention',
+          self.encoder,
+          self.parts,
+          lambda: self._params(position_params),
+          self._project,
+          x,
+          positions,
+          padding_mask,
+          position_bias,
+          grid_shape,
+          class_token,
+          segment_ids,
+          head_dim=self.head_dim,
+          model_dim=self.model_dim,
+          window=self.window,
           implementation=self.implementation,
           block_size=self.block_size,
-          features=terms_lib.parts.token_features(parts, params, x),
-          q_segment_ids=segment_ids,
-          k_segment_ids=segment_ids,
+          causal=self.causal,
+          debug_checks=self.debug_checks,
       )
       return self.out(merge_heads(out).astype(self.dtype))
     positions, padding_mask = self._check_input(x, positions, padding_mask)

@@ -124,7 +124,7 @@ class RelativeMultiHeadAttention(nn.Module):
     if segment_ids is not None:
       segment_ids = validation.positions(who, segment_ids, (b, length), 'segment_ids')
     if attention_lib.on_grid(parts, positions, grid_shape):
-      q, k, v, bias, rest, rest_params, padding_mask = attention_lib.grid_inputs(
+      out = attention_lib.attend_on_grid(
           who,
           self.encoder,
           parts,
@@ -136,26 +136,13 @@ class RelativeMultiHeadAttention(nn.Module):
           position_bias,
           grid_shape,
           class_token,
+          segment_ids,
           head_dim=head_dim,
           window=self.window,
           implementation=self.implementation,
-          debug_checks=self.debug_checks,
-          by_table=True,
-      )
-      out = functional.attend(
-          q,
-          k,
-          v,
-          parts=rest,
-          params=rest_params,
-          causal=self.causal,
-          key_mask=padding_mask,
-          position_bias=bias,
-          implementation=self.implementation,
           block_size=self.block_size,
-          features=terms.parts.token_features(rest, rest_params, x),
-          q_segment_ids=segment_ids,
-          k_segment_ids=segment_ids,
+          causal=self.causal,
+          debug_checks=self.debug_checks,
       )
       return dense(model_dim, name='out')(attention_lib.merge_heads(out).astype(dtype))
     params = get_params()
