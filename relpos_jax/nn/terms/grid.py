@@ -188,8 +188,15 @@ class GridScores(base.Term):
           'terms.grid.with_coordinates(params, q_coords, k_coords) (the attention layer does, given grid_shape or '
           'positions (batch, length, axes)).'
       )
+    # The tiles' padding repeats the last token's coordinates rather than zeros: a padded pair is masked, yet a
+    # learned window (swin, GridCoordinateBias) makes an offset beyond it NaN, which would reach the gradients;
+    # repeated coordinates keep every padded offset one of the real ones.
     b = ctx.key_mask.shape[0]
-    pad = lambda c, length: base.pad_axis(jnp.broadcast_to(c, (b,) + c.shape[1:]), 1, length)
+
+    def pad(c, length):
+      c = jnp.broadcast_to(c, (b,) + c.shape[1:])
+      return jnp.pad(c, ((0, 0), (0, length - c.shape[1]), (0, 0)), mode='edge')
+
     return {
         'params': params['params'],
         'q_coords': pad(params['q_coords'], ctx.padded_q_len),
@@ -253,16 +260,7 @@ class GridCoordinateBias(base.Term):
     del inputs
     return with_coordinates(params, coords, coords)
 
-  def prepare(self, part, params, ctx):
-    """GridScores' coordinates, but the tiles' padding repeats the last token's coordinates rather than zeros:
-    a padded pair is masked, yet a learned window (swin) makes an offset beyond it NaN, which would reach the
-    gradients; repeated coordinates keep every padded offset one of the real ones."""
-    prepared = GridScores.prepare(self, part, params, ctx)
-    for name, length in (('q_coords', ctx.padded_q_len), ('k_coords', ctx.padded_k_len)):
-      c = jnp.broadcast_to(params[name], prepared[name].shape[:1] + params[name].shape[1:])
-      prepared[name] = jnp.pad(c, ((0, 0), (0, length - c.shape[1]), (0, 0)), mode='edge')
-    return prepared
-
+  prepare = GridScores.prepare
   local = GridScores.local
   accumulate = GridScores.accumulate
 
