@@ -587,8 +587,48 @@ CLAIMS = [
     ),
     (
         'docs/study_english_bpe/README.md',
-        'KERPLE-log − FIRE at 16x is {}, resolved after Holm',
-        lambda: [_minus(f3(_holm('study_english_bpe', 'kerple_log', 'fire')['mean']))],
+        'KERPLE-log − FIRE at 16x is {} (p = {}), as on both byte-level corpora, and T5 − distance is {} (p = {})',
+        lambda: [
+            _minus(f3(_holm('study_english_bpe', 'kerple_log', 'fire')['mean'])),
+            f3(paired('study_english_bpe', 'kerple_log', 'fire')['p_holm']),
+            f'{_holm("study_english_bpe", "t5", "distance")["mean"]:+.3f}',
+            f3(paired('study_english_bpe', 't5', 'distance')['p_holm']),
+        ],
+    ),
+    (
+        'docs/study_english_bpe/README.md',
+        "none survives Holm's correction over 21 comparisons at 3 seeds (adjusted p {}, {} and {})",
+        lambda: [
+            _t_but_not_holm('study_english_bpe', a, b)[1]
+            for a, b in (('monotone-lin', 'distance'), ('kerple_log', 'alibi'), ('rope+randomized', 'rope'))
+        ],
+    ),
+    (
+        'docs/study_english_bpe/README.md',
+        'FIRE − FIRE-512 is {}: not resolved',
+        lambda: [
+            _minus(_signed_interval(paired('study_english_bpe', 'fire', 'fire-512')))
+            if not paired('study_english_bpe', 'fire', 'fire-512')['resolved']
+            else 'resolved'
+        ],
+    ),
+    (
+        'docs/study_english_bpe/README.md',
+        'T5 {}x ({}x)',
+        lambda: [f2(ratio('study_english_bpe', 't5')), f2(ratio('study_english', 't5'))],
+    ),
+    (
+        'README.md',
+        "lifts randomized RoPE − RoPE's Holm-adjusted p in BPE to {}, so it is resolved on both byte corpora and not",
+        lambda: [
+            f3(_cross_corpus_row('English BPE', 'rope+randomized vs rope')['p_holm'])
+            if not _cross_corpus_row('English BPE', 'rope+randomized vs rope')['resolved_holm']
+            and all(
+                _cross_corpus_row(c, 'rope+randomized vs rope')['resolved_holm']
+                for c in ('Python bytes', 'English bytes')
+            )
+            else 'the verdict changed'
+        ],
     ),
     (
         'docs/study_english_bpe/README.md',
