@@ -1,5 +1,6 @@
 """Test-wide settings: several fake CPU devices (for sharding tests) and a fast hypothesis profile."""
 
+import gc
 import os
 
 # Must happen before JAX initialises its backend: four CPU devices let the sharding tests build a mesh.
@@ -183,3 +184,35 @@ def pytest_collection_modifyitems(config, items):
         or (name in FAST_CASES and callspec.id.replace(' ', '') not in FAST_CASES[name])
     ):
       item.add_marker(pytest.mark.slow)
+
+
+def _memory_mapping_limit() -> int | None:
+  """The kernel's per-process cap on memory mappings (vm.max_map_count), or None where /proc has none."""
+  try:
+    with open('/proc/sys/vm/max_map_count', encoding='ascii') as f:
+      return int(f.read())
+  except (OSError, ValueError):
+    return None
+
+
+def _memory_mappings() -> int:
+  with open('/proc/self/maps', 'rb') as f:
+    return f.read().count(b'\n')
+
+
+MEMORY_MAPPING_LIMIT = _memory_mapping_limit()
+
+
+@pytest.fixture(autouse=True)
+def _release_compiled_programs():
+  """Drops JAX's compiled programs once this process holds half the kernel's memory mappings.
+
+  XLA's CPU backend maps each compiled program's code and data into pages of their own, and JAX keeps every
+  program a test compiled. An xdist worker of the optimized slow set compiles thousands and reached the
+  default cap of 65,530 mappings near the end of the run; LLVM's next mmap then failed and the worker died in
+  a segfault inside the compiler, failing whichever test was compiling (a different one each run).
+  """
+  yield
+  if MEMORY_MAPPING_LIMIT is not None and _memory_mappings() > MEMORY_MAPPING_LIMIT // 2:
+    jax.clear_caches()
+    gc.collect()
