@@ -548,7 +548,7 @@ CLAIMS = [
         'KERPLE-log − ALiBi ({}) and T5 − distance ({}) are resolved after Holm; FIRE against FIRE-512 is not ({})',
         lambda: [
             _minus(f3(_holm('study_english', 'kerple_log', 'alibi')['mean'])),
-            f'{_holm("study_english", "t5", "distance")["mean"]:+.3f}',
+            _signed_mean(_holm('study_english', 't5', 'distance')),
             _minus(_signed_interval(paired('study_english', 'fire', 'fire-512')))
             if not paired('study_english', 'fire', 'fire-512')['resolved_holm']
             else 'resolved',
@@ -636,7 +636,7 @@ def _minus(text: str) -> str:
 
 def _signed_mean(row: dict) -> str:
   """A gain with its minus sign, a loss with its plus: as the pages write differences."""
-  return _minus(f'{row["mean"]:+.3f}') if row['mean'] < 0 else f'{row["mean"]:+.3f}'
+  return _minus(f'{row["mean"]:+.3f}')
 
 
 def _signed_interval(row: dict) -> str:
