@@ -78,7 +78,7 @@ def _config(**overrides) -> ml_collections.ConfigDict:
 
 
 def test_default_config_parses():
-  for variant in (None, 'fashion_mnist', 'full', 'fashion_mnist,full'):
+  for variant in (None, 'fashion_mnist', 'full', 'fashion_mnist,full', 'study'):
     settings = resolution.parse_config(resolution_config.get_config(variant))
     assert settings.eval_sides == (7, 14, 21, 28) and settings.train_side == 7
   with pytest.raises(ValueError, match='unknown variant'):
