@@ -18,7 +18,7 @@ import shlex
 import sys
 from typing import Callable
 
-from benchmarks import attention_kinds, bias_construction, blockwise, grid, report, train_step
+from benchmarks import attention_kinds, bias_construction, blockwise, fire_pieces, grid, report, train_step
 
 
 def _bias_construction(opts) -> report.Section:
@@ -69,12 +69,18 @@ def _grid(opts) -> list[report.Section]:
   )
 
 
+def _fire_pieces(opts) -> report.Section:
+  length = fire_pieces.QUICK_LENGTH if opts.quick else fire_pieces.LENGTH
+  return fire_pieces.run(length=opts.length or length, repeats=opts.repeats, warmup=opts.warmup)
+
+
 BENCHMARKS: dict[str, Callable] = {
     'bias_construction': _bias_construction,
     'attention_kinds': _attention_kinds,
     'train_step': _train_step,
     'blockwise': _blockwise,
     'grid': _grid,
+    'fire_pieces': _fire_pieces,
 }
 
 

@@ -18,6 +18,9 @@ This follows the PyTorch implementation printed in the paper's appendix:
   * L = |L_multiplier| * init_L with init_L = 512 fixed and the learned multiplier initialised at 1 (so L's
     gradient step has the scale of an O(1) parameter);
   * psi(x) computed as log(|c x| + 1), and eps = 1e-6 added to the normaliser.
+f_theta of one scalar is piecewise linear, and `mlp.apply_scalar_mlp` evaluates it as its pieces (2-D FIRE
+does, 0.8x its units' time); this encoder keeps the units: in the blockwise fwd+bwd at L = 2,048 the pieces ran
+1.2x slower in three runs, and no faster at 4,096 (docs/benchmarks.md, 4p).
 
 The threshold relative to the training length. The reference code's init_L = 512 is an absolute number
 of positions set for the paper's language models, which train at 2048 tokens and are tested up to 8192

@@ -16,7 +16,8 @@ are Swin V2's meta network (one hidden layer of 512, ReLU, log-spaced input). No
 normalisation of the coordinates to the window size before the log (there is no fixed window here) and its
 16 * sigmoid on the output. Flax's default initialisation (LeCun-normal weights, zero biases).
 
-Also home of the small MLP FIRE uses (`init_mlp`, `apply_mlp`).
+Also home of the small MLP FIRE uses (`init_mlp`, `apply_mlp`, and `apply_scalar_mlp`, the same function
+evaluated as the piecewise-linear function it is).
 """
 
 from __future__ import annotations
@@ -61,6 +62,48 @@ def apply_mlp(layers: Sequence[dict], x: jax.Array) -> jax.Array:
       x = jax.nn.relu(x)
     x = x @ layer['kernel'] + layer['bias']
   return x
+
+
+def apply_scalar_mlp(layers: Sequence[dict], x: jax.Array) -> jax.Array:
+  """A one-hidden-layer ReLU MLP of a scalar, x (...) -> (..., n_out): apply_mlp's function, read as the lines it
+  is made of.
+
+      f(x) = b2 + sum_k w2_k relu(w1_k x + b1_k)
+
+  is piecewise linear: hidden unit k switches at its kink x = -b1_k / w1_k, so between consecutive kinks the
+  set of active units is fixed and f is one line, f(x) = A_s x + B_s, with
+
+      A_s = sum_{k active in s} w1_k w2_k,     B_s = b2 + sum_{k active in s} b1_k w2_k.
+
+  The (width + 1) pieces' (A_s, B_s) are computed once from the parameters; each x then costs a search among
+  the sorted kinks and one multiply-add per output, where apply_mlp costs width x (n_out + 2) per x. FIRE
+  evaluates its MLP on every (query, key) pair, so this is most of its bias's cost (docs/benchmarks.md, FIRE's
+  MLP as its pieces). Equal to apply_mlp in exact arithmetic, value and gradient (A_s and B_s carry the
+  parameters' gradients; the kinks only choose the piece, as ReLU's mask does); float32 rounding differs.
+
+  Which units are active in a piece is read from the kinks' order, not by evaluating units at a point (a
+  point between two kinks 1e30 apart, or equal ones, rounds onto a kink): piece s holds the x with exactly s
+  kinks <= x; a unit with w1 > 0 is on in the pieces after its kink, one with w1 < 0 in those up to it, and
+  one with w1 = 0 is on everywhere or nowhere by the sign of b1.
+  """
+  if len(layers) != 2 or layers[0]['kernel'].shape[0] != 1:
+    sizes = [layers[0]['kernel'].shape[0]] + [layer['kernel'].shape[1] for layer in layers]
+    raise ValueError(
+        f'apply_scalar_mlp: layers of sizes {sizes}; allowed: one input and one hidden layer ([1, width, n_out]).'
+    )
+  first, second = layers
+  w1, b1 = first['kernel'][0], first['bias']
+  flat = w1 == 0
+  kinks = jnp.where(flat, jnp.inf, -b1 / jnp.where(flat, 1.0, w1))
+  rank = jnp.argsort(jnp.argsort(kinks))  # the unit's place among the sorted kinks
+  kinks = jax.lax.stop_gradient(jnp.sort(kinks))
+  piece = jnp.arange(w1.shape[0] + 1)[:, None]  # (width + 1, 1): s kinks <= x
+  active = jnp.where(flat, b1 > 0, jnp.where(w1 > 0, rank < piece, rank >= piece))
+  active = jax.lax.stop_gradient(active.astype(w1.dtype))  # (width + 1, width)
+  slope = (active * w1) @ second['kernel']
+  intercept = (active * b1) @ second['kernel'] + second['bias']
+  s = jnp.searchsorted(kinks, x, side='right', method='compare_all')
+  return jnp.take(slope, s, axis=0) * x[..., None] + jnp.take(intercept, s, axis=0)
 
 
 def signed_log(d: jax.Array) -> jax.Array:

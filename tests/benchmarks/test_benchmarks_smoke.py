@@ -143,3 +143,19 @@ def test_grid_sides_option():
   for bad in ('32,x', '0'):
     with pytest.raises(SystemExit):
       run.parse(['--grid-sides', bad])
+
+
+def test_fire_pieces_runs_and_its_contenders_agree():
+  from benchmarks import fire_pieces
+
+  section = fire_pieces.run(length=16, repeats=1, warmup=0)
+  assert [row[0] for row in section.rows] == ['fire (16)', 'fire2d (16)']
+  assert section.rows[1][-1].startswith(('met', '**missed**'))
+  for row in fire_pieces.ROWS:
+    fns = fire_pieces.contenders(row, 36)
+    units, pieces = [jax.jit(fns[name][0])(*fns[name][1]) for name in ('units', 'pieces')]
+    # One absolute scale: the gradient of the heads' constant output bias is zero (softmax ignores a shift) up
+    # to rounding, so its leaf holds noise of a few 1e-6 in both.
+    scale = max(float(np.abs(b).max()) for b in jax.tree.leaves(units))
+    for a, b in zip(jax.tree.leaves(units), jax.tree.leaves(pieces)):
+      np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * scale, err_msg=row)

@@ -11,11 +11,11 @@ the top-left patch, is where raster order starts), so the normaliser still grows
 grid and a larger grid is mapped into the MLP's trained range. Keys farther than |p_i| (the grid is not causal)
 give ratios above 1, where the MLP extrapolates, as the 1-D encoder's bidirectional extension does.
 
-Not translation invariant (the normaliser reads p_i): `is_toeplitz = False`, evaluated per pair. Parameters as
-FIRE's: f_theta = Linear(1, 32) -> ReLU -> Linear(32, H) (PyTorch default init), c = 0.1, L = |multiplier| *
-init_threshold. init_threshold defaults to 2 (not FIRE's 512 tokens): a quarter of the largest distance to the
-origin on the 7 x 7 grids the resolution study trains at (|(6, 6)|_2 = 8.5), FIRE's ratio of L to its training
-length. The class token gets 0.
+Not translation invariant (the normaliser reads p_i): `is_toeplitz = False`, evaluated per pair, the MLP as its
+linear pieces (`mlp.apply_scalar_mlp`, as the 1-D encoder). Parameters as FIRE's: f_theta = Linear(1, 32) ->
+ReLU -> Linear(32, H) (PyTorch default init), c = 0.1, L = |multiplier| * init_threshold. init_threshold
+defaults to 2 (not FIRE's 512 tokens): a quarter of the largest distance to the origin on the 7 x 7 grids the
+resolution study trains at (|(6, 6)|_2 = 8.5), FIRE's ratio of L to its training length. The class token gets 0.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import dataclasses
 import jax.numpy as jnp
 
 from relpos_jax.encoders import fire
-from relpos_jax.encoders.mlp import apply_mlp
+from relpos_jax.encoders.mlp import apply_scalar_mlp
 from relpos_jax.grid.contract import GridBiasEncoder
 from relpos_jax.grid.encoders.distance import grid_distance
 from relpos_jax.grid.registry import register
@@ -54,7 +54,7 @@ class FIRE2D(GridBiasEncoder):
     return fire.normalize(self, params, distance, grid_distance(jnp.asarray(q_pos), 'euclidean'))
 
   def query_bias(self, params, q_pos, k_pos):
-    return apply_mlp(params['mlp'], self.normalized_distance(params, q_pos, k_pos)[..., None])
+    return apply_scalar_mlp(params['mlp'], self.normalized_distance(params, q_pos, k_pos))
 
   def bias(self, params, delta):
     raise ValueError(
