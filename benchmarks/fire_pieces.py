@@ -113,17 +113,15 @@ def run(length: int = LENGTH, repeats: int = 5, warmup: int = 1, rows=ROWS) -> r
     )
     spreads += [t.spread for t in timings.values()]
     plain_t, units, pieces = timings['plain'], timings['units'], timings['pieces']
-    section.add_row(
-        f'{row} ({n})',
-        report.ms(plain_t.median),
-        report.ms(units.median),
-        report.ms(pieces.median),
-        report.ratio(pieces.ratio_to(units)),
-        report.ratio(pieces.ratio_to(plain_t)),
-        report.ratio(pieces.cpu_ratio_to(plain_t)),
-        report.ratio(units.ratio_to(plain_t)),
-        'pieces' if row == 'fire2d' else 'units',
-        report.verdict(pieces.ratio_to(plain_t), TARGET) if row == 'fire2d' else '- (no target set)',
+    ratios = (
+        pieces.ratio_to(units),
+        pieces.ratio_to(plain_t),
+        pieces.cpu_ratio_to(plain_t),
+        units.ratio_to(plain_t),
     )
+    library = 'pieces' if row == 'fire2d' else 'units'
+    verdict = report.verdict(pieces.ratio_to(plain_t), TARGET) if row == 'fire2d' else '- (no target set)'
+    times = [report.ms(t.median) for t in (plain_t, units, pieces)]
+    section.add_row(f'{row} ({n})', *times, *map(report.ratio, ratios), library, verdict)
   section.notes.append(report.noise_note(spreads, repeats))
   return section
