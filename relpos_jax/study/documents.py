@@ -43,9 +43,13 @@ def sparse_totals(totals: dict) -> dict:
   }
 
 
-def document_totals(model, data, length: int, split: str = 'test') -> dict:
+def document_totals(model, data, length: int, split: str = 'test', *, nats_by_batch=None) -> dict:
   """{'bits', 'characters' (float64 arrays, one entry per document of `split`), 'tokens', 'num_documents'}: the
-  scored targets of `data.eval_set(length, split)` summed by document (module docstring)."""
+  scored targets of `data.eval_set(length, split)` summed by document (module docstring).
+
+  nats_by_batch: each batch's (rows, length) per-target losses from an evaluation pass already made over this
+  set at 0..L-1 (`relpos_jax.train.loop.evaluate_set(..., token_losses=True).token_nll`): summed instead of
+  scoring the set again."""
   if not sequential_positions(model):
     raise ValueError('document_totals scores positions 0..L-1; an encoder drawing random positions is not supported')
   parts, params = split_model(model)
@@ -62,8 +66,19 @@ def document_totals(model, data, length: int, split: str = 'test') -> dict:
   characters = np.zeros(documents)
   tokens = 0.0
   row = 0
-  for batch in data.eval_set(int(length), split):
-    nats = np.asarray(losses(params, parts.rest, {k: v for k, v in batch.items() if k != 'position_mask'}), np.float64)
+  batches = list(data.eval_set(int(length), split))
+  if nats_by_batch is not None and [np.shape(n) for n in nats_by_batch] != [b['targets'].shape for b in batches]:
+    raise ValueError(
+        f'document_totals: nats_by_batch has shapes {[np.shape(n) for n in nats_by_batch]}; allowed: one per batch '
+        f"of the evaluation set at length {length}, shaped as its targets {[b['targets'].shape for b in batches]}."
+    )
+  for index, batch in enumerate(batches):
+    if nats_by_batch is not None:
+      nats = np.asarray(nats_by_batch[index], np.float64)
+    else:
+      nats = np.asarray(
+          losses(params, parts.rest, {k: v for k, v in batch.items() if k != 'position_mask'}), np.float64
+      )
     mask = np.asarray(batch['loss_mask'], np.float64)
     chars = batch['characters'] if 'characters' in batch else bpe.BYTE_CHARS[batch['targets']]
     real = int(np.count_nonzero(mask.any(axis=1)))  # the filler rows of the last batch are all masked

@@ -79,6 +79,8 @@ def evaluate_run(
     draws: int,
     sequential_row: bool = True,
     selection: bool = True,
+    keep_token_losses: Sequence[int] = (),
+    token_losses_out: dict | None = None,
 ) -> dict:
   """One trained run evaluated by the study's protocol (module docstring); JSON-able.
 
@@ -88,14 +90,22 @@ def evaluate_run(
   position_curve (at the longest length), selection ({split: 'validation', length, loss, metric} at the
   training length; `selection=False` leaves it out), and for an encoder evaluated at random positions with
   `sequential_row`, `sequential` (the same at 0..L-1).
+
+  keep_token_losses, token_losses_out: for the lengths in `keep_token_losses`, evaluated on `split` at positions
+  0..L-1, `token_losses_out[length]` receives that pass's `Evaluation.token_nll` (each batch's per-target
+  nats), so a caller's per-document totals sum the very losses the metric summed instead of a second pass.
   """
   lengths = [int(n) for n in lengths]
   longest = max(lengths)
+  kept_lengths = {int(n) for n in keep_token_losses}
 
   def at(positions, where, which) -> dict:
     by_length, losses, exact, curve = {}, {}, {}, None
     for n in which:
-      evaluation = loop.evaluate_set(model, data, n, split=where, positions=positions)
+      keep = token_losses_out is not None and n in kept_lengths and where == split and positions.encoder is None
+      evaluation = loop.evaluate_set(model, data, n, split=where, positions=positions, token_losses=keep)
+      if keep:
+        token_losses_out[n] = evaluation.token_nll
       by_length[str(n)] = evaluation.metrics.get(metric)
       losses[str(n)] = evaluation.metrics['loss']
       exact[str(n)] = evaluation.metrics.get('exact_match')

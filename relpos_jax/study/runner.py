@@ -302,6 +302,7 @@ def _run_seed(
         )
     )
   else:
+    token_nll = {}  # the reported pass's per-target losses at the lengths the document totals need
     run.update(
         protocol.evaluate_run(
             model,
@@ -313,9 +314,11 @@ def _run_seed(
             seed=seed,
             draws=data.eval_section.position_draws,
             sequential_row=ctx.study.sequential_positions,
+            keep_token_losses=document_totals_lengths(ctx.base) if ctx.data.has_documents else (),
+            token_losses_out=token_nll,
         )
     )
-    totals = document_totals_record(ctx, model)
+    totals = document_totals_record(ctx, model, token_nll)
     if totals is not None:
       run['document_totals'] = totals
   metrics = result.final_metrics
@@ -354,16 +357,20 @@ def document_totals_lengths(base: config_lib.Config) -> list[int]:
   return sorted({max(lengths), *([train_length(base)] if train_length(base) in lengths else [])})
 
 
-def document_totals_record(ctx: _StudyContext, model) -> dict | None:
+def document_totals_record(ctx: _StudyContext, model, token_nll: dict | None = None) -> dict | None:
   """{str(length): `documents.sparse_totals`} of a trained model on the reported split, the input of the report's
   document bootstrap; None (nothing stored) for a task study (no documents) and for an encoder evaluated at
   random positions (`documents.document_totals` scores 0..L-1 only; the report says so). Computed from the
   study's own data object: a data object rebuilt from the run's config.json would lack the study's evaluation
-  lengths. Costs one more evaluation pass per length."""
+  lengths. `token_nll` ({length: per-batch losses} of the reported evaluation, `protocol.evaluate_run`'s
+  token_losses_out): the totals sum those; a length it lacks costs one more evaluation pass."""
   if not ctx.data.has_documents or not documents.sequential_positions(model):
     return None
+  token_nll = token_nll or {}
   return {
-      str(n): documents.sparse_totals(documents.document_totals(model, ctx.data, n, ctx.study.split))
+      str(n): documents.sparse_totals(
+          documents.document_totals(model, ctx.data, n, ctx.study.split, nats_by_batch=token_nll.get(n))
+      )
       for n in document_totals_lengths(ctx.base)
   }
 

@@ -188,11 +188,13 @@ class Evaluation:
   """One evaluation set's result: `metrics` (loss in nats per scored token, and the objective's own), and the
   loss against position: `position_loss[p]`, the mean loss (nats) of the tokens at position p of the
   window (NaN where none counts), over `position_tokens[p]` tokens (the whole window for the corpus, the
-  scored positions for tasks; summed over the draws of random positions)."""
+  scored positions for tasks; summed over the draws of random positions). `token_nll`, asked for with
+  `token_losses=True`: each batch's (rows, T) float32 loss of every target, in the order of the set's batches."""
 
   metrics: dict[str, float]
   position_loss: np.ndarray
   position_tokens: np.ndarray
+  token_nll: list[np.ndarray] | None = None
 
 
 def evaluate(
@@ -222,9 +224,11 @@ def evaluate_set(
     split: str = 'validation',
     positions: EvalPositions | None = None,
     mesh=None,
+    token_losses: bool = False,
 ) -> Evaluation:
   """The evaluation of `model` on the data's set of `length` (`data.eval_set(length, split)`), with its
-  loss against position: what a study records for one run and length."""
+  loss against position: what a study records for one run and length; with `token_losses`, each target's loss
+  too (`Evaluation.token_nll`; positions drawing once only)."""
   mesh = sharding.make_mesh() if mesh is None else mesh
   parts, params = split_model(model)
   return _evaluate(
@@ -235,6 +239,7 @@ def evaluate_set(
       mesh=mesh,
       use_padding_mask=data.uses_padding,
       positions=positions,
+      token_losses=token_losses,
   )
 
 
@@ -254,15 +259,32 @@ def evaluate_lengths(
 
 
 def _evaluate(
-    parts: ModelParts, params, batches, objective: Objective, *, mesh, use_padding_mask, positions=None
+    parts: ModelParts,
+    params,
+    batches,
+    objective: Objective,
+    *,
+    mesh,
+    use_padding_mask,
+    positions=None,
+    token_losses: bool = False,
 ) -> Evaluation:
   positions = EvalPositions() if positions is None else positions
+  if token_losses and positions.draws != 1:
+    raise ValueError(
+        f'evaluate: token_losses keeps one loss per target, so positions must draw once, not {positions.draws}.'
+    )
   eval_step = make_eval_step(
-      parts.graphdef, objective, mesh=mesh, use_padding_mask=use_padding_mask, encoder=positions.encoder
+      parts.graphdef,
+      objective,
+      mesh=mesh,
+      use_padding_mask=use_padding_mask,
+      encoder=positions.encoder,
+      token_losses=token_losses,
   )
   rest = sharding.replicate(parts.rest, mesh)
   batches = list(batches) if positions.draws > 1 else batches  # Read once per draw.
-  totals = None
+  totals, token_nll = None, [] if token_losses else None
   for draw in range(positions.draws):
     row = 0
     for batch in batches:
@@ -271,6 +293,8 @@ def _evaluate(
       batch = {**batch, 'row_ids': np.arange(row, row + rows, dtype=np.int32)}
       row += rows
       sums = eval_step(params, rest, sharding.shard_batch(batch, mesh), key)
+      if token_losses:
+        token_nll.append(np.asarray(jax.device_get(sums.pop('token_nll'))))
       totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
   if totals is None:
     raise ValueError('evaluate needs at least one batch, got none.')
@@ -279,7 +303,7 @@ def _evaluate(
   with np.errstate(invalid='ignore', divide='ignore'):
     position_loss = np.where(position_tokens > 0, position_nll / position_tokens, np.nan)
   metrics = {k: float(v) for k, v in objective.finalize(totals).items()}
-  return Evaluation(metrics=metrics, position_loss=position_loss, position_tokens=position_tokens)
+  return Evaluation(metrics=metrics, position_loss=position_loss, position_tokens=position_tokens, token_nll=token_nll)
 
 
 # ------------------------------------------------------------------------------------------- training

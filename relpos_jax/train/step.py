@@ -141,7 +141,9 @@ def make_train_step(
 
 
 @functools.lru_cache(maxsize=64)
-def make_eval_step(graphdef, objective: Objective, *, mesh: Mesh, use_padding_mask: bool, encoder=None) -> Callable:
+def make_eval_step(
+    graphdef, objective: Objective, *, mesh: Mesh, use_padding_mask: bool, encoder=None, token_losses: bool = False
+) -> Callable:
   """`eval_step(params, rest, batch, key) -> sums`: deterministic, jitted over `mesh`. Cached per
   (model structure, objective, mesh, encoder), so evaluating often compiles once per shape.
 
@@ -152,6 +154,9 @@ def make_eval_step(graphdef, objective: Objective, *, mesh: Mesh, use_padding_ma
   encoder: None (positions 0..T-1), or an encoder that draws its own positions (randomized): the row whose
   index in the whole evaluation set is `r` (`batch['row_ids']`) gets `contract.train_positions(encoder,
   fold_in(key, r), 1, T)`. `key` and the row ids are ignored without one.
+
+  token_losses: also return `token_nll`, (B, T) the loss (nats) of every target, unmasked, unsummed: what a
+  study's per-document totals sum by document (`relpos_jax.study.documents`) from this same pass.
   """
 
   def eval_step(params, rest, batch, key):
@@ -168,6 +173,8 @@ def make_eval_step(graphdef, objective: Objective, *, mesh: Mesh, use_padding_ma
     position_mask = batch.get('position_mask', batch['loss_mask']).astype(jnp.float32)
     sums['position_nll'] = jnp.sum(ce * position_mask, axis=0)
     sums['position_tokens'] = jnp.sum(position_mask, axis=0)
+    if token_losses:
+      sums['token_nll'] = ce
     return sums
 
   replicated = sharding.replicated(mesh)
