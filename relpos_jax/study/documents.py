@@ -2,8 +2,9 @@
 
 Why: a study's seed interval holds the scored text fixed; `relpos_jax.study.stats.document_bootstrap` resamples
 the test documents instead, and needs each encoder's total bits and characters on each document. The
-evaluation loop sums over the whole set (`relpos_jax.train.loop.evaluate_set`), so this module scores the same
-evaluation set again, keeping each scored target's loss, and sums them by the document it lies in
+evaluation loop sums over the whole set (`relpos_jax.train.loop.evaluate_set`); asked with `token_losses=True` it
+also hands back each target's loss, and a study passes those here (`nats_by_batch`) so that the set is scored
+once (otherwise this module scores it again). The losses are summed by the document each target lies in
 (`relpos_jax.data.bpe.document_ids` of the target's first byte; a window whose scored tail crosses a document
 boundary splits between the two). Characters are the targets' `characters` (BPE) or `BYTE_CHARS` (bytes), so the
 totals over all documents give exactly the loop's `bits_per_char`.
