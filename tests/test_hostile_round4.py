@@ -92,12 +92,12 @@ def _fake_train(cfg, workdir, **kwargs):
   )
 
 
-def _fake_evaluate(model, data, *, lengths, split, train_length, metric, seed, draws, sequential_row, selection=True):
+def _fake_evaluate(model, data, *, lengths, split, train_length, metric, seed, draws, sequential_row, **options):
   """A different number on each split, so that a result read on one cannot pass for the other."""
   value = {'validation': 1.0, 'test': 2.0}[split] + seed / 100
   by_length = {str(n): value for n in lengths}
   record = {'split': split, 'positions': '0..L-1', 'by_length': by_length, 'loss_by_length': dict(by_length)}
-  if selection:
+  if options.get('selection', True):
     record['selection'] = {'split': 'validation', 'length': train_length, 'loss': 1.0}
   return record
 
@@ -123,7 +123,9 @@ def test_item1_a_reevaluation_into_the_trained_studys_own_workdir_is_refused_and
 # ----------------------------------------------------------------------------------------------- item 2
 def test_item2_a_study_resumed_on_another_split_is_refused_before_anything_is_written(tmp_path, monkeypatch):
   monkeypatch.setattr(protocol, 'evaluate_run', _fake_evaluate)
-  monkeypatch.setattr(runner, 'document_totals_record', lambda ctx, model: None)  # a fake model scores nothing
+  monkeypatch.setattr(
+      runner, 'document_totals_record', lambda ctx, model, token_nll=None: None
+  )  # a fake model scores nothing
   config = tiny_study_config(encoders=('alibi', 'rope'))
   config.study.split = 'validation'
   runner.run_study(config, tmp_path, train_fn=_fake_train)
@@ -164,7 +166,9 @@ def test_item4_seeds_the_study_marks_diverged_do_not_count_in_the_suite_summary(
 # ----------------------------------------------------------------------------------------------- item 7
 def test_item7_finished_only_writes_nothing_in_a_workdir(tmp_path, monkeypatch):
   monkeypatch.setattr(protocol, 'evaluate_run', _fake_evaluate)
-  monkeypatch.setattr(runner, 'document_totals_record', lambda ctx, model: None)  # a fake model scores nothing
+  monkeypatch.setattr(
+      runner, 'document_totals_record', lambda ctx, model, token_nll=None: None
+  )  # a fake model scores nothing
   config = tiny_study_config()
   runner.run_study(config, tmp_path, train_fn=_fake_train)
   with workdir_lock.held(tmp_path):  # another process is writing the study
