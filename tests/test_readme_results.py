@@ -556,7 +556,8 @@ CLAIMS = [
     ),
     (
         'README.md',
-        "monotone-lin against distance is not resolved on English bytes (p = {}; p = {} over this table's six)",
+        "over the English bytes page's 21\ncomparisons monotone-lin against distance is not resolved (p = {}; p = {} over "
+        "this table's six)",
         lambda: [
             f3(paired('study_english', 'monotone-lin', 'distance')['p_holm']),
             f3(_cross_corpus_row('English bytes', 'monotone-lin vs distance')['p_holm']),
@@ -564,17 +565,68 @@ CLAIMS = [
     ),
     (
         'README.md',
-        "monotone-lin's edge is −{} bits on English bytes and −{} in BPE against −{} on Python",
+        "monotone-lin's edge is −{} bits on English bytes and −{}\nin BPE against −{} on Python",
         lambda: [
             f3(-paired('study_english', 'monotone-lin', 'distance')['mean']),
             f3(-paired('study_english_bpe', 'monotone-lin', 'distance')['mean']),
-            f3(-paired('study', 'monotone-lin', 'distance')['mean']),
+            f3(-paired('study_python', 'monotone-lin', 'distance')['mean']),
         ],
     ),
     (
         'README.md',
-        'RoPE at 16x reads {}x its training-length loss, {}x on English bytes',
-        lambda: [f2(ratio('study_english_bpe', 'rope')), f2(ratio('study_english', 'rope'))],
+        'RoPE at 16x reads\n{}x its training-length loss, {}x on English bytes and {}x on Python bytes',
+        lambda: [f2(ratio(study, 'rope')) for study in ('study_english_bpe', 'study_english', 'study_python')],
+    ),
+    (
+        'README.md',
+        '{} of the six findings hold on every corpus',
+        lambda: [_count_word(_cross_corpus_verdicts().count('holds on every corpus'))],
+    ),
+    (
+        'README.md',
+        "FIRE against FIRE-512 is\nresolved on Python alone ({}, p = {} over this table's six; p = {} over the Python "
+        "page's 21\ncomparisons, where it is not)",
+        lambda: _fire_512_on_python(),
+    ),
+    (
+        'docs/study_python/README.md',
+        'Six of the seven comparisons are resolved after Holm: monotone-lin − distance {}, KERPLE-log − FIRE {},\n'
+        'randomized RoPE − RoPE {}, randomized RoPE − its 0..L-1 row {}, KERPLE-log − ALiBi {} and\nT5 − distance {}',
+        lambda: [
+            _signed_mean(_holm('study_python', a, b))
+            for a, b in (
+                ('monotone-lin', 'distance'),
+                ('kerple_log', 'fire'),
+                ('rope+randomized', 'rope'),
+                ('rope+randomized', 'rope+randomized@0..L-1'),
+                ('kerple_log', 'alibi'),
+                ('t5', 'distance'),
+            )
+        ],
+    ),
+    (
+        'docs/study_python/README.md',
+        "FIRE − FIRE-512 is {}: the t interval excludes zero, but Holm's correction over the\npage's 21 "
+        'comparisons leaves p = {}, so it is not resolved here',
+        lambda: _t_but_not_holm_interval('study_python', 'fire', 'fire-512'),
+    ),
+    (
+        'docs/study_python/README.md',
+        'at 16x RoPE reads {}x its training-length loss\n({}x on English bytes), T5 {}x ({}x), FIRE {}x ({}x), '
+        'randomized RoPE {}x ({}x)',
+        lambda: [
+            f2(ratio(study, name))
+            for name in ('rope', 't5', 'fire', 'rope+randomized')
+            for study in ('study_python', 'study_english')
+        ],
+    ),
+    (
+        'docs/study_python/README.md',
+        'distance {} and monotone-lin {} at every length\n  from 128 on',
+        lambda: [
+            f3(at('study_python', name, 1024)) if flat('study_python', name) else 'not flat'
+            for name in ('distance', 'monotone-lin')
+        ],
     ),
     (
         'docs/study_english_bpe/README.md',
@@ -659,6 +711,34 @@ def _t_but_not_holm(study: str, a: str, b: str) -> list[str]:
 
 def _cross_corpus_row(corpus: str, finding: str) -> dict:
   return cross_corpus.findings(cross_corpus.load(os.path.join(REPO, 'docs'))[corpus])[finding]
+
+
+def _cross_corpus_verdicts() -> list[str]:
+  studies = cross_corpus.load(os.path.join(REPO, 'docs'))
+  per_corpus = [cross_corpus.findings(results) for results in studies.values()]
+  return [cross_corpus.verdict([rows.get(f) for rows in per_corpus]) for f in cross_corpus.FINDINGS]
+
+
+def _count_word(n: int) -> str:
+  return ['No', 'One', 'Two', 'Three', 'Four', 'Five', 'Six'][n]
+
+
+def _fire_512_on_python() -> list[str]:
+  """FIRE − FIRE-512 on Python: resolved after Holm over the cross-corpus six, and on no other corpus; not
+  over the page's own family."""
+  rows = {c: _cross_corpus_row(c, 'fire vs fire-512') for c in ('Python bytes', 'English bytes', 'English BPE')}
+  assert rows['Python bytes']['resolved_holm'] and not any(
+      r['resolved_holm'] for c, r in rows.items() if c != 'Python bytes'
+  )
+  page = paired('study_python', 'fire', 'fire-512')
+  assert not page['resolved_holm']
+  return [_signed_mean(page), f3(rows['Python bytes']['p_holm']), f3(page['p_holm'])]
+
+
+def _t_but_not_holm_interval(study: str, a: str, b: str) -> list[str]:
+  row = paired(study, a, b)
+  assert row['resolved'] and not row['resolved_holm'], f'docs/{study}: {a} - {b} is not "t but not Holm"'
+  return [_signed_interval(row), f3(row['p_holm'])]
 
 
 def _ruoss_exceptions() -> list[str]:

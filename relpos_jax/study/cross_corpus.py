@@ -27,10 +27,10 @@ from relpos_jax import files
 from relpos_jax.study import report, stats
 
 OUT_FILE = 'cross_corpus.md'
-# (label, folder under docs/): the default study on Python source bytes, and its questions asked of English prose
-# (configs/studies/study_english.py and study_english_bpe.py).
+# (label, folder under docs/): one protocol on three corpora (configs/studies/study_python.py, study_english.py and
+# study_english_bpe.py). The default study (docs/study) asks Python bytes more encoders under an older protocol.
 CORPORA = (
-    ('Python bytes', 'study'),
+    ('Python bytes', 'study_python'),
     ('English bytes', 'study_english'),
     ('English BPE', 'study_english_bpe'),
 )

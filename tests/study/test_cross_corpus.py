@@ -90,5 +90,5 @@ def test_write_reads_the_folders_and_refreshes_the_readme_block(tmp_path):
 
 
 def test_no_study_at_all_is_a_clear_error(tmp_path):
-  with pytest.raises(ValueError, match=r"no study of \['study', 'study_english', 'study_english_bpe'\]"):
+  with pytest.raises(ValueError, match=r"no study of \['study_python', 'study_english', 'study_english_bpe'\]"):
     cross_corpus.write(str(tmp_path))
