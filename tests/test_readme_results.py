@@ -592,17 +592,11 @@ CLAIMS = [
         'docs/study_python/README.md',
         'Six of the seven comparisons are resolved after Holm: monotone-lin − distance {}, KERPLE-log − FIRE {},\n'
         'randomized RoPE − RoPE {}, randomized RoPE − its 0..L-1 row {}, KERPLE-log − ALiBi {} and\nT5 − distance {}',
-        lambda: [
-            _signed_mean(_holm('study_python', a, b))
-            for a, b in (
-                ('monotone-lin', 'distance'),
-                ('kerple_log', 'fire'),
-                ('rope+randomized', 'rope'),
-                ('rope+randomized', 'rope+randomized@0..L-1'),
-                ('kerple_log', 'alibi'),
-                ('t5', 'distance'),
-            )
-        ],
+        lambda: _holm_means(
+            'study_python',
+            'monotone-lin - distance, kerple_log - fire, rope+randomized - rope, '
+            'rope+randomized - rope+randomized@0..L-1, kerple_log - alibi, t5 - distance',
+        ),
     ),
     (
         'docs/study_python/README.md',
@@ -641,16 +635,10 @@ CLAIMS = [
         'docs/study_english_bpe/README.md',
         'Six of the seven comparisons are resolved after Holm: KERPLE-log − FIRE {}, T5 − distance {}, randomized RoPE'
         ' − RoPE {}, KERPLE-log − ALiBi {} and monotone-lin − distance {}',
-        lambda: [
-            _signed_mean(_holm('study_english_bpe', a, b))
-            for a, b in (
-                ('kerple_log', 'fire'),
-                ('t5', 'distance'),
-                ('rope+randomized', 'rope'),
-                ('kerple_log', 'alibi'),
-                ('monotone-lin', 'distance'),
-            )
-        ],
+        lambda: _holm_means(
+            'study_english_bpe',
+            'kerple_log - fire, t5 - distance, rope+randomized - rope, kerple_log - alibi, monotone-lin - distance',
+        ),
     ),
     (
         'docs/study_english_bpe/README.md',
@@ -733,6 +721,11 @@ def _fire_512_on_python() -> list[str]:
   page = paired('study_python', 'fire', 'fire-512')
   assert not page['resolved_holm']
   return [_signed_mean(page), f3(rows['Python bytes']['p_holm']), f3(page['p_holm'])]
+
+
+def _holm_means(study: str, pairs: str) -> list[str]:
+  """The signed means of 'A - B, C - D, ...' on `study`, each of which the sentence calls resolved after Holm."""
+  return [_signed_mean(_holm(study, *pair.split(' - '))) for pair in pairs.split(', ')]
 
 
 def _t_but_not_holm_interval(study: str, a: str, b: str) -> list[str]:
