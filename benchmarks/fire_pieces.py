@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import jax
 
 from relpos_jax import encoders, grid as grid_lib
 from relpos_jax.encoders import mlp
@@ -52,13 +51,7 @@ def _one_d(encoder):
 
 
 def _grid(encoder, shape):
-  params = encoder.init(
-      jax.random.PRNGKey(1),
-      num_heads=attention_kinds.NUM_HEADS,
-      head_dim=attention_kinds.HEAD_DIM,
-      model_dim=attention_kinds.NUM_HEADS * attention_kinds.HEAD_DIM,
-  )
-  return grid.core(encoder, shape, 'blockwise'), params
+  return grid.core(encoder, shape, 'blockwise'), grid.encoder_params(encoder)
 
 
 def contenders(row: str, length: int) -> dict:
@@ -71,8 +64,7 @@ def contenders(row: str, length: int) -> dict:
     shape = (side, side)
     n, units, pieces = side * side, _grid(_FIRE2DByUnits(), shape), _grid(grid_lib.make('fire2d'), shape)
   q, k, v, cotangent = attention_kinds.inputs(n)
-  causal = row == 'fire'
-  plain = lambda q, k, v, params: jax.nn.dot_product_attention(q, k, v, is_causal=causal)
+  plain = attention_kinds.plain_attention if row == 'fire' else grid.plain_attention  # causal; an image is not
   out = {'plain': (attention_kinds.with_backward(plain), (q, k, v, [], cotangent))}
   for name, (fn, params) in (('units', units), ('pieces', pieces)):
     out[name] = (attention_kinds.with_backward(fn), (q, k, v, params, cotangent))

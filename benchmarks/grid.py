@@ -79,15 +79,19 @@ def core(encoder, shape, implementation, bias_form='table'):
   return fn
 
 
-def _encoder(encoder_spec):
-  encoder = grid_lib.from_spec(encoder_spec)
-  params = encoder.init(
+def encoder_params(encoder):
+  """The grid encoder's parameters at the benchmarks' head shape."""
+  return encoder.init(
       jax.random.PRNGKey(1),
       num_heads=attention_kinds.NUM_HEADS,
       head_dim=attention_kinds.HEAD_DIM,
       model_dim=attention_kinds.NUM_HEADS * attention_kinds.HEAD_DIM,
   )
-  return encoder, params
+
+
+def _encoder(encoder_spec):
+  encoder = grid_lib.from_spec(encoder_spec)
+  return encoder, encoder_params(encoder)
 
 
 def _shapes(length):
