@@ -294,11 +294,13 @@ def _evaluate(
       row += rows
       sums = eval_step(params, rest, sharding.shard_batch(batch, mesh), key)
       if token_losses:
-        token_nll.append(np.asarray(jax.device_get(sums.pop('token_nll'))))
+        token_nll.append(sums.pop('token_nll'))  # fetched once after the loop, so dispatch runs ahead
       totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
   if totals is None:
     raise ValueError('evaluate needs at least one batch, got none.')
   totals = jax.tree.map(lambda x: np.asarray(x, np.float64), jax.device_get(totals))
+  if token_nll is not None:
+    token_nll = [np.asarray(x) for x in jax.device_get(token_nll)]
   position_nll, position_tokens = totals.pop('position_nll'), totals.pop('position_tokens')
   with np.errstate(invalid='ignore', divide='ignore'):
     position_loss = np.where(position_tokens > 0, position_nll / position_tokens, np.nan)
