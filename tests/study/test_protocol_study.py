@@ -38,6 +38,11 @@ TINY = {
 }
 
 
+def _no_document_totals(ctx, model, token_nll=None):
+  """The fake models of these tests score no documents, so there are no per-document totals to record."""
+  del ctx, model, token_nll
+
+
 def tiny_study_config(encoders=('alibi', 'abs: sinusoidal'), **overrides):
   """The shipped study (configs/lm.py:study) made tiny; checked when the study runs."""
   # No committed rates from the config file: each test states the protocol it checks.
@@ -78,7 +83,7 @@ def test_the_grid_chooses_on_validation_at_the_training_length_and_reuses_its_ru
   selection = {1e-3: 3.0, 3e-3: 2.0, 1e-2: 2.5}
   test = {1e-3: 2.9, 3e-3: 2.4, 1e-2: 1.0}
   monkeypatch.setattr(protocol, 'evaluate_run', _fake_evaluate(selection.get, test.get))
-  monkeypatch.setattr(runner, 'document_totals_record', lambda ctx, model, token_nll=None: None)  # fake models score nothing
+  monkeypatch.setattr(runner, 'document_totals_record', _no_document_totals)
   config = tiny_study_config(encoders=('alibi',))
   config.study.lr_grid = (1e-3, 3e-3, 1e-2)
   config.study.seeds = (0, 1)
@@ -111,7 +116,7 @@ def test_a_selection_seed_outside_the_reported_seeds_chooses_and_is_never_report
     return {'positions': '0..L-1', 'selection': {'split': 'validation', 'loss': selection[model.learning_rate]}}
 
   monkeypatch.setattr(protocol, 'evaluate_selection', evaluate_selection)
-  monkeypatch.setattr(runner, 'document_totals_record', lambda ctx, model, token_nll=None: None)  # fake models score nothing
+  monkeypatch.setattr(runner, 'document_totals_record', _no_document_totals)
   config = tiny_study_config(encoders=('alibi',))
   config.study.lr_grid = (1e-3, 3e-3, 1e-2)
   config.study.seeds = (0, 1)
@@ -150,7 +155,7 @@ def test_a_bad_selection_seed_is_named_and_nothing_is_written(tmp_path, override
 
 def test_without_grid_or_commitment_the_fixed_rate_is_recorded(tmp_path, monkeypatch):
   monkeypatch.setattr(protocol, 'evaluate_run', _fake_evaluate(lambda lr: 2.0, lambda lr: 2.0))
-  monkeypatch.setattr(runner, 'document_totals_record', lambda ctx, model, token_nll=None: None)  # fake models score nothing
+  monkeypatch.setattr(runner, 'document_totals_record', _no_document_totals)
   calls = []
   results = study.run_study(tiny_study_config(encoders=('alibi',)), tmp_path, train_fn=_fake_train(calls))
   assert results['runs'][0]['lr_choice'] == 'fixed' and results['runs'][0]['learning_rate'] == 1e-2
@@ -202,7 +207,7 @@ def test_a_run_beyond_chance_is_marked_diverged_and_left_out_of_the_means(tmp_pa
     return record
 
   monkeypatch.setattr(protocol, 'evaluate_run', evaluate_run)
-  monkeypatch.setattr(runner, 'document_totals_record', lambda ctx, model, token_nll=None: None)  # fake models score nothing
+  monkeypatch.setattr(runner, 'document_totals_record', _no_document_totals)
   config = tiny_study_config(encoders=('alibi', 'abs: sinusoidal'))
   config.study.learning_rates = ('abs: 0.5',)
   config.study.seeds = (0, 1)
