@@ -504,9 +504,22 @@ def comparisons(results: dict, task_name: str) -> list[dict]:
               'a_mean': stats.mean(va),
               'b_mean': stats.mean(vb),
               **stats.paired_difference(va, vb),
+              'p_value': stats.paired_p_value(va, vb),
           }
       )
   return out
+
+
+def adjust_over_page(results: dict) -> dict:
+  """Holm over every comparison of the page (every task, every side): sets each comparison's `p_holm` and
+  `resolved_holm`, and `protocol.holm_family` (m). A claim that reads one comparison among the page's many is a
+  multiple test; the page is the family, as in the LM study's reports (relpos_jax.study.report)."""
+  rows = [c for task in results['tasks'].values() for c in task['comparisons']]
+  family = stats.holm([c.get('p_value') for c in rows])
+  for c, adjusted, resolved in zip(rows, family['adjusted'], family['resolved']):
+    c['p_holm'], c['resolved_holm'] = adjusted, resolved
+  results['protocol']['holm_family'] = family['m']
+  return results
 
 
 def environment() -> dict:
@@ -590,6 +603,7 @@ def _run_study(settings, config_json: dict, tasks, entries, workdir, model_fn, o
       ]
       results['tasks'][name]['runs'].append(merge_seeds(settings, entry, per_seed, lr, how, grid))
       results['tasks'][name]['comparisons'] = comparisons(results, name)
+      adjust_over_page(results)
       results['meta'].update(counter, wall_seconds=round(time.perf_counter() - started, 1))
       write_outputs(results, workdir, plots=False)  # the tables after each encoder, the plots at the end
       if on_result is not None:
@@ -604,6 +618,10 @@ def _cell(mean, values, digits=3) -> str:
     return 'diverged'
   spread = stats.std(values)
   return f'{mean:.{digits}f}' + (f' ± {spread:.{digits}f}' if spread is not None else '')
+
+
+def _p(p: float | None) -> str:
+  return 'n/a' if p is None else f'{p:.2g}'
 
 
 def _seeds_note(row: dict, results: dict) -> str:
@@ -660,18 +678,21 @@ def markdown(results: dict) -> str:
           lines.append(f'| {row["name"]} | {cells} |')
       lines.append('')
     if task['comparisons']:
+      family = results['protocol'].get('holm_family')
       lines += [
-          'Paired differences of test accuracy over seeds (95% t interval; resolved: the interval excludes 0):',
+          'Paired differences of test accuracy over seeds (95% t interval; resolved: the interval excludes 0; '
+          f"p (Holm): adjusted over the page's {family} comparisons, every task and side, resolved below 0.05):",
           '',
-          '| A | B | side | seeds | A | B | A − B | 95% interval | resolved |',
-          '|---|---|---|---|---|---|---|---|---|',
+          '| A | B | side | seeds | A | B | A − B | 95% interval | resolved | p | p (Holm) |',
+          '|---|---|---|---|---|---|---|---|---|---|---|',
       ]
       for c in task['comparisons']:
         interval = f'[{c["low"]:+.3f}, {c["high"]:+.3f}]' if c['low'] is not None else 'n/a (< 2 seeds)'
         diff = f'{c["mean"]:+.3f}' if c['mean'] is not None else 'n/a'
         lines.append(
             f'| {c["a"]} | {c["b"]} | {c["side"]} | {c["n"]} | {_cell(c["a_mean"], [])} | {_cell(c["b_mean"], [])} | '
-            f'{diff} | {interval} | {"yes" if c["resolved"] else "no"} |'
+            f'{diff} | {interval} | {"yes" if c["resolved"] else "no"} | {_p(c.get("p_value"))} | '
+            f'{_p(c.get("p_holm"))}{" (resolved)" if c.get("resolved_holm") else ""} |'
         )
       lines.append('')
   meta = results['meta']

@@ -209,6 +209,33 @@ def test_paired_interval_on_hand_made_numbers():
   assert c == {**c, **stats.paired_difference([0.9, 0.8, 0.85], [0.7, 0.75, 0.6])}
 
 
+def test_holm_adjusts_over_every_comparison_of_the_page():
+  # Two tasks, one comparison each at two sides: the family is all four (m = 4), not one task's two.
+  per_seed = {'14': [0.8, 0.84, 0.88], '21': [0.5, 0.52, 0.49]}  # at 14: differences 0.10, 0.14, 0.18
+  other = {'14': [0.7, 0.7, 0.7], '21': [0.5, 0.5, 0.5]}
+  runs = [{'name': 'A', 'seeds': [0, 1, 2], 'accuracy_per_seed': per_seed}]
+  runs.append({'name': 'B', 'seeds': [0, 1, 2], 'accuracy_per_seed': other})
+  results = {
+      'comparison_requests': [{'a': 'A', 'b': 'B', 'sides': [14, 21]}],
+      'tasks': {'t': {'runs': runs}, 'u': {'runs': runs}},
+      'protocol': {},
+  }
+  for name in results['tasks']:
+    results['tasks'][name]['comparisons'] = resolution.comparisons(results, name)
+  resolution.adjust_over_page(results)
+  rows = [c for name in ('t', 'u') for c in results['tasks'][name]['comparisons']]
+  raw = [stats.paired_p_value(per_seed[s], other[s]) for s in ('14', '21')] * 2
+  assert [c['p_value'] for c in rows] == pytest.approx(raw)
+  # Holm by hand: the two p-values appear twice each; sorted p1 <= p1 <= p2 <= p2 get 4 p1, max(4 p1, 3 p1), ...
+  small, large = sorted(raw[:2])
+  expected_small, expected_large = min(1.0, 4 * small), min(1.0, max(4 * small, 2 * large))
+  for c in rows:
+    assert c['p_holm'] == pytest.approx(expected_small if c['p_value'] == small else expected_large)
+    assert c['resolved_holm'] == (c['p_holm'] < 0.05)
+  assert results['protocol']['holm_family'] == 4
+  assert min(c['p_value'] for c in rows) < 0.05 and not any(c['resolved_holm'] for c in rows)  # Holm bites
+
+
 @pytest.mark.parametrize(
     'overrides, message',
     [
