@@ -6,7 +6,8 @@ r"""The resolution-extrapolation study: train at one grid side, evaluate at 1x-4
 
 Writes results.json, results.md, results.png (accuracy against grid side) and results_entropy.png (attention
 entropy per layer against grid side) in --workdir and prints the table. Rerunning the same command resumes:
-finished (task, encoder, learning rate, seed) runs are reused.
+finished (task, encoder, learning rate, seed) runs are reused. --finished_only prints the runs finished so far
+and writes nothing (while the study runs in another process).
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ _WORKDIR = flags.DEFINE_string(
     'workdir', os.path.join('results', 'resolution'), 'Where results and the runs go (resumed if present).'
 )
 
+_FINISHED_ONLY = flags.DEFINE_bool(
+    'finished_only', False, 'Train and write nothing: print the runs finished so far (the study may be running).'
+)
+
 
 @cli.errors_in_one_line()  # A bad config or a busy workdir: one message, exit status 1.
 def main(argv) -> None:
@@ -35,9 +40,12 @@ def main(argv) -> None:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   from relpos_jax.study import resolution
 
-  results = resolution.run_resolution_study(_CONFIG.value, _WORKDIR.value)
-  paths = resolution.write_outputs(results, _WORKDIR.value)
+  results = resolution.run_resolution_study(_CONFIG.value, _WORKDIR.value, finished_only=_FINISHED_ONLY.value)
   print(resolution.markdown(results))
+  if _FINISHED_ONLY.value:
+    print('--finished_only: printed, nothing written (the study writes its results.* as it runs).')
+    return
+  paths = resolution.write_outputs(results, _WORKDIR.value)
   for kind, path in paths.items():
     print(f'{kind:>12}: {os.path.abspath(path)}')
 

@@ -30,7 +30,9 @@ runs (an unfinished one trains again from the start: runs take seconds to minute
 the directory, one whose recorded run config differs from this config's. The workdir is locked for one writer
 (relpos_jax.train.workdir_lock). Outputs: results.json and results.md, rewritten after each (task, encoder), and
 at the end results.png (accuracy against grid side, one panel per task) and results_entropy.png (entropy per
-layer against grid side).
+layer against grid side). `finished_only=True` trains nothing, writes nothing and takes no lock: it reports the
+runs finished so far (a (task, encoder) row appears once its learning-rate grid has finished, with the seeds
+that have; the study's own process may be writing the same workdir meanwhile).
 
 The model: `model_fn(*, encoder, num_classes, patch_size, in_channels, pool, rngs, **config.model)` returns a
 flax NNX module called as `model(images float[B, H, W, C], train=..., rng=..., return_entropy=...)` -> logits
@@ -417,8 +419,8 @@ def run_dir(workdir: str, task_name: str, label: str, lr: float, seed: int) -> s
   return os.path.join(workdir, 'runs', task_name, label, f'lr{lr:g}', f'seed{seed}')
 
 
-def _run(settings, workdir, task_name, task, entry, seed, lr, model_fn, counter) -> dict:
-  """The saved result of one run, or the run trained, evaluated and saved."""
+def _run(settings, workdir, task_name, task, entry, seed, lr, model_fn, counter, finished_only=False) -> dict | None:
+  """The saved result of one run, or the run trained, evaluated and saved (finished_only: None instead)."""
   directory = run_dir(workdir, task_name, entry.label, lr, seed)
   path = os.path.join(directory, RESULT_FILE)
   config = run_config(settings, task, entry, seed, lr)
@@ -432,6 +434,8 @@ def _run(settings, workdir, task_name, task, entry, seed, lr, model_fn, counter)
       )
     counter['reused'] += 1
     return saved
+  if finished_only:
+    return None
   logging.info('resolution study: %s / %s / lr %g / seed %d', task_name, entry.label, lr, seed)
   result = {'run_config': config, **train_and_evaluate(settings, task, entry, seed, lr, model_fn)}
   os.makedirs(directory, exist_ok=True)
@@ -528,12 +532,18 @@ def environment() -> dict:
 
 
 def run_resolution_study(
-    config, workdir: str | os.PathLike, *, model_fn: Callable | None = None, on_result: Callable | None = None
+    config,
+    workdir: str | os.PathLike,
+    *,
+    model_fn: Callable | None = None,
+    on_result: Callable | None = None,
+    finished_only: bool = False,
 ) -> dict:
   """Runs (or resumes) the study of `config` in `workdir`; returns the results dict (module docstring).
 
   model_fn: the model factory (default `vit_model`); on_result: called with the results after each
-  (task, encoder), e.g. to re-plot in a notebook."""
+  (task, encoder), e.g. to re-plot in a notebook; finished_only: train and write nothing, report the runs
+  finished so far (results['unfinished'] lists the (task, encoder) rows left out or short of seeds)."""
   config_json = config_files.as_dict(config)  # The user's config (a ConfigDict), recorded as it was given.
   settings = parse_config(config_json)
   model_fn = vit_model if model_fn is None else model_fn
@@ -545,11 +555,11 @@ def run_resolution_study(
   check_models(settings, tasks, entries, model_fn)
   # Every check above runs before the lock: a refused config leaves no trace.
   workdir = os.fspath(workdir)
-  with workdir_lock.held(workdir):
-    return _run_study(settings, config_json, tasks, entries, workdir, model_fn, on_result)
+  with workdir_lock.held(workdir, enabled=not finished_only):
+    return _run_study(settings, config_json, tasks, entries, workdir, model_fn, on_result, finished_only)
 
 
-def _run_study(settings, config_json: dict, tasks, entries, workdir, model_fn, on_result) -> dict:
+def _run_study(settings, config_json: dict, tasks, entries, workdir, model_fn, on_result, finished_only) -> dict:
   started = time.perf_counter()
   counter = {'trained': 0, 'reused': 0}
   results = {
@@ -584,31 +594,41 @@ def _run_study(settings, config_json: dict, tasks, entries, workdir, model_fn, o
       },
       'meta': {'config': json.loads(json.dumps(config_json, default=str)), **environment()},
   }
+  if finished_only:
+    results['unfinished'] = []
   seeds = list(settings.seeds)
+  run = functools.partial(_run, settings, workdir, model_fn=model_fn, counter=counter, finished_only=finished_only)
   for name, task in tasks.items():
     for entry in entries:
       grid = {}
       if settings.lr_grid is not None:
         for lr in settings.lr_grid:
-          grid[lr] = _run(settings, workdir, name, task, entry, seeds[0], lr, model_fn, counter)
+          grid[lr] = run(name, task, entry, seeds[0], lr)
+        if any(r is None for r in grid.values()):  # finished_only: the rate is not chosen yet
+          results['unfinished'].append({'task': name, 'encoder': entry.label, 'finished_seeds': []})
+          continue
         lr = min(grid, key=lambda v: _selection_loss(grid[v]))  # ties: the first rate of the grid
         how = 'grid'
       else:
         lr, how = settings.learning_rate, 'fixed'
-      per_seed = [
-          grid[lr]
-          if seed == seeds[0] and lr in grid
-          else _run(settings, workdir, name, task, entry, seed, lr, model_fn, counter)
-          for seed in seeds
-      ]
-      results['tasks'][name]['runs'].append(merge_seeds(settings, entry, per_seed, lr, how, grid))
+      per_seed = [grid[lr] if seed == seeds[0] and lr in grid else run(name, task, entry, seed, lr) for seed in seeds]
+      finished = [r for r in per_seed if r is not None]
+      if len(finished) < len(per_seed):
+        results['unfinished'].append(
+            {'task': name, 'encoder': entry.label, 'finished_seeds': [r['run_config']['seed'] for r in finished]}
+        )
+      if not finished:
+        continue
+      results['tasks'][name]['runs'].append(merge_seeds(settings, entry, finished, lr, how, grid))
       results['tasks'][name]['comparisons'] = comparisons(results, name)
       adjust_over_page(results)
       results['meta'].update(counter, wall_seconds=round(time.perf_counter() - started, 1))
-      write_outputs(results, workdir, plots=False)  # the tables after each encoder, the plots at the end
+      if not finished_only:
+        write_outputs(results, workdir, plots=False)  # the tables after each encoder, the plots at the end
       if on_result is not None:
         on_result(results)
-  write_outputs(results, workdir)
+  if not finished_only:
+    write_outputs(results, workdir)
   return results
 
 
@@ -643,6 +663,12 @@ def markdown(results: dict) -> str:
       f'Learning rate: {rate}.',
       '',
   ]
+  if results.get('unfinished'):
+    rows = ', '.join(
+        f'{u["task"]} / {u["encoder"]} ({len(u["finished_seeds"])} of {len(results["seeds"])} seeds)'
+        for u in results['unfinished']
+    )
+    lines += [f'**Partial: runs finished so far.** Not finished: {rows}.', '']
   for name, task in results['tasks'].items():
     runs = task['runs']
     if not runs:

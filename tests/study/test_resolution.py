@@ -9,6 +9,7 @@ import gzip
 import json
 import math
 import os
+import shutil
 import struct
 
 import jax.numpy as jnp
@@ -134,6 +135,40 @@ def test_end_to_end_and_resume(tmp_path):
 
   more = resolution.run_resolution_study(_config(seeds=(0, 1, 2)), tmp_path, model_fn=model_fn)
   assert more['meta']['trained'] == 4 and more['meta']['reused'] == 12  # the new seed only
+
+
+def test_finished_only_reports_what_has_finished_and_trains_and_writes_nothing(tmp_path):
+  from relpos_jax.train import workdir_lock
+
+  done = resolution.run_resolution_study(_config(tasks=('count',)), tmp_path, model_fn=StandIn)
+  shutil.rmtree(tmp_path / 'runs' / 'count' / 'tanh' / 'lr0.001')  # tanh's grid unfinished: no rate chosen yet
+  before = {p: p.read_bytes() for p in tmp_path.rglob('*') if p.is_file()}
+  calls = []
+
+  def model_fn(**kwargs):
+    calls.append(kwargs['encoder'])
+    return StandIn(**kwargs)
+
+  with workdir_lock.held(tmp_path):  # the study's own process may hold the workdir meanwhile
+    partial = resolution.run_resolution_study(
+        _config(tasks=('count',), seeds=(0, 1, 2)), tmp_path, model_fn=model_fn, finished_only=True
+    )
+  assert calls == ['relu', 'tanh']  # the up-front model check only: nothing trained
+  assert partial['meta']['trained'] == 0
+  after = {p: p.read_bytes() for p in tmp_path.rglob('*') if p.is_file()}
+  assert {p: b for p, b in after.items() if p.name != workdir_lock.LOCK_FILE} == {
+      p: b for p, b in before.items() if p.name != workdir_lock.LOCK_FILE
+  }  # (the lock file is this test's own holder's)
+  (row,) = partial['tasks']['count']['runs']
+  assert row['name'] == 'relu' and row['seeds'] == [0, 1]  # seed 2 has not run
+  assert row['accuracy'] == done['tasks']['count']['runs'][0]['accuracy']
+  assert partial['unfinished'] == [
+      {'task': 'count', 'encoder': 'relu', 'finished_seeds': [0, 1]},
+      {'task': 'count', 'encoder': 'tanh', 'finished_seeds': []},
+  ]
+  markdown = resolution.markdown(partial)
+  assert 'Not finished: count / relu (2 of 3 seeds), count / tanh (0 of 3 seeds).' in markdown
+  assert 'relu (`relu`) [seeds 0, 1]' in markdown
 
 
 def test_changed_config_is_not_reused(tmp_path):
