@@ -99,11 +99,11 @@ def evaluate_run(
   longest = max(lengths)
   kept_lengths = {int(n) for n in keep_token_losses}
 
-  def at(positions, where, which) -> dict:
+  def at(positions, which) -> dict:
     by_length, losses, exact, curve = {}, {}, {}, None
     for n in which:
-      keep = token_losses_out is not None and n in kept_lengths and where == split and positions.encoder is None
-      evaluation = loop.evaluate_set(model, data, n, split=where, positions=positions, token_losses=keep)
+      keep = token_losses_out is not None and n in kept_lengths and positions.encoder is None
+      evaluation = loop.evaluate_set(model, data, n, split=split, positions=positions, token_losses=keep)
       if keep:
         token_losses_out[n] = evaluation.token_nll
       by_length[str(n)] = evaluation.metrics.get(metric)
@@ -118,7 +118,7 @@ def evaluate_run(
 
   positions = loop.EvalPositions.of(model, draws, seed)
   record = {'split': split, 'positions': positions.describe(), 'position_draws': positions.draws}
-  record.update(at(positions, split, lengths))
+  record.update(at(positions, lengths))
   scored = {str(n): data.scored_set(n, split) for n in lengths}
   record['scored_sets'] = scored
   record['same_targets'] = len({s['fingerprint'] for s in scored.values()}) == 1
@@ -126,7 +126,7 @@ def evaluate_run(
     record['selection'] = _selection(model, data, train_length, metric, positions)
   if positions.random and sequential_row:
     sequential = loop.EvalPositions.of(model, draws, seed, sequential=True)
-    record['sequential'] = {'positions': sequential.describe(), 'position_draws': 1, **at(sequential, split, lengths)}
+    record['sequential'] = {'positions': sequential.describe(), 'position_draws': 1, **at(sequential, lengths)}
   return record
 
 
