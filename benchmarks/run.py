@@ -18,7 +18,7 @@ import shlex
 import sys
 from typing import Callable
 
-from benchmarks import attention_kinds, bias_construction, blockwise, fire_pieces, grid, report, train_step
+from benchmarks import attention_kinds, bias_construction, blockwise, fire_pieces, grid, irpe_buckets, report, train_step
 
 
 def _bias_construction(opts) -> report.Section:
@@ -74,6 +74,13 @@ def _fire_pieces(opts) -> report.Section:
   return fire_pieces.run(length=opts.length or length, repeats=opts.repeats, warmup=opts.warmup)
 
 
+def _irpe_buckets(opts) -> report.Section:
+  side = irpe_buckets.QUICK_SIDE if opts.quick else irpe_buckets.SIDE
+  if opts.length:  # a square grid of about that many tokens
+    side = max(1, int(round(opts.length**0.5)))
+  return irpe_buckets.run(side=side, repeats=opts.repeats, warmup=opts.warmup)
+
+
 BENCHMARKS: dict[str, Callable] = {
     'bias_construction': _bias_construction,
     'attention_kinds': _attention_kinds,
@@ -81,6 +88,7 @@ BENCHMARKS: dict[str, Callable] = {
     'blockwise': _blockwise,
     'grid': _grid,
     'fire_pieces': _fire_pieces,
+    'irpe_buckets': _irpe_buckets,
 }
 
 

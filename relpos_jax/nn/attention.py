@@ -289,7 +289,7 @@ def grid_inputs(
     part_term = terms_lib.select.term_for(part)
     if part_term.stage is terms_lib.Stage.SCORES and by_table:  # iRPE's contextual mode, PaPE: per tile in attend
       rest.append(part)  # from the coordinates (GridScores' buckets) or the tokens' features of x (GridFeatureScores)
-      rest_params.append(part_term.grid_params(part, p, c, x))
+      rest_params.append(part_term.grid_params(part, p, c, x, grid_shape=grid_shape))
     elif part_term.stage is terms_lib.Stage.SCORES:  # attention_weights: the q and k terms (PaPE's term of x) whole
       term = part.contextual_scores(p, q, k, c, c, 1.0 / np.sqrt(head_dim), inputs=x)
       bias = term if bias is None else bias + term

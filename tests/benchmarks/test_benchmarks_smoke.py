@@ -159,3 +159,18 @@ def test_fire_pieces_runs_and_its_contenders_agree():
     scale = max(float(np.abs(b).max()) for b in jax.tree.leaves(units))
     for a, b in zip(jax.tree.leaves(units), jax.tree.leaves(pieces)):
       np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * scale, err_msg=row)
+
+
+def test_irpe_buckets_runs_and_its_contenders_agree():
+  from benchmarks import irpe_buckets
+
+  section = irpe_buckets.run(side=3, repeats=1, warmup=0, rows=irpe_buckets.ROWS[1:])
+  assert len(section.rows) == 1 and section.rows[0][0] == 'irpe ctx (qkv) (10)'
+  fns = irpe_buckets.contenders(irpe_buckets.ROWS[1][1], 4)
+  per_pair, table = [fns[name][0](*fns[name][1]) for name in ('per pair', 'offset table')]
+  # The same gradients either way: q, k, v and the encoder's tables (the coordinates and buckets take none).
+  for a, b in zip(
+      jax.tree.leaves(per_pair[:3] + (per_pair[3]['params'],)), jax.tree.leaves(table[:3] + (table[3]['params'],))
+  ):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  assert len(jax.tree.leaves(per_pair[3]['params'])) == 3  # the q, k and v tables

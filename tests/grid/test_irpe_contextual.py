@@ -112,13 +112,13 @@ def _qkv(n, batch=2, seed=0):
   return [jax.random.normal(key, (batch, n, HEADS, HEAD_DIM), jnp.float32) for key in keys]
 
 
-def _attend(enc, params, q, k, v, coords, implementation, block_size=None, **kw):
+def _attend(enc, params, q, k, v, coords, implementation, block_size=None, offset_buckets=None, **kw):
   return functional.attend(
       q,
       k,
       v,
       parts=(enc,),
-      params=[terms.grid.with_coordinates(params, coords, coords)],
+      params=[terms.grid.with_coordinates(params, coords, coords, offset_buckets=offset_buckets)],
       implementation=implementation,
       block_size=block_size,
       **kw,
@@ -136,8 +136,32 @@ def test_attention_matches_the_reference(method, rpe_on, class_token, shared_hea
   coords = jnp.broadcast_to(grid.grid_positions(SHAPE, class_token=class_token), (2, n, 2))
   expected = ref_attention(enc, params, q, k, v, class_token)
   for implementation, block_size in [('einsum', None), ('blockwise', (5, 3))]:
-    got = _attend(enc, params, q, k, v, coords, implementation, block_size)
-    np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-5, err_msg=implementation)
+    for table in (None, enc.offset_buckets(SHAPE)):  # buckets per pair, or read from the grid's offsets
+      got = _attend(enc, params, q, k, v, coords, implementation, block_size, offset_buckets=table)
+      np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-5, err_msg=f'{implementation} {table is None}')
+
+
+@pytest.mark.parametrize('method', ['product', 'euclidean', 'quant', 'cross'])
+@pytest.mark.parametrize('shape', [(4, 6), (3, 2, 5)])
+def test_buckets_read_from_the_grid_offsets_equal_the_index_function_per_pair(method, shape):
+  enc = grid.make('irpe', method=method, mode='contextual', axes=len(shape), ratio=1.5)
+  coords = grid.grid_positions(shape, class_token=True)  # a class token first: its own bucket
+  table = enc.offset_buckets(shape)
+  assert table.shape == tuple(2 * n - 1 for n in shape) + (enc.num_tables,)
+  per_pair = enc.pair_buckets(coords, coords)
+  np.testing.assert_array_equal(enc.pair_buckets(coords, coords, offset_buckets=table), per_pair)
+  np.testing.assert_array_equal(enc.pair_buckets(coords[5:], coords[:9], offset_buckets=table), per_pair[5:, :9])
+  assert int(per_pair[0, 0, 0]) == enc.num_buckets and len(np.unique(per_pair)) > 3
+
+
+def test_the_layer_on_a_grid_equals_the_layer_at_the_grid_coordinates():
+  """grid_shape (buckets read from the offsets) and the same coordinates given explicitly (buckets per pair)."""
+  layer = _layer("irpe(mode='contextual', rpe_on='qkv')", 'blockwise', block_size=(5, 3))
+  x = jax.random.normal(jax.random.key(3), (2, 13, HEADS * HEAD_DIM))
+  coords = jnp.broadcast_to(grid.grid_positions(SHAPE, class_token=True), (2, 13, 2))
+  np.testing.assert_allclose(
+      layer(x, grid_shape=SHAPE, class_token=True), layer(x, positions=coords), rtol=1e-5, atol=1e-6
+  )
 
 
 def test_the_value_term_reads_the_value_table():

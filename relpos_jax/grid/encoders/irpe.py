@@ -162,14 +162,33 @@ class IRPE(GridBiasEncoder):
     total = sum(self._read(params, buckets[..., t], t) for t in range(buckets.shape[-1]))
     return self._heads(params, total)
 
-  def pair_buckets(self, q_pos, k_pos):
+  def pair_buckets(self, q_pos, k_pos, offset_buckets=None):
     """Int32 (..., Lq, Lk, tables): each pair's buckets from coordinates (..., Lq, axes), (..., Lk, axes); pairs
-    with a class token read the extra bucket num_buckets."""
+    with a class token read the extra bucket num_buckets. Given `offset_buckets` (this encoder's
+    `offset_buckets(shape)` for a grid holding every coordinate), each pair reads its offset's entry there: one
+    integer index and a gather instead of the index function per pair."""
     q = self.coordinates(q_pos, 'q_pos')[..., :, None, :]
     k = self.coordinates(k_pos, 'k_pos')[..., None, :, :]
     cls = positions_lib.is_class_token(q) | positions_lib.is_class_token(k)
-    buckets = self.buckets(jnp.where(cls[..., None], 0, q - k))
+    if offset_buckets is None:
+      buckets = self.buckets(jnp.where(cls[..., None], 0, q - k))
+    else:
+      sides = offset_buckets.shape[:-1]  # 2n - 1 per axis
+      index = 0
+      for a, side in enumerate(sides):  # one axis at a time: no (..., Lq, Lk, axes) offsets
+        index = index * side + (q[..., a] - k[..., a] + (side - 1) // 2)
+      index = jnp.where(cls, 0, index).astype(jnp.int32)
+      buckets = jnp.take(jnp.reshape(offset_buckets, (-1, offset_buckets.shape[-1])), index, axis=0)
     return jnp.where(cls[..., None], self.num_buckets, buckets)
+
+  def offset_buckets(self, shape):
+    """Int32 (2 n_0 - 1, ..., 2 n_{A-1} - 1, tables): the buckets of every offset p_i - p_j of two tokens of the
+    grid `shape`, entry [d_0 + n_0 - 1, ...] for offset d. Pairs of a static grid read their buckets here
+    (`relpos_jax.nn.terms.grid.GridScores`) instead of evaluating the index function on every pair."""
+    shape = positions_lib.check_shape(self.name, shape)
+    self.check_grid(shape)
+    table = self.buckets(positions_lib.distinct_offsets(shape))  # (P, tables), raster order of the offsets
+    return table.reshape(tuple(2 * n - 1 for n in shape) + table.shape[-1:])
 
   def contextual_scores(self, params, query, key, q_pos, k_pos, scale, inputs=None):
     """(B, H, Lq, Lk) float32: the contextual terms of query (B, Lq, H, D) and key (B, Lk, H, D) at coordinates

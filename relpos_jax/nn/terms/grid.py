@@ -150,12 +150,18 @@ class GridTableBias(base.Term):
     return self.block(local, q_index, k_index)[None]
 
 
-def with_coordinates(params, q_coords, k_coords) -> dict:
+def with_coordinates(params, q_coords, k_coords, offset_buckets=None) -> dict:
   """What a grid vector part (`GridScores`) reads in `functional.attend`: its params and the coordinates of the
   queries (B, Lq, axes) and keys (B, Lk, axes) (a class token's are CLASS_TOKEN), as the layer's grid path hands
-  them. The coordinates travel as float32 (exact: real coordinates are at most 2^22) and get no gradient."""
-  coords = [jax.lax.stop_gradient(jnp.asarray(c, jnp.float32)) for c in (q_coords, k_coords)]
-  return {'params': params, 'q_coords': coords[0], 'k_coords': coords[1]}
+  them, and for a static grid the part's buckets at every offset (`offset_buckets`: what its tiles read instead of
+  bucketing each pair). The coordinates and buckets travel as float32 (exact: real coordinates are at most 2^22,
+  buckets far fewer) and get no gradient."""
+  out = {'params': params}
+  named = {'q_coords': q_coords, 'k_coords': k_coords, 'offset_buckets': offset_buckets}
+  for name, value in named.items():
+    if value is not None:
+      out[name] = jax.lax.stop_gradient(jnp.asarray(value, jnp.float32))
+  return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,14 +181,17 @@ class GridScores(base.Term):
   stage = base.Stage.SCORES
   scale: float = 1.0
 
-  def grid_params(self, part, params, coords, inputs):
+  def grid_params(self, part, params, coords, inputs, grid_shape=None):
     """What the layer's grid path hands `functional.attend` for this part: its params with the coordinates
-    (B, L, axes) of its queries and keys (self-attention); the layer input is not read."""
+    (B, L, axes) of its queries and keys (self-attention) and, on a static grid (`grid_shape`), the part's
+    buckets at the grid's every offset; the layer input is not read."""
     del inputs
-    return with_coordinates(params, coords, coords)
+    table = None if grid_shape is None else part.offset_buckets(grid_shape)
+    return with_coordinates(params, coords, coords, offset_buckets=table)
 
   def prepare(self, part, params, ctx):
-    if not (isinstance(params, dict) and set(params) == {'params', 'q_coords', 'k_coords'}):
+    keys = {'params', 'q_coords', 'k_coords'}
+    if not (isinstance(params, dict) and set(params) in (keys, keys | {'offset_buckets'})):
       raise ValueError(
           f'attend: the grid part {part.name!r} reads the coordinates of its queries and keys: pass its params as '
           'terms.grid.with_coordinates(params, q_coords, k_coords) (the attention layer does, given grid_shape or '
@@ -198,35 +207,38 @@ class GridScores(base.Term):
       return jnp.pad(c, ((0, 0), (0, length - c.shape[1]), (0, 0)), mode='edge')
 
     return {
-        'params': params['params'],
+        **params,
         'q_coords': pad(params['q_coords'], ctx.padded_q_len),
         'k_coords': pad(params['k_coords'], ctx.padded_k_len),
     }
 
   def local(self, theta, tile):
     return {
-        'params': theta['params'],
+        **theta,
         'q_coords': jax.lax.dynamic_slice_in_dim(theta['q_coords'], tile.qs, tile.bq, axis=1),
         'k_coords': jax.lax.dynamic_slice_in_dim(theta['k_coords'], tile.ks, tile.bk, axis=1),
     }
 
   def accumulate(self, acc, d_local, tile):
     params = jax.tree.map(jnp.add, acc['params'], d_local['params'])
-    return {**acc, 'params': params}  # the coordinates take no gradient
+    return {**acc, 'params': params}  # the coordinates (and offset buckets) take no gradient
 
-  def _tables(self, part, rows_coords, cols_coords):
-    """One 'bucketed' table per encoder table: pairs (rows, cols) read the bucket of p_row - p_col."""
-    buckets = part.pair_buckets(rows_coords, cols_coords)  # (B, rows, cols, tables)
+  def _tables(self, part, local, rows, cols):
+    """One 'bucketed' table per encoder table: pairs (rows, cols) read the bucket of p_row - p_col (from the
+    offset buckets of a static grid, else from each pair's coordinates)."""
+    table = local.get('offset_buckets')
+    table = None if table is None else table.astype(jnp.int32)
+    buckets = part.pair_buckets(local[rows], local[cols], offset_buckets=table)  # (B, rows, cols, tables)
     return [skew.bucketed_table(part.table_rows(t), buckets[..., t]) for t in range(buckets.shape[-1])]
 
   def scores(self, part, local, q_t, tile):
-    tables = self._tables(part, local['q_coords'], local['k_coords'])
+    tables = self._tables(part, local, 'q_coords', 'k_coords')
     terms = [vector.vector_scores(part, local['params'], q_t, table) for table in tables]
     return None if terms[0] is None else sum(terms)  # None: no table on the keys
 
   def content(self, part, local, content_q, k_t, scores, tile, valid=None, query=None):
     total = None
-    for table in self._tables(part, local['k_coords'], local['q_coords']):
+    for table in self._tables(part, local, 'k_coords', 'q_coords'):
       rows = part.query_embeddings(local['params'], table.rows)  # (R, H, D), None: no table on the queries
       if rows is None:
         return scores, None
@@ -236,7 +248,7 @@ class GridScores(base.Term):
     return scores, total * np.float32(self.scale)
 
   def values(self, part, local, p_t, tile):
-    tables = self._tables(part, local['q_coords'], local['k_coords'])
+    tables = self._tables(part, local, 'q_coords', 'k_coords')
     terms = [vector.vector_values(part, local['params'], p_t, table) for table in tables]
     return None if terms[0] is None else sum(terms)  # None: no table on the values
 
@@ -254,10 +266,11 @@ class GridCoordinateBias(base.Term):
   stage = base.Stage.BIAS
   scalar_bias = True
 
-  def grid_params(self, part, params, coords, inputs):
+  def grid_params(self, part, params, coords, inputs, grid_shape=None):
     """What the layer's grid path hands `functional.attend` for this part: its params with the coordinates
-    (B, L, axes) of its queries and keys (self-attention); the layer input is not read."""
-    del inputs
+    (B, L, axes) of its queries and keys (self-attention); the layer input is not read (nor a grid shape: the
+    layer hands this Term only explicit coordinates)."""
+    del inputs, grid_shape
     return with_coordinates(params, coords, coords)
 
   prepare = GridScores.prepare
@@ -292,9 +305,10 @@ class GridFeatureScores(base.Term):
 
   stage = base.Stage.SCORES
 
-  def grid_params(self, part, params, coords, inputs):
+  def grid_params(self, part, params, coords, inputs, grid_shape=None):
     """What the layer's grid path hands `functional.attend` for this part: the features of the tokens at
     `coords` (B, L, axes) with layer input `inputs` (B, L, model_dim), self-attention (queries = keys)."""
+    del grid_shape
     return with_features(*part.features(params, inputs, coords, coords))
 
   def prepare(self, part, params, ctx):
