@@ -100,9 +100,7 @@ def run(length: int = LENGTH, repeats: int = 5, warmup: int = 1, rows=ROWS) -> r
   for row in rows:
     fns = contenders(row, length)
     n = fns['plain'][1][0].shape[1]
-    timings = measure.time_interleaved(
-        {key: measure.compiled_call(fn, args) for key, (fn, args) in fns.items()}, repeats=repeats, warmup=warmup
-    )
+    timings = measure.time_contenders(fns, repeats=repeats, warmup=warmup)
     spreads += [t.spread for t in timings.values()]
     plain_t, units, pieces = timings['plain'], timings['units'], timings['pieces']
     ratios = (

@@ -75,9 +75,7 @@ def run(side: int = SIDE, repeats: int = 5, warmup: int = 1, rows=ROWS) -> repor
   for row, spec in rows:
     fns = contenders(spec, side)
     n = fns['plain'][1][0].shape[1]
-    timings = measure.time_interleaved(
-        {key: measure.compiled_call(fn, args) for key, (fn, args) in fns.items()}, repeats=repeats, warmup=warmup
-    )
+    timings = measure.time_contenders(fns, repeats=repeats, warmup=warmup)
     spreads += [t.spread for t in timings.values()]
     plain_t, per_pair, table = timings['plain'], timings['per pair'], timings['offset table']
     ratios = (table.ratio_to(per_pair), table.cpu_ratio_to(per_pair), table.ratio_to(plain_t))

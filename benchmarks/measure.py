@@ -160,3 +160,11 @@ def time_interleaved(
 
 def mib(num_bytes: float) -> float:
   return num_bytes / 2**20
+
+
+def time_contenders(
+    contenders: Mapping[str, tuple[Callable, Sequence[Any]]], *, repeats: int = 5, warmup: int = 1
+) -> dict[str, Timing]:
+  """`time_interleaved` of `name: (fn, args)` contenders, each compiled ahead of time (`compiled_call`)."""
+  thunks = {name: compiled_call(fn, args) for name, (fn, args) in contenders.items()}
+  return time_interleaved(thunks, repeats=repeats, warmup=warmup)
