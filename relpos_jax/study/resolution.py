@@ -433,6 +433,7 @@ def _run(settings, workdir, task_name, task, entry, seed, lr, model_fn, counter,
           'a new workdir or remove that directory.'
       )
     counter['reused'] += 1
+    counter['run_seconds'] += _run_seconds(saved)
     return saved
   if finished_only:
     return None
@@ -441,7 +442,13 @@ def _run(settings, workdir, task_name, task, entry, seed, lr, model_fn, counter,
   os.makedirs(directory, exist_ok=True)
   _write_json_atomically(result, path)
   counter['trained'] += 1
+  counter['run_seconds'] += _run_seconds(result)
   return result
+
+
+def _run_seconds(result: dict) -> float:
+  """A run's cost as it recorded it: training plus evaluation seconds (what the study's CPU cost sums)."""
+  return float(result.get('train_seconds', 0)) + float(result.get('eval_seconds', 0))
 
 
 def _selection_loss(result: dict) -> float:
@@ -561,7 +568,7 @@ def run_resolution_study(
 
 def _run_study(settings, config_json: dict, tasks, entries, workdir, model_fn, on_result, finished_only) -> dict:
   started = time.perf_counter()
-  counter = {'trained': 0, 'reused': 0}
+  counter = {'trained': 0, 'reused': 0, 'run_seconds': 0.0}
   results = {
       'title': settings.title,
       'description': settings.description,
@@ -722,9 +729,17 @@ def markdown(results: dict) -> str:
         )
       lines.append('')
   meta = results['meta']
+  runs = meta.get('trained', 0) + meta.get('reused', 0)
+  cost = (
+      f'; the {runs} runs (the rate grid included) took {meta["run_seconds"] / 60:,.0f} minutes summed (training '
+      'and evaluation, as each recorded them)'
+      if meta.get('run_seconds')
+      else ''
+  )
+  wall = f'; this report\'s wall {meta["wall_seconds"]} s' if meta.get('wall_seconds') is not None else ''
   lines.append(
-      f'Runs trained {meta.get("trained", 0)}, reused {meta.get("reused", 0)}; wall {meta.get("wall_seconds")} s on '
-      f'{meta.get("device")} ({meta.get("cpu_count")} CPUs visible).'
+      f'Runs trained {meta.get("trained", 0)}, reused {meta.get("reused", 0)}{cost}{wall}; on {meta.get("device")} '
+      f'({meta.get("cpu_count")} CPUs visible).'
   )
   return '\n'.join(lines) + '\n'
 

@@ -130,6 +130,11 @@ def test_end_to_end_and_resume(tmp_path):
   calls.clear()
   again = resolution.run_resolution_study(_config(), tmp_path, model_fn=model_fn)
   assert again['meta']['trained'] == 0 and again['meta']['reused'] == 12
+  saved = [json.loads(p.read_text()) for p in tmp_path.rglob('result.json')]
+  assert again['meta']['run_seconds'] == pytest.approx(sum(r['train_seconds'] + r['eval_seconds'] for r in saved))
+  assert f"the 12 runs (the rate grid included) took {again['meta']['run_seconds'] / 60:,.0f} minutes summed" in (
+      resolution.markdown(again)
+  )
   assert len(calls) == 4  # only the up-front check builds models (2 tasks x 2 encoders); no run trains
   assert again['tasks'] == results['tasks']
 
