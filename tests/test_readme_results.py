@@ -15,6 +15,7 @@ So that no result is typed by hand:
 
 import glob
 import json
+import math
 import os
 import re
 import statistics
@@ -666,6 +667,116 @@ CLAIMS = [
             f3(at('study_english_bpe', 'alibi', 1024)),
         ],
     ),
+    # The resolution study (docs/resolution_study): every "resolved" is Holm over the page's 96 comparisons.
+    (
+        'README.md',
+        "On life at 14×14 it scores {} against 2-D ALiBi's {}, and on direction at 28×28 {} against {}, both resolved",
+        lambda: [
+            *_grid_pair('life', 'swin_v2_cpb', 'alibi2d', 14, resolved=True),
+            *_grid_pair('direction', 'swin_v2_cpb', 'alibi2d', 28, resolved=True),
+        ],
+    ),
+    (
+        'README.md',
+        'axial RoPE falls to {} at 28×28, and RoPE-Mixed to {}',
+        lambda: [f3(_grid('direction', 'rope_axial', 28)), f3(_grid('direction', 'rope_mixed', 28))],
+    ),
+    (
+        'README.md',
+        'The difference goes the other way by t on life and direction, and no side is Holm-resolved',
+        lambda: [] if _mixed_against_axial_by_t_only() else ['the verdict changed'],
+    ),
+    (
+        'README.md',
+        'is reproduced** on upsampled Fashion-MNIST at 14×14 ({}, resolved)',
+        lambda: [_grid_difference('fashion_mnist_upsample', 'alibi2d', 'rope_axial', 14, resolved=True)],
+    ),
+    (
+        'README.md',
+        "five seeds, {} runs, {} CPU-minutes; Holm over the page's {} comparisons",
+        lambda: [str(_grid_runs()), f'{_grid_results()["meta"]["run_seconds"] / 60:.0f}', str(_grid_family())],
+    ),
+    (
+        'docs/resolution_study/README.md',
+        '**CPU cost: {} runs, {} minutes summed**',
+        lambda: [str(_grid_runs()), f'{_grid_results()["meta"]["run_seconds"] / 60:.0f}'],
+    ),
+    (
+        'docs/resolution_study/README.md',
+        '- life at 14×14: {} against {} ({}, resolved); - direction at 28×28: {} against {} ({}, resolved); '
+        '- Fashion-MNIST upsampled at 14×14: {} against {} ({}, resolved).',
+        lambda: [
+            *_grid_pair('life', 'swin_v2_cpb', 'alibi2d', 14, resolved=True, difference=True),
+            *_grid_pair('direction', 'swin_v2_cpb', 'alibi2d', 28, resolved=True, difference=True),
+            *_grid_pair('fashion_mnist_upsample', 'swin_v2_cpb', 'alibi2d', 14, resolved=True, difference=True),
+        ],
+    ),
+    (
+        'docs/resolution_study/README.md',
+        '- Axial RoPE falls from {} to {} at 28×28. - RoPE-Mixed falls further, from {} to {}.',
+        lambda: [f3(_grid('direction', name, side)) for name in ('rope_axial', 'rope_mixed') for side in (7, 28)],
+    ),
+    (
+        'docs/resolution_study/README.md',
+        '- life at 14×14: {} against {} ({}, by t; Holm p {}). - direction at 14×14: {} against {} ({}, resolved).',
+        lambda: [
+            *_grid_pair('life', 'irpe_ctx', 'irpe_product', 14, resolved=False, difference=True),
+            f'{_grid_comparison("life", "irpe_ctx", "irpe_product", 14)["p_holm"]:.2g}',
+            *_grid_pair('direction', 'irpe_ctx', 'irpe_product', 14, resolved=True, difference=True),
+        ],
+    ),
+    (
+        'docs/resolution_study/README.md',
+        '- At 14×14 the best is {}, against a floor of {}; every encoder is at {}–{} at 7×7.',
+        lambda: [
+            f3(max(_grid('fashion_mnist_canvas', name, 14) for name in _grid_names('fashion_mnist_canvas'))),
+            f3(_grid_results()['tasks']['fashion_mnist_canvas']['majority_baseline']['14']),
+            f2(min(_grid('fashion_mnist_canvas', name, 7) for name in _grid_names('fashion_mnist_canvas'))),
+            f2(max(_grid('fashion_mnist_canvas', name, 7) for name in _grid_names('fashion_mnist_canvas'))),
+        ],
+    ),
+    (
+        'docs/resolution_study/README.md',
+        '- At 14×14, 2-D ALiBi ({}) beats axial RoPE ({}): {}, resolved. - At 14×14, axial RoPE falls below NoPE ({}): '
+        '{}, resolved. - Augmentation lifts axial RoPE by {} at 14×14 and {} at 21×21, both resolved.',
+        lambda: [
+            *_grid_pair('fashion_mnist_upsample', 'alibi2d', 'rope_axial', 14, resolved=True, difference=True),
+            f3(_grid('fashion_mnist_upsample', 'nope', 14)),
+            _grid_difference('fashion_mnist_upsample', 'rope_axial', 'nope', 14, resolved=True),
+            _grid_difference('fashion_mnist_upsample', 'rope_axial+augment', 'rope_axial', 14, resolved=True),
+            _grid_difference('fashion_mnist_upsample', 'rope_axial+augment', 'rope_axial', 21, resolved=True),
+        ],
+    ),
+    (
+        'docs/resolution_study/README.md',
+        'opposite sign by t on life ({} at 14×14) and direction ({} at 14×14); same sign by t on upsampled '
+        'Fashion-MNIST at 14×14 ({}); none Holm-resolved',
+        lambda: [
+            _grid_difference('life', 'rope_mixed', 'rope_axial', 14, resolved='t'),
+            _grid_difference('direction', 'rope_mixed', 'rope_axial', 14, resolved='t'),
+            _grid_difference('fashion_mnist_upsample', 'rope_mixed', 'rope_axial', 14, resolved='t'),
+        ]
+        + ([] if _mixed_against_axial_by_t_only() else ['the verdict changed']),
+    ),
+    (
+        'docs/resolution_study/README.md',
+        "axial RoPE's second-layer entropy rises {} → {} nats (uniform: {} → {}) as its accuracy falls; RoPE-Mixed's "
+        'stays at {} → {} while it falls further',
+        lambda: [
+            f2(_grid_results_row('direction', 'rope_axial')['entropy']['7'][1]),
+            f2(_grid_results_row('direction', 'rope_axial')['entropy']['28'][1]),
+            f2(math.log(7 * 7)),
+            f2(math.log(28 * 28)),
+            f2(_grid_results_row('direction', 'rope_mixed')['entropy']['7'][1]),
+            f2(_grid_results_row('direction', 'rope_mixed')['entropy']['28'][1]),
+        ],
+    ),
+    (
+        'docs/resolution_study/README.md',
+        "It is now resolved by t only. With Holm over the page's {} comparisons, p is {}.",
+        lambda: [str(_grid_family())]
+        + [f2(c['p_holm']) for c in [_grid_comparison('direction', 'rope_mixed', 'rope_axial', 14)] if _by_t_only(c)],
+    ),
 ]
 
 
@@ -695,6 +806,79 @@ def _t_but_not_holm(study: str, a: str, b: str) -> list[str]:
   if not row['resolved'] or row['resolved_holm']:
     return ['the verdict changed']
   return [_minus(interval(study, a, b)), f3(row['p_holm'])]
+
+
+# ----- the resolution study's numbers (docs/resolution_study/results.json) -----
+def _grid_results() -> dict:
+  return _json('docs/resolution_study/results.json')
+
+
+def _grid_results_row(task: str, name: str) -> dict:
+  rows = [r for r in _grid_results()['tasks'][task]['runs'] if r['name'] == name]
+  assert len(rows) == 1, f'docs/resolution_study: {len(rows)} rows named {name!r} on {task}'
+  return rows[0]
+
+
+def _grid_names(task: str) -> list[str]:
+  return [r['name'] for r in _grid_results()['tasks'][task]['runs']]
+
+
+def _grid(task: str, name: str, side: int) -> float:
+  """Test accuracy at `side`, mean over seeds (the table's cell)."""
+  return _grid_results_row(task, name)['accuracy'][str(side)]
+
+
+def _grid_comparison(task: str, a: str, b: str, side: int) -> dict:
+  rows = [c for c in _grid_results()['tasks'][task]['comparisons'] if (c['a'], c['b'], c['side']) == (a, b, side)]
+  assert len(rows) == 1, f'docs/resolution_study: no comparison {a} - {b} at {side} on {task}'
+  return rows[0]
+
+
+def _by_t_only(c: dict) -> bool:
+  return c['resolved'] and not c['resolved_holm']
+
+
+def _grid_difference(task: str, a: str, b: str, side: int, resolved) -> str:
+  """A - B as the page writes it, when its verdict is the sentence's: True (Holm), False (not Holm), 't' (by t
+  only); otherwise a word, so the claim fails."""
+  c = _grid_comparison(task, a, b, side)
+  verdict = {True: c['resolved_holm'], False: not c['resolved_holm'], 't': _by_t_only(c)}[resolved]
+  return _signed_mean(c) if verdict else 'the verdict changed'
+
+
+def _grid_pair(task: str, a: str, b: str, side: int, resolved, difference: bool = False) -> list[str]:
+  """A's and B's accuracies (and A - B), the comparison's verdict checked as in `_grid_difference`."""
+  out = [f3(_grid(task, a, side)), f3(_grid(task, b, side))]
+  signed = _grid_difference(task, a, b, side, resolved)
+  if difference:
+    return out + [signed]
+  return out if signed != 'the verdict changed' else out + [signed]
+
+
+def _grid_runs() -> int:
+  meta = _grid_results()['meta']
+  return meta['trained'] + meta['reused']
+
+
+def _grid_family() -> int:
+  return _grid_results()['protocol']['holm_family']
+
+
+def _mixed_against_axial_by_t_only() -> bool:
+  """RoPE-Mixed against axial RoPE: below it by t on life and direction at 14x14, above it by t on upsampled
+  Fashion-MNIST at 14x14, and no side of any task resolved after Holm."""
+  every = [
+      c
+      for t in _grid_results()['tasks'].values()
+      for c in t['comparisons']
+      if (c['a'], c['b']) == ('rope_mixed', 'rope_axial')
+  ]
+  below = all(
+      _by_t_only(_grid_comparison(t, 'rope_mixed', 'rope_axial', 14))
+      and _grid_comparison(t, 'rope_mixed', 'rope_axial', 14)['mean'] < 0
+      for t in ('life', 'direction')
+  )
+  return below and len(every) == 16 and not any(c['resolved_holm'] for c in every)
 
 
 def _cross_corpus_row(corpus: str, finding: str) -> dict:
