@@ -1020,3 +1020,20 @@ def test_the_cross_corpus_tables_are_what_the_reports_give():
   assert _read(os.path.join('docs', cross_corpus.OUT_FILE)) == cross_corpus.render(studies)
   readme = _read('README.md')
   assert cross_corpus.with_readme_table(readme, studies) == readme
+
+
+def test_the_resolution_study_tables_are_what_its_report_renders():
+  """docs/resolution_study/results.md is `resolution.markdown` of its results.json, and results.json is what
+  `finished_only` computes from the committed run records (`runs/`): no table or number is edited by hand."""
+  from relpos_jax.study import resolution
+
+  import configs.resolution as resolution_config
+
+  results = _grid_results()
+  assert _read('docs/resolution_study/results.md') == resolution.markdown(results)
+  again = resolution.run_resolution_study(
+      resolution_config.get_config('study'), os.path.join(REPO, 'docs', 'resolution_study'), finished_only=True
+  )
+  assert again['unfinished'] == [] and again['meta']['reused'] == _grid_runs() == 320
+  for task, summary in results['tasks'].items():
+    assert json.loads(json.dumps(again['tasks'][task])) == summary, task

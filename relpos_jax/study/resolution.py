@@ -577,6 +577,7 @@ def _run_study(settings, config_json: dict, tasks, entries, workdir, model_fn, o
       'train_side': settings.train_side,
       'eval_sides': list(settings.eval_sides),
       'seeds': list(settings.seeds),
+      'task_order': list(tasks),  # results.json sorts its keys; the report keeps the config's order
       'comparison_requests': parse_comparisons(settings),
       'protocol': {
           'split': 'test',
@@ -647,6 +648,11 @@ def _cell(mean, values, digits=3) -> str:
   return f'{mean:.{digits}f}' + (f' ± {spread:.{digits}f}' if spread is not None else '')
 
 
+def _tasks_in_order(results: dict) -> list[tuple[str, dict]]:
+  """(name, task) in the config's order (results.json sorts its keys; older results have no order: theirs)."""
+  return [(name, results['tasks'][name]) for name in results.get('task_order', list(results['tasks']))]
+
+
 def _p(p: float | None) -> str:
   return 'n/a' if p is None else f'{p:.2g}'
 
@@ -676,7 +682,7 @@ def markdown(results: dict) -> str:
         for u in results['unfinished']
     )
     lines += [f'**Partial: runs finished so far.** Not finished: {rows}.', '']
-  for name, task in results['tasks'].items():
+  for name, task in _tasks_in_order(results):
     runs = task['runs']
     if not runs:
       continue
@@ -751,7 +757,7 @@ def plot(results: dict, path: str) -> str:
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
-  tasks = [(n, t) for n, t in results['tasks'].items() if t['runs']]
+  tasks = [(n, t) for n, t in _tasks_in_order(results) if t['runs']]
   fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(4.5 * max(1, len(tasks)), 3.6), squeeze=False)
   sides = results['eval_sides']
   for ax, (name, task) in zip(axes[0], tasks):
@@ -779,7 +785,7 @@ def plot(results: dict, path: str) -> str:
 
 def plot_entropy(results: dict, path: str) -> str | None:
   """Mean attention entropy against grid side: one row of panels per task, one panel per layer."""
-  tasks = [(n, t) for n, t in results['tasks'].items() if any('entropy' in r for r in t['runs'])]
+  tasks = [(n, t) for n, t in _tasks_in_order(results) if any('entropy' in r for r in t['runs'])]
   if not tasks:
     return None
   import matplotlib  # pylint: disable=g-import-not-at-top
