@@ -154,7 +154,8 @@ def with_coordinates(params, q_coords, k_coords, offset_buckets=None) -> dict:
   """What a grid vector part (`GridScores`) reads in `functional.attend`: its params and the coordinates of the
   queries (B, Lq, axes) and keys (B, Lk, axes) (a class token's are CLASS_TOKEN), as the layer's grid path hands
   them, and for a static grid the part's buckets at every offset (`offset_buckets`: what its tiles read instead of
-  bucketing each pair). The coordinates and buckets travel as float32 (exact: real coordinates are at most 2^22,
+  bucketing each pair; only for coordinates on that grid, as the layer given `grid_shape` hands them: each pair's
+  offset is its index into the table). The coordinates and buckets travel as float32 (exact: real coordinates are at most 2^22,
   buckets far fewer) and get no gradient."""
   out = {'params': params}
   named = {'q_coords': q_coords, 'k_coords': k_coords, 'offset_buckets': offset_buckets}
