@@ -621,3 +621,47 @@ def _run_study(base, study, entries, seeds, data, workdir, train_fn, on_result, 
     if on_result is not None:
       on_result(results)
   return results
+
+
+def edge_check(
+    config,
+    workdir: str | os.PathLike,
+    rates: Sequence[float],
+    *,
+    encoders: Sequence[str] | None = None,
+    train_fn: Callable | None = None,
+) -> dict[str, dict[str, float]]:
+  """Whether a rate past the grid's edge would have been chosen: the study's selection runs (its selection seed,
+  scored on validation at the training length and nowhere else) at each of `rates`, for the study's encoders (or
+  those labelled in `encoders`), trained in `workdir` (resumable; nothing reported). Returns {label: {f'{rate:g}':
+  validation loss}} (inf for a diverged run), to set beside the grid's own losses in the study's results.json
+  (`lr_grid`): the grid's choice stands where none of these is lower."""
+  base, study = split_study_config(config)
+  if study.selection_seed is None:
+    raise config_lib.ConfigError(
+        'edge_check: config.study.selection_seed is None; an edge check adds selection runs at the selection seed, '
+        'so the study must choose its rates at one (a seed outside the reported ones).'
+    )
+  entries = check_study(base, study)
+  labels = [e.label for e in entries]
+  unknown = sorted(set(encoders or ()) - set(labels))
+  if unknown:
+    raise config_lib.ConfigError(f'edge_check: encoders {unknown} are not in config.study.encoders {labels}.')
+  bad = [r for r in rates if not (isinstance(r, (int, float)) and math.isfinite(r) and r > 0)]
+  if not rates or bad:
+    raise config_lib.ConfigError(f'edge_check: rates={list(rates)!r} is invalid: allowed: one or more rates > 0.')
+  chosen = [e for e in entries if encoders is None or e.label in encoders]
+  data = data_sources.build_data(base)
+  metric, _ = metric_name(base)
+  workdir = os.fspath(workdir)
+  ctx = _StudyContext(base, study, workdir, loop.train if train_fn is None else train_fn, metric, data)
+  with workdir_lock.held(workdir):
+    return {
+        e.label: {
+            f'{r:g}': _selection_loss(
+                _run_seed(ctx, e, int(study.selection_seed), LearningRate(float(r), 'grid'), selection_only=True)
+            )
+            for r in rates
+        }
+        for e in chosen
+    }

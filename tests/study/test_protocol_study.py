@@ -137,6 +137,36 @@ def test_a_selection_seed_outside_the_reported_seeds_chooses_and_is_never_report
   assert study.run_study(config, tmp_path, train_fn=lambda *a, **k: pytest.fail('retrained'))['runs'] == results['runs']
 
 
+def test_an_edge_check_trains_selection_runs_past_the_grid_only(tmp_path, monkeypatch):
+  selection = {3e-3: 2.0, 1e-2: 1.5, 0.1: 1.2}
+
+  def evaluate_selection(model, data, *, train_length, metric, seed, draws):
+    return {'positions': '0..L-1', 'selection': {'split': 'validation', 'loss': selection[model.learning_rate]}}
+
+  monkeypatch.setattr(protocol, 'evaluate_selection', evaluate_selection)
+  config = tiny_study_config(encoders=('alibi', 'abs: sinusoidal'))
+  config.study.lr_grid = (3e-3, 1e-2)
+  config.study.seeds = (0, 1)
+  config.study.selection_seed = 7
+  calls = []
+  got = runner.edge_check(config, tmp_path, (0.1,), encoders=('alibi',), train_fn=_fake_train(calls))
+  assert got == {'alibi': {'0.1': 1.2}}  # lower than the grid's best (1.5): the grid's choice would not stand
+  assert [c[1:3] for c in calls] == [(7, 0.1)]  # the selection seed, the new rate, nothing reported
+  saved = report.load_json(tmp_path / 'runs' / 'alibi' / 'lr0.1' / 'seed7' / runner.RESULT_FILE)
+  assert saved['selection_only'] and 'by_length' not in saved
+  # Resumed: nothing trains again.
+  again = runner.edge_check(config, tmp_path, (0.1,), encoders=('alibi',), train_fn=lambda *a, **k: pytest.fail('x'))
+  assert again == got
+  with pytest.raises(config_lib.ConfigError, match=r"encoders \['rope'\] are not in config.study.encoders"):
+    runner.edge_check(config, tmp_path / 'x', (0.1,), encoders=('rope',), train_fn=_fake_train([]))
+  with pytest.raises(config_lib.ConfigError, match=r'rates=\[-0.1\] is invalid: allowed: one or more rates > 0'):
+    runner.edge_check(config, tmp_path / 'x', (-0.1,), train_fn=_fake_train([]))
+  config.study.selection_seed = None
+  with pytest.raises(config_lib.ConfigError, match=r'selection_seed is None'):
+    runner.edge_check(config, tmp_path / 'x', (0.1,), train_fn=_fake_train([]))
+  assert not (tmp_path / 'x').exists()
+
+
 @pytest.mark.parametrize(
     'overrides,message',
     [
