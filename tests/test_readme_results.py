@@ -1037,3 +1037,28 @@ def test_the_resolution_study_tables_are_what_its_report_renders():
   assert again['unfinished'] == [] and again['meta']['reused'] == _grid_runs() == 320
   for task, summary in results['tasks'].items():
     assert json.loads(json.dumps(again['tasks'][task])) == summary, task
+
+
+def test_the_cross_corpus_edge_check_is_its_data_and_the_studies_grids():
+  """docs/study_edge_cross_corpus: each 3e-2 loss is the study's own grid loss (its results.json `lr_grid`), the
+  checked encoders are exactly those that chose the grid's top, every row of the table is its data, and the
+  page's verdict (no choice moves) and smallest margin follow from them."""
+  page = _read('docs/study_edge_cross_corpus/README.md')
+  edge = _json('docs/study_edge_cross_corpus/results.json')
+  margins = []
+  for study, record in edge['studies'].items():
+    runs = _json(f'docs/{study}/results.json')['runs']
+    at_top = {r['name'] for r in runs if r.get('lr_grid') and r['learning_rate'] == 0.03}
+    assert set(record['encoders']) == at_top, study
+    for name, losses in record['encoders'].items():
+      (run,) = [r for r in runs if r['name'] == name]
+      assert losses['grid'] == run['lr_grid'], (study, name)
+      low, high = losses['grid']['0.03'], losses['beyond']['0.1']
+      row = f'| {record["corpus"]} | {name} | 0.03 | {low:.4f} | {high:.4f} | {high - low:+.4f} |'
+      assert row in page, row
+      margins.append((high - low, record['corpus'], name))
+  assert len(margins) == 17 and all(m > 0 for m, *_ in margins)
+  smallest = min(margins)
+  assert f"The smallest\nmargin is {smallest[1]}'s {smallest[2].replace('alibi', 'ALiBi')}: {smallest[0]:+.4f}" in page
+  minutes = sum(r['run_seconds'] for r in edge['studies'].values()) / 60
+  assert f'17 runs, **{minutes:.0f} CPU-minutes summed**' in page
