@@ -642,11 +642,14 @@ def edge_check(
         'edge_check: config.study.selection_seed is None; an edge check adds selection runs at the selection seed, '
         'so the study must choose its rates at one (a seed outside the reported ones).'
     )
-  entries = check_study(base, study)
+  # An 'X -> Y' entry has no rate of its own (it evaluates X's runs): only the trained encoders are checked.
+  entries = [e for e in check_study(base, study) if e.eval_spec is None]
   labels = [e.label for e in entries]
   unknown = sorted(set(encoders or ()) - set(labels))
   if unknown:
-    raise config_lib.ConfigError(f'edge_check: encoders {unknown} are not in config.study.encoders {labels}.')
+    raise config_lib.ConfigError(
+        f'edge_check: encoders {unknown} are not trained encoders of config.study.encoders; allowed: {labels}.'
+    )
   bad = [r for r in rates if not (isinstance(r, (int, float)) and math.isfinite(r) and r > 0)]
   if not rates or bad:
     raise config_lib.ConfigError(f'edge_check: rates={list(rates)!r} is invalid: allowed: one or more rates > 0.')

@@ -144,11 +144,13 @@ def test_an_edge_check_trains_selection_runs_past_the_grid_only(tmp_path, monkey
     return {'positions': '0..L-1', 'selection': {'split': 'validation', 'loss': selection[model.learning_rate]}}
 
   monkeypatch.setattr(protocol, 'evaluate_selection', evaluate_selection)
-  config = tiny_study_config(encoders=('alibi', 'abs: sinusoidal'))
+  config = tiny_study_config(encoders=('alibi', 'abs: sinusoidal', 'alibi-as-t5: alibi -> t5'))
   config.study.lr_grid = (3e-3, 1e-2)
   config.study.seeds = (0, 1)
   config.study.selection_seed = 7
   calls = []
+  with pytest.raises(config_lib.ConfigError, match=r"\['alibi-as-t5'\] are not trained encoders"):  # X's rate
+    runner.edge_check(config, tmp_path / 'x', (0.1,), encoders=('alibi-as-t5',), train_fn=_fake_train([]))
   got = runner.edge_check(config, tmp_path, (0.1,), encoders=('alibi',), train_fn=_fake_train(calls))
   assert got == {'alibi': {'0.1': 1.2}}  # lower than the grid's best (1.5): the grid's choice would not stand
   assert [c[1:3] for c in calls] == [(7, 0.1)]  # the selection seed, the new rate, nothing reported
@@ -157,7 +159,10 @@ def test_an_edge_check_trains_selection_runs_past_the_grid_only(tmp_path, monkey
   # Resumed: nothing trains again.
   again = runner.edge_check(config, tmp_path, (0.1,), encoders=('alibi',), train_fn=lambda *a, **k: pytest.fail('x'))
   assert again == got
-  with pytest.raises(config_lib.ConfigError, match=r"encoders \['rope'\] are not in config.study.encoders"):
+  with pytest.raises(
+      config_lib.ConfigError,
+      match=r"encoders \['rope'\] are not trained encoders of config.study.encoders; allowed: \['alibi', 'abs'\]",
+  ):
     runner.edge_check(config, tmp_path / 'x', (0.1,), encoders=('rope',), train_fn=_fake_train([]))
   with pytest.raises(config_lib.ConfigError, match=r'rates=\[-0.1\] is invalid: allowed: one or more rates > 0'):
     runner.edge_check(config, tmp_path / 'x', (-0.1,), train_fn=_fake_train([]))
