@@ -3,6 +3,7 @@
 
     summary = summarize(load_results(workdir, tasks), title, statistic)
     write_summary(summary, workdir)   # summary.json, README.md (kept below NOTES_MARKER), heatmap.png
+    python -m relpos_jax.study.suite_summary docs/suite_ruoss   # the same from a directory's results alone
 
 Per (task, encoder) cell: accuracy in distribution (lengths <= the longest trained) and out of distribution
 (longer), per token and per sequence, each the mean over seeds (± sample std, ddof 1), the max over seeds and
@@ -16,6 +17,7 @@ import json
 import math
 import os
 import re
+import sys
 from typing import Sequence
 
 from relpos_jax import files
@@ -218,6 +220,9 @@ def protocol_of(results: dict) -> dict:
       'steps': train.get('steps'),
       'batch_size': train.get('batch_size'),
       'learning_rate': optim.get('learning_rate'),
+      # A task run under a learning-rate grid chose each encoder's rate at its first seed (the run's record).
+      'lr_grid': (results.get('protocol') or {}).get('lr_grid'),
+      'seeds': list(results.get('seeds') or []),
       'task_kwargs': data.get('task_kwargs') or {},
       'model': config.get('model', {}),
       'reference': ((results.get('meta') or {}).get('data') or {}).get('reference'),
@@ -364,7 +369,9 @@ def _values(protocols: dict, key: str) -> str:
 
 
 def protocol_markdown(summary: dict) -> str:
-  """Each task's protocol as it ran: training and evaluation lengths, steps, task arguments."""
+  """Each task's protocol as it ran: training and evaluation lengths, steps, seeds, learning rate (fixed, or
+  the grid it was chosen from), task arguments. Per task, since a suite's tasks can run under different protocols
+  (a suite moved to a learning-rate grid task by task)."""
   protocols = summary.get('protocols') or {}
   # Compared with their optional keys at the defaults: results whose config.json left them out (written from a
   # ConfigDict) and results written from the typed Config (every key) describe the same model alike.
@@ -379,19 +386,32 @@ def protocol_markdown(summary: dict) -> str:
     lines.append(
         f'Model: {model.get("num_layers")} layers, model_dim {model.get("model_dim")}, '
         f'{model.get("num_heads")} heads, MLP ratio {model.get("mlp_ratio")}, dropout '
-        f'{model.get("dropout_rate")}. Adam, learning rate {_values(protocols, "learning_rate")}, '
-        f'batch {_values(protocols, "batch_size")}.\n'
+        f'{model.get("dropout_rate")}. Adam, batch {_values(protocols, "batch_size")}.\n'
     )
-  lines += ['| task | trained on | evaluated at | steps | task arguments |', '|---|---|---|---|---|']
+  lines += [
+      '| task | trained on | evaluated at | steps | seeds | learning rate | task arguments |',
+      '|---|---|---|---|---|---|---|',
+  ]
   for task in summary['tasks']:
     p = protocols.get(task)
     if p:
       low, high = p['train_lengths']
       kwargs = ', '.join(f'{k}={v}' for k, v in sorted(p['task_kwargs'].items())) or '—'
+      seeds = ', '.join(map(str, p.get('seeds') or [])) or '—'
       lines.append(
-          f'| {task} | {low}..{high} | {", ".join(map(str, p["eval_lengths"]))} | {p["steps"]:,} | ' f'{kwargs} |'
+          f'| {task} | {low}..{high} | {", ".join(map(str, p["eval_lengths"]))} | {p["steps"]:,} | {seeds} | '
+          f'{_learning_rate(p)} | {kwargs} |'
       )
   return '\n'.join(lines) + '\n'
+
+
+def _learning_rate(protocol: dict) -> str:
+  """The fixed peak rate, or the grid each encoder's rate was chosen from (on validation at the first seed)."""
+  grid = protocol.get('lr_grid')
+  if grid:
+    first = f' at seed {protocol["seeds"][0]}' if protocol.get('seeds') else ''
+    return f'per encoder{first}, from {", ".join(f"{r:g}" for r in grid)}'
+  return f'{protocol["learning_rate"]:g}' if protocol.get('learning_rate') is not None else '—'
 
 
 def write_summary(summary: dict, workdir: str) -> dict[str, str]:
@@ -491,3 +511,36 @@ def heatmap(summary: dict, path: str) -> str:
   fig.tight_layout()
   fig.savefig(path, dpi=120)
   return path
+
+
+def rewrite(workdir: str, tasks: Sequence[str] | None = None) -> dict:
+  """The summary of a suite directory written again from its tasks' results.json alone (no run directories
+  needed: e.g. a committed docs/suite* page after a task was added, or after this module's tables changed).
+  `tasks`: in their order; default the order the directory's summary.json lists, then any new task folder."""
+  previous = report.load_json(os.path.join(workdir, SUMMARY_FILE))
+  if tasks is None:
+    found = sorted(d for d in os.listdir(workdir) if os.path.exists(os.path.join(workdir, d, 'results.json')))
+    tasks = list(previous['tasks']) + [t for t in found if t not in previous['tasks']]
+  summary = summarize(
+      load_results(workdir, tasks), title=previous.get('title'), statistic=previous.get('statistic', 'token_mean')
+  )
+  write_summary(summary, workdir)
+  return summary
+
+
+def main(argv: Sequence[str]) -> int:
+  if len(argv) < 2 or not all(os.path.isfile(os.path.join(d, SUMMARY_FILE)) for d in argv[1:]):
+    print(
+        f'usage: python -m relpos_jax.study.suite_summary SUITE_DIR [SUITE_DIR ...] (each holding a '
+        f"{SUMMARY_FILE}: rewrites its summary from its tasks' results.json); got {argv[1:]!r}",
+        file=sys.stderr,
+    )
+    return 2
+  for workdir in argv[1:]:
+    rewrite(workdir)
+    print(os.path.join(workdir, 'README.md'))
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main(sys.argv))

@@ -145,7 +145,7 @@ def test_the_readme_states_the_protocol_that_ran_and_keeps_hand_written_notes(tm
   summary = suite_summary.summarize(_two_tasks(), title='tiny')
   path = suite_summary.write_summary(summary, str(tmp_path))['markdown']
   text = open(path).read()
-  assert text.startswith('# tiny\n') and '| learned | 1..10 | 10, 20, 40 | 250 | num_keys=8 |' in text
+  assert text.startswith('# tiny\n') and '| learned | 1..10 | 10, 20, 40 | 250 | — | 0.001 | num_keys=8 |' in text
   assert 'Model: 2 layers, model_dim 16, 2 heads' in text and text.rstrip().endswith(suite_summary.NOTES_MARKER)
   with open(path, 'a') as f:
     f.write('\nFindings written by hand.\n')
@@ -155,6 +155,26 @@ def test_the_readme_states_the_protocol_that_ran_and_keeps_hand_written_notes(tm
       suite_summary.NOTES_MARKER + '\n\nFindings written by hand.\n'
   )
   assert text.count(suite_summary.NOTES_MARKER) == 1
+
+
+def test_each_task_states_its_seeds_and_its_learning_rate_fixed_or_the_grid_it_was_chosen_from(tmp_path):
+  """A suite whose tasks ran under different protocols (one moved to a rate grid and 3 seeds, one not yet) says
+  so per task, and `rewrite` (the command that re-summarizes a committed directory) reads the results alone."""
+  tasks = _two_tasks()
+  tasks['learned'].update(seeds=[0, 1, 2], protocol={'lr_grid': [3e-4, 1e-3, 3e-3]})
+  tasks['hard']['seeds'] = [0, 1]
+  table = suite_summary.protocol_markdown(suite_summary.summarize(tasks))
+  assert '| learned | 1..10 | 10, 20, 40 | 250 | 0, 1, 2 | per encoder at seed 0, from 0.0003, 0.001, 0.003 |' in table
+  assert '| hard | 1..10 | 10, 20, 40 | 250 | 0, 1 | 0.001 | num_keys=8 |' in table
+  assert 'learning rate 0.001' not in table  # the model line no longer states one rate for every task
+  for task, results in tasks.items():
+    os.makedirs(tmp_path / task)
+    (tmp_path / task / 'results.json').write_text(json.dumps(results))
+  suite_summary.write_summary(suite_summary.summarize({'hard': tasks['hard']}, title='tiny'), str(tmp_path))
+  again = suite_summary.rewrite(str(tmp_path))  # the summary listed 'hard'; the folder 'learned' is added after it
+  assert again['tasks'] == ['hard', 'learned'] and again['title'] == 'tiny'
+  assert json.loads((tmp_path / 'summary.json').read_text())['protocols']['learned']['seeds'] == [0, 1, 2]
+  assert suite_summary.main(['suite_summary', str(tmp_path / 'nowhere')]) == 2
 
 
 @pytest.mark.slow
