@@ -203,9 +203,10 @@ RUOSS_LR_GRID = (3e-4, 1e-3, 3e-3)
 # selective_copy is CoPE's second task (Gu & Dao's selective copying); count_copy is Kazemnejad et al.'s
 # counting task (emit as many symbols as the prompt had), scored by exact
 # match; cope_counting is CoPE's own counting task (the value of a variable after a program of sets, increments
-# and passes, Golovneva et al.'s generator), appended last so the committed runs keep their order; addition is the plain task (positions 0..L-1: coupled and Abacus positions replace what these
-# encoders would have to learn). The baselines are the CPU suite's (the same seeds and protocol, so their cells can be checked against
-# docs/suite).
+# and passes, Golovneva et al.'s generator), appended last so the committed runs keep their order; addition is the
+# plain task (positions 0..L-1: coupled and Abacus positions replace what these encoders would have to learn). The
+# baselines (NoPE, RoPE, ALiBi) are trained beside them under the same protocol: a rate chosen per encoder from
+# CONTEXTUAL_LR_GRID, 3 seeds (the CPU suite's cells, at 1e-3 on 2 seeds, are not comparable with these).
 CONTEXTUAL_TASKS = (
     'flip_flop',
     'mqar',
@@ -215,6 +216,8 @@ CONTEXTUAL_TASKS = (
     'selective_copy',
     'cope_counting',
 )
+# The same half-decade grid around the suite's 1e-3 as the Ruoss protocol's (its edges are checked per task).
+CONTEXTUAL_LR_GRID = (3e-4, 1e-3, 3e-3)
 CONTEXTUAL_SUITE_ENCODERS = (
     'nope',
     'rope',

@@ -97,7 +97,8 @@ def test_a_section_reads_back_as_the_config_it_was_printed_from():
 
 def test_every_studies_file_is_pinned_and_every_pinned_one_exists():
   on_disk = sorted(os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, 'configs', 'studies', '*.py')))
-  assert on_disk == STUDIES
+  # A studies file that needs its argument (suite_ruoss_edge.py:<task>) is pinned once per argument.
+  assert on_disk == sorted({p.partition(':')[0] for p in STUDIES})
 
 
 @pytest.mark.parametrize('path', sorted(EXPECTED))
