@@ -1062,3 +1062,30 @@ def test_the_cross_corpus_edge_check_is_its_data_and_the_studies_grids():
   assert f"The smallest\nmargin is {smallest[1]}'s {smallest[2].replace('alibi', 'ALiBi')}: {smallest[0]:+.4f}" in page
   minutes = sum(r['run_seconds'] for r in edge['studies'].values()) / 60
   assert f'17 runs, **{minutes:.0f} CPU-minutes summed**' in page
+
+
+def test_every_ruoss_rate_on_the_grids_edge_was_checked_past_it_and_validates_worse():
+  """docs/suite_ruoss: every encoder whose rate, chosen on validation at seed 0, sits on the grid's top was
+  trained again at the rate past it (configs/studies/suite_ruoss_edge.py lists exactly those, per task) and
+  validates worse there, so no choice moves; no encoder chose the grid's bottom (it would need a check below)."""
+  from relpos_jax import resources
+
+  edge = resources.config_module('studies/suite_ruoss_edge')
+  summary = _json('docs/suite_ruoss/summary.json')
+  assert set(summary['tasks']) == set(resources.config_module('algorithmic').RUOSS_TASKS)
+  for task in summary['tasks']:
+    runs = [r for r in _json(f'docs/suite_ruoss/{task}/results.json')['runs'] if r.get('lr_grid')]
+    top, bottom = max(runs[0]['lr_grid'], key=float), min(runs[0]['lr_grid'], key=float)
+    assert not [r['name'] for r in runs if r['learning_rate'] == float(bottom)], task
+    at_top = tuple(r['name'] for r in runs if r['learning_rate'] == float(top))
+    assert at_top == edge.EDGE_ENCODERS.get(task, ()), task
+    if not at_top:
+      continue
+    checked = {r['name']: r for r in _json(f'docs/suite_ruoss/edge_1e-2/{task}/results.json')['runs']}
+    for run in runs:
+      if run['name'] in at_top:
+        beyond = checked[run['name']]['lr_grid']
+        assert list(beyond) == [f'{edge.EDGE_RATE:g}'] and beyond[f'{edge.EDGE_RATE:g}'] > run['lr_grid'][top], (
+            task,
+            run['name'],
+        )
