@@ -1089,3 +1089,12 @@ def test_every_ruoss_rate_on_the_grids_edge_was_checked_past_it_and_validates_wo
             task,
             run['name'],
         )
+
+
+def test_the_budget_probe_covers_exactly_the_tasks_the_cpu_preset_leaves_unlearned():
+  """configs/studies/suite_probe.py probes each task docs/suite marks learned by no encoder, and only those."""
+  from relpos_jax import resources
+
+  probe = resources.config_module('studies/suite_probe')
+  learned = _json('docs/suite/summary.json')['learned_in_distribution']
+  assert sorted(probe.PROBE_TASKS) == sorted(t for t, yes in learned.items() if not yes)
