@@ -1,7 +1,7 @@
 r"""A budget probe for the CPU suite's unlearned tasks (docs/suite_probe): each task that no encoder of docs/suite
 learns in distribution (per-token accuracy within the training lengths below 0.9 for every encoder, at 1,000-2,500
 steps and 1e-3), trained with RoPE, the encoder that learns the most tasks there, at 5x the base budget (5,000
-steps) and at each rate of a grid around the suite's (3e-4, 1e-3, 3e-3), seed 0, the suite's model and lengths.
+steps) and at the suite's rate and the one above it (1e-3, 3e-3), seed 0, the suite's model and lengths.
 The question is only whether a budget within reach of this CPU learns the task in distribution: the table's
 bracketed (in-distribution) numbers answer it, the rate chosen on validation at the training length.
 
@@ -28,12 +28,14 @@ PROBE_TASKS = (
     'addition',
 )
 PROBE_STEPS = 5_000
-PROBE_LR_GRID = (3e-4, 1e-3, 3e-3)
+# The suite's rate and the next above it: a short budget needs the larger step, if either (3e-4 was left out to
+# fit the CPU time: at 5x the steps it is the least likely to learn a task the suite's 1e-3 did not).
+PROBE_LR_GRID = (1e-3, 3e-3)
 
 
 def get_config(arg=None):
   config = algorithmic.suite_config(arg)
-  config.suite.title = f'Budget probe: RoPE at {PROBE_STEPS:,} steps and three rates on the unlearned tasks'
+  config.suite.title = f'Budget probe: RoPE at {PROBE_STEPS:,} steps and two rates on the unlearned tasks'
   config.suite.tasks = PROBE_TASKS
   config.suite.encoders = ('rope',)
   config.suite.seeds = (0,)
