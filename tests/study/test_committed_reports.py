@@ -24,7 +24,7 @@ def test_each_committed_summary_is_recomputed_from_its_results(folder):
   assert json.loads(json.dumps(again)) == committed
 
 
-def test_the_committed_count_copy_runs_record_the_one_symbol_task():
+def test_the_committed_count_copy_runs_record_the_sixteen_symbol_task():
   with open(os.path.join(REPO, 'docs/suite_contextual/count_copy/results.json'), encoding='utf-8') as f:
     results = json.load(f)
-  assert results['meta']['data']['params'] == {'num_symbols': 1} and results['meta']['data']['vocab_size'] == 6
+  assert results['meta']['data']['params'] == {'num_symbols': 16} and results['meta']['data']['vocab_size'] == 36
