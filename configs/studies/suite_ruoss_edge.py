@@ -20,6 +20,7 @@ EDGE_ENCODERS = {
     'reverse_string': ('rope+rand.8x', 'rope+rand.2048'),
     'bucket_sort': ('rope', 'rope+rand.2x', 'rope+rand.8x', 'rope+rand.2048'),
     'cycle_navigation': ('rope', 'rope+rand.8x'),
+    'flip_flop': ('rope', 'rope+rand.8x'),
 }
 
 
