@@ -499,6 +499,15 @@ CLAIMS = [
         ],
     ),
     (
+        'README.md',
+        'bucket_sort ({} to {}) and flip_flop ({} to {})',
+        lambda: [
+            f3(suite('suite_ruoss', f'{t}/{e}')['mean'])
+            for t in ('bucket_sort', 'flip_flop')
+            for e in ('rope', 'rope+rand.2x')
+        ],
+    ),
+    (
         'docs/suite_probe/README.md',
         'duplicate_string {} ({}) and odds_first {} ({}), both at 1e-3',
         lambda: [
