@@ -157,7 +157,9 @@ def test_config_module_loads_a_shipped_config_once_and_names_a_missing_one():
 
 
 def test_the_edge_check_config_names_a_task_without_an_edge_and_the_allowed_ones():
-  with pytest.raises(ValueError, match=r"argument 'even_pairs' is not a task with an edge to check; allowed: one of \["):
+  with pytest.raises(
+      ValueError, match=r"argument 'even_pairs' is not a task with an edge to check; allowed: one of \["
+  ):
     config_files.load_config('configs/studies/suite_ruoss_edge.py:even_pairs', validate_config=False)
   with pytest.raises(ValueError, match=r'argument None is not a task'):
     config_files.load_config('configs/studies/suite_ruoss_edge.py', validate_config=False)
