@@ -14,6 +14,7 @@ reports, so a rerun that chooses differently fails it until this list follows).
 from relpos_jax import resources
 
 algorithmic = resources.config_module('algorithmic')
+lm = resources.config_module('lm')  # its `select`: 'label: spec' entries by label
 
 EDGE_RATE = 1e-2
 EDGE_ENCODERS = {
@@ -32,9 +33,8 @@ def get_config(arg=None):
     )
   spec = resources.config_module('studies/suite_ruoss')
   config = spec.get_config()
-  by_label = {entry.split(':')[0].strip(): entry for entry in config.suite.encoders}
   config.suite.title = f"The Ruoss grid's edge checked at {EDGE_RATE:g}"
-  config.suite.encoders = tuple(by_label[label] for label in EDGE_ENCODERS[arg])
+  config.suite.encoders = lm.select(EDGE_ENCODERS[arg], config.suite.encoders)
   config.suite.seeds = (0,)
   config.suite.lr_grid = (EDGE_RATE,)
   # Every task of the edge checks stays in the config, so the summary covers each task with results; the
