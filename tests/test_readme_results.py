@@ -1123,3 +1123,17 @@ def test_the_budget_probe_covers_exactly_the_tasks_the_cpu_preset_leaves_unlearn
   probe = resources.config_module('studies/suite_probe')
   learned = _json('docs/suite/summary.json')['learned_in_distribution']
   assert sorted(probe.PROBE_TASKS) == sorted(t for t, yes in learned.items() if not yes)
+
+
+def test_the_budget_rows_rerun_exactly_the_tasks_the_probe_learned_at_its_rate():
+  """configs/studies/suite_budget.py reruns the preset on each task docs/suite_probe learned, and only those, at
+  the probe's steps and the rate the probe chose for it."""
+  from relpos_jax import resources
+
+  budget = resources.config_module('studies/suite_budget')
+  learned = _json('docs/suite_probe/summary.json')['learned_in_distribution']
+  assert sorted(budget.BUDGET_TASKS) == sorted(t for t, yes in learned.items() if yes)
+  config = budget.get_config()
+  for task in budget.BUDGET_TASKS:
+    assert _task_run(f'suite_probe/{task}', 'rope')['learning_rate'] == config.optim.learning_rate, task
+    assert config.suite.protocols[task].steps == resources.config_module('studies/suite_probe').PROBE_STEPS
