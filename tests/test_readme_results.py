@@ -145,6 +145,7 @@ SUITE_TABLES = {
     'selective_copy': ('selective_copy', _lengths_and_exact([8, 16, 32, 64])),
     'count_copy': ('count_copy', _lengths_and_exact([8, 16, 24, 32, 48, 64])),
     'mqar': ('mqar', ['within', 'beyond', ('at', 32), 'within_exact', ('exact_at', 32)]),
+    'cope_counting': ('cope_counting', [('at', n) for n in (16, 32, 64, 128)] + ['learning_rate']),
     'addition_abacus': ('addition_abacus', _lengths_and_exact([4, 8, 16, 24, 32, 48])),
 }
 
@@ -496,6 +497,21 @@ CLAIMS = [
                 )
             ),
         ],
+    ),
+    (
+        'README.md',
+        "stick-breaking\n  counts furthest ({} at 4x against RoPE's {}) and CoPE ({}) is ahead of RoPE only at 2x",
+        lambda: [f3(_task_at('suite_contextual/cope_counting', n, '128')) for n in ('stick_breaking', 'rope', 'cope')],
+    ),
+    (
+        'docs/suite_contextual/README.md',
+        '**Stick-breaking counts furthest** ({} at 2x, {} at 4x)',
+        lambda: [f3(_task_at('suite_contextual/cope_counting', 'stick_breaking', n)) for n in ('64', '128')],
+    ),
+    (
+        'docs/suite_contextual/README.md',
+        '**CoPE is ahead of RoPE at 2x** ({} against {};',
+        lambda: [f3(_task_at('suite_contextual/cope_counting', n, '64')) for n in ('cope', 'rope')],
     ),
     (
         'docs/suite_probe/README.md',
