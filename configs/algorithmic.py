@@ -472,6 +472,32 @@ def suite_config(arg: str | None = None, *, published: bool = False) -> ml_colle
   return config
 
 
+# A rate-grid edge check retrains at the next rate of the grids' half-decade spacing (3e-4, 1e-3, 3e-3 -> 1e-2).
+EDGE_RATE = 1e-2
+
+
+def edge_config(studies_file: str, edge_encoders: dict, arg: str | None, title: str) -> ml_collections.ConfigDict:
+  """A suite's learning-rate edge check (configs/studies/suite_*_edge.py): on the task `arg`, the encoders whose
+  rate chosen from the suite's grid was its top (`edge_encoders[task]`), trained again at EDGE_RATE at the
+  selection seed 0 and scored like the grid (validation loss at the training length); a rate that validates worse
+  than the chosen one shows that the grid's edge did not bind. Every task with an edge stays in the config, so
+  the summary covers each task with results; the call's `--tasks` names the one trained now."""
+  who = f'configs/studies/{studies_file}_edge.py'
+  if arg not in edge_encoders:
+    raise ValueError(
+        f'{who}: the argument {arg!r} is not a task with an edge to check; allowed: one of '
+        f'{sorted(edge_encoders)} (e.g. --config={who}:{sorted(edge_encoders)[0]}).'
+    )
+  config = resources.config_module(f'studies/{studies_file}').get_config()
+  config.suite.title = title
+  config.suite.encoders = resources.config_module('lm').select(edge_encoders[arg], config.suite.encoders)
+  config.suite.seeds = (0,)
+  config.suite.lr_grid = (EDGE_RATE,)
+  config.suite.tasks = tuple(t for t in config.suite.tasks if t in edge_encoders)
+  config.suite.protocols = {t: config.suite.protocols[t] for t in config.suite.tasks}
+  return config
+
+
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """The run (no arg, or 'published'), or a legacy study or suite name (LEGACY_STUDIES): its studies file."""
   variants = parse_variants(arg, ('published', 'study', 'suite', 'ruoss', 'contextual', 'abacus'))

@@ -156,10 +156,15 @@ def test_config_module_loads_a_shipped_config_once_and_names_a_missing_one():
     resources.config_module('studies/nope')
 
 
-def test_the_edge_check_config_names_a_task_without_an_edge_and_the_allowed_ones():
+@pytest.mark.parametrize(
+    'studies_file, task_without', [('suite_ruoss_edge', 'even_pairs'), ('suite_contextual_edge', 'flip_flop')]
+)
+def test_the_edge_check_config_names_a_task_without_an_edge_and_the_allowed_ones(studies_file, task_without):
+  path = f'configs/studies/{studies_file}.py'
   with pytest.raises(
-      ValueError, match=r"argument 'even_pairs' is not a task with an edge to check; allowed: one of \["
+      ValueError,
+      match=rf"{path}: the argument '{task_without}' is not a task with an edge to check; allowed: one of \[",
   ):
-    config_files.load_config('configs/studies/suite_ruoss_edge.py:even_pairs', validate_config=False)
+    config_files.load_config(f'{path}:{task_without}', validate_config=False)
   with pytest.raises(ValueError, match=r'argument None is not a task'):
-    config_files.load_config('configs/studies/suite_ruoss_edge.py', validate_config=False)
+    config_files.load_config(path, validate_config=False)

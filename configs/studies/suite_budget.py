@@ -20,7 +20,7 @@ BUDGET_TASKS = ('duplicate_string', 'odds_first')
 
 def get_config(arg=None):
   config = algorithmic.suite_config(arg)
-  config.suite.title = f'The CPU preset at the probe\'s budget ({probe.PROBE_STEPS:,} steps) on the tasks it learned'
+  config.suite.title = f"The CPU preset at the probe's budget ({probe.PROBE_STEPS:,} steps) on the tasks it learned"
   config.suite.tasks = BUDGET_TASKS
   protocols = {t: config.suite.protocols[t].to_dict() for t in BUDGET_TASKS}
   for protocol in protocols.values():

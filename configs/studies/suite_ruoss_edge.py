@@ -14,9 +14,8 @@ reports, so a rerun that chooses differently fails it until this list follows).
 from relpos_jax import resources
 
 algorithmic = resources.config_module('algorithmic')
-lm = resources.config_module('lm')  # its `select`: 'label: spec' entries by label
 
-EDGE_RATE = 1e-2
+EDGE_RATE = algorithmic.EDGE_RATE
 EDGE_ENCODERS = {
     'reverse_string': ('rope+rand.8x', 'rope+rand.2048'),
     'bucket_sort': ('rope', 'rope+rand.2x', 'rope+rand.8x', 'rope+rand.2048'),
@@ -26,19 +25,6 @@ EDGE_ENCODERS = {
 
 
 def get_config(arg=None):
-  if arg not in EDGE_ENCODERS:
-    raise ValueError(
-        f'configs/studies/suite_ruoss_edge.py: the argument {arg!r} is not a task with an edge to check; '
-        f'allowed: one of {sorted(EDGE_ENCODERS)} (e.g. --config=configs/studies/suite_ruoss_edge.py:bucket_sort).'
-    )
-  spec = resources.config_module('studies/suite_ruoss')
-  config = spec.get_config()
-  config.suite.title = f"The Ruoss grid's edge checked at {EDGE_RATE:g}"
-  config.suite.encoders = lm.select(EDGE_ENCODERS[arg], config.suite.encoders)
-  config.suite.seeds = (0,)
-  config.suite.lr_grid = (EDGE_RATE,)
-  # Every task of the edge checks stays in the config, so the summary covers each task with results; the
-  # call's `--tasks` names the one trained now (the others' encoders differ).
-  config.suite.tasks = tuple(t for t in algorithmic.RUOSS_TASKS if t in EDGE_ENCODERS)
-  config.suite.protocols = {t: config.suite.protocols[t] for t in config.suite.tasks}
-  return config
+  return algorithmic.edge_config(
+      'suite_ruoss', EDGE_ENCODERS, arg, title=f"The Ruoss grid's edge checked at {EDGE_RATE:g}"
+  )

@@ -121,7 +121,7 @@ CLAIMS = (
         token_tasks=('flip_flop',),
         note=(
             'splits scaled by 1/8; exact match (flip_flop: per read, as their error rate); 2 seeds, 3 where the task '
-            'ran under the study protocol (the report\'s protocol table)'
+            "ran under the study protocol (the report's protocol table)"
         ),
     ),
     Claim(
