@@ -1099,27 +1099,30 @@ def test_the_cross_corpus_edge_check_is_its_data_and_the_studies_grids():
   assert f'17 runs, **{minutes:.0f} CPU-minutes summed**' in page
 
 
-def test_every_ruoss_rate_on_the_grids_edge_was_checked_past_it():
-  """docs/suite_ruoss: every encoder whose rate, chosen on validation at seed 0, sits on the grid's top was
-  trained again at the rate past it (configs/studies/suite_ruoss_edge.py lists exactly those, per task); where
-  that rate validates better (the edge binds) the page names the cell and both losses, and everywhere else it
-  validates worse; no encoder chose the grid's bottom (it would need a check below)."""
+def _edge_checks(folder: str, edge_file: str) -> tuple[list[str], list[str]]:
+  """docs/<folder>'s rate-grid edge, task by task: every encoder whose rate, chosen on validation at seed 0, sits
+  on the grid's top is listed in configs/studies/<edge_file>.py's EDGE_ENCODERS (exactly those), and none chose
+  the bottom (it would need a check below). Returns the cells where the rate past the top validates better (the
+  edge binds: 'task encoder: loss at top against loss past it') and the tasks whose check has no results yet."""
   from relpos_jax import resources
 
-  edge = resources.config_module('studies/suite_ruoss_edge')
-  page = _flat(_read('docs/suite_ruoss/README.md'))
-  summary = _json('docs/suite_ruoss/summary.json')
-  assert set(summary['tasks']) == set(resources.config_module('algorithmic').RUOSS_TASKS)
-  binds = []
-  for task in summary['tasks']:
-    runs = [r for r in _json(f'docs/suite_ruoss/{task}/results.json')['runs'] if r.get('lr_grid')]
+  edge = resources.config_module(f'studies/{edge_file}')
+  binds, unchecked = [], []
+  for task in _json(f'docs/{folder}/summary.json')['tasks']:
+    runs = [r for r in _json(f'docs/{folder}/{task}/results.json')['runs'] if r.get('lr_grid')]
+    if not runs:  # a task that ran at a fixed rate (the protocol table says which)
+      assert task not in edge.EDGE_ENCODERS, task
+      continue
     top, bottom = max(runs[0]['lr_grid'], key=float), min(runs[0]['lr_grid'], key=float)
     assert not [r['name'] for r in runs if r['learning_rate'] == float(bottom)], task
     at_top = tuple(r['name'] for r in runs if r['learning_rate'] == float(top))
     assert at_top == edge.EDGE_ENCODERS.get(task, ()), task
-    if not at_top:
+    assert edge.EDGE_RATE == 1e-2  # the checks' folder is named for it
+    results = os.path.join(REPO, 'docs', folder, 'edge_1e-2', task, 'results.json')
+    if at_top and not os.path.exists(results):
+      unchecked.append(task)
       continue
-    checked = {r['name']: r for r in _json(f'docs/suite_ruoss/edge_1e-2/{task}/results.json')['runs']}
+    checked = {r['name']: r for r in _json(os.path.relpath(results, REPO))['runs']} if at_top else {}
     for run in runs:
       if run['name'] in at_top:
         beyond = checked[run['name']]['lr_grid']
@@ -1127,9 +1130,36 @@ def test_every_ruoss_rate_on_the_grids_edge_was_checked_past_it():
         low, high = run['lr_grid'][top], beyond[f'{edge.EDGE_RATE:g}']
         if high < low:
           binds.append(f'{task} {run["name"]}: {low:.4f} at {top} against {high:.4f} at {edge.EDGE_RATE:g}')
+  return binds, unchecked
+
+
+def test_every_ruoss_rate_on_the_grids_edge_was_checked_past_it():
+  """docs/suite_ruoss: every top-of-grid choice was trained again past the top (`_edge_checks`); where that rate
+  validates better (the edge binds) the page names the cell and both losses."""
+  from relpos_jax import resources
+
+  assert set(_json('docs/suite_ruoss/summary.json')['tasks']) == set(
+      resources.config_module('algorithmic').RUOSS_TASKS
+  )
+  binds, unchecked = _edge_checks('suite_ruoss', 'suite_ruoss_edge')
+  assert not unchecked
   assert binds, 'the page says the edge binds somewhere; it binds nowhere now'
+  page = _flat(_read('docs/suite_ruoss/README.md'))
   for cell in binds:
     assert cell in page, f'docs/suite_ruoss/README.md should name where the edge binds: {cell!r}'
+
+
+def test_the_contextual_grids_edge_is_checked_or_the_page_says_where_not():
+  """docs/suite_contextual: each task under the study protocol has its top-of-grid choices listed for the check
+  (`_edge_checks`); the page names every cell where the check binds and every task not checked yet."""
+  binds, unchecked = _edge_checks('suite_contextual', 'suite_contextual_edge')
+  page = _flat(_read('docs/suite_contextual/README.md'))
+  for cell in binds:
+    assert cell in page, f'docs/suite_contextual/README.md should name where the edge binds: {cell!r}'
+  if unchecked:
+    assert f'edge not checked yet on {", ".join(unchecked)}' in page, unchecked
+  else:
+    assert 'edge not checked yet' not in page
 
 
 def test_the_budget_probe_covers_exactly_the_tasks_the_cpu_preset_leaves_unlearned():
