@@ -1138,9 +1138,7 @@ def test_every_ruoss_rate_on_the_grids_edge_was_checked_past_it():
   validates better (the edge binds) the page names the cell and both losses."""
   from relpos_jax import resources
 
-  assert set(_json('docs/suite_ruoss/summary.json')['tasks']) == set(
-      resources.config_module('algorithmic').RUOSS_TASKS
-  )
+  assert set(_json('docs/suite_ruoss/summary.json')['tasks']) == set(resources.config_module('algorithmic').RUOSS_TASKS)
   binds, unchecked = _edge_checks('suite_ruoss', 'suite_ruoss_edge')
   assert not unchecked
   assert binds, 'the page says the edge binds somewhere; it binds nowhere now'
