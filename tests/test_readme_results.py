@@ -273,6 +273,18 @@ def f2(x: float) -> str:
   return f'{x:.2f}'
 
 
+# The probe's unlearned tasks, as its page lists them (by in-distribution accuracy, highest first).
+_PROBE_NOT_LEARNED = (
+    'compute_sqrt',
+    'binary_multiplication',
+    'parity_check',
+    'binary_addition',
+    'modular_arithmetic_brackets',
+    'solve_equation',
+    'addition',
+    'modular_arithmetic',
+)
+
 # (page, sentence fragment with {} for each number, a function returning the numbers as the page writes them).
 # The fragment is looked up in the page with its line breaks read as spaces.
 CLAIMS = [
@@ -512,6 +524,30 @@ CLAIMS = [
         'docs/suite_contextual/README.md',
         '**CoPE is ahead of RoPE at 2x** ({} against {};',
         lambda: [f3(_task_at('suite_contextual/cope_counting', n, '64')) for n in ('cope', 'rope')],
+    ),
+    (
+        'docs/suite_probe/README.md',
+        '**Not learned at 5x the steps:** compute_sqrt {} ({}), binary_multiplication {} ({}), parity_check {} ({}), '
+        'binary_addition {} ({}), modular_arithmetic_brackets {} ({}), solve_equation {} ({}), addition {} ({}) and '
+        'modular_arithmetic {} ({}, chance is 0.2)',
+        lambda: [
+            f3(x)
+            for t in _PROBE_NOT_LEARNED
+            for x in (
+                suite('suite_probe', f'{t}/rope', split='in_distribution')['mean'],
+                _json('docs/suite/summary.json')['cells'][f'{t}/rope']['in_distribution'],
+            )
+        ],
+    ),
+    (
+        'docs/suite_probe/README.md',
+        'accuracy at length 8 against 16 is {} / {} (compute_sqrt), {} / {} (binary_multiplication), {} / {} '
+        '(parity_check), {} / {} (modular_arithmetic_brackets)',
+        lambda: [
+            f3(_task_at(f'suite_probe/{t}', 'rope', n))
+            for t in ('compute_sqrt', 'binary_multiplication', 'parity_check', 'modular_arithmetic_brackets')
+            for n in ('8', '16')
+        ],
     ),
     (
         'docs/suite_probe/README.md',
