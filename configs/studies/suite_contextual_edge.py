@@ -16,6 +16,7 @@ algorithmic = resources.config_module('algorithmic')
 
 EDGE_RATE = algorithmic.EDGE_RATE
 EDGE_ENCODERS = {
+    'passkey_tokens': ('nope', 'rope', 'alibi', 'cope', 'fox', 'stick_breaking'),
     'count_copy': ('nope', 'rope', 'alibi', 'cope', 'stick_breaking'),
     'cope_counting': ('nope', 'rope', 'alibi', 'cope', 'fox'),
 }
