@@ -550,6 +550,36 @@ CLAIMS = [
         lambda: [f3(_task_at('suite_contextual/passkey_tokens', 'nope', '64'))],
     ),
     (
+        'docs/suite_contextual/README.md',
+        'On count_copy the edge binds for 4 of the 5 encoders checked** (5 runs, {} CPU-minutes)',
+        lambda: [f'{_cpu_minutes("suite_contextual/edge_1e-2/count_copy"):.0f}'],
+    ),
+    (
+        'docs/suite_contextual/README.md',
+        'exact match at 2x is NoPE {}, CoPE {}, RoPE and ALiBi {}',
+        lambda: [
+            f3(_task_run('suite_contextual/edge_1e-2/count_copy', 'nope')['exact_match_by_length']['32']),
+            f3(_task_run('suite_contextual/edge_1e-2/count_copy', 'cope')['exact_match_by_length']['32']),
+            f3(
+                max(
+                    _task_run('suite_contextual/edge_1e-2/count_copy', n)['exact_match_by_length']['32']
+                    for n in ('rope', 'alibi')
+                )
+            ),
+        ]
+        if all(
+            _task_run('suite_contextual/edge_1e-2/count_copy', n)['exact_match_by_length']['16'] == 1.0
+            for n in ('nope', 'rope', 'cope')
+        )
+        else ['not exact at 16'],
+    ),
+    (
+        'README.md',
+        '(3e-3 for all but FoX; the edge check finds 1e-2 validates better for NoPE, RoPE, ALiBi and CoPE, and at '
+        '1e-2, seed 0, NoPE is {} exact at 2x)',
+        lambda: [f3(_task_run('suite_contextual/edge_1e-2/count_copy', 'nope')['exact_match_by_length']['32'])],
+    ),
+    (
         'docs/suite_probe/README.md',
         '**Not learned at 5x the steps:** compute_sqrt {} ({}), binary_multiplication {} ({}), parity_check {} ({}), '
         'binary_addition {} ({}), modular_arithmetic_brackets {} ({}), solve_equation {} ({}), addition {} ({}) and '
