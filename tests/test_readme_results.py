@@ -580,6 +580,34 @@ CLAIMS = [
         lambda: [f3(_task_run('suite_contextual/edge_1e-2/count_copy', 'nope')['exact_match_by_length']['32'])],
     ),
     (
+        'docs/suite_budget/README.md',
+        '24 runs, {} CPU-minutes summed',
+        lambda: [f'{sum(_cpu_minutes(f"suite_budget/{t}") for t in ("duplicate_string", "odds_first")):.0f}'],
+    ),
+    (
+        'docs/suite_budget/README.md',
+        '**Only RoPE learns either task in distribution** (duplicate_string {}, odds_first {} per token), and it '
+        'falls to chance beyond the training lengths ({} and {})',
+        lambda: [
+            f3(suite('suite_budget', f'{t}/rope', split=split)['mean'])
+            for split in ('in_distribution', 'out_of_distribution')
+            for t in ('duplicate_string', 'odds_first')
+        ]
+        if [c for c, yes in _json('docs/suite_budget/summary.json')['cells'].items() if yes['learned']]
+        == ['duplicate_string/rope', 'odds_first/rope']
+        else ['another encoder learned one'],
+    ),
+    (
+        'docs/suite_budget/README.md',
+        '**Randomized RoPE does not learn them at this budget** ({} and {} within), though it reads higher beyond '
+        'than RoPE does ({} and {})',
+        lambda: [
+            f3(suite('suite_budget', f'{t}/rope+randomized', split=split)['mean'])
+            for split in ('in_distribution', 'out_of_distribution')
+            for t in ('duplicate_string', 'odds_first')
+        ],
+    ),
+    (
         'docs/suite_probe/README.md',
         '**Not learned at 5x the steps:** compute_sqrt {} ({}), binary_multiplication {} ({}), parity_check {} ({}), '
         'binary_addition {} ({}), modular_arithmetic_brackets {} ({}), solve_equation {} ({}), addition {} ({}) and '
@@ -1091,7 +1119,7 @@ def _task_run(folder: str, name: str) -> dict:
 
 def _cpu_minutes(folder: str) -> float:
   """The CPU-minutes a committed study's run records sum to (training and evaluation)."""
-  records = glob.glob(os.path.join(REPO, 'docs', folder, 'runs', '*', '*', '*', 'result.json'))
+  records = glob.glob(os.path.join(REPO, 'docs', folder, 'runs', '**', 'result.json'), recursive=True)
   assert records, f'docs/{folder}: no run records'
   return (
       sum(r['train_seconds'] + r['eval_seconds'] for r in map(lambda p: _json(os.path.relpath(p, REPO)), records)) / 60

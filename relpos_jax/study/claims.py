@@ -101,6 +101,16 @@ CLAIMS = (
         note='a 3-layer model, 1,000-2,500 steps, 2 seeds; the tasks no encoder learns test nothing',
     ),
     Claim(
+        paper='Delétang et al. 2023',
+        claim='the same, on the two tasks learned only at 5x the steps (docs/suite_probe)',
+        report='suite_budget',
+        kind='fails',
+        tasks=('duplicate_string', 'odds_first'),
+        encoders=('nope', 'rope', 'alibi', 't5', 'dape'),
+        per_length=False,
+        note='the CPU preset at 5,000 steps, 2 seeds',
+    ),
+    Claim(
         paper='Liu et al. 2023',
         claim='attention makes sporadic errors (glitches) on flip-flop, on sparse and dense held-out sequences',
         report='suite_contextual',
