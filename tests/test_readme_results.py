@@ -558,26 +558,18 @@ CLAIMS = [
         'docs/suite_contextual/README.md',
         'exact match at 2x is NoPE {}, CoPE {}, RoPE and ALiBi {}',
         lambda: [
-            f3(_task_run('suite_contextual/edge_1e-2/count_copy', 'nope')['exact_match_by_length']['32']),
-            f3(_task_run('suite_contextual/edge_1e-2/count_copy', 'cope')['exact_match_by_length']['32']),
-            f3(
-                max(
-                    _task_run('suite_contextual/edge_1e-2/count_copy', n)['exact_match_by_length']['32']
-                    for n in ('rope', 'alibi')
-                )
-            ),
+            f3(_edge_exact('nope', '32')),
+            f3(_edge_exact('cope', '32')),
+            f3(max(_edge_exact('rope', '32'), _edge_exact('alibi', '32'))),
         ]
-        if all(
-            _task_run('suite_contextual/edge_1e-2/count_copy', n)['exact_match_by_length']['16'] == 1.0
-            for n in ('nope', 'rope', 'cope')
-        )
+        if all(_edge_exact(n, '16') == 1.0 for n in ('nope', 'rope', 'cope'))
         else ['not exact at 16'],
     ),
     (
         'README.md',
         '(3e-3 for all but FoX; the edge check finds 1e-2 validates better for NoPE, RoPE, ALiBi and CoPE, and at '
         '1e-2, seed 0, NoPE is {} exact at 2x)',
-        lambda: [f3(_task_run('suite_contextual/edge_1e-2/count_copy', 'nope')['exact_match_by_length']['32'])],
+        lambda: [f3(_edge_exact('nope', '32'))],
     ),
     (
         'docs/suite_budget/README.md',
@@ -588,11 +580,7 @@ CLAIMS = [
         'docs/suite_budget/README.md',
         '**Only RoPE learns either task in distribution** (duplicate_string {}, odds_first {} per token), and it '
         'falls to chance beyond the training lengths ({} and {})',
-        lambda: [
-            f3(suite('suite_budget', f'{t}/rope', split=split)['mean'])
-            for split in ('in_distribution', 'out_of_distribution')
-            for t in ('duplicate_string', 'odds_first')
-        ]
+        lambda: _budget_within_and_beyond('rope')
         if [c for c, yes in _json('docs/suite_budget/summary.json')['cells'].items() if yes['learned']]
         == ['duplicate_string/rope', 'odds_first/rope']
         else ['another encoder learned one'],
@@ -601,11 +589,7 @@ CLAIMS = [
         'docs/suite_budget/README.md',
         '**Randomized RoPE does not learn them at this budget** ({} and {} within), though it reads higher beyond '
         'than RoPE does ({} and {})',
-        lambda: [
-            f3(suite('suite_budget', f'{t}/rope+randomized', split=split)['mean'])
-            for split in ('in_distribution', 'out_of_distribution')
-            for t in ('duplicate_string', 'odds_first')
-        ],
+        lambda: _budget_within_and_beyond('rope+randomized'),
     ),
     (
         'docs/suite_probe/README.md',
@@ -1117,6 +1101,20 @@ def _task_run(folder: str, name: str) -> dict:
   return runs[0]
 
 
+def _budget_within_and_beyond(name: str) -> list[str]:
+  """docs/suite_budget's per-token accuracy of `name` within the training lengths on both tasks, then beyond."""
+  return [
+      f3(suite('suite_budget', f'{task}/{name}', split=split)['mean'])
+      for split in ('in_distribution', 'out_of_distribution')
+      for task in ('duplicate_string', 'odds_first')
+  ]
+
+
+def _edge_exact(name: str, length: str) -> float:
+  """count_copy's exact match at `length` for `name` retrained at the grid's edge (seed 0)."""
+  return _task_run('suite_contextual/edge_1e-2/count_copy', name)['exact_match_by_length'][length]
+
+
 def _cpu_minutes(folder: str) -> float:
   """The CPU-minutes a committed study's run records sum to (training and evaluation)."""
   records = glob.glob(os.path.join(REPO, 'docs', folder, 'runs', '**', 'result.json'), recursive=True)
@@ -1234,6 +1232,7 @@ def _edge_checks(folder: str, edge_file: str) -> tuple[list[str], list[str]]:
   from relpos_jax import resources
 
   edge = resources.config_module(f'studies/{edge_file}')
+  rate = resources.config_module('algorithmic').EDGE_RATE
   binds, unchecked = [], []
   for task in _json(f'docs/{folder}/summary.json')['tasks']:
     runs = [r for r in _json(f'docs/{folder}/{task}/results.json')['runs'] if r.get('lr_grid')]
@@ -1244,7 +1243,7 @@ def _edge_checks(folder: str, edge_file: str) -> tuple[list[str], list[str]]:
     assert not [r['name'] for r in runs if r['learning_rate'] == float(bottom)], task
     at_top = tuple(r['name'] for r in runs if r['learning_rate'] == float(top))
     assert at_top == edge.EDGE_ENCODERS.get(task, ()), task
-    assert edge.EDGE_RATE == 1e-2  # the checks' folder is named for it
+    assert rate == 1e-2  # the checks' folder is named for it
     results = os.path.join(REPO, 'docs', folder, 'edge_1e-2', task, 'results.json')
     if at_top and not os.path.exists(results):
       unchecked.append(task)
@@ -1253,10 +1252,10 @@ def _edge_checks(folder: str, edge_file: str) -> tuple[list[str], list[str]]:
     for run in runs:
       if run['name'] in at_top:
         beyond = checked[run['name']]['lr_grid']
-        assert list(beyond) == [f'{edge.EDGE_RATE:g}'], (task, run['name'])
-        low, high = run['lr_grid'][top], beyond[f'{edge.EDGE_RATE:g}']
+        assert list(beyond) == [f'{rate:g}'], (task, run['name'])
+        low, high = run['lr_grid'][top], beyond[f'{rate:g}']
         if high < low:
-          binds.append(f'{task} {run["name"]}: {low:.4f} at {top} against {high:.4f} at {edge.EDGE_RATE:g}')
+          binds.append(f'{task} {run["name"]}: {low:.4f} at {top} against {high:.4f} at {rate:g}')
   return binds, unchecked
 
 

@@ -15,7 +15,6 @@ from relpos_jax import resources
 
 algorithmic = resources.config_module('algorithmic')
 
-EDGE_RATE = algorithmic.EDGE_RATE
 EDGE_ENCODERS = {
     'reverse_string': ('rope+rand.8x', 'rope+rand.2048'),
     'bucket_sort': ('rope', 'rope+rand.2x', 'rope+rand.8x', 'rope+rand.2048'),
@@ -26,5 +25,5 @@ EDGE_ENCODERS = {
 
 def get_config(arg=None):
   return algorithmic.edge_config(
-      'suite_ruoss', EDGE_ENCODERS, arg, title=f"The Ruoss grid's edge checked at {EDGE_RATE:g}"
+      'suite_ruoss', EDGE_ENCODERS, arg, title=f"The Ruoss grid's edge checked at {algorithmic.EDGE_RATE:g}"
   )
