@@ -472,6 +472,15 @@ def suite_config(arg: str | None = None, *, published: bool = False) -> ml_colle
   return config
 
 
+def at_steps(config: ml_collections.ConfigDict, tasks, steps: int) -> ml_collections.ConfigDict:
+  """`config`'s suite cut to `tasks`, each trained for `steps` (the budget probe's and its rows' protocols),
+  checkpointing every 1,000 steps so a long run that is interrupted loses little."""
+  config.suite.tasks = tuple(tasks)
+  config.suite.protocols = {t: {**config.suite.protocols[t].to_dict(), 'steps': steps} for t in tasks}
+  config.train.checkpoint_every = 1_000
+  return config
+
+
 # A rate-grid edge check retrains at the next rate of the grids' half-decade spacing (3e-4, 1e-3, 3e-3 -> 1e-2).
 EDGE_RATE = 1e-2
 

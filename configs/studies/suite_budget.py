@@ -21,10 +21,4 @@ BUDGET_TASKS = ('duplicate_string', 'odds_first')
 def get_config(arg=None):
   config = algorithmic.suite_config(arg)
   config.suite.title = f"The CPU preset at the probe's budget ({probe.PROBE_STEPS:,} steps) on the tasks it learned"
-  config.suite.tasks = BUDGET_TASKS
-  protocols = {t: config.suite.protocols[t].to_dict() for t in BUDGET_TASKS}
-  for protocol in protocols.values():
-    protocol['steps'] = probe.PROBE_STEPS
-  config.suite.protocols = protocols
-  config.train.checkpoint_every = 1_000
-  return config
+  return algorithmic.at_steps(config, BUDGET_TASKS, probe.PROBE_STEPS)

@@ -36,13 +36,7 @@ PROBE_LR_GRID = (1e-3, 3e-3)
 def get_config(arg=None):
   config = algorithmic.suite_config(arg)
   config.suite.title = f'Budget probe: RoPE at {PROBE_STEPS:,} steps and two rates on the unlearned tasks'
-  config.suite.tasks = PROBE_TASKS
   config.suite.encoders = ('rope',)
   config.suite.seeds = (0,)
   config.suite.lr_grid = PROBE_LR_GRID
-  protocols = {t: config.suite.protocols[t].to_dict() for t in PROBE_TASKS}
-  for protocol in protocols.values():
-    protocol['steps'] = PROBE_STEPS
-  config.suite.protocols = protocols
-  config.train.checkpoint_every = 1_000
-  return config
+  return algorithmic.at_steps(config, PROBE_TASKS, PROBE_STEPS)
