@@ -218,6 +218,10 @@ CONTEXTUAL_TASKS = (
 )
 # The same half-decade grid around the suite's 1e-3 as the Ruoss protocol's (its edges are checked per task).
 CONTEXTUAL_LR_GRID = (3e-4, 1e-3, 3e-3)
+# Tasks whose edge check bound (docs/suite_contextual/edge_1e-2) widen their own grid two rungs up the ladder, so
+# that the rate is chosen, not checked: count_copy's NoPE, RoPE, ALiBi and CoPE validated better at 1e-2 than at
+# 3e-3. The runs at the shared rates are reused.
+CONTEXTUAL_TASK_LR_GRIDS = {'count_copy': CONTEXTUAL_LR_GRID + (1e-2, 3e-2)}
 CONTEXTUAL_SUITE_ENCODERS = (
     'nope',
     'rope',
@@ -481,15 +485,25 @@ def at_steps(config: ml_collections.ConfigDict, tasks, steps: int) -> ml_collect
   return config
 
 
-# A rate-grid edge check retrains at the next rate of the grids' half-decade spacing (3e-4, 1e-3, 3e-3 -> 1e-2).
-EDGE_RATE = 1e-2
+# A rate-grid edge check retrains at the next rung of the grids' half-decade ladder above the grid's top (3e-4,
+# 1e-3, 3e-3 -> 1e-2 for the suites' shared grids; a task with a wider grid of its own, one rung past its top).
+LR_LADDER = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)
+
+
+def edge_rate(grid) -> float:
+  """The rung of LR_LADDER just above the top of `grid` (a top that is a rung of it, below the last)."""
+  top = max(grid)
+  if top not in LR_LADDER[:-1]:
+    raise ValueError(f'edge_rate: the grid {tuple(grid)} tops at {top:g}; allowed: a top among {LR_LADDER[:-1]}.')
+  return LR_LADDER[LR_LADDER.index(top) + 1]
 
 
 def edge_config(studies_file: str, edge_encoders: dict, arg: str | None, title: str) -> ml_collections.ConfigDict:
   """A suite's learning-rate edge check (configs/studies/suite_*_edge.py): on the task `arg`, the encoders whose
-  rate chosen from the suite's grid was its top (`edge_encoders[task]`), trained again at EDGE_RATE at the
-  selection seed 0 and scored like the grid (validation loss at the training length); a rate that validates worse
-  than the chosen one shows that the grid's edge did not bind. Every task with an edge stays in the config, so
+  rate chosen from the suite's grid was its top (`edge_encoders[task]`), trained again one rung past that top
+  (`edge_rate`; past the task's own grid where its protocol has one) at the selection seed 0 and scored like the
+  grid (validation loss at the training length); a rate that validates worse than the chosen one shows that the
+  grid's edge did not bind. Every task with an edge stays in the config, so
   the summary covers each task with results; the call's `--tasks` names the one trained now."""
   who = f'configs/studies/{studies_file}_edge.py'
   if arg not in edge_encoders:
@@ -501,9 +515,13 @@ def edge_config(studies_file: str, edge_encoders: dict, arg: str | None, title: 
   config.suite.title = title
   config.suite.encoders = resources.config_module('lm').select(edge_encoders[arg], config.suite.encoders)
   config.suite.seeds = (0,)
-  config.suite.lr_grid = (EDGE_RATE,)
+  config.suite.lr_grid = (edge_rate(config.suite.lr_grid),)
   config.suite.tasks = tuple(t for t in config.suite.tasks if t in edge_encoders)
-  config.suite.protocols = {t: config.suite.protocols[t] for t in config.suite.tasks}
+  protocols = {t: config.suite.protocols[t].to_dict() for t in config.suite.tasks}
+  for protocol in protocols.values():
+    if protocol.get('lr_grid') is not None:  # a task's own grid: one rung past its own top
+      protocol['lr_grid'] = (edge_rate(protocol['lr_grid']),)
+  config.suite.protocols = protocols
   return config
 
 

@@ -181,6 +181,29 @@ CROSS_CORPUS_COMPARISONS = STUDY_COMPARISONS + ('kerple_log vs alibi', 't5 vs di
 CROSS_CORPUS_LR_GRID = (3e-3, 1e-2, 3e-2)
 CROSS_CORPUS_SEEDS = (0, 1, 2, 3, 4)
 SELECTION_SEED = 100
+# configs/studies/study_python_lecture.py: the default study's other nine encoders (the lecture's tables, its
+# absolute + relative combination, the monotone fix of its log buckets, and the absolute and position-free
+# controls) under the cross-corpus protocol on Python bytes, so that no encoder of the default study rests on one
+# seed. In the order the findings need them, so that an interrupted study has whole findings first.
+LECTURE_LABELS = (
+    't5-32',
+    'monotone-t5-32',
+    'shaw',
+    'multiscale',
+    'piecewise',
+    'sinusoidal',
+    'sinusoidal+t5',
+    'nope',
+    'learned',
+)
+LECTURE_COMPARISONS = (
+    'monotone-t5-32 vs t5-32',  # the lecture's log buckets made monotone beyond the trained distances
+    'shaw vs t5-32',  # a clipped table against log buckets saturating at the same training length
+    'multiscale vs shaw',  # several clipped scales against one
+    'piecewise vs t5-32',  # piecewise-linear against logarithmic range extension
+    'sinusoidal+t5 vs sinusoidal',  # absolute + relative against absolute alone
+    'nope vs sinusoidal',  # no position against the absolute table that fails
+)
 # configs/studies/study_long.py: the labels of the default study trained for 1,600 steps.
 LONG_LABELS = ('t5', 'kerple_log', 'distance', 'monotone-t5-32', 'monotone-lin')
 

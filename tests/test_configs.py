@@ -168,3 +168,17 @@ def test_the_edge_check_config_names_a_task_without_an_edge_and_the_allowed_ones
     config_files.load_config(f'{path}:{task_without}', validate_config=False)
   with pytest.raises(ValueError, match=r'argument None is not a task'):
     config_files.load_config(path, validate_config=False)
+
+
+def test_the_edge_check_trains_one_rung_past_each_tasks_own_grid():
+  """The shared grid (3e-4, 1e-3, 3e-3) is checked at 1e-2; count_copy's own grid, reaching 3e-2, at 1e-1; a grid
+  whose top is off the ladder (or its last rung) is refused with the allowed tops."""
+  algorithmic = resources.config_module('algorithmic')
+  assert algorithmic.edge_rate((3e-4, 1e-3, 3e-3)) == 1e-2
+  assert algorithmic.edge_rate((3e-4, 1e-3, 3e-3, 1e-2, 3e-2)) == 1e-1
+  for grid in ((2e-3,), (1.0,)):
+    with pytest.raises(ValueError, match=r'edge_rate: the grid .* tops at .*; allowed: a top among'):
+      algorithmic.edge_rate(grid)
+  config = config_files.load_config('configs/studies/suite_contextual_edge.py:count_copy', validate_config=False)
+  assert tuple(config.suite.lr_grid) == (1e-2,) and tuple(config.suite.protocols.count_copy.lr_grid) == (1e-1,)
+  assert config.suite.protocols.passkey_tokens.get('lr_grid') is None  # the shared grid's check, 1e-2

@@ -1232,7 +1232,7 @@ def _edge_checks(folder: str, edge_file: str) -> tuple[list[str], list[str]]:
   from relpos_jax import resources
 
   edge = resources.config_module(f'studies/{edge_file}')
-  rate = resources.config_module('algorithmic').EDGE_RATE
+  edge_rate = resources.config_module('algorithmic').edge_rate
   binds, unchecked = [], []
   for task in _json(f'docs/{folder}/summary.json')['tasks']:
     runs = [r for r in _json(f'docs/{folder}/{task}/results.json')['runs'] if r.get('lr_grid')]
@@ -1243,8 +1243,8 @@ def _edge_checks(folder: str, edge_file: str) -> tuple[list[str], list[str]]:
     assert not [r['name'] for r in runs if r['learning_rate'] == float(bottom)], task
     at_top = tuple(r['name'] for r in runs if r['learning_rate'] == float(top))
     assert at_top == edge.EDGE_ENCODERS.get(task, ()), task
-    assert rate == 1e-2  # the checks' folder is named for it
-    results = os.path.join(REPO, 'docs', folder, 'edge_1e-2', task, 'results.json')
+    rate = edge_rate([float(r) for r in runs[0]['lr_grid']])  # the checks' folder is named for it: edge_1e-2
+    results = os.path.join(REPO, 'docs', folder, 'edge_' + f'{rate:.0e}'.replace('e-0', 'e-'), task, 'results.json')
     if at_top and not os.path.exists(results):
       unchecked.append(task)
       continue

@@ -23,4 +23,6 @@ def get_config(arg=None):
   config.suite.seeds = (0, 1, 2)
   config.suite.lr_grid = algorithmic.CONTEXTUAL_LR_GRID
   config.suite.protocols = {t: config.suite.protocols[t].to_dict() for t in algorithmic.CONTEXTUAL_TASKS}
+  for task, grid in algorithmic.CONTEXTUAL_TASK_LR_GRIDS.items():
+    config.suite.protocols[task]['lr_grid'] = grid
   return config

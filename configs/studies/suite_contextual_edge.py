@@ -1,9 +1,10 @@
-r"""docs/suite_contextual/edge_1e-2: the Ruoss suite's edge check (configs/studies/suite_ruoss_edge.py,
-`algorithmic.edge_config`) for the tasks the contextual suite ran under the study protocol. EDGE_ENCODERS: per
-task, the encoders whose rate chosen in docs/suite_contextual was the grid's top (a test reads them from there).
+r"""docs/suite_contextual/edge_<rate>: the Ruoss suite's edge check (configs/studies/suite_ruoss_edge.py,
+`algorithmic.edge_config`) for the tasks the contextual suite ran under the study protocol, at the rung of the rate
+ladder past each task's grid (1e-2 past the shared grid; count_copy's own grid tops at 3e-2, so 1e-1). EDGE_ENCODERS:
+per task, the encoders whose rate chosen in docs/suite_contextual was the grid's top (a test reads them from there).
 
-    python -m experiments.suite --config=configs/studies/suite_contextual_edge.py:count_copy --tasks=count_copy \
-        --workdir=docs/suite_contextual/edge_1e-2
+    python -m experiments.suite --config=configs/studies/suite_contextual_edge.py:passkey_tokens \
+        --tasks=passkey_tokens --workdir=docs/suite_contextual/edge_1e-2
 """
 
 from relpos_jax import resources
@@ -17,5 +18,5 @@ EDGE_ENCODERS = {
 
 def get_config(arg=None):
   algorithmic = resources.config_module('algorithmic')
-  title = f"The contextual suite's grid edge checked at {algorithmic.EDGE_RATE:g}"
+  title = "The contextual suite's grid edge checked one rung past each task's grid"
   return algorithmic.edge_config('suite_contextual', EDGE_ENCODERS, arg, title=title)

@@ -25,5 +25,8 @@ EDGE_ENCODERS = {
 
 def get_config(arg=None):
   return algorithmic.edge_config(
-      'suite_ruoss', EDGE_ENCODERS, arg, title=f"The Ruoss grid's edge checked at {algorithmic.EDGE_RATE:g}"
+      'suite_ruoss',
+      EDGE_ENCODERS,
+      arg,
+      title=f"The Ruoss grid's edge checked at {algorithmic.edge_rate(algorithmic.RUOSS_LR_GRID):g}",
   )

@@ -9,8 +9,8 @@ suite its own file, configs/studies/suite*.py):
   suite.seeds       the seeds every (task, encoder) is trained with
   suite.tasks       the task names, each with its protocol in `suite.protocols.<task>`
   suite.protocols   per task: `min_length`, `max_length` (training lengths), `eval_lengths`, and optionally
-                    `task_kwargs`, `steps`, `loss_reduction`, `num_buckets` (else the base config's), and
-                    `held_out` (below)
+                    `task_kwargs`, `steps`, `loss_reduction`, `num_buckets` (else the base config's), `lr_grid`
+                    (else the suite's) and `held_out` (below)
   suite.lr_grid     optional: the learning rates each encoder tries at the first seed (the study's lr_grid)
   suite.statistic   what the README's first table shows (STATISTICS): per-token or per-sequence accuracy,
                     mean over seeds or max over seeds; the other three follow it
@@ -91,6 +91,9 @@ class Protocol:
   steps: int | None = schema.key(None, ge=1)
   loss_reduction: str | None = schema.key(None, choices=(None, *config_lib.LOSS_REDUCTIONS))
   num_buckets: int | None = schema.key(None, ge=1)
+  # This task's learning-rate grid, over `suite.lr_grid` (a task whose choices sat on the suite grid's top
+  # widens its own grid, and its finished runs at the shared rates are reused).
+  lr_grid: tuple[float, ...] | None = schema.key(None, gt=0)
   # Held-out evaluation sets: {name: task_kwargs overriding the task's} (e.g. flip_flop's sparse/dense sets).
   held_out: dict | None = schema.key(None)
   held_out_lengths: tuple[int, ...] | None = schema.key(None, ge=1)
@@ -232,8 +235,9 @@ def study_config(base: config_lib.Config, suite: Suite, task: str, protocol: Pro
       'title': f'{task}: trained on lengths {protocol.min_length}..{protocol.max_length}',
       'description': description,
   }
-  if suite.lr_grid is not None:
-    section['lr_grid'] = tuple(suite.lr_grid)
+  lr_grid = protocol.lr_grid if protocol.lr_grid is not None else suite.lr_grid
+  if lr_grid is not None:
+    section['lr_grid'] = tuple(lr_grid)
   return StudyConfig(run, schema.parse_section(Study, 'study', section))
 
 
