@@ -258,6 +258,17 @@ def test_max_position_follows_each_tasks_longest_test_sequence():
     _algorithmic('ruoss,published')
 
 
+def test_a_tasks_own_learning_rate_grid_replaces_the_suites_and_a_bad_one_is_named():
+  config = _algorithmic('contextual')
+  config.suite.protocols.mqar.lr_grid = (1e-3, 1e-2)
+  studies = dict(suite.validate_suite(config))
+  assert tuple(studies['mqar'].study.lr_grid) == (1e-3, 1e-2)
+  assert tuple(studies['flip_flop'].study.lr_grid) == (3e-4, 1e-3, 3e-3)  # the suite's
+  config.suite.protocols.mqar.lr_grid = (0.0, 1e-2)
+  with pytest.raises(config_lib.ConfigError, match=r'config.suite.protocols.mqar.lr_grid=\(0.0, 0.01\) is invalid'):
+    suite.validate_suite(config)
+
+
 def test_the_contextual_suite_runs_the_causal_only_encoders_on_the_causal_tasks():
   """CoPE, FoX and stick-breaking refuse a bidirectional model; the causal tasks take them, checked up front."""
   studies = dict(suite.validate_suite(_algorithmic('contextual')))
