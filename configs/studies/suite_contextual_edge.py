@@ -11,7 +11,7 @@ from relpos_jax import resources
 
 EDGE_ENCODERS = {
     'passkey_tokens': ('nope', 'rope', 'alibi', 'cope', 'fox', 'stick_breaking'),
-    'count_copy': ('nope', 'rope', 'alibi', 'cope', 'stick_breaking'),
+    'count_copy': ('nope', 'alibi'),
     'cope_counting': ('nope', 'rope', 'alibi', 'cope', 'fox'),
 }
 
