@@ -43,7 +43,10 @@ _COORDINATOR = flags.DEFINE_string(
 _NUM_PROCESSES = flags.DEFINE_integer('num_processes', None, 'With --multihost: the number of processes.')
 _PROCESS_ID = flags.DEFINE_integer('process_id', None, 'With --multihost: this process, 0..num_processes-1.')
 _FINISHED_ONLY = flags.DEFINE_bool(
-    'finished_only', False, 'Train nothing: report the (encoder, seed) runs finished so far.'
+    'finished_only',
+    False,
+    'Train nothing: report the (encoder, seed) runs finished so far (with config.study.trained_workdir: evaluate '
+    'nothing new, and write the report of the evaluations finished so far).',
 )
 
 

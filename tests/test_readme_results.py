@@ -66,6 +66,8 @@ def test_the_pages_with_tables_are_found():
       'study_inference_extension',
       'study_long_context',
       'study_long_context_contextual',
+      'study_long_context_seeds',
+      'study_long_context_contextual_seeds',
   ):
     assert f'docs/{study}' in marked[f'docs/{study}/README.md'], f'docs/{study}/README.md lost its marked table'
 
@@ -288,6 +290,102 @@ _PROBE_NOT_LEARNED = (
 # (page, sentence fragment with {} for each number, a function returning the numbers as the page writes them).
 # The fragment is looked up in the page with its line breaks read as spaces.
 CLAIMS = [
+    # ----- docs/study_long_context_seeds and its contextual twin (3 seeds, 16 windows, to 256x; on a lent H200)
+    (
+        'docs/study_long_context_seeds/README.md',
+        'distance {} at 1,024 and {} at 16,384, monotone-lin {} and {}, ALiBi {} and {}. KERPLE-log rises slowly ({} to {})',
+        lambda: [
+            f3(at('study_long_context_seeds', n, length))
+            for n in ('distance', 'monotone-lin', 'alibi', 'kerple_log')
+            for length in (1024, 16384)
+        ],
+    ),
+    (
+        'docs/study_long_context_seeds/README.md',
+        '**monotone-lin is ahead of distance** ({} at 256x, the t interval over 3 seeds), as in the default study at '
+        "16x; Holm's correction over this page's comparisons leaves p = {}",
+        lambda: _t_but_not_holm_interval('study_long_context_seeds', 'monotone-lin', 'distance'),
+    ),
+    (
+        'docs/study_long_context_seeds/README.md',
+        '**FIRE degrades steadily** ({} to {}), KERPLE-log against it {} at 256x, resolved after Holm',
+        lambda: [
+            f3(at('study_long_context_seeds', 'fire', 1024)),
+            f3(at('study_long_context_seeds', 'fire', 16384)),
+            _signed_interval(_holm('study_long_context_seeds', 'kerple_log', 'fire')),
+        ],
+    ),
+    (
+        'docs/study_long_context_seeds/README.md',
+        'RoPE {}, T5 {}, Shaw {}, t5-32 {}, multi-scale {} and sinusoidal {} at 256x; NoPE {}. Self-Extend sized for '
+        '256x (groups of 512) rescues RoPE partly and rises with length ({} to {})',
+        lambda: [
+            f3(at('study_long_context_seeds', n, 16384))
+            for n in ('rope', 't5', 'shaw', 't5-32', 'multiscale', 'sinusoidal', 'nope')
+        ]
+        + [f3(at('study_long_context_seeds', 'self_extend', n)) for n in (1024, 16384)],
+    ),
+    (
+        'docs/study_long_context_seeds/README.md',
+        'distance {} against {} over its 5 seeds, ALiBi {} against {}, RoPE {} against {}',
+        lambda: [
+            f3(v)
+            for n in ('distance', 'alibi', 'rope')
+            for v in (at('study_long_context_seeds/trained_runs', n, 1024), at('study', n, 1024))
+        ],
+    ),
+    (
+        'docs/study_long_context_seeds/README.md',
+        '**Not evaluated: YaRN at seeds 1-2 and ReRoPE.**',
+        lambda: []
+        if _seeds_of('study_long_context_seeds').get('yarn') == [0]
+        and 'rerope' not in _seeds_of('study_long_context_seeds')
+        else [str(_seeds_of('study_long_context_seeds'))],
+    ),
+    (
+        'docs/study_long_context_seeds/README.md',
+        'Evaluation took {} device-minutes summed over these rows',
+        lambda: [
+            f'{sum(r.get("eval_seconds", 0) for r in _json("docs/study_long_context_seeds/results.json")["runs"]) / 60:.0f}'
+        ],
+    ),
+    (
+        'docs/study_long_context_contextual_seeds/README.md',
+        "stick-breaking {} at 1,024 and {} at 16,384, DAPE v2 {} and {}, FoX {} and {}, FoX's bias-only gate {} and {}",
+        lambda: [
+            f3(at('study_long_context_contextual_seeds', n, length))
+            for n in ('stick_breaking', 'dape2-kerple', 'fox', 'fox-bias')
+            for length in (1024, 16384)
+        ],
+    ),
+    (
+        'docs/study_long_context_contextual_seeds/README.md',
+        '**Stick-breaking against DAPE v2 is not resolved** ({} at 256x)',
+        lambda: [_signed_interval(paired('study_long_context_contextual_seeds', 'stick_breaking', 'dape2-kerple'))]
+        if not paired('study_long_context_contextual_seeds', 'stick_breaking', 'dape2-kerple')['resolved']
+        else ['resolved'],
+    ),
+    (
+        'docs/study_long_context_contextual_seeds/README.md',
+        "**Stick-breaking is ahead of KERPLE-log** ({} at 256x on the t interval; Holm's p = {}",
+        lambda: _t_but_not_holm_interval('study_long_context_contextual_seeds', 'stick_breaking', 'kerple_log'),
+    ),
+    (
+        'docs/study_long_context_contextual_seeds/README.md',
+        "**FoX's data-dependent gate does not beat its bias-only form** ({})",
+        lambda: [_signed_interval(paired('study_long_context_contextual_seeds', 'fox', 'fox-bias'))]
+        if not paired('study_long_context_contextual_seeds', 'fox', 'fox-bias')['resolved']
+        else ['resolved'],
+    ),
+    (
+        'docs/study_long_context_contextual_seeds/README.md',
+        'Every row ran on all three seeds; {} device-minutes',
+        lambda: [
+            f'{sum(r.get("eval_seconds", 0) for r in _json("docs/study_long_context_contextual_seeds/results.json")["runs"]) / 60:.0f}'
+        ]
+        if all(r['seeds'] == [0, 1, 2] for r in _json('docs/study_long_context_contextual_seeds/results.json')['runs'])
+        else ['not all seeds'],
+    ),
     # randomized RoPE's gap at 16x is 1.216 to KERPLE-log; 0.99 was the gap to ALiBi.
     (
         'docs/study/README.md',
@@ -959,6 +1057,10 @@ def _minus(text: str) -> str:
 def _signed_mean(row: dict) -> str:
   """A gain with its minus sign, a loss with its plus: as the pages write differences."""
   return _minus(f'{row["mean"]:+.3f}')
+
+
+def _seeds_of(study: str) -> dict[str, list[int]]:
+  return {r['name']: r['seeds'] for r in _json(f'docs/{study}/results.json')['runs']}
 
 
 def _signed_interval(row: dict) -> str:

@@ -23,8 +23,6 @@ def get_config(arg=None):
       'kerple_log vs fire',
       'fire vs fire-512',
       'monotone-lin vs distance',
-      'rope+randomized vs rope',
-      'rope+randomized vs rope+randomized@0..L-1',
       'rerope vs self_extend',
   )
   config.study.trained_workdir = 'results/default'  # where `python -m experiments.length_generalization` trains

@@ -108,10 +108,19 @@ def _finished_record(run_dir: str, trained: config_lib.Config) -> dict:
 
 
 def _reevaluate_seed(
-    entry, seed: int, trained_workdir: str, base, study, workdir: str, metric: str, results: dict
-) -> dict:
+    entry,
+    seed: int,
+    trained_workdir: str,
+    base,
+    study,
+    workdir: str,
+    metric: str,
+    results: dict,
+    finished_only: bool = False,
+) -> dict | None:
   """One (encoder, seed) of the trained study evaluated at `config.eval.lengths` (or read back from its
-  result.json), from the checkpoint of the step the trained run finished at."""
+  result.json), from the checkpoint of the step the trained run finished at; with `finished_only`, only read
+  back (None where it has not been evaluated)."""
   lengths = [int(n) for n in base.eval.lengths]
   run_dir, lr_choice = _trained_run_dir(trained_workdir, entry, seed)
   trained = _trained_config(run_dir)
@@ -138,6 +147,8 @@ def _reevaluate_seed(
       logging.info('reevaluate: %s seed %d already done', entry.label, seed)
       # the trained study's word, read afresh
       return {**record_lib.in_current_keys(saved, workdir), 'lr_choice': f'trained: {lr_choice}'}
+  if finished_only:
+    return None
   step = int(trained_record.get('steps', trained.train.steps))
   run = {
       'name': entry.label,
@@ -226,13 +237,15 @@ def check_separate_workdir(trained_workdir: str, workdir: str) -> None:
     )
 
 
-def reevaluate_study(config, workdir: str | os.PathLike) -> dict:
-  """Evaluates the runs of `config.study.trained_workdir` at `config.eval.lengths`; returns the results."""
+def reevaluate_study(config, workdir: str | os.PathLike, finished_only: bool = False) -> dict:
+  """Evaluates the runs of `config.study.trained_workdir` at `config.eval.lengths`; returns the results.
+  `finished_only`: evaluate nothing new, and write the report of the (encoder, seed) evaluations finished so far
+  (an evaluation cut short by its machine's time; the report's seeds column says which are missing)."""
   base, study = plan.split_study_config(config)  # The one parse of the user's config.
-  return reevaluate_study_config(plan.StudyConfig(base, study), workdir)
+  return reevaluate_study_config(plan.StudyConfig(base, study), workdir, finished_only=finished_only)
 
 
-def reevaluate_study_config(parsed: plan.StudyConfig, workdir: str | os.PathLike) -> dict:
+def reevaluate_study_config(parsed: plan.StudyConfig, workdir: str | os.PathLike, finished_only: bool = False) -> dict:
   """`reevaluate_study` of a study already parsed."""
   base, study = parsed.base, parsed.study
   trained_workdir = study.trained_workdir
@@ -243,22 +256,35 @@ def reevaluate_study_config(parsed: plan.StudyConfig, workdir: str | os.PathLike
   metric, _ = plan.metric_name(base)
   lengths = [int(n) for n in base.eval.lengths]
   plan.check_protocol(study, entries, lengths)
+  plan.check_random_positions(base, entries)
   comparison_requests = plan.parse_comparisons(study, entries, lengths)
   seeds = plan.parse_seeds(study, base)
   check_separate_workdir(trained_workdir, workdir)
   # Every check above runs before the lock; one writer per directory, as for a trained study.
   with workdir_lock.held(workdir, enabled=jax.process_index() == 0):
     os.makedirs(workdir, exist_ok=True)
-    return _reevaluate(base, study, entries, seeds, trained_workdir, workdir, metric, comparison_requests)
+    return _reevaluate(
+        base, study, entries, seeds, trained_workdir, workdir, metric, comparison_requests, finished_only
+    )
 
 
-def _reevaluate(base, study, entries, seeds, trained_workdir, workdir, metric, comparison_requests) -> dict:
+def _reevaluate(
+    base, study, entries, seeds, trained_workdir, workdir, metric, comparison_requests, finished_only=False
+) -> dict:
   results = record_lib.new_results(
       base, study, seeds, comparison_requests, meta={'trained_workdir': str(trained_workdir)}
   )
+  if finished_only:
+    results['meta']['finished_only'] = True
   started = time.perf_counter()
   for entry in entries:
-    per_seed = [_reevaluate_seed(entry, seed, trained_workdir, base, study, workdir, metric, results) for seed in seeds]
+    per_seed = [
+        _reevaluate_seed(entry, seed, trained_workdir, base, study, workdir, metric, results, finished_only)
+        for seed in seeds
+    ]
+    per_seed = [r for r in per_seed if r is not None]
+    if not per_seed:  # finished_only: nothing of this entry evaluated yet
+      continue
     run = record_lib.merge_seeds(entry, per_seed)
     run.update({key: per_seed[0][key] for key in ('learning_rate', 'lr_choice') if key in per_seed[0]})
     run['trained_in'] = [r['trained_in'] for r in per_seed]

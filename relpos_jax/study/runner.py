@@ -152,6 +152,7 @@ def check_study(base: config_lib.Config, study: Study) -> list[Entry]:
         raise config_lib.ConfigError(str(e)) from None
       raise config_lib.ConfigError(f'config.study.encoders entry {entry.label!r}: {e}') from None
   check_protocol(study, entries, [int(n) for n in base.eval.lengths])
+  plan.check_random_positions(base, entries)
   rates = [*committed_learning_rates(study, entries).values(), *(study.lr_grid or ())]
   for rate in dict.fromkeys(rates):  # Every rate a run will use passes the optimizer's own checks.
     try:
@@ -558,7 +559,7 @@ def run_study_config(
   """`run_study` of a study already parsed (the suite's tasks): every run is derived from `parsed.base`."""
   base, study = parsed.base, parsed.study
   if study.trained_workdir:
-    return reevaluate.reevaluate_study_config(parsed, workdir)
+    return reevaluate.reevaluate_study_config(parsed, workdir, finished_only=finished_only)
   entries = check_study(base, study)
   seeds = parse_seeds(study, base)
   train_fn = None if finished_only else (loop.train if train_fn is None else train_fn)

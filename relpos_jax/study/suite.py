@@ -306,10 +306,14 @@ def check_suite(base: config_lib.Config, suite: Suite, protocols: dict[str, Prot
     protocol = protocols[task]
     try:
       study = study_config(base, suite, task, protocol)
+    except ValueError as e:
+      raise config_lib.ConfigError(f'config.suite task {task!r}: {e}') from None
+    # The task's bound first (tokens, held-out lengths too): sharper than the study's own (evaluation lengths).
+    _check_max_position(task, study, longest_test_sequence(base, task, protocol))
+    try:
       check_study(study.base, study.study)
     except ValueError as e:
       raise config_lib.ConfigError(f'config.suite task {task!r}: {e}') from None
-    _check_max_position(task, study, longest_test_sequence(base, task, protocol))
     for name in protocol.held_out or {}:
       try:
         with warnings.catch_warnings():

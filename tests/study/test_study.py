@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import types
 
 import ml_collections
@@ -495,6 +496,46 @@ def test_reevaluate_evaluates_a_trained_run_with_an_inference_time_extension(tmp
   with workdir_lock.held(tmp_path / 'ext'):
     with pytest.raises(workdir_lock.WorkdirBusyError, match=str(tmp_path / 'ext')):
       reevaluate.reevaluate_study(config, tmp_path / 'ext')
+
+
+def test_reevaluate_finished_only_reports_what_was_evaluated_and_evaluates_nothing(tmp_path):
+  """An evaluation cut short (a lent machine's time ran out): --finished_only writes the report of the (encoder,
+  seed) evaluations on disk, drops what was never evaluated, and evaluates nothing new."""
+  trained = tiny_study_config(encoders=('alibi', 'r: rope'))
+  trained.study.seeds = (0, 1)
+  trained.eval.lengths = (8, 16)
+  study.run_study(trained, tmp_path / 'trained')
+  config = tiny_study_config(
+      encoders=('alibi', 'r: rope', 'grouped: rope -> self_extend(rope, group_size=4, window=2)')
+  )
+  config.study.seeds = (0, 1)
+  config.eval.lengths = (8, 16)
+  config.study.trained_workdir = str(tmp_path / 'trained')
+  full = {r['name']: r for r in reevaluate.reevaluate_study(config, tmp_path / 'ext')['runs']}
+  os.remove(tmp_path / 'ext' / 'runs' / 'alibi' / 'seed1' / runner.RESULT_FILE)  # never evaluated
+  shutil.rmtree(tmp_path / 'ext' / 'runs' / 'grouped')
+  partial = reevaluate.reevaluate_study(config, tmp_path / 'ext', finished_only=True)
+  runs = {r['name']: r for r in partial['runs']}
+  assert list(runs) == ['alibi', 'r'] and runs['alibi']['seeds'] == [0] and runs['r']['seeds'] == [0, 1]
+  assert runs['r']['by_length'] == full['r']['by_length'] and partial['meta']['finished_only'] is True
+  assert not os.path.exists(tmp_path / 'ext' / 'runs' / 'alibi' / 'seed1' / runner.RESULT_FILE)
+  assert not os.path.exists(tmp_path / 'ext' / 'runs' / 'grouped')
+  assert [r['name'] for r in report.load_json(tmp_path / 'ext' / 'results.json')['runs']] == ['alibi', 'r']
+
+
+def test_a_randomized_encoder_whose_positions_cannot_hold_the_longest_window_is_refused_up_front(tmp_path):
+  """Evaluated as published (ordered random positions from [0, max_position)), a window longer than
+  max_position cannot be placed: refused before anything trains or evaluates, naming the entry and the bound."""
+  config = tiny_study_config(encoders=('alibi', 'rr: randomized(rope, max_position=16)'))
+  config.eval.lengths = (8, 32)
+  with pytest.raises(
+      config_lib.ConfigError, match=r"entry 'rr' .*max_position=16 is below the longest evaluation length, 32"
+  ):
+    study.run_study(config, tmp_path / 'w')
+  assert not os.path.exists(tmp_path / 'w')
+  config.study.trained_workdir = str(tmp_path / 'trained')  # and a re-evaluation of trained runs
+  with pytest.raises(config_lib.ConfigError, match=r'max_position >= 32 at training'):
+    reevaluate.reevaluate_study(config, tmp_path / 'long')
 
 
 def test_reevaluate_errors_name_the_problem(tmp_path):
