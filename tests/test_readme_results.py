@@ -290,6 +290,17 @@ _PROBE_NOT_LEARNED = (
 # (page, sentence fragment with {} for each number, a function returning the numbers as the page writes them).
 # The fragment is looked up in the page with its line breaks read as spaces.
 CLAIMS = [
+    (
+        'README.md',
+        'the same rows stay flat on every seed (`distance` {} to {}, `monotone-lin` {} to {}), and stick-breaking '
+        'against DAPE v2 is not resolved ({},',
+        lambda: [
+            f3(at('study_long_context_seeds', n, length))
+            for n in ('distance', 'monotone-lin')
+            for length in (1024, 16384)
+        ]
+        + [_signed_interval(paired('study_long_context_contextual_seeds', 'stick_breaking', 'dape2-kerple'))],
+    ),
     # ----- docs/study_long_context_seeds and its contextual twin (3 seeds, 16 windows, to 256x; on a lent H200)
     (
         'docs/study_long_context_seeds/README.md',
