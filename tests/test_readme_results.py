@@ -294,22 +294,16 @@ CLAIMS = [
         'README.md',
         'the same rows stay flat on every seed (`distance` {} to {}, `monotone-lin` {} to {}), and stick-breaking '
         'against DAPE v2 is not resolved ({},',
-        lambda: [
-            f3(at('study_long_context_seeds', n, length))
-            for n in ('distance', 'monotone-lin')
-            for length in (1024, 16384)
-        ]
+        lambda: _at_each('study_long_context_seeds', ('distance', 'monotone-lin'), (1024, 16384))
         + [_signed_interval(paired('study_long_context_contextual_seeds', 'stick_breaking', 'dape2-kerple'))],
     ),
     # ----- docs/study_long_context_seeds and its contextual twin (3 seeds, 16 windows, to 256x; on a lent H200)
     (
         'docs/study_long_context_seeds/README.md',
         'distance {} at 1,024 and {} at 16,384, monotone-lin {} and {}, ALiBi {} and {}. KERPLE-log rises slowly ({} to {})',
-        lambda: [
-            f3(at('study_long_context_seeds', n, length))
-            for n in ('distance', 'monotone-lin', 'alibi', 'kerple_log')
-            for length in (1024, 16384)
-        ],
+        lambda: _at_each(
+            'study_long_context_seeds', ('distance', 'monotone-lin', 'alibi', 'kerple_log'), (1024, 16384)
+        ),
     ),
     (
         'docs/study_long_context_seeds/README.md',
@@ -363,11 +357,9 @@ CLAIMS = [
     (
         'docs/study_long_context_contextual_seeds/README.md',
         "stick-breaking {} at 1,024 and {} at 16,384, DAPE v2 {} and {}, FoX {} and {}, FoX's bias-only gate {} and {}",
-        lambda: [
-            f3(at('study_long_context_contextual_seeds', n, length))
-            for n in ('stick_breaking', 'dape2-kerple', 'fox', 'fox-bias')
-            for length in (1024, 16384)
-        ],
+        lambda: _at_each(
+            'study_long_context_contextual_seeds', ('stick_breaking', 'dape2-kerple', 'fox', 'fox-bias'), (1024, 16384)
+        ),
     ),
     (
         'docs/study_long_context_contextual_seeds/README.md',
@@ -1068,6 +1060,11 @@ def _minus(text: str) -> str:
 def _signed_mean(row: dict) -> str:
   """A gain with its minus sign, a loss with its plus: as the pages write differences."""
   return _minus(f'{row["mean"]:+.3f}')
+
+
+def _at_each(study: str, names, lengths) -> list[str]:
+  """Each encoder's mean at each length, in that order, as the prose writes it."""
+  return [f3(at(study, name, length)) for name in names for length in lengths]
 
 
 def _seeds_of(study: str) -> dict[str, list[int]]:
