@@ -292,6 +292,31 @@ _PROBE_NOT_LEARNED = (
 # The fragment is looked up in the page with its line breaks read as spaces.
 CLAIMS = [
     (
+        'docs/suite_contextual/README.md',
+        'cope_counting: 11 runs, {} CPU-minutes), 1e-1 for count_copy into [edge_1e-1/](edge_1e-1/README.md) (2 runs, {} '
+        'CPU-minutes)',
+        lambda: [
+            f'{sum(_cpu_minutes(f"suite_contextual/edge_1e-2/{t}") for t in ("passkey_tokens", "cope_counting")):.0f}',
+            f'{_cpu_minutes("suite_contextual/edge_1e-1/count_copy"):.0f}',
+        ],
+    ),
+    (
+        'docs/suite_contextual/README.md',
+        "ALiBi at 1e-2 (seed 0) reads {} per digit at 4x against its table's {}",
+        lambda: [
+            f3(_task_at('suite_contextual/edge_1e-2/passkey_tokens', 'alibi', '64')),
+            f3(_task_at('suite_contextual/passkey_tokens', 'alibi', '64')),
+        ],
+    ),
+    (
+        'docs/suite_contextual/README.md',
+        'at 1e-2 (RoPE {} against {} at 3e-3)',
+        lambda: [
+            f'{_task_run("suite_contextual/edge_1e-2/passkey_tokens", "rope")["lr_grid"]["0.01"]:.4f}',
+            f'{_task_run("suite_contextual/passkey_tokens", "rope")["lr_grid"]["0.003"]:.4f}',
+        ],
+    ),
+    (
         'README.md',
         '[docs/study_python_lecture](docs/study_python_lecture/README.md), {}x and {}x)',
         lambda: [f2(ratio('study_python_lecture', n)) for n in ('sinusoidal', 'learned')],
