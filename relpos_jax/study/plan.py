@@ -240,23 +240,31 @@ def check_protocol(study: Study, entries: Sequence[Entry], lengths) -> None:
   parse_comparisons(study, entries, lengths)
 
 
-def check_random_positions(base: config_lib.Config, entries: Sequence[Entry]) -> None:
-  """An encoder trained at random positions is evaluated as published, at ordered random positions from [0,
-  max_position) (`protocol`), so its max_position must hold the longest evaluation window: refused up front,
-  not when that length is reached."""
-  longest = max(int(n) for n in base.eval.lengths)
+def random_position_limits(base: config_lib.Config, entries: Sequence[Entry]):
+  """(entry, spec, max_position) for every spec an entry trains or evaluates with at random positions (a
+  randomized encoder): the bound its evaluation, as published, draws positions below."""
   for entry in entries:
     for spec in dict.fromkeys(s for s in (entry.spec, entry.eval_spec) if s is not None):
       with warnings.catch_warnings():
         warnings.simplefilter('ignore')
         limit = config_lib.train_position_limit(base.derive(encoder=spec).encoder)
-      if limit is not None and limit < longest:
-        raise config_lib.ConfigError(
-            f'config.study.encoders entry {entry.label!r} ({spec!r}): max_position={limit} is below the longest '
-            f'evaluation length, {longest} (config.eval.lengths): evaluated as published, at ordered random '
-            f'positions from [0, {limit}), it cannot place a window of {longest}; allowed: max_position >= '
-            f'{longest} at training, or config.eval.lengths up to {limit}.'
-        )
+      if limit is not None:
+        yield entry, spec, limit
+
+
+def check_random_positions(base: config_lib.Config, entries: Sequence[Entry]) -> None:
+  """An encoder trained at random positions is evaluated as published, at ordered random positions from [0,
+  max_position) (`protocol`), so its max_position must hold the longest evaluation window: refused up front,
+  not when that length is reached."""
+  longest = max(int(n) for n in base.eval.lengths)
+  for entry, spec, limit in random_position_limits(base, entries):
+    if limit < longest:
+      raise config_lib.ConfigError(
+          f'config.study.encoders entry {entry.label!r} ({spec!r}): max_position={limit} is below the longest '
+          f'evaluation length, {longest} (config.eval.lengths): evaluated as published, at ordered random '
+          f'positions from [0, {limit}), it cannot place a window of {longest}; allowed: max_position >= '
+          f'{longest} at training, or config.eval.lengths up to {limit}.'
+      )
 
 
 def metric_name(base: config_lib.Config) -> tuple[str, bool]:

@@ -70,7 +70,7 @@ import jax
 
 from relpos_jax.data.tasks import registry
 from relpos_jax.study import report
-from relpos_jax.study.plan import Study, StudyConfig
+from relpos_jax.study.plan import Study, StudyConfig, random_position_limits
 from relpos_jax.study.suite_summary import HELD_OUT_FILE, STATISTICS, load_results, summarize, write_summary
 from relpos_jax.study.runner import SEQUENTIAL_SUFFIX, check_study, parse_entries, run_config, run_study_config
 from relpos_jax.train import config as config_lib
@@ -280,17 +280,13 @@ def held_out_examples(protocol: Protocol, name: str) -> int | None:
 def _check_max_position(task: str, parsed: StudyConfig, longest: int) -> None:
   """A randomized encoder's max_position covers the task's longest test sequence (else its evaluation at
   random positions cannot draw them)."""
-  for entry in parse_entries(parsed.study.encoders):
-    for spec in dict.fromkeys(s for s in (entry.spec, entry.eval_spec) if s is not None):
-      with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        limit = config_lib.train_position_limit(parsed.base.derive(encoder=spec).encoder)
-      if limit is not None and limit < longest:
-        raise config_lib.ConfigError(
-            f'config.suite.encoders entry {entry.label!r} ({spec!r}) on task {task!r}: max_position={limit} is '
-            f'below the longest test sequence, {longest} tokens (config.suite.protocols.{task}.eval_lengths / '
-            f'held_out_lengths); allowed: max_position >= {longest}, e.g. max_position={{2*longest}}.'
-        )
+  for entry, spec, limit in random_position_limits(parsed.base, parse_entries(parsed.study.encoders)):
+    if limit < longest:
+      raise config_lib.ConfigError(
+          f'config.suite.encoders entry {entry.label!r} ({spec!r}) on task {task!r}: max_position={limit} is '
+          f'below the longest test sequence, {longest} tokens (config.suite.protocols.{task}.eval_lengths / '
+          f'held_out_lengths); allowed: max_position >= {longest}, e.g. max_position={{2*longest}}.'
+      )
 
 
 def validate_suite(config) -> list[tuple[str, StudyConfig]]:
