@@ -157,7 +157,7 @@ def test_config_module_loads_a_shipped_config_once_and_names_a_missing_one():
 
 
 @pytest.mark.parametrize(
-    'studies_file, task_without', [('suite_ruoss_edge', 'even_pairs'), ('suite_contextual_edge', 'flip_flop')]
+    'studies_file, task_without', [('suite_ruoss_edge', 'even_pairs'), ('suite_contextual_edge', 'parity_check')]
 )
 def test_the_edge_check_config_names_a_task_without_an_edge_and_the_allowed_ones(studies_file, task_without):
   path = f'configs/studies/{studies_file}.py'

@@ -13,6 +13,8 @@ EDGE_ENCODERS = {
     'passkey_tokens': ('nope', 'rope', 'alibi', 'cope', 'fox', 'stick_breaking'),
     'count_copy': ('nope', 'alibi'),
     'cope_counting': ('nope', 'rope', 'alibi', 'cope', 'fox'),
+    'mqar': ('nope', 'rope', 'alibi', 'cope', 'stick_breaking'),
+    'flip_flop': ('rope', 'alibi', 'cope', 'fox', 'stick_breaking'),
 }
 
 

@@ -360,7 +360,7 @@ def verdict(cells: Sequence[dict]) -> str:
 def _cell_text(claim: Claim, cell: dict, with_task: bool) -> str:
   head = ' '.join(p for p in ((cell['task'] if with_task else ''), cell['who'], cell['where']) if p)
   if 'rates' in cell:
-    rates = ', '.join(f'{r:.1f}' for r in cell['rates'])
+    rates = ', '.join(map(suite_summary.glitch_rate_text, cell['rates']))
     if cell['status'] == 'contradicted':
       return f'{head} (0 in every seed: below {cell["bound"]:.2g} per 1,000)'
     return f'{head} ({rates} per 1,000)'

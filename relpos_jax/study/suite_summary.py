@@ -314,6 +314,12 @@ def positions_markdown(summary: dict) -> str:
   return '\n'.join(lines) + '\n'
 
 
+def glitch_rate_text(per_thousand: float) -> str:
+  """A glitch rate as the pages print it. Two decimals: Liu et al.'s sets are sized to resolve 0.1 per thousand
+  (configs/algorithmic.py), and one glitch in 30,000 reads (0.03) must not print as a clean 0.0."""
+  return f'{per_thousand:.2f}'
+
+
 def held_out_markdown(summary: dict) -> str:
   """The held-out sets' glitch rates (errors per thousand scored tokens) per task and encoder: mean ± sample
   std over seeds, the best seed, and every seed's value."""
@@ -331,8 +337,9 @@ def held_out_markdown(summary: dict) -> str:
       for name in names:
         parts = []
         for n, cell in (sets.get(name) or {}).items():
-          text = f'{cell["mean"]:.1f}' + (f' ± {cell["std"]:.1f}' if cell['std'] is not None else '')
-          text += f' [{cell["min"]:.1f}; ' + ', '.join(f'{v:.1f}' for v in cell['per_seed']) + ']'
+          text = glitch_rate_text(cell['mean'])
+          text += f' ± {glitch_rate_text(cell["std"])}' if cell['std'] is not None else ''
+          text += f' [{glitch_rate_text(cell["min"])}; ' + ', '.join(map(glitch_rate_text, cell['per_seed'])) + ']'
           parts.append(f'{text} at {n}' if len(sets[name]) > 1 else text)
         texts.append('; '.join(parts) or '—')
       lines.append(f'| {encoder} | ' + ' | '.join(texts) + ' |')

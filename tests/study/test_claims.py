@@ -173,7 +173,7 @@ def test_glitches_need_an_error_in_every_seed_and_a_clean_run_states_its_bound()
   text = claims.markdown([judged])
   assert 'no glitch in any seed: flip_flop a sparse (0 in every seed: below 2.2 per 1,000)' in text
   assert 'flip_flop b dense (0 in every seed: below 0.1 per 1,000)' in text
-  assert 'reproduced (a glitch in every seed): flip_flop a dense (1.5, 0.5 per 1,000)' in text
+  assert 'reproduced (a glitch in every seed): flip_flop a dense (1.50, 0.50 per 1,000)' in text
 
 
 def test_verdicts_from_cells():

@@ -400,7 +400,7 @@ def test_glitch_rates_over_seeds():
   cell = summary['held_out']['flip_flop']['a']['sparse']['32']
   assert cell['per_seed'] == pytest.approx([10.0, 5.0]) and cell['mean'] == pytest.approx(7.5)
   assert cell['std'] == pytest.approx(5 / 2**0.5) and cell['min'] == pytest.approx(5.0)
-  assert '| a | 7.5 ± 3.5 [5.0; 10.0, 5.0] |' in suite_summary.held_out_markdown(summary)
+  assert '| a | 7.50 ± 3.54 [5.00; 10.00, 5.00] |' in suite_summary.held_out_markdown(summary)
   assert "sparse: {'p_ignore': 0.98} at length 32" in suite_summary.held_out_markdown(summary)
   # The bound a clean run gives: 3 / 1,600 reads = 1.875 per thousand (the rule of three).
   assert (
