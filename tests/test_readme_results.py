@@ -293,11 +293,13 @@ _PROBE_NOT_LEARNED = (
 CLAIMS = [
     (
         'docs/suite_contextual/README.md',
-        'cope_counting: 11 runs, {} CPU-minutes; mqar, flip_flop: 10\n  runs, {} CPU-minutes), 1e-1 for count_copy into '
+        'cope_counting: 11 runs, {} CPU-minutes; mqar, flip_flop: 10\n  runs, {} CPU-minutes; selective_copy, addition: 11 runs, {} '
+        'CPU-minutes), 1e-1 for count_copy into '
         '[edge_1e-1/](edge_1e-1/README.md) (2 runs, {} CPU-minutes)',
         lambda: [
             f'{sum(_cpu_minutes(f"suite_contextual/edge_1e-2/{t}") for t in ("passkey_tokens", "cope_counting")):.0f}',
             f'{sum(_cpu_minutes(f"suite_contextual/edge_1e-2/{t}") for t in ("mqar", "flip_flop")):.0f}',
+            f'{sum(_cpu_minutes(f"suite_contextual/edge_1e-2/{t}") for t in ("selective_copy", "addition")):.0f}',
             f'{_cpu_minutes("suite_contextual/edge_1e-1/count_copy"):.0f}',
         ],
     ),
@@ -306,6 +308,26 @@ CLAIMS = [
         'mqar at 1e-2: {}-{} against {}-{} at 3e-3',
         lambda: [f'{f(_edge_losses("mqar")[0]):{fmt}}' for f, fmt in ((min, '.2f'), (max, '.2f'))]
         + [f'{f(_edge_losses("mqar")[1]):{fmt}}' for f, fmt in ((min, '.3f'), (max, '.2f'))],
+    ),
+    (
+        'docs/suite_contextual/README.md',
+        'addition at 1e-2: {}-{} against {}-{}, and\n    no encoder learns it there either',
+        lambda: [f2(f(losses)) for losses in _edge_losses('addition') for f in (min, max)]
+        if not any(_learned('suite_contextual/edge_1e-2', f'addition/{n}') for n in _CONTEXTUAL if n != 'fox')
+        else ['learned at 1e-2'],
+    ),
+    (
+        'docs/suite_contextual/README.md',
+        'At 1e-2 (seed\n    0) RoPE still fails off its trained split ({} at 32 blanks, {} at 64), and ALiBi reads {} and {}\n'
+        "    at 32 and 64 blanks against its seed 0's {} and {} at 3e-3",
+        lambda: [f3(_task_at('suite_contextual/edge_1e-2/selective_copy', 'rope', n)) for n in ('32', '64')]
+        + [f3(_task_at('suite_contextual/edge_1e-2/selective_copy', 'alibi', n)) for n in ('32', '64')]
+        + [f3(_task_run('suite_contextual/selective_copy', 'alibi')['by_length_per_seed'][n][0]) for n in ('32', '64')],
+    ),
+    (
+        'docs/suite_contextual/README.md',
+        'worse at 1e-2 (stick-breaking {} against {})',
+        lambda: [f2(v[0]) for v in _edge_losses('selective_copy', 'stick_breaking')],
     ),
     (
         'docs/suite_contextual/README.md',
@@ -885,6 +907,77 @@ CLAIMS = [
         + [', '.join(f3(v) for v in _task_run('suite_contextual/flip_flop', 'cope')['by_length_per_seed']['128'])]
         if min(_glitches('cope', 'dense')) > 0 and sum(v > 0 for v in _glitches('cope', 'sparse')) == 1
         else ['other glitches'],
+    ),
+    (
+        'docs/suite_contextual/README.md',
+        '**Every task ran under the study protocol.** The seven tasks took {} runs, {} CPU-minutes summed over their\n'
+        'records (three of which count pauses, above), and the edge checks {} runs, {} CPU-minutes.',
+        lambda: [
+            f'{len(_run_records("suite_contextual", "*")):,}',
+            f'{sum(_cpu_minutes(f"suite_contextual/{t}") for t in _json("docs/suite_contextual/summary.json")["tasks"]):.0f}',
+            f'{len(_run_records("suite_contextual", "edge_*/*")):,}',
+            f'{sum(_cpu_minutes(os.path.relpath(d, os.path.join(REPO, "docs"))) for d in _edge_task_dirs()):.0f}',
+        ]
+        if all(
+            r.get('lr_grid')
+            for t in _json('docs/suite_contextual/summary.json')['tasks']
+            for r in _json(f'docs/suite_contextual/{t}/results.json')['runs']
+        )
+        else ['a task at a fixed rate'],
+    ),
+    (
+        'docs/suite_contextual/README.md',
+        'study protocol: 30 runs, {} CPU-minutes. Every encoder chose 3e-3',
+        lambda: [f'{_cpu_minutes("suite_contextual/selective_copy"):.0f}']
+        if set(_rates('suite_contextual/selective_copy').values()) == {0.003}
+        else [str(_rates('suite_contextual/selective_copy'))],
+    ),
+    (
+        'docs/suite_contextual/README.md',
+        '**RoPE learns the trained split and fails every other**: {} exact match at 16 blanks, {}-{} per\n    token '
+        'denser or sparser',
+        lambda: [f3(_task_run('suite_contextual/selective_copy', 'rope')['exact_match_by_length']['16'])]
+        + [
+            f3(f(_task_at('suite_contextual/selective_copy', 'rope', n) for n in ('8', '32', '64'))) for f in (min, max)
+        ],
+    ),
+    (
+        'docs/suite_contextual/README.md',
+        'At 3e-3 ALiBi learns it ({} per token at 16 blanks,\n    {} exact) and keeps {} dense and {} at 32 blanks, '
+        'falling to {} at 64',
+        lambda: [
+            f3(_task_at('suite_contextual/selective_copy', 'alibi', '16')),
+            f3(_task_run('suite_contextual/selective_copy', 'alibi')['exact_match_by_length']['16']),
+        ]
+        + [f3(_task_at('suite_contextual/selective_copy', 'alibi', n)) for n in ('8', '32', '64')]
+        if _learned('suite_contextual', 'selective_copy/alibi')
+        else ['not learned'],
+    ),
+    (
+        'docs/suite_contextual/README.md',
+        'NoPE stays below the bar ({} at 16)',
+        lambda: [f3(_task_at('suite_contextual/selective_copy', 'nope', '16'))]
+        if not _learned('suite_contextual', 'selective_copy/nope')
+        else ['learned'],
+    ),
+    (
+        'docs/suite_contextual/README.md',
+        'Stick-breaking learns it on one seed of three ({} at 16, {} at 64; the other two {}-{} at 16);\n    FoX on '
+        'none ({})',
+        lambda: _one_seed_of_three('stick_breaking') + [f3(_task_at('suite_contextual/selective_copy', 'fox', '16'))],
+    ),
+    (
+        'docs/suite_contextual/README.md',
+        'under the study protocol: 30\n  runs, {} CPU-minutes. **No encoder learns it in distribution**, at any rate of '
+        'the grid ({}-{} per token within;\n  FoX chose 1e-3, the others 3e-3)',
+        lambda: [f'{_cpu_minutes("suite_contextual/addition"):.0f}']
+        + [
+            f2(f(suite('suite_contextual', f'addition/{n}', split='in_distribution')['mean'] for n in _CONTEXTUAL))
+            for f in (min, max)
+        ]
+        if not any(_learned('suite_contextual', f'addition/{n}') for n in _CONTEXTUAL)
+        and _rates('suite_contextual/addition') == {**dict.fromkeys(_CONTEXTUAL, 0.003), 'fox': 0.001}
+        else ['learned, or other rates'],
     ),
     (
         'docs/suite_contextual/README.md',
@@ -1576,6 +1669,29 @@ def _held_out_reads(split: str) -> float:
   counts = {n for label in _CONTEXTUAL for n in _flip_flop_held_out(label, split)['scored_tokens']}
   assert len(counts) == 1, counts
   return counts.pop()
+
+
+def _one_seed_of_three(label: str) -> list[str]:
+  """selective_copy: the one seed of `label` at or above the learning bar at 16 blanks (its accuracy at 16 and
+  64), then the range of the other two at 16."""
+  per_seed = _task_run('suite_contextual/selective_copy', label)['by_length_per_seed']
+  learned = [i for i, v in enumerate(per_seed['16']) if v >= 0.9]
+  if len(learned) != 1:
+    return [f'{len(learned)} seeds learned']
+  others = [v for i, v in enumerate(per_seed['16']) if i != learned[0]]
+  return [f3(per_seed['16'][learned[0]]), f3(per_seed['64'][learned[0]]), f3(min(others)), f3(max(others))]
+
+
+def _run_records(folder: str, tasks: str) -> list[str]:
+  """The run records under docs/<folder>/<tasks>/runs (`tasks` a glob: '*', 'edge_*/*')."""
+  return glob.glob(os.path.join(REPO, 'docs', folder, tasks, 'runs', '**', 'result.json'), recursive=True)
+
+
+def _edge_task_dirs() -> list[str]:
+  return sorted(
+      os.path.dirname(p)
+      for p in glob.glob(os.path.join(REPO, 'docs', 'suite_contextual', 'edge_*', '*', 'results.json'))
+  )
 
 
 _MQAR_UNLEARNED = ('nope', 'rope', 'alibi', 'cope')

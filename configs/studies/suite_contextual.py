@@ -5,7 +5,8 @@ suite's bidirectional Chomsky tasks never ran them) beside NoPE, RoPE and ALiBi,
 protocols and the study protocol: a learning rate per encoder and task from CONTEXTUAL_LR_GRID, chosen on
 validation loss at the training length at seed 0, then seeds 1 and 2 at that rate (3 seeds). A task's folder is
 complete on its own, so tasks can run (`--tasks=...`) and be committed one at a time; each task's row of the
-protocol table says which protocol it ran under (the first committed tasks ran at 1e-3 on 2 seeds).
+protocol table says which protocol it ran under (every committed task ran under this one; the first runs, at 1e-3
+on 2 seeds, are in git history).
 
     python -m experiments.suite --config=configs/studies/suite_contextual.py --workdir=docs/suite_contextual
 """

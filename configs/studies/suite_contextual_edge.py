@@ -15,6 +15,8 @@ EDGE_ENCODERS = {
     'cope_counting': ('nope', 'rope', 'alibi', 'cope', 'fox'),
     'mqar': ('nope', 'rope', 'alibi', 'cope', 'stick_breaking'),
     'flip_flop': ('rope', 'alibi', 'cope', 'fox', 'stick_breaking'),
+    'selective_copy': ('nope', 'rope', 'alibi', 'cope', 'fox', 'stick_breaking'),
+    'addition': ('nope', 'rope', 'alibi', 'cope', 'stick_breaking'),
 }
 
 
