@@ -315,9 +315,10 @@ def positions_markdown(summary: dict) -> str:
 
 
 def glitch_rate_text(per_thousand: float) -> str:
-  """A glitch rate as the pages print it. Two decimals: Liu et al.'s sets are sized to resolve 0.1 per thousand
-  (configs/algorithmic.py), and one glitch in 30,000 reads (0.03) must not print as a clean 0.0."""
-  return f'{per_thousand:.2f}'
+  """A glitch rate as the pages print it: two decimals (Liu et al.'s sets are sized to resolve 0.1 per thousand,
+  configs/algorithmic.py), and two significant digits for a rate above zero that two decimals would round to
+  0.00, so that a glitch never reads as a clean run (one in 31,511 reads: 0.03; one in a million: 0.001)."""
+  return f'{per_thousand:.2g}' if 0 < per_thousand < 0.005 else f'{per_thousand:.2f}'
 
 
 def held_out_markdown(summary: dict) -> str:

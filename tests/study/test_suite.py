@@ -383,6 +383,15 @@ def test_randomized_rows_record_their_positions_and_max_position():
   assert '| rand | random: ordered positions from [0, 80), mean over 4 draws | t 80 |' in table
 
 
+def test_a_glitch_rate_above_zero_never_prints_as_zero():
+  """One glitch in Liu et al.'s 31,511 dense reads is 0.0317 per thousand: printed with one decimal it read as a
+  clean run (docs/suite_contextual, RoPE). Two decimals, and two significant digits below 0.005."""
+  assert suite_summary.glitch_rate_text(1000 / 31_511) == '0.03'
+  assert suite_summary.glitch_rate_text(1000 / 1_000_000) == '0.001'
+  assert suite_summary.glitch_rate_text(0.0) == '0.00'
+  assert suite_summary.glitch_rate_text(12.7257) == '12.73'
+
+
 def test_glitch_rates_over_seeds():
   record = lambda accuracy: {
       'sets': {
