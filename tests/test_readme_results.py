@@ -916,7 +916,7 @@ CLAIMS = [
             f'{len(_run_records("suite_contextual", "*")):,}',
             f'{sum(_cpu_minutes(f"suite_contextual/{t}") for t in _json("docs/suite_contextual/summary.json")["tasks"]):.0f}',
             f'{len(_run_records("suite_contextual", "edge_*/*")):,}',
-            f'{sum(_cpu_minutes(os.path.relpath(d, os.path.join(REPO, "docs"))) for d in _edge_task_dirs()):.0f}',
+            f'{_minutes(_run_records("suite_contextual", "edge_*/*")):.0f}',
         ]
         if all(
             r.get('lr_grid')
@@ -1574,7 +1574,7 @@ def _flawless_flip_flop(label: str) -> bool:
   run = _task_run('suite_contextual/flip_flop', label)
   beyond = [v for n, values in run['by_length_per_seed'].items() if int(n) > 32 for v in values]
   held_out = _json('docs/suite_contextual/summary.json')['held_out']['flip_flop'][label]
-  glitches = [v for split in held_out.values() for at_length in split.values() for v in at_length['per_seed']]
+  glitches = [v for split in held_out for v in _glitches(label, split)]
   return bool(beyond) and all(v == 1.0 for v in beyond) and all(v == 0.0 for v in glitches)
 
 
@@ -1621,6 +1621,11 @@ def _cpu_minutes(folder: str) -> float:
   """The CPU-minutes a committed study's run records sum to (training and evaluation)."""
   records = glob.glob(os.path.join(REPO, 'docs', folder, 'runs', '**', 'result.json'), recursive=True)
   assert records, f'docs/{folder}: no run records'
+  return _minutes(records)
+
+
+def _minutes(records: list[str]) -> float:
+  """The training and evaluation time the run records at these paths sum to, in minutes."""
   return (
       sum(r['train_seconds'] + r['eval_seconds'] for r in map(lambda p: _json(os.path.relpath(p, REPO)), records)) / 60
   )
@@ -1687,20 +1692,12 @@ def _run_records(folder: str, tasks: str) -> list[str]:
   return glob.glob(os.path.join(REPO, 'docs', folder, tasks, 'runs', '**', 'result.json'), recursive=True)
 
 
-def _edge_task_dirs() -> list[str]:
-  return sorted(
-      os.path.dirname(p)
-      for p in glob.glob(os.path.join(REPO, 'docs', 'suite_contextual', 'edge_*', '*', 'results.json'))
-  )
-
-
 _MQAR_UNLEARNED = ('nope', 'rope', 'alibi', 'cope')
 
 
 def _record_minutes(run_dir: str) -> float:
   """One run record's training and evaluation time, in minutes."""
-  record = _json(f'docs/{run_dir}/result.json')
-  return (record['train_seconds'] + record['eval_seconds']) / 60
+  return _minutes([os.path.join(REPO, 'docs', run_dir, 'result.json')])
 
 
 def _learned(folder: str, cell: str) -> bool:
