@@ -166,7 +166,8 @@ CLAIMS = (
         kind='holds',
         tasks=('addition_coupled',),
         encoders=('rope',),
-        note='trained to 8 digits, not 30; per-digit accuracy (the committed runs predate exact match); 2 seeds',
+        level='sequence',
+        note='trained to 8 digits, not 30; exact match of all n+1 answer digits, as theirs; 2 seeds',
     ),
     Claim(
         paper='McLeish et al. 2024 (Abacus)',
