@@ -364,6 +364,42 @@ def test_fashion_mnist_protocols_end_to_end(tmp_path):
     resolution.run_resolution_study(bad, tmp_path / 'w2', model_fn=StandIn)
 
 
+def test_finished_runs_are_re_reported_without_the_fashion_mnist_files(tmp_path):
+  """finished_only needs no data set (a fresh machine re-reports the committed study): each Fashion-MNIST task
+  is the one its runs recorded, every row and comparison as with the files, the majority baseline (it needs
+  the test labels) marked absent; a config the records do not match, and a workdir without runs, are refused."""
+  _write_fashion_mnist(tmp_path / 'fm')
+  config = _config(
+      tasks=('count', 'fashion_mnist_canvas'),
+      data_dir=str(tmp_path / 'fm'),
+      task_kwargs={'fashion_mnist_canvas': {'num_validation': 4}},
+      train_side=7,
+      eval_sides=(7, 14),
+      seeds=(0,),
+      lr_grid=None,
+      comparisons=('relu vs tanh',),
+  )
+  trained = resolution.run_resolution_study(config, tmp_path / 'w', model_fn=StandIn)
+  shutil.rmtree(tmp_path / 'fm')
+  again = resolution.run_resolution_study(config, tmp_path / 'w', model_fn=StandIn, finished_only=True)
+  assert again['unfinished'] == [] and again['meta']['reused'] == 4
+  assert again['tasks']['count'] == trained['tasks']['count']
+  image = dict(again['tasks']['fashion_mnist_canvas'])
+  assert image.pop('majority_baseline') is None
+  assert image.pop('data_absent').startswith(f"config.data_dir={str(tmp_path / 'fm')!r} does not exist")
+  assert image == {k: v for k, v in trained['tasks']['fashion_mnist_canvas'].items() if k != 'majority_baseline'}
+  assert '| majority class (the floor) | n/a | n/a | |' in resolution.markdown(again)
+  with pytest.raises(config_lib.ConfigError, match=r"config.data_dir='.*fm' \(task 'fashion_mnist_canvas'\).*exist"):
+    resolution.run_resolution_study(config, tmp_path / 'w', model_fn=StandIn)  # training needs the data
+  with pytest.raises(config_lib.ConfigError, match=r"config.data_dir='.*fm' \(task 'fashion_mnist_canvas'\).*exist"):
+    resolution.run_resolution_study(config, tmp_path / 'empty', model_fn=StandIn, finished_only=True)
+  config.task_kwargs = {'fashion_mnist_canvas': {'num_validation': 5}}
+  with pytest.raises(
+      config_lib.ConfigError, match=r'runs/fashion_mnist_canvas/relu/.*result.json records task .* 5 validation'
+  ):
+    resolution.run_resolution_study(config, tmp_path / 'w', model_fn=StandIn, finished_only=True)
+
+
 def test_one_writer_per_workdir(tmp_path):
   from relpos_jax.train import workdir_lock
 
