@@ -224,3 +224,19 @@ def _release_compiled_programs():
   if _memory_mappings() > MEMORY_MAPPING_LIMIT // 2:
     jax.clear_caches()
     gc.collect()
+
+
+@pytest.fixture
+def austen_laid_out_if_absent(monkeypatch, tmp_path):
+  """Where the English corpus's optional system package (r-cran-janeaustenr) is not installed, its two data files
+  laid out empty, so that a study naming the corpus 'austen' passes its checks (they find the files; reading
+  them is a run's, and the refusal without them is tests/data/test_corpora_austen.py's)."""
+  from relpos_jax.data.corpora import austen  # pylint: disable=g-import-not-at-top
+
+  try:
+    austen.check()
+  except ValueError:
+    os.makedirs(tmp_path / 'janeaustenr' / 'data')
+    for name in ('Rdata.rdx', 'Rdata.rdb'):
+      (tmp_path / 'janeaustenr' / 'data' / name).touch()
+    monkeypatch.setattr(austen, 'DEFAULT_PATH', str(tmp_path / 'janeaustenr'))

@@ -19,7 +19,6 @@ import os
 import pytest
 
 from relpos_jax import resources
-from relpos_jax.data.corpora import austen
 from relpos_jax.study import runner, suite
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import config_files
@@ -124,29 +123,12 @@ def test_the_differences_name_the_key_and_both_values():
   ]
 
 
-def _austen_installed() -> bool:
-  try:
-    austen.check()
-    return True
-  except ValueError:
-    return False
-
-
 @pytest.mark.parametrize('path', STUDIES)
-def test_each_studies_file_passes_its_prevalidation(path, monkeypatch, tmp_path):
-  """The checks a study or suite runs before it trains anything (encoders, protocol, comparisons, grid).
-
-  The English studies name the corpus 'austen', an optional system package (r-cran-janeaustenr): where it is
-  not installed their prevalidation refuses it by name, and the rest of it is checked with the package's two
-  data files laid out empty (prevalidation finds them; reading them is the run's, tests/data/test_corpora_austen)."""
+@pytest.mark.usefixtures('austen_laid_out_if_absent')
+def test_each_studies_file_passes_its_prevalidation(path):
+  """The checks a study or suite runs before it trains anything (encoders, protocol, comparisons, grid); the
+  English studies' corpus, an optional system package, laid out where it is absent (tests/conftest.py)."""
   config = config_files.config_from_file(os.path.join(REPO, path))
-  if 'suite' not in config and config.data.get('corpus') == 'austen' and not _austen_installed():
-    with pytest.raises(config_lib.ConfigError, match=r"config.data.corpus='austen' is invalid: .*apt-get install"):
-      runner.validate_study(config)
-    os.makedirs(tmp_path / 'janeaustenr' / 'data')
-    for name in ('Rdata.rdx', 'Rdata.rdb'):
-      (tmp_path / 'janeaustenr' / 'data' / name).touch()
-    monkeypatch.setattr(austen, 'DEFAULT_PATH', str(tmp_path / 'janeaustenr'))
   if 'suite' in config:
     studies = suite.validate_suite(config)
     assert len(studies) == len(config.suite.tasks)
