@@ -201,7 +201,7 @@ def load_reports(docs: str, folders: Sequence[str] | None = None) -> dict:
     path = os.path.join(docs, folder, suite_summary.SUMMARY_FILE)
     if not os.path.exists(path):
       continue
-    summary = _load_object(path, ('tasks', 'cells'), 'a suite summary (relpos_jax.study.suite_summary)')
+    summary = report_lib.load_object(path, ('tasks', 'cells'), 'a suite summary (relpos_jax.study.suite_summary)')
     results = {}
     for task in summary['tasks']:
       task_path = os.path.join(docs, folder, task, 'results.json')
@@ -210,18 +210,9 @@ def load_reports(docs: str, folders: Sequence[str] | None = None) -> dict:
             f'claims: {task_path} is missing: {path} lists task {task!r}; restore its report or regenerate the '
             'summary (the claims are never judged on part of a report).'
         )
-      results[task] = _load_object(task_path, ('runs',), 'a study report (relpos_jax.study.report)')
+      results[task] = report_lib.load_object(task_path, ('runs',), 'a study report (relpos_jax.study.report)')
     out[folder] = {'summary': summary, 'results': results}
   return out
-
-
-def _load_object(path: str, keys: Sequence[str], what: str) -> dict:
-  """The JSON object at `path` with `keys` (ConfigError naming the file otherwise)."""
-  value = report_lib.load_json(path)
-  if not isinstance(value, dict) or any(k not in value for k in keys):
-    found = sorted(value) if isinstance(value, dict) else type(value).__name__
-    raise config_lib.ConfigError(f'claims: {path} is not {what}: expected an object with {list(keys)}, found {found}.')
-  return value
 
 
 def _run(report: dict, task: str, encoder: str) -> dict | None:

@@ -69,14 +69,7 @@ def load(docs: str, corpora: Sequence[tuple[str, str]] = CORPORA) -> dict[str, d
     )
   out = {}
   for label, path in paths:
-    results = report.load_json(path)
-    if not (isinstance(results, dict) and isinstance(results.get('runs'), list) and results.get('eval_lengths')):
-      found = sorted(results) if isinstance(results, dict) else type(results).__name__
-      raise config_lib.ConfigError(
-          f'cross_corpus: {path} is not a study report (relpos_jax.study.report): expected an object with a list '
-          f"'runs' and 'eval_lengths', found {found}."
-      )
-    out[label] = results
+    out[label] = report.load_object(path, ('runs', 'eval_lengths'), 'a study report (relpos_jax.study.report)')
   return out
 
 

@@ -65,7 +65,7 @@ from flax import nnx
 
 from relpos_jax.data import grid_tasks, idx
 from relpos_jax.nn import vit
-from relpos_jax.study import record, stats
+from relpos_jax.study import record, report, stats
 from relpos_jax.study.plan import Entry, parse_entries
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import config_files, schema, streams
@@ -494,6 +494,7 @@ def _run(settings, workdir, task_name, task, entry, seed, lr, model_fn, counter,
           f'{directory} holds a finished run of another config (task, encoder, sizes or protocol changed); use '
           'a new workdir or remove that directory.'
       )
+    check_entropy_coverage(settings, saved, directory)
     counter['reused'] += 1
     counter['run_seconds'] += _run_seconds(saved)
     return saved
@@ -508,10 +509,35 @@ def _run(settings, workdir, task_name, task, entry, seed, lr, model_fn, counter,
   return result
 
 
+def entropy_coverage(settings: Settings) -> int:
+  """The test examples the attention entropy is measured on, per side: the first evaluation batches that cover
+  `entropy_examples`, whole batches of `eval_batch_size` (`_evaluate`), at most `eval_examples`."""
+  batches = -(-settings.entropy_examples // settings.eval_batch_size)
+  return min(settings.eval_examples, batches * settings.eval_batch_size)
+
+
+def check_entropy_coverage(settings: Settings, saved: dict, directory: str) -> None:
+  """A finished run is reused only where its entropy covers the examples this config's would: eval_batch_size is
+  not in the run config (it changes no loss or accuracy) but it rounds the entropy's examples up to whole
+  batches, so a resume with another one would mix entropies of different examples in one table."""
+  covered = sorted(
+      {side['entropy_examples'] for side in (saved.get('test') or {}).values() if 'entropy_examples' in side}
+  )
+  if covered and covered != [entropy_coverage(settings)]:
+    raise ConfigError(
+        f'config.eval_batch_size={settings.eval_batch_size} is invalid for the finished run in {directory}: its '
+        f'attention entropy covers {", ".join(map(str, covered))} test examples per side, batches of '
+        f'{settings.eval_batch_size} cover {entropy_coverage(settings)} (config.entropy_examples='
+        f'{settings.entropy_examples}); allowed: the eval_batch_size it ran with, or a new workdir.'
+    )
+
+
 def read_result(path: str) -> dict:
-  """A run's saved result.json."""
-  with open(path, encoding='utf-8') as f:
-    return json.load(f)
+  """A run's saved result.json; ConfigError naming it when it is truncated or is no run's record (an object
+  with its run_config), so that a damaged file is removed and its run trained again, never a traceback."""
+  return report.load_object(
+      path, ('run_config',), "a run's record", 'Remove its directory so that the study trains that run again.'
+  )
 
 
 def _run_seconds(result: dict) -> float:

@@ -184,6 +184,42 @@ def test_changed_config_is_not_reused(tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    'text, message',
+    [
+        ('{"run_config": {"seed"', r'runs/count/relu/lr0.003/seed0/result.json is not valid JSON'),
+        ('[1, 2]', r"seed0/result.json is not a run's record: expected an object with \['run_config'\], found list"),
+        ('{"test": {}}', r"seed0/result.json is not a run's record: .* found \['test'\]. Remove its directory"),
+    ],
+)
+def test_a_damaged_result_is_refused_naming_the_file(tmp_path, text, message):
+  """A truncated or foreign result.json in the workdir (a kill mid-write on another tool, an edit) is a one-line
+  error naming it, in a resume and in finished_only alike, not a JSON or key traceback."""
+  config = _config(tasks=('count',), seeds=(0,), lr_grid=None)
+  resolution.run_resolution_study(config, tmp_path, model_fn=StandIn)
+  (tmp_path / 'runs' / 'count' / 'relu' / 'lr0.003' / 'seed0' / 'result.json').write_text(text)
+  for finished_only in (False, True):
+    with pytest.raises(config_lib.ConfigError, match=message):
+      resolution.run_resolution_study(config, tmp_path, model_fn=StandIn, finished_only=finished_only)
+
+
+def test_a_resume_whose_eval_batches_cover_other_entropy_examples_is_refused(tmp_path):
+  """eval_batch_size changes no loss or accuracy, so it is not in a run's config; but the entropy is measured on
+  whole batches: with entropy_examples=8, batches of 3 cover 9 examples where batches of 8 covered 8. Refused,
+  naming the key; batches of 4 cover the same 8 and resume."""
+  settings = dict(tasks=('count',), seeds=(0,), lr_grid=None, entropy_examples=8)
+  first = resolution.run_resolution_study(_config(**settings), tmp_path, model_fn=StandIn)
+  assert first['tasks']['count']['runs'][0]['entropy']
+  with pytest.raises(
+      config_lib.ConfigError,
+      match=r'config.eval_batch_size=3 is invalid for the finished run in .*seed0: its attention entropy covers 8 '
+      r'test examples per side, batches of 3 cover 9 \(config.entropy_examples=8\)',
+  ):
+    resolution.run_resolution_study(_config(**settings, eval_batch_size=3), tmp_path, model_fn=StandIn)
+  again = resolution.run_resolution_study(_config(**settings, eval_batch_size=4), tmp_path, model_fn=StandIn)
+  assert again['meta']['trained'] == 0 and again['tasks']['count']['runs'] == first['tasks']['count']['runs']
+
+
 def test_same_test_examples_for_every_encoder_and_seed():
   seen = []
 
