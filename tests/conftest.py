@@ -1,8 +1,10 @@
 """Test-wide settings: several fake CPU devices (for sharding tests) and a fast hypothesis profile."""
 
+import ctypes
 import gc
 import itertools
 import os
+import sys
 
 # Must happen before JAX initialises its backend: four CPU devices let the sharding tests build a mesh.
 os.environ.setdefault('XLA_FLAGS', '--xla_force_host_platform_device_count=4')
@@ -224,3 +226,76 @@ def _release_compiled_programs():
   if _memory_mappings() > MEMORY_MAPPING_LIMIT // 2:
     jax.clear_caches()
     gc.collect()
+
+
+def project_lru_caches() -> list:
+  """Every functools.lru_cache of the project's imported modules, module-level functions and methods alike
+  (compiled train and eval steps, data sources' evaluation sets: a method's cache holds its instance, and so
+  the corpus or task data behind it, for as long as the process lives)."""
+
+  def ours(obj) -> bool:  # defined in the project (a name imported from a library is the library's)
+    where = getattr(obj, '__module__', None) or ''
+    return where == 'relpos_jax' or where.startswith('relpos_jax.')
+
+  found = {}
+  for name, module in list(sys.modules.items()):
+    if not (name == 'relpos_jax' or name.startswith('relpos_jax.')) or module is None:
+      continue
+    for value in list(vars(module).values()):
+      owners = [value, *vars(value).values()] if isinstance(value, type) and ours(value) else [value]
+      for obj in owners:
+        if ours(obj) and callable(getattr(obj, 'cache_clear', None)) and callable(getattr(obj, 'cache_info', None)):
+          found[id(obj)] = obj
+  return list(found.values())
+
+
+def release_caches() -> None:
+  """Drops what tests leave behind: JAX's compiled programs and traces, the project's lru_caches, then the
+  garbage, and hands freed heap back to the kernel (glibc keeps it otherwise; resident memory would not fall)."""
+  jax.clear_caches()
+  for cache in project_lru_caches():
+    cache.cache_clear()
+  gc.collect()
+  if _LIBC is not None:
+    _LIBC.malloc_trim(0)
+
+
+def _libc():
+  try:
+    return ctypes.CDLL('libc.so.6')
+  except OSError:  # not glibc (macOS, musl): nothing to trim
+    return None
+
+
+_LIBC = _libc()
+
+
+@pytest.fixture(name='release_caches')
+def _release_caches_fixture():
+  """`release_caches` itself, for the test that pins what it releases (tests/test_cache_release.py)."""
+  return release_caches
+
+
+def pytest_runtest_teardown(item, nextitem):
+  """After the last test of each test file: `release_caches`. A worker kept every program and cache of every file
+  it ran (about 4.6 GB resident by the end of the README's test command, on two workers; the kernel's
+  out-of-memory killer then ended one). The tests of one file share their programs; files rarely share any, so
+  clearing between files costs little compilation."""
+  if nextitem is None or nextitem.path != item.path:
+    release_caches()
+
+
+@pytest.fixture
+def austen_laid_out_if_absent(monkeypatch, tmp_path):
+  """Where the English corpus's optional system package (r-cran-janeaustenr) is not installed, its two data files
+  laid out empty, so that a study naming the corpus 'austen' passes its checks (they find the files; reading
+  them is a run's, and the refusal without them is tests/data/test_corpora_austen.py's)."""
+  from relpos_jax.data.corpora import austen  # pylint: disable=g-import-not-at-top
+
+  try:
+    austen.check()
+  except ValueError:
+    os.makedirs(tmp_path / 'janeaustenr' / 'data')
+    for name in ('Rdata.rdx', 'Rdata.rdb'):
+      (tmp_path / 'janeaustenr' / 'data' / name).touch()
+    monkeypatch.setattr(austen, 'DEFAULT_PATH', str(tmp_path / 'janeaustenr'))

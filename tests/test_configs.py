@@ -124,8 +124,10 @@ def test_the_differences_name_the_key_and_both_values():
 
 
 @pytest.mark.parametrize('path', STUDIES)
+@pytest.mark.usefixtures('austen_laid_out_if_absent')
 def test_each_studies_file_passes_its_prevalidation(path):
-  """The checks a study or suite runs before it trains anything (encoders, protocol, comparisons, grid)."""
+  """The checks a study or suite runs before it trains anything (encoders, protocol, comparisons, grid); the
+  English studies' corpus, an optional system package, laid out where it is absent (tests/conftest.py)."""
   config = config_files.config_from_file(os.path.join(REPO, path))
   if 'suite' in config:
     studies = suite.validate_suite(config)

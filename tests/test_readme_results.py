@@ -1986,7 +1986,9 @@ def test_the_cross_corpus_tables_are_what_the_reports_give():
 
 def test_the_resolution_study_tables_are_what_its_report_renders():
   """docs/resolution_study/results.md is `resolution.markdown` of its results.json, and results.json is what
-  `finished_only` computes from the committed run records (`runs/`): no table or number is edited by hand."""
+  `finished_only` computes from the committed run records (`runs/`): no table or number is edited by hand. Without
+  the Fashion-MNIST files (an optional system package) every number is recomputed but the image tasks' majority
+  baseline, which needs their test labels."""
   from relpos_jax.study import resolution
 
   import configs.resolution as resolution_config
@@ -1998,7 +2000,12 @@ def test_the_resolution_study_tables_are_what_its_report_renders():
   )
   assert again['unfinished'] == [] and again['meta']['reused'] == _grid_runs() == 320
   for task, summary in results['tasks'].items():
-    assert json.loads(json.dumps(again['tasks'][task])) == summary, task
+    recomputed = json.loads(json.dumps(again['tasks'][task]))
+    if recomputed.get('data_absent'):  # Fashion-MNIST not installed: its baseline needs the test labels
+      assert task.startswith('fashion_mnist') and recomputed.pop('majority_baseline') is None, task
+      recomputed.pop('data_absent')
+      summary = {k: v for k, v in summary.items() if k != 'majority_baseline'}
+    assert recomputed == summary, task
 
 
 def test_the_cross_corpus_edge_check_is_its_data_and_the_studies_grids():

@@ -284,7 +284,7 @@ def bits_per_character(logprobs_nats, targets, chars_per_token, mask=None) -> di
   if not logprobs.shape == targets.shape == mask.shape:
     raise ValueError(f'logprobs, targets and mask need one shape, got {logprobs.shape}, {targets.shape}, {mask.shape}')
   bits = float(-(mask * logprobs).sum() / math.log(2.0))
-  characters = float((mask * np.asarray(chars_per_token)[targets]).sum())
+  characters = float((mask * characters_of(targets, chars_per_token, mask != 0)).sum())
   tokens = float(mask.sum())
   return {
       'bits': bits,
@@ -293,6 +293,23 @@ def bits_per_character(logprobs_nats, targets, chars_per_token, mask=None) -> di
       'bits_per_character': bits / characters if characters else None,
       'bits_per_token': bits / tokens if tokens else None,
   }
+
+
+def characters_of(targets, chars_per_token, scored) -> np.ndarray:
+  """The characters of each target id (`chars_per_token[id]`; 0 where not `scored`). A scored id outside the
+  vocabulary is refused (ValueError naming it): numpy would read id -1 as the last token's characters."""
+  table, targets = np.asarray(chars_per_token), np.asarray(targets)
+  scored = np.broadcast_to(np.asarray(scored, bool), targets.shape)
+  if targets.size and not np.issubdtype(targets.dtype, np.integer):
+    raise ValueError(f'targets of dtype {targets.dtype} are invalid: allowed: integer token ids.')
+  bad = scored & ((targets < 0) | (targets >= len(table)))
+  if bad.any():
+    where = tuple(int(i) for i in np.argwhere(bad)[0])
+    raise ValueError(
+        f'target id {int(targets[where])} at index {where} is invalid: allowed: 0..{len(table) - 1}, the ids of '
+        'chars_per_token.'
+    )
+  return np.where(scored, table[np.where(scored, targets, 0)], 0)
 
 
 def document_ids(split_tokens, positions) -> np.ndarray:
@@ -307,7 +324,7 @@ def document_totals(bits, targets, chars_per_token, document_ids, num_documents:
   per target; -1 for an unscored one), the input of `relpos_jax.study.stats.document_bootstrap`."""
   document_ids = np.asarray(document_ids).reshape(-1)
   keep = document_ids >= 0
-  chars = np.asarray(chars_per_token)[np.asarray(targets).reshape(-1)]
+  chars = characters_of(np.asarray(targets).reshape(-1), chars_per_token, keep)
   out_bits = np.bincount(document_ids[keep], np.asarray(bits, np.float64).reshape(-1)[keep], minlength=num_documents)
   out_chars = np.bincount(document_ids[keep], chars[keep].astype(np.float64), minlength=num_documents)
   return out_bits, out_chars

@@ -151,7 +151,14 @@ def load_fashion_mnist(
     where = os.path.join(directory, FILES[f'{part}_images'])
     if images.ndim != 3 or images.shape[1:] != (IMAGE_SIDE, IMAGE_SIDE) or images.dtype != np.uint8:
       raise IdxError(f'{where}: expected uint8 images of shape (N, 28, 28), got {images.dtype} {images.shape}.')
-    if labels.shape != (len(images),) or labels.size and (labels.min() < 0 or labels.max() >= len(CLASS_NAMES)):
+    if not len(images):  # every split is read by index modulo its size: an empty one has nothing to read
+      raise IdxError(f'{where}: holds no images (shape {images.shape}); allowed: at least one.')
+    if labels.dtype.kind not in 'iu':  # a float label would be truncated to a class silently
+      raise IdxError(
+          f'{os.path.join(directory, FILES[f"{part}_labels"])}: labels of type {labels.dtype} are invalid; allowed: '
+          'an integer IDX type (0x08 unsigned byte in the Fashion-MNIST files).'
+      )
+    if labels.shape != (len(images),) or labels.min() < 0 or labels.max() >= len(CLASS_NAMES):
       raise IdxError(
           f'{os.path.join(directory, FILES[f"{part}_labels"])}: expected {len(images)} labels in 0..9 (one per '
           f'image), got shape {labels.shape}.'

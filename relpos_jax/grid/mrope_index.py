@@ -22,6 +22,26 @@ import numpy as np
 from relpos_jax import validation
 
 
+def _grids(who: str, field: str, value, merge: int) -> list:
+  """The rows (t, h, w) of an image or video grid_thw, each checked: ints >= 1, h and w multiples of the merge
+  (the reference's h // merge would drop a row of patches without a word)."""
+  if value is None:
+    return []
+  grid = np.asarray(value)
+  shaped = grid.ndim == 2 and grid.shape[1] == 3 and (grid.dtype.kind in 'iu' or grid.size == 0)
+  validation.require(shaped, who, field, f'<{grid.dtype} {grid.shape}>', 'ints of shape (num_grids, 3): rows (t, h, w)')
+  for i, row in enumerate(grid):
+    t, h, w = (int(v) for v in row)
+    validation.require(
+        min(t, h, w) >= 1 and h % merge == 0 and w % merge == 0,
+        who,
+        f'{field}[{i}]',
+        (t, h, w),
+        f't, h, w >= 1, h and w multiples of spatial_merge_size={merge}',
+    )
+  return list(grid)
+
+
 def _grid(thw, merge):
   t, h, w = (int(v) for v in thw)
   h, w = h // merge, w // merge
@@ -122,10 +142,18 @@ def _rope_index(
     pos = np.where(mask == 0, 1, pos)
     pos = np.broadcast_to(pos, (3, batch, length)).copy()
     return pos, pos.max(0).max(-1, keepdims=True) + 1 - length
+  # Equal ids would make every block the video's (the dicts below are keyed by id): each token its own id.
+  named = {'image_token_id': image_token_id, 'video_token_id': video_token_id}
+  named['vision_start_token_id'] = vision_start_token_id
+  for field, value in named.items():
+    validation.require(validation.is_int(value), who, field, value, 'an int token id')
+    others = [f for f, v in named.items() if f != field and v == value]
+    validation.require(not others, who, field, value, f'an id of its own (it equals {", ".join(others)})')
   grids = {
-      image_token_id: list(np.asarray(image_grid_thw if image_grid_thw is not None else np.zeros((0, 3)))),
-      video_token_id: list(np.asarray(video_grid_thw if video_grid_thw is not None else np.zeros((0, 3)))),
+      image_token_id: _grids(who, 'image_grid_thw', image_grid_thw, merge),
+      video_token_id: _grids(who, 'video_grid_thw', video_grid_thw, merge),
   }
+  names = {image_token_id: 'image', video_token_id: 'video'}
   used = {image_token_id: 0, video_token_id: 0}
   position_ids = np.ones((3, batch, length), np.int64 if scale is None else np.float64)
   deltas = []
@@ -147,6 +175,17 @@ def _rope_index(
       if used[kind] >= len(grids[kind]):
         raise ValueError(f'{who}: more vision blocks of token {kind} than grids given ({len(grids[kind])}).')
       grid_ids, size = _grid(grids[kind][used[kind]], merge)
+      run = int(np.argmax(np.append(tokens[end:], kind + 1) != kind))  # the block's tokens of its kind
+      if run != size:  # fewer grid cells: the rest read as text; more: the text after read as the grid
+        t, h, w = (int(v) for v in grids[kind][used[kind]])
+        raise validation.invalid(
+            who,
+            f'{names[kind]}_grid_thw[{used[kind]}]',
+            (t, h, w),
+            f'a grid of as many cells as its block has {names[kind]} tokens: sequence {b} has {run} at token {end} '
+            f'(after padding is removed), the grid {size} = {t} x {h // merge} x {w // merge} after the '
+            f'{merge} x {merge} merge',
+        )
       used[kind] += 1
       text = end - cursor
       pieces.append(np.broadcast_to(np.arange(text) + next_id, (3, text)))
@@ -169,4 +208,12 @@ def _rope_index(
       deltas.append(int(ids_b.max()) + 1 - length)
     else:
       deltas.append(float(ids_b[0].max()) + 1 - length)
+  for kind, given in grids.items():  # a grid no block used: the grids and the tokens disagree
+    validation.require(
+        used[kind] == len(given),
+        who,
+        f'{names[kind]}_grid_thw',
+        f'<{len(given)} grids>',
+        f'one grid per {names[kind]} block of input_ids ({used[kind]} blocks)',
+    )
   return position_ids, np.asarray(deltas, np.int64 if scale is None else np.float64)[:, None]

@@ -29,7 +29,6 @@ its multiple of the longest training length) or, where the claim is the papers' 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import sys
@@ -37,9 +36,15 @@ from typing import Sequence
 
 from relpos_jax import files
 from relpos_jax.data.tasks import registry as task_registry
+from relpos_jax.study import report as report_lib
 from relpos_jax.study import stats, suite_summary
+from relpos_jax.train import cli
+from relpos_jax.train import config as config_lib
 
 CLAIMS_FILE = 'claims.md'
+# The verdict of a claim whose report folder is absent: said as such in every table (README included), never
+# read as a result of the rule.
+REPORT_ABSENT = 'no report (its folder is absent)'
 KINDS = ('compare', 'fails', 'holds', 'glitches')
 STATUSES = ('reproduced', 'contradicted', 'not resolved', 'not tested', 'no result')
 # Delétang et al.'s context-free and context-sensitive tasks, as the task registry groups them.
@@ -185,18 +190,27 @@ CLAIMS = (
 # ------------------------------------------------------------------------------------------------ reports
 def load_reports(docs: str, folders: Sequence[str] | None = None) -> dict:
   """{folder: {'summary': summary.json, 'results': {task: results.json}}} for every report the claims read
-  (`folders`, default theirs) that exists under `docs`."""
+  (`folders`, default theirs) that exists under `docs` (an absent one: its claims' verdict says so).
+
+  A report that exists must be whole: a summary that is no suite summary (an object with 'tasks' and 'cells'),
+  or a task it lists whose results.json is missing or is no study report (an object with 'runs'), is refused
+  naming the file (ConfigError): judging the claims on the tasks left would rewrite the verdicts from part of
+  the report."""
   out = {}
   for folder in folders if folders is not None else sorted({c.report for c in CLAIMS}):
     path = os.path.join(docs, folder, suite_summary.SUMMARY_FILE)
     if not os.path.exists(path):
       continue
-    with open(path, encoding='utf-8') as f:
-      summary = json.load(f)
+    summary = report_lib.load_object(path, ('tasks', 'cells'), 'a suite summary (relpos_jax.study.suite_summary)')
     results = {}
     for task in summary['tasks']:
-      with open(os.path.join(docs, folder, task, 'results.json'), encoding='utf-8') as f:
-        results[task] = json.load(f)
+      task_path = os.path.join(docs, folder, task, 'results.json')
+      if not os.path.isfile(task_path):
+        raise config_lib.ConfigError(
+            f'claims: {task_path} is missing: {path} lists task {task!r}; restore its report or regenerate the '
+            'summary (the claims are never judged on part of a report).'
+        )
+      results[task] = report_lib.load_object(task_path, ('runs',), 'a study report (relpos_jax.study.report)')
     out[folder] = {'summary': summary, 'results': results}
   return out
 
@@ -268,7 +282,7 @@ def judge(claim: Claim, reports: dict) -> dict:
   report = reports.get(claim.report)
   cells = []
   if report is None:
-    return {'claim': claim, 'cells': cells, 'verdict': 'not tested at this scale', 'missing_report': True}
+    return {'claim': claim, 'cells': cells, 'verdict': REPORT_ABSENT, 'missing_report': True}
   for task in claim.tasks:
     results = report['results'].get(task)
     if claim.kind == 'glitches':
@@ -550,7 +564,8 @@ def main(argv: Sequence[str]) -> int:
         file=sys.stderr,
     )
     return 2
-  print(write(argv[1]))
+  with cli.errors_in_one_line():  # a damaged report: its one-line message, exit status 1, nothing written
+    print(write(argv[1]))
   # The copies of the verdicts in the README and docs/suite/README.md, where they carry the marker.
   root = os.path.dirname(os.path.abspath(argv[1].rstrip('/')))
   for page, prefix in (

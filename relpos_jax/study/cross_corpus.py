@@ -3,7 +3,8 @@
     python -m relpos_jax.study.cross_corpus docs/     # writes docs/cross_corpus.md, refreshes the README's table
 
 A corpus is a study folder under docs/ (its results.json, written by `relpos_jax.study.report`); CORPORA names
-the folders and their labels. Two tables:
+the folders and their labels, and each must have its report: a missing or damaged one is refused by name, never
+left out of the tables. Two tables:
 
   bits per character at the longest length (16x the training length) per encoder and corpus, mean ± sample
   std over seeds, with each encoder's rank on that corpus (1 = fewest bits);
@@ -25,6 +26,8 @@ from typing import Sequence
 
 from relpos_jax import files
 from relpos_jax.study import report, stats
+from relpos_jax.train import cli
+from relpos_jax.train import config as config_lib
 
 OUT_FILE = 'cross_corpus.md'
 # (label, folder under docs/): one protocol on three corpora (configs/studies/study_python.py, study_english.py and
@@ -51,12 +54,22 @@ README_END = '<!-- /cross-corpus-table -->'
 
 
 def load(docs: str, corpora: Sequence[tuple[str, str]] = CORPORA) -> dict[str, dict]:
-  """{label: results} for each corpus whose folder under `docs` has a results.json (the others are left out)."""
+  """{label: results} of every corpus, read from `<docs>/<folder>/results.json`.
+
+  A corpus whose report is missing, or is no study report (an object with its `runs` and `eval_lengths`), is
+  refused by name (ConfigError): every verdict is read across all the corpora, and a table rewritten from the
+  others would say a finding "holds on every corpus" from part of them."""
+  paths = [(label, os.path.join(docs, folder, 'results.json')) for label, folder in corpora]
+  missing = [path for _, path in paths if not os.path.isfile(path)]
+  if missing:
+    raise config_lib.ConfigError(
+        f'cross_corpus: {", ".join(missing)} missing: the tables compare every corpus of '
+        f'{[folder for _, folder in corpora]}; run that study or restore its report (a table without it would '
+        'judge the findings on the other corpora alone).'
+    )
   out = {}
-  for label, folder in corpora:
-    path = os.path.join(docs, folder, 'results.json')
-    if os.path.exists(path):
-      out[label] = report.load_json(path)
+  for label, path in paths:
+    out[label] = report.load_object(path, ('runs', 'eval_lengths'), 'a study report (relpos_jax.study.report)')
   return out
 
 
@@ -181,10 +194,6 @@ def with_readme_table(text: str, studies: dict[str, dict]) -> str:
 
 def write(docs: str, readme: str | None = None) -> str:
   studies = load(docs)
-  if not studies:
-    raise ValueError(
-        f'cross_corpus: no study of {[folder for _, folder in CORPORA]} under {docs!r} has a results.json.'
-    )
   path = os.path.join(docs, OUT_FILE)
   files.write_text_atomic(path, render(studies))
   if readme is not None and os.path.exists(readme):
@@ -200,7 +209,8 @@ def main(argv: Sequence[str]) -> int:
     return 2
   docs = argv[1]
   readme = os.path.join(os.path.dirname(os.path.abspath(docs.rstrip('/'))), 'README.md')
-  print(write(docs, readme))
+  with cli.errors_in_one_line():  # a missing or damaged report: its one-line message, exit status 1
+    print(write(docs, readme))
   return 0
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -55,6 +55,19 @@ def load_json(path: str) -> Results:
         'edited. Restore it from a copy, or remove it (for a run: its directory) so that the study '
         'computes it again.'
     ) from None
+
+
+def load_object(path: str, keys: Sequence[str], what: str, fix: str = '') -> dict:
+  """The JSON object at `path` holding `keys` (`load_json`); otherwise ConfigError naming the file, `what` it
+  should be, what it holds and `fix` (what to do): a report or record cut short or of another kind is refused
+  where it is read, never a KeyError in the code that reads it."""
+  value = load_json(path)
+  if not isinstance(value, dict) or any(k not in value for k in keys):
+    found = sorted(value) if isinstance(value, dict) else type(value).__name__
+    raise config_lib.ConfigError(
+        f'{path} is not {what}: expected an object with {list(keys)}, found {found}.' + (f' {fix}' if fix else '')
+    )
+  return value
 
 
 def _mean_at(run, length):

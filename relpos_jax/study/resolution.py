@@ -32,7 +32,9 @@ the directory, one whose recorded run config differs from this config's. The wor
 at the end results.png (accuracy against grid side, one panel per task) and results_entropy.png (entropy per
 layer against grid side). `finished_only=True` trains nothing, writes nothing and takes no lock: it reports the
 runs finished so far (a (task, encoder) row appears once its learning-rate grid has finished, with the seeds
-that have; the study's own process may be writing the same workdir meanwhile).
+that have; the study's own process may be writing the same workdir meanwhile). It needs no data set: where
+`config.data_dir` does not exist, a Fashion-MNIST task is re-reported as its runs recorded it, its majority
+baseline (which needs the test labels) left out and the task marked 'data_absent'.
 
 The model: `model_fn(*, encoder, num_classes, patch_size, in_channels, pool, rngs, **config.model)` returns a
 flax NNX module called as `model(images float[B, H, W, C], train=..., rng=..., return_entropy=...)` -> logits
@@ -47,6 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import glob
 import json
 import math
 import os
@@ -62,7 +65,7 @@ from flax import nnx
 
 from relpos_jax.data import grid_tasks, idx
 from relpos_jax.nn import vit
-from relpos_jax.study import record, stats
+from relpos_jax.study import record, report, stats
 from relpos_jax.study.plan import Entry, parse_entries
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import config_files, schema, streams
@@ -171,13 +174,23 @@ def parse_comparisons(settings: Settings) -> list[dict]:
   return parsed
 
 
-def make_task(settings: Settings, name: str, fashion_mnist_cache: dict | None = None) -> grid_tasks.GridTask:
-  """The task `name` with its `config.task_kwargs`; Fashion-MNIST loaded from `config.data_dir` once."""
+def make_task(
+    settings: Settings, name: str, fashion_mnist_cache: dict | None = None, records: str | None = None
+) -> grid_tasks.GridTask:
+  """The task `name` with its `config.task_kwargs`; Fashion-MNIST loaded from `config.data_dir` once.
+
+  records: a workdir to re-report (finished_only): where `config.data_dir` does not exist, a Fashion-MNIST task
+  is the one its finished runs recorded (`RecordedFashionMnist`), so committed runs are re-reported on a machine
+  without the data set; the majority baseline, which needs the test labels, is then not computed."""
   kwargs = dict((settings.task_kwargs or {}).get(name) or {})
   try:
     if name in FASHION_MNIST_TASKS:
       cache = {} if fashion_mnist_cache is None else fashion_mnist_cache
       num_validation = kwargs.pop('num_validation', 5000)
+      if records is not None and not os.path.isdir(settings.data_dir):
+        recorded = RecordedFashionMnist.from_records(records, name, settings.data_dir, num_validation, **kwargs)
+        if recorded is not None:
+          return recorded
       if (settings.data_dir, num_validation) not in cache:
         cache[(settings.data_dir, num_validation)] = idx.load_fashion_mnist(settings.data_dir, num_validation)
       return idx.FashionMnist(cache[(settings.data_dir, num_validation)], protocol=FASHION_MNIST_TASKS[name], **kwargs)
@@ -186,6 +199,56 @@ def make_task(settings: Settings, name: str, fashion_mnist_cache: dict | None = 
     raise ConfigError(f'config.data_dir={settings.data_dir!r} (task {name!r}): {e}') from None
   except (TypeError, ValueError) as e:
     raise ConfigError(f'config.task_kwargs.{name}={kwargs!r} is invalid: {e}') from None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RecordedFashionMnist(idx.FashionMnist):
+  """A Fashion-MNIST task whose files are absent, as its finished runs recorded it: enough to re-report them.
+
+  Its description is the one the runs recorded (each run's record is still compared with it in full, so the
+  runs must agree), checked against what the config asks (name, protocol, patch size, validation size); the
+  train and test sizes cannot be checked without the files. It has no examples: `batch` refuses, naming the
+  directory, and nothing trains (only finished_only builds it)."""
+
+  recorded: dict = dataclasses.field(default=None, kw_only=True)
+  data_dir: str = dataclasses.field(default='', kw_only=True)
+
+  @classmethod
+  def from_records(cls, workdir: str, name: str, data_dir: str, num_validation, **kwargs):
+    """The task as the first finished run of `name` under `workdir` recorded it (None: no run has finished)."""
+    paths = sorted(glob.glob(os.path.join(glob.escape(workdir), 'runs', glob.escape(name), '*', '*', '*', RESULT_FILE)))
+    if not paths:
+      return None
+    saved = read_result(paths[0])
+    task = cls(None, protocol=FASHION_MNIST_TASKS[name], data_dir=data_dir, **kwargs)
+    recorded = (saved.get('run_config') or {}).get('task')
+    expected = {
+        'name': name,
+        'protocol': task.protocol,
+        'patch_size': task.patch_size,
+        'num_classes': task.num_classes,
+        'per_cell': False,
+    }
+    if (
+        not isinstance(recorded, dict)
+        or {k: recorded.get(k) for k in expected} != expected
+        or ((recorded.get('split_sizes') or {}).get('validation') != num_validation)
+    ):
+      raise ConfigError(
+          f"{paths[0]} records task {recorded!r}, not the config's {name!r} ({expected}, {num_validation} "
+          'validation images): it cannot be re-reported without the Fashion-MNIST files; use the workdir of '
+          'this config.'
+      )
+    return dataclasses.replace(task, recorded=recorded)
+
+  def describe(self) -> dict:
+    return dict(self.recorded)
+
+  def batch(self, side: int, batch_size: int, seed: int, split: str, step: int) -> dict[str, np.ndarray]:
+    raise ConfigError(
+        f'config.data_dir={self.data_dir!r} does not exist: task {self.recorded["name"]!r} is known only from its '
+        f'recorded runs and has no examples. Install the files with `{idx.INSTALL_COMMAND}`.'
+    )
 
 
 def check_sides(settings: Settings, task: grid_tasks.GridTask, name: str) -> None:
@@ -425,13 +488,13 @@ def _run(settings, workdir, task_name, task, entry, seed, lr, model_fn, counter,
   path = os.path.join(directory, RESULT_FILE)
   config = run_config(settings, task, entry, seed, lr)
   if os.path.exists(path):
-    with open(path, encoding='utf-8') as f:
-      saved = json.load(f)
+    saved = read_result(path)
     if saved.get('run_config') != json.loads(json.dumps(config)):
       raise ConfigError(
           f'{directory} holds a finished run of another config (task, encoder, sizes or protocol changed); use '
           'a new workdir or remove that directory.'
       )
+    check_entropy_coverage(settings, saved, directory)
     counter['reused'] += 1
     counter['run_seconds'] += _run_seconds(saved)
     return saved
@@ -444,6 +507,37 @@ def _run(settings, workdir, task_name, task, entry, seed, lr, model_fn, counter,
   counter['trained'] += 1
   counter['run_seconds'] += _run_seconds(result)
   return result
+
+
+def entropy_coverage(settings: Settings) -> int:
+  """The test examples the attention entropy is measured on, per side: the first evaluation batches that cover
+  `entropy_examples`, whole batches of `eval_batch_size` (`_evaluate`), at most `eval_examples`."""
+  batches = -(-settings.entropy_examples // settings.eval_batch_size)
+  return min(settings.eval_examples, batches * settings.eval_batch_size)
+
+
+def check_entropy_coverage(settings: Settings, saved: dict, directory: str) -> None:
+  """A finished run is reused only where its entropy covers the examples this config's would: eval_batch_size is
+  not in the run config (it changes no loss or accuracy) but it rounds the entropy's examples up to whole
+  batches, so a resume with another one would mix entropies of different examples in one table."""
+  covered = sorted(
+      {side['entropy_examples'] for side in (saved.get('test') or {}).values() if 'entropy_examples' in side}
+  )
+  if covered and covered != [entropy_coverage(settings)]:
+    raise ConfigError(
+        f'config.eval_batch_size={settings.eval_batch_size} is invalid for the finished run in {directory}: its '
+        f'attention entropy covers {", ".join(map(str, covered))} test examples per side, batches of '
+        f'{settings.eval_batch_size} cover {entropy_coverage(settings)} (config.entropy_examples='
+        f'{settings.entropy_examples}); allowed: the eval_batch_size it ran with, or a new workdir.'
+    )
+
+
+def read_result(path: str) -> dict:
+  """A run's saved result.json; ConfigError naming it when it is truncated or is no run's record (an object
+  with its run_config), so that a damaged file is removed and its run trained again, never a traceback."""
+  return report.load_object(
+      path, ('run_config',), "a run's record", 'Remove its directory so that the study trains that run again.'
+  )
 
 
 def _run_seconds(result: dict) -> float:
@@ -556,14 +650,32 @@ def run_resolution_study(
   model_fn = vit_model if model_fn is None else model_fn
   entries = parse_entries(settings.encoders)
   cache: dict = {}
-  tasks = {name: make_task(settings, name, cache) for name in settings.tasks}
+  workdir = os.fspath(workdir)
+  records = workdir if finished_only else None
+  tasks = {name: make_task(settings, name, cache, records) for name in settings.tasks}
   for name, task in tasks.items():
     check_sides(settings, task, name)
   check_models(settings, tasks, entries, model_fn)
   # Every check above runs before the lock: a refused config leaves no trace.
-  workdir = os.fspath(workdir)
   with workdir_lock.held(workdir, enabled=not finished_only):
     return _run_study(settings, config_json, tasks, entries, workdir, model_fn, on_result, finished_only)
+
+
+def _task_summary(settings: Settings, task) -> dict:
+  """A task's entry of the results before its runs: its description and majority baseline (None, with the
+  reason under 'data_absent', for a task known only from its records: the baseline needs the test labels)."""
+  summary = {'task': task.describe(), 'runs': [], 'comparisons': []}
+  if isinstance(task, RecordedFashionMnist):
+    summary['majority_baseline'] = None
+    summary['data_absent'] = (
+        f'config.data_dir={task.data_dir!r} does not exist: the task and its runs are as recorded; the majority '
+        'baseline is not computed'
+    )
+  else:
+    summary['majority_baseline'] = {
+        str(side): majority_baseline(settings, task, side * task.patch_size) for side in settings.eval_sides
+    }
+  return summary
 
 
 def _run_study(settings, config_json: dict, tasks, entries, workdir, model_fn, on_result, finished_only) -> dict:
@@ -589,17 +701,7 @@ def _run_study(settings, config_json: dict, tasks, entries, workdir, model_fn, o
           'sides': "tokens per side (pixels = side x the task's patch_size)",
           'plus_minus': stats.PLUS_MINUS,
       },
-      'tasks': {
-          name: {
-              'task': task.describe(),
-              'majority_baseline': {
-                  str(side): majority_baseline(settings, task, side * task.patch_size) for side in settings.eval_sides
-              },
-              'runs': [],
-              'comparisons': [],
-          }
-          for name, task in tasks.items()
-      },
+      'tasks': {name: _task_summary(settings, task) for name, task in tasks.items()},
       'meta': {'config': json.loads(json.dumps(config_json, default=str)), **environment()},
   }
   if finished_only:
@@ -688,6 +790,8 @@ def markdown(results: dict) -> str:
       continue
     per_cell = task['task'].get('per_cell')
     lines += [f'## {name}', '', f'Task: `{json.dumps(task["task"], sort_keys=True)}`', '']
+    if task.get('data_absent'):
+      lines += [f'**Data absent**: {task["data_absent"]}.', '']
     metrics = [('accuracy', 'per-cell accuracy' if per_cell else 'accuracy')] + (
         [('exact_match', 'exact match per board')] if per_cell else []
     )
@@ -696,6 +800,8 @@ def markdown(results: dict) -> str:
       if metric == 'accuracy' and task.get('majority_baseline'):
         base = ' | '.join(_cell(task['majority_baseline'][s], []) for s in sides)
         lines.append(f'| majority class (the floor) | {base} | |')
+      elif metric == 'accuracy' and task.get('data_absent'):
+        lines.append(f'| majority class (the floor) | {" | ".join("n/a" for _ in sides)} | |')
       for row in runs:
         cells = ' | '.join(_cell(row[metric][s], row[f'{metric}_per_seed'][s]) for s in sides)
         lr = f'{row["learning_rate"]:g} ({row["lr_choice"]})'

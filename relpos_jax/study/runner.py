@@ -651,9 +651,12 @@ def edge_check(
     raise config_lib.ConfigError(
         f'edge_check: encoders {unknown} are not trained encoders of config.study.encoders; allowed: {labels}.'
     )
-  bad = [r for r in rates if not (isinstance(r, (int, float)) and math.isfinite(r) and r > 0)]
+  # A bool is an int to Python: rates=(True,) trained at 1.
+  bad = [r for r in rates if isinstance(r, bool) or not (isinstance(r, (int, float)) and math.isfinite(r) and r > 0)]
   if not rates or bad:
-    raise config_lib.ConfigError(f'edge_check: rates={list(rates)!r} is invalid: allowed: one or more rates > 0.')
+    raise config_lib.ConfigError(
+        f'edge_check: rates={list(rates)!r} is invalid: allowed: one or more rates > 0 (numbers, not bools).'
+    )
   chosen = [e for e in entries if encoders is None or e.label in encoders]
   data = data_sources.build_data(base)
   metric, _ = metric_name(base)

@@ -51,7 +51,7 @@ def load_results(workdir: str, tasks: Sequence[str]) -> dict[str, dict]:
   for task in tasks:
     path = os.path.join(workdir, task, 'results.json')
     if os.path.exists(path):
-      found[task] = report.load_json(path)
+      found[task] = report.load_object(path, ('runs', 'eval_lengths'), 'a study report (relpos_jax.study.report)')
       held_out = os.path.join(workdir, task, HELD_OUT_FILE)
       if os.path.exists(held_out):
         found[task]['held_out'] = report.load_json(held_out)

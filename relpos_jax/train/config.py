@@ -522,6 +522,11 @@ def _check_sections(run: Config) -> None:
           f'TensorBoard event files need tensorboardX: {tensorboard.INSTALL_HINT}; or set it to False',
       )
   data.check_eval(eval_)
+  if any(later <= earlier for earlier, later in zip(eval_.lengths, eval_.lengths[1:])):
+    # Reports and tables read the last length as the longest (relpos_jax.study.report, cross_corpus).
+    raise schema.invalid_key(
+        'eval.lengths', eval_.lengths, 'allowed: increasing lengths, each once (the last is read as the longest)'
+    )
   if optim.warmup_steps > train.steps:
     raise schema.invalid_key(
         'optim.warmup_steps',

@@ -113,6 +113,23 @@ def test_bits_per_character_are_equal_for_bytes_and_bpe_under_one_model(tok):
   assert by_bpe['tokens'] < by_bytes['tokens'] and by_bpe['bits_per_token'] > by_bytes['bits_per_token']
 
 
+def test_a_target_id_outside_the_vocabulary_is_refused_by_name():
+  """numpy reads id -1 as the last token (its characters counted silently) and a float id is no id: refused, in
+  the bits per character and the per-document totals alike. An unscored target (mask 0, document -1) is not read."""
+  logprobs = np.log([0.5, 0.5, 0.25])
+  with pytest.raises(ValueError, match=r'target id -1 at index \(1,\) is invalid: allowed: 0..255'):
+    bpe.bits_per_character(logprobs, [97, -1, 98], bpe.BYTE_CHARS)
+  with pytest.raises(ValueError, match=r'target id 256 at index \(2,\) is invalid'):
+    bpe.bits_per_character(logprobs, [97, 98, 256], bpe.BYTE_CHARS)
+  with pytest.raises(ValueError, match=r'targets of dtype float64 are invalid: allowed: integer token ids'):
+    bpe.bits_per_character(logprobs, [97.0, 98.5, 99.0], bpe.BYTE_CHARS)
+  assert bpe.bits_per_character(logprobs, [97, -1, 98], bpe.BYTE_CHARS, mask=[1, 0, 1])['characters'] == 2
+  with pytest.raises(ValueError, match=r'target id -1 at index \(0,\) is invalid'):
+    bpe.document_totals([1.0, 2.0], [-1, 97], bpe.BYTE_CHARS, [0, 0], 1)
+  bits, chars = bpe.document_totals([1.0, 2.0], [-1, 97], bpe.BYTE_CHARS, [-1, 0], 1)
+  assert bits.tolist() == [2.0] and chars.tolist() == [1.0]
+
+
 def test_document_ids_by_hand():
   split = np.frombuffer(b'ab\x00cd\x00\x00e', np.uint8)  # documents 'ab', 'cd', '', 'e'
   assert bpe.document_ids(split, range(8)).tolist() == [0, 0, 0, 1, 1, 1, 2, 3]

@@ -7,6 +7,7 @@ byte for byte, so the reader is tested without R; the real package is read when 
 from __future__ import annotations
 
 import gzip
+import lzma
 import os
 import struct
 import zlib
@@ -50,20 +51,24 @@ def _serialize(payload: bytes) -> bytes:
   return b'X\n' + _int(3) + _int(0x040202) + _int(0x030500) + _int(5) + b'UTF-8' + payload
 
 
-def write_fake_package(root, novels: dict) -> str:
-  """A directory laid out like janeaustenr, whose data/Rdata.{rdx,rdb} hold `novels` (name -> lines)."""
+def write_fake_package(root, novels: dict, compression: str = 'zlib') -> str:
+  """A directory laid out like janeaustenr, whose data/Rdata.{rdx,rdb} hold `novels` (name -> lines), each entry
+  compressed as R's makeLazyLoadDB does: zlib (compress=TRUE), or 'xz' (compress=3: a type byte 'Z' first)."""
   data = os.path.join(root, 'data')
   os.makedirs(data)
   rdb, offsets = b'', {}
   for name, lines in novels.items():
     raw = _serialize(_strsxp(lines))
-    entry = struct.pack('>I', len(raw)) + zlib.compress(raw)
+    body = zlib.compress(raw) if compression == 'zlib' else b'Z' + lzma.compress(raw)
+    entry = struct.pack('>I', len(raw)) + body
     offsets[name] = [len(rdb), len(entry)]
     rdb += entry
   index = _named_list(
-      {'variables': offsets, 'references': {}, 'compressed': None},
+      {'variables': offsets, 'references': {}, 'compressed': None if compression == 'zlib' else 3},
       lambda v: (
-          _named_list(v, _intsxp) if isinstance(v, dict) and v else _int(254) if not v else _int(10) + _int(1) + _int(1)
+          _named_list(v, _intsxp)
+          if isinstance(v, dict) and v
+          else _intsxp([v]) if isinstance(v, int) else _int(254) if not v else _int(10) + _int(1) + _int(1)
       ),
   )
   with open(os.path.join(data, 'Rdata.rdb'), 'wb') as f:
@@ -104,6 +109,37 @@ def test_the_reader_reads_strings_na_and_named_lists(tmp_path):
 def test_the_lazy_load_database_round_trips(fake):
   path, novels = fake
   assert rdata.read_lazyload(os.path.join(path, 'data', 'Rdata')) == novels
+
+
+def _damage(path: str, name: str, at: int, cut: bool) -> None:
+  """The file data/<name> of the package at `path` cut at byte `at` (cut) or with 8 bytes from `at` inverted."""
+  file = os.path.join(path, 'data', name)
+  with open(file, 'rb') as f:
+    raw = f.read()
+  raw = raw[:at] if cut else raw[:at] + bytes(b ^ 0xFF for b in raw[at : at + 8]) + raw[at + 8 :]
+  with open(file, 'wb') as f:
+    f.write(raw)
+
+
+@pytest.mark.parametrize(
+    'compression, name, at, cut, message',
+    [
+        ('zlib', 'Rdata.rdx', 30, True, r'data/Rdata.rdx: a damaged or truncated gzip stream \(EOFError'),
+        ('zlib', 'Rdata.rdx', 12, False, r'data/Rdata.rdx: a damaged or truncated gzip stream'),
+        ('zlib', 'Rdata.rdb', 8, False, r"data/Rdata.rdb, entry 'emma': a damaged or truncated zlib entry \(error"),
+        ('xz', 'Rdata.rdb', 12, False, r"data/Rdata.rdb, entry 'emma': a damaged or truncated xz entry \(LZMAError"),
+    ],
+)
+def test_damaged_package_files_are_one_line_errors_naming_the_file(tmp_path, compression, name, at, cut, message):
+  """A truncated gzip index, or a corrupt zlib or xz entry (a damaged download or disk): the file, the entry and
+  what is wrong, where the decompressors' own exceptions ended in a traceback."""
+  novels = {n: _novel(n.upper(), 3) for n in austen.NOVELS}
+  path = write_fake_package(tmp_path / 'janeaustenr', novels, compression)
+  assert rdata.read_lazyload(os.path.join(path, 'data', 'Rdata')) == novels
+  _damage(path, name, at, cut)
+  with pytest.raises(ValueError, match=rf"cannot read the janeaustenr data under '.*janeaustenr': .*{message}") as e:
+    Corpus.load(f'austen:{path}')
+  assert '\n' not in str(e.value)
 
 
 # ---------------------------------------------------------------- chapters and splits

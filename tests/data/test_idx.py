@@ -144,3 +144,18 @@ def test_train_stream_is_a_permutation_per_epoch(tmp_path):
   assert seen == sorted((im / 255.0).astype(np.float32).tobytes() for im in data['train'].images)
   other = task.batch(side=28, batch_size=15, seed=4, split='train', step=0)['images']
   assert not np.array_equal(epoch, other[..., 0])
+
+
+def test_an_empty_split_and_float_labels_are_refused_naming_the_file(tmp_path):
+  """An empty test file ended in an IndexError in the study's majority baseline; float labels (IDX type 0x0D)
+  were truncated to classes. Each is refused when loaded, naming the file."""
+  _write_dataset(tmp_path)
+  (tmp_path / 't10k-images-idx3-ubyte.gz').write_bytes(gzip.compress(_idx_bytes(np.zeros((0, 28, 28), np.uint8))))
+  (tmp_path / 't10k-labels-idx1-ubyte.gz').write_bytes(gzip.compress(_idx_bytes(np.zeros(0, np.uint8))))
+  with pytest.raises(idx.IdxError, match=r't10k-images-idx3-ubyte: holds no images \(shape \(0, 28, 28\)\)'):
+    idx.load_fashion_mnist(tmp_path)
+  _write_dataset(tmp_path)
+  labels = (np.arange(20) % 10 + 0.5).astype(np.float32)
+  (tmp_path / 'train-labels-idx1-ubyte.gz').write_bytes(gzip.compress(_idx_bytes(labels, 0x0D)))
+  with pytest.raises(idx.IdxError, match=r'train-labels-idx1-ubyte: labels of type float32 are invalid'):
+    idx.load_fashion_mnist(tmp_path)

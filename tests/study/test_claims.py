@@ -81,7 +81,7 @@ def test_a_comparison_reproduces_only_where_both_learn_and_the_paired_interval_e
   # a task or encoder the report does not have is named, never guessed
   missing = claims.judge(_claim(tasks=('t', 'absent'), baselines=('b', 'nobody')), {'r': report})
   assert [c['status'] for c in missing['cells'] if c['task'] == 'absent'] == ['no result', 'no result']
-  assert claims.judge(_claim(report='elsewhere'), {'r': report})['verdict'] == 'not tested at this scale'
+  assert claims.judge(_claim(report='elsewhere'), {'r': report})['verdict'] == claims.REPORT_ABSENT
 
 
 def test_seeds_are_paired_by_id_and_a_diverged_seed_is_left_out():

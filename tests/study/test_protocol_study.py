@@ -166,6 +166,8 @@ def test_an_edge_check_trains_selection_runs_past_the_grid_only(tmp_path, monkey
     runner.edge_check(config, tmp_path / 'x', (0.1,), encoders=('rope',), train_fn=_fake_train([]))
   with pytest.raises(config_lib.ConfigError, match=r'rates=\[-0.1\] is invalid: allowed: one or more rates > 0'):
     runner.edge_check(config, tmp_path / 'x', (-0.1,), train_fn=_fake_train([]))
+  with pytest.raises(config_lib.ConfigError, match=r'rates=\[True\] is invalid: .*not bools'):  # trained at 1
+    runner.edge_check(config, tmp_path / 'x', (True,), train_fn=_fake_train([]))
   config.study.selection_seed = None
   with pytest.raises(config_lib.ConfigError, match=r'selection_seed is None'):
     runner.edge_check(config, tmp_path / 'x', (0.1,), train_fn=_fake_train([]))

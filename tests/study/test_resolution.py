@@ -184,6 +184,42 @@ def test_changed_config_is_not_reused(tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    'text, message',
+    [
+        ('{"run_config": {"seed"', r'runs/count/relu/lr0.003/seed0/result.json is not valid JSON'),
+        ('[1, 2]', r"seed0/result.json is not a run's record: expected an object with \['run_config'\], found list"),
+        ('{"test": {}}', r"seed0/result.json is not a run's record: .* found \['test'\]. Remove its directory"),
+    ],
+)
+def test_a_damaged_result_is_refused_naming_the_file(tmp_path, text, message):
+  """A truncated or foreign result.json in the workdir (a kill mid-write on another tool, an edit) is a one-line
+  error naming it, in a resume and in finished_only alike, not a JSON or key traceback."""
+  config = _config(tasks=('count',), seeds=(0,), lr_grid=None)
+  resolution.run_resolution_study(config, tmp_path, model_fn=StandIn)
+  (tmp_path / 'runs' / 'count' / 'relu' / 'lr0.003' / 'seed0' / 'result.json').write_text(text)
+  for finished_only in (False, True):
+    with pytest.raises(config_lib.ConfigError, match=message):
+      resolution.run_resolution_study(config, tmp_path, model_fn=StandIn, finished_only=finished_only)
+
+
+def test_a_resume_whose_eval_batches_cover_other_entropy_examples_is_refused(tmp_path):
+  """eval_batch_size changes no loss or accuracy, so it is not in a run's config; but the entropy is measured on
+  whole batches: with entropy_examples=8, batches of 3 cover 9 examples where batches of 8 covered 8. Refused,
+  naming the key; batches of 4 cover the same 8 and resume."""
+  settings = dict(tasks=('count',), seeds=(0,), lr_grid=None, entropy_examples=8)
+  first = resolution.run_resolution_study(_config(**settings), tmp_path, model_fn=StandIn)
+  assert first['tasks']['count']['runs'][0]['entropy']
+  with pytest.raises(
+      config_lib.ConfigError,
+      match=r'config.eval_batch_size=3 is invalid for the finished run in .*seed0: its attention entropy covers 8 '
+      r'test examples per side, batches of 3 cover 9 \(config.entropy_examples=8\)',
+  ):
+    resolution.run_resolution_study(_config(**settings, eval_batch_size=3), tmp_path, model_fn=StandIn)
+  again = resolution.run_resolution_study(_config(**settings, eval_batch_size=4), tmp_path, model_fn=StandIn)
+  assert again['meta']['trained'] == 0 and again['tasks']['count']['runs'] == first['tasks']['count']['runs']
+
+
 def test_same_test_examples_for_every_encoder_and_seed():
   seen = []
 
@@ -362,6 +398,42 @@ def test_fashion_mnist_protocols_end_to_end(tmp_path):
       r'.*multiple of 28',
   ):
     resolution.run_resolution_study(bad, tmp_path / 'w2', model_fn=StandIn)
+
+
+def test_finished_runs_are_re_reported_without_the_fashion_mnist_files(tmp_path):
+  """finished_only needs no data set (a fresh machine re-reports the committed study): each Fashion-MNIST task
+  is the one its runs recorded, every row and comparison as with the files, the majority baseline (it needs
+  the test labels) marked absent; a config the records do not match, and a workdir without runs, are refused."""
+  _write_fashion_mnist(tmp_path / 'fm')
+  config = _config(
+      tasks=('count', 'fashion_mnist_canvas'),
+      data_dir=str(tmp_path / 'fm'),
+      task_kwargs={'fashion_mnist_canvas': {'num_validation': 4}},
+      train_side=7,
+      eval_sides=(7, 14),
+      seeds=(0,),
+      lr_grid=None,
+      comparisons=('relu vs tanh',),
+  )
+  trained = resolution.run_resolution_study(config, tmp_path / 'w', model_fn=StandIn)
+  shutil.rmtree(tmp_path / 'fm')
+  again = resolution.run_resolution_study(config, tmp_path / 'w', model_fn=StandIn, finished_only=True)
+  assert again['unfinished'] == [] and again['meta']['reused'] == 4
+  assert again['tasks']['count'] == trained['tasks']['count']
+  image = dict(again['tasks']['fashion_mnist_canvas'])
+  assert image.pop('majority_baseline') is None
+  assert image.pop('data_absent').startswith(f"config.data_dir={str(tmp_path / 'fm')!r} does not exist")
+  assert image == {k: v for k, v in trained['tasks']['fashion_mnist_canvas'].items() if k != 'majority_baseline'}
+  assert '| majority class (the floor) | n/a | n/a | |' in resolution.markdown(again)
+  with pytest.raises(config_lib.ConfigError, match=r"config.data_dir='.*fm' \(task 'fashion_mnist_canvas'\).*exist"):
+    resolution.run_resolution_study(config, tmp_path / 'w', model_fn=StandIn)  # training needs the data
+  with pytest.raises(config_lib.ConfigError, match=r"config.data_dir='.*fm' \(task 'fashion_mnist_canvas'\).*exist"):
+    resolution.run_resolution_study(config, tmp_path / 'empty', model_fn=StandIn, finished_only=True)
+  config.task_kwargs = {'fashion_mnist_canvas': {'num_validation': 5}}
+  with pytest.raises(
+      config_lib.ConfigError, match=r'runs/fashion_mnist_canvas/relu/.*result.json records task .* 5 validation'
+  ):
+    resolution.run_resolution_study(config, tmp_path / 'w', model_fn=StandIn, finished_only=True)
 
 
 def test_one_writer_per_workdir(tmp_path):

@@ -429,8 +429,10 @@ def test_finished_results_on_another_corpus_are_not_reused(tmp_path, monkeypatch
         ('lm.py:cross_corpus,bpe', None),
     ],
 )
+@pytest.mark.usefixtures('austen_laid_out_if_absent')
 def test_shipped_study_variants_validate(variant, task):
-  """Each study is a variant of its training config: the same run plus a `study` section, checked up front."""
+  """Each study is a variant of its training config: the same run plus a `study` section, checked up front (the
+  English corpus, an optional system package, laid out where it is absent: tests/conftest.py)."""
   repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   config = study.load_study_config(os.path.join(repo, 'configs', variant))
   base, entries = runner.validate_study(config)

@@ -101,7 +101,10 @@ class _Reader:
       if n == -1:
         return None  # NA_character_
       raw = self.take(n)
-      return raw.decode('latin-1' if flags >> 12 & _LATIN1 else 'utf-8')
+      try:
+        return raw.decode('latin-1' if flags >> 12 & _LATIN1 else 'utf-8')
+      except UnicodeDecodeError as e:
+        raise RDataError(f'a string at offset {self.pos - n} is not UTF-8 ({e.reason} at byte {e.start})') from None
     if kind == LISTSXP:  # a pairlist: attributes, tag, value, then the rest of the list
       out = {}
       while kind == LISTSXP:
@@ -147,13 +150,24 @@ def unserialize(data: bytes):
   return reader.item()
 
 
+# What the standard library's decompressors raise on damaged or truncated input: gzip (BadGzipFile, an OSError,
+# and EOFError), zlib.error, lzma.LZMAError, bz2 (OSError on a bad stream, ValueError or EOFError on a short one).
+_DAMAGED = (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError)
+
+
 def read_rds(path: str | os.PathLike):
-  """The object in an .rds file (gzip-compressed, or not compressed)."""
+  """The object in an .rds file (gzip-compressed, or not compressed); RDataError naming the file if damaged."""
   with open(path, 'rb') as f:
     data = f.read()
-  if data[:2] == b'\x1f\x8b':
-    data = gzip.decompress(data)
-  return unserialize(data)
+  try:
+    if data[:2] == b'\x1f\x8b':
+      try:
+        data = gzip.decompress(data)
+      except _DAMAGED as e:
+        raise RDataError(f'a damaged or truncated gzip stream ({type(e).__name__}: {e})') from None
+    return unserialize(data)
+  except RDataError as e:
+    raise RDataError(f'{os.fspath(path)}: {e}') from None
 
 
 def _entry(rdb: bytes, offset: int, length: int, compressed) -> bytes:
@@ -164,11 +178,15 @@ def _entry(rdb: bytes, offset: int, length: int, compressed) -> bytes:
   body = chunk[4:]
   if compressed in (2, 3):
     kind, body = body[:1], body[1:]
-    out = {b'2': bz2.decompress, b'Z': lzma.decompress, b'0': bytes}[kind](body) if kind in b'2Z0' else None
-    if out is None:
+    if kind not in (b'2', b'Z', b'0'):
       raise RDataError(f'unknown compression type byte {kind!r} in an .rdb entry')
+    method, decompress = {b'2': ('bzip2', bz2.decompress), b'Z': ('xz', lzma.decompress), b'0': ('none', bytes)}[kind]
   else:
-    out = zlib.decompress(body)
+    method, decompress = 'zlib', zlib.decompress
+  try:
+    out = decompress(body)
+  except _DAMAGED as e:
+    raise RDataError(f'a damaged or truncated {method} entry ({type(e).__name__}: {e})') from None
   if len(out) != size:
     raise RDataError(f'an .rdb entry decompresses to {len(out)} bytes, its header says {size}')
   return out
@@ -185,7 +203,13 @@ def read_lazyload(base: str | os.PathLike) -> dict:
   with open(f'{os.fspath(base)}.rdb', 'rb') as f:
     rdb = f.read()
   variables = _named(named['variables'])
-  return {name: unserialize(_entry(rdb, int(pos[0]), int(pos[1]), compressed)) for name, pos in variables.items()}
+  out = {}
+  for name, pos in variables.items():
+    try:
+      out[name] = unserialize(_entry(rdb, int(pos[0]), int(pos[1]), compressed))
+    except RDataError as e:
+      raise RDataError(f'{os.fspath(base)}.rdb, entry {name!r}: {e}') from None
+  return out
 
 
 def _named(obj) -> dict:
