@@ -293,7 +293,7 @@ def test_holm_adjusts_over_every_comparison_of_the_page():
         ({'task_kwargs': {'count': {'max_count': 20}}}, r"config.train_side=4 is invalid for task 'count'.*>= 5"),
         ({'steps': 0}, r'config.steps=0 is invalid: allowed: an int >= 1'),
         ({'warmup_steps': 4}, r'config.warmup_steps=4 is invalid with config.steps=4'),
-        ({'lr_grid': ()}, r'config.lr_grid=\(\) is invalid'),
+        ({'lr_grid': (1e-3, 1e-3)}, r'config.lr_grid=\(0.001, 0.001\) is invalid: allowed: a tuple of distinct'),
         ({'seeds': (0, 0)}, r'config.seeds=\(0, 0\) is invalid'),
         (
             {'tasks': ('fashion_mnist_canvas',), 'data_dir': '/nonexistent'},
