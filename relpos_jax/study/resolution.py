@@ -27,7 +27,10 @@ accuracy over seeds with 95% t intervals. Cells are mean ± sample std over seed
 Resumable: each (task, encoder, lr, seed) run writes `<workdir>/runs/<task>/<label>/lr<lr>/seed<s>/result.json`
 atomically when it has finished (train and every evaluation); a rerun in the same workdir reuses finished
 runs (an unfinished one trains again from the start: runs take seconds to minutes here), and refuses, naming
-the directory, one whose recorded run config differs from this config's. The workdir is locked for one writer
+the directory, one whose recorded run config differs from this config's, or whose recorded data fingerprint
+(Fashion-MNIST: a digest of the images and labels it trained on, `GridTask.data_fingerprint`) differs from that
+of `config.data_dir`'s files (runs recorded without one, as the committed study's, are not checked). Run
+directories name the rate exactly (`plan.rate_name`). The workdir is locked for one writer
 (relpos_jax.train.workdir_lock). Outputs: results.json and results.md, rewritten after each (task, encoder), and
 at the end results.png (accuracy against grid side, one panel per task) and results_entropy.png (entropy per
 layer against grid side). `finished_only=True` trains nothing, writes nothing and takes no lock: it reports the
@@ -71,6 +74,7 @@ from relpos_jax.train import workdir_lock
 ConfigError = config_lib.ConfigError
 key = schema.key
 RESULT_FILE = 'result.json'
+DATA_FINGERPRINT = 'data_fingerprint'  # a run's record: the data it trained on (`GridTask.data_fingerprint`)
 FASHION_MNIST_TASKS = {'fashion_mnist_canvas': 'canvas', 'fashion_mnist_upsample': 'upsample'}
 TASK_NAMES = grid_tasks.grid_task_names() + tuple(FASHION_MNIST_TASKS)
 POOLS = ('mean', 'cls')
@@ -522,6 +526,7 @@ def _run(settings, workdir, task_name, task, entry, seed, lr, model_fn, counter,
   directory = run_dir(workdir, task_name, entry.label, lr, seed)
   path = os.path.join(directory, RESULT_FILE)
   config = run_config(settings, task, entry, seed, lr)
+  fingerprint = task.data_fingerprint()
   if os.path.exists(path):
     with open(path, encoding='utf-8') as f:
       saved = json.load(f)
@@ -530,6 +535,14 @@ def _run(settings, workdir, task_name, task, entry, seed, lr, model_fn, counter,
           f'{directory} holds a finished run of another config (task, encoder, sizes or protocol changed); use '
           'a new workdir or remove that directory.'
       )
+    # Checked where both sides have one: runs recorded before fingerprints (the committed study's) cannot be
+    # checked, and a task whose data is not loaded has none to compare.
+    recorded = saved.get(DATA_FINGERPRINT)
+    if fingerprint is not None and recorded is not None and recorded != fingerprint:
+      raise ConfigError(
+          f'{directory} holds a run trained on other data ({DATA_FINGERPRINT} {recorded}) than config.data_dir='
+          f'{settings.data_dir!r} holds ({fingerprint}); allowed: the data it trained on, or a new workdir.'
+      )
     counter['reused'] += 1
     counter['run_seconds'] += _run_seconds(saved)
     return saved
@@ -537,6 +550,8 @@ def _run(settings, workdir, task_name, task, entry, seed, lr, model_fn, counter,
     return None
   logging.info('resolution study: %s / %s / lr %g / seed %d', task_name, entry.label, lr, seed)
   result = {'run_config': config, **train_and_evaluate(settings, task, entry, seed, lr, model_fn)}
+  if fingerprint is not None:
+    result[DATA_FINGERPRINT] = fingerprint
   os.makedirs(directory, exist_ok=True)
   _write_json_atomically(result, path)
   counter['trained'] += 1

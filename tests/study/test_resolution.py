@@ -5,12 +5,10 @@ return_entropy) but is a per-patch MLP: it is defined here, in the tests only, s
 the grid encoders.
 """
 
-import gzip
 import json
 import math
 import os
 import shutil
-import struct
 
 import jax.numpy as jnp
 import ml_collections
@@ -19,7 +17,6 @@ import pytest
 from flax import nnx
 
 import configs.resolution as resolution_config
-from relpos_jax.data import idx
 from relpos_jax.study import resolution, stats
 from relpos_jax.train import config as config_lib
 
@@ -316,24 +313,8 @@ def test_model_pool_is_checked():
     resolution.parse_config(config)
 
 
-def _write_fashion_mnist(directory, n_train=24, n_test=8):
-  rng = np.random.default_rng(0)
-  arrays = {
-      'train_images': rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
-      'train_labels': (np.arange(n_train) % 10).astype(np.uint8),
-      'test_images': rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
-      'test_labels': (np.arange(n_test) % 10).astype(np.uint8),
-  }
-  os.makedirs(directory, exist_ok=True)
-  for key, stem in idx.FILES.items():
-    a = arrays[key]
-    raw = bytes([0, 0, 8, a.ndim]) + b''.join(struct.pack('>I', d) for d in a.shape) + a.tobytes()
-    with open(os.path.join(directory, stem + '.gz'), 'wb') as f:
-      f.write(gzip.compress(raw))
-
-
-def test_fashion_mnist_protocols_end_to_end(tmp_path):
-  _write_fashion_mnist(tmp_path / 'fm')
+def test_fashion_mnist_protocols_end_to_end(tmp_path, fashion_mnist_files):
+  fashion_mnist_files(tmp_path / 'fm')
   config = _config(
       tasks=('fashion_mnist_canvas', 'fashion_mnist_upsample'),
       data_dir=str(tmp_path / 'fm'),
