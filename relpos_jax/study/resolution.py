@@ -37,6 +37,11 @@ layer against grid side). `finished_only=True` trains nothing, writes nothing an
 runs finished so far (a (task, encoder) row appears once its learning-rate grid has finished, with the seeds
 that have; the study's own process may be writing the same workdir meanwhile).
 
+Checked before anything trains (each error names its key): the config's types and bounds (seeds < 2^32, sides
+<= MAX_SIDE, batch sizes, test examples <= MAX_EVAL_EXAMPLES), every task at every side, and every (task, encoder)
+model, built abstractly (`nnx.eval_shape`) and traced at the training side and, as evaluation calls it, at the
+largest evaluation side, with a memory estimate (`check_memory`, a lower bound) refused when it cannot fit.
+
 The model: `model_fn(*, encoder, num_classes, patch_size, in_channels, pool, rngs, **config.model)` returns a
 flax NNX module called as `model(images float[B, H, W, C], train=..., rng=..., return_entropy=...)` -> logits
 [B, num_classes] (pool 'mean' / 'cls') or [B, H/p, W/p, num_classes] (pool 'none': per-cell tasks); in training
@@ -328,7 +333,10 @@ def memory_estimate(settings: Settings, task: grid_tasks.GridTask, num_params: i
   return {
       'parameters and optimizer state': (16 * num_params, model_keys),
       'activations of one training batch': (
-          4 * settings.batch_size * train_tokens * ((hidden + 2 * m.model_dim) * m.num_layers + m.num_heads * train_tokens),
+          4
+          * settings.batch_size
+          * train_tokens
+          * ((hidden + 2 * m.model_dim) * m.num_layers + m.num_heads * train_tokens),
           f'config.batch_size={settings.batch_size}, config.train_side={settings.train_side}, {model_keys}',
       ),
       'attention weights of one evaluation batch': (

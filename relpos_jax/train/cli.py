@@ -130,7 +130,7 @@ STUDY_INTERRUPTED_MESSAGE = (
 
 # The resolution study keeps no checkpoint: a run is saved once it has trained and been evaluated.
 RESOLUTION_INTERRUPTED_MESSAGE = (
-    'interrupted (finished runs are kept under the workdir\'s runs/; the run in progress is lost and trains again '
+    "interrupted (finished runs are kept under the workdir's runs/; the run in progress is lost and trains again "
     'from its start: rerun the same command)'
 )
 

@@ -24,7 +24,9 @@ WORDS = 'the cat sat on a mat and the dog ran to the old tree'.split()
 def corpus(monkeypatch):
   """A tiny corpus; training a tokenizer on it fails the test (the refusal must come first)."""
   rng = np.random.default_rng(0)
-  docs = [(f'{split}/{i}', ' '.join(rng.choice(WORDS, 50)).encode()) for split in ('train', 'validation') for i in range(3)]
+  docs = [
+      (f'{split}/{i}', ' '.join(rng.choice(WORDS, 50)).encode()) for split in ('train', 'validation') for i in range(3)
+  ]
 
   def no_training(*args, **kwargs):
     raise AssertionError('the tokenizer trained before the cache was checked')

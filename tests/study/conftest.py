@@ -15,18 +15,13 @@ from relpos_jax.data import idx
 def write_fashion_mnist(directory, n_train=24, n_test=8, seed=0) -> str:
   """The four IDX files (gzip) of a tiny Fashion-MNIST in `directory`: random images (`seed`), labels k mod 10."""
   rng = np.random.default_rng(seed)
-  arrays = {
-      'train_images': rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
-      'train_labels': (np.arange(n_train) % 10).astype(np.uint8),
-      'test_images': rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
-      'test_labels': (np.arange(n_test) % 10).astype(np.uint8),
-  }
   os.makedirs(directory, exist_ok=True)
-  for key, stem in idx.FILES.items():
-    a = arrays[key]
-    raw = bytes([0, 0, 8, a.ndim]) + b''.join(struct.pack('>I', d) for d in a.shape) + a.tobytes()
-    with open(os.path.join(directory, stem + '.gz'), 'wb') as f:
-      f.write(gzip.compress(raw))
+  for part, n in (('train', n_train), ('test', n_test)):
+    for kind, array in (('images', rng.integers(0, 256, (n, 28, 28))), ('labels', np.arange(n) % 10)):
+      array = array.astype(np.uint8)
+      header = bytes([0, 0, 8, array.ndim]) + struct.pack(f'>{array.ndim}I', *array.shape)
+      with open(os.path.join(directory, idx.FILES[f'{part}_{kind}'] + '.gz'), 'wb') as f:
+        f.write(gzip.compress(header + array.tobytes()))
   return os.fspath(directory)
 
 

@@ -101,7 +101,10 @@ def test_a_learned_table_smaller_than_an_evaluation_side_is_refused_before_train
         ({'eval_examples': 10**12}, r'config.eval_examples=1000000000000 is invalid: allowed: .*<= 1048576'),
         # Under the bounds, beyond memory: the evaluation's attention weights at 1024^2 tokens (4 TiB a row).
         ({'eval_sides': (5, 1024)}, r"task 'count': a run needs at least .* GiB \(attention weights of one evaluation"),
-        ({'batch_size': 2**20, 'train_side': 32, 'eval_sides': (32,)}, r"task 'count': a run needs at least .*activations of one training batch"),
+        (
+            {'batch_size': 2**20, 'train_side': 32, 'eval_sides': (32,)},
+            r"task 'count': a run needs at least .*activations of one training batch",
+        ),
     ],
 )
 def test_sizes_are_bounded_before_anything_runs(tmp_path, overrides, message):

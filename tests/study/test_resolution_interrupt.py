@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 
 import pytest
@@ -23,24 +22,16 @@ COMMAND = [
 
 
 @pytest.mark.parametrize('at_run', [1, 2])  # the first run's compilation; the second, one run finished
-def test_ctrl_c_exits_at_once_and_says_what_is_kept(tmp_path, at_run):
-  env = {k: v for k, v in os.environ.items() if k != 'XLA_FLAGS'}  # one CPU device, as a user gets
-  env['PYTHONPATH'] = REPO
+def test_ctrl_c_exits_at_once_and_says_what_is_kept(tmp_path, at_run, interrupt_when):
   workdir = tmp_path / 'w'
-  proc = subprocess.Popen(COMMAND + [f'--workdir={workdir}'], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
-  seen, started = [], 0
-  try:
-    for line in proc.stderr:
-      seen.append(line)
-      started += 'resolution study: count / nope' in line
-      if started == at_run:
-        proc.send_signal(signal.SIGINT)
-        break
-    rest = proc.communicate(timeout=120)[1]
-  finally:
-    proc.kill()
-  stderr = ''.join(seen) + rest
-  assert proc.returncode == 128 + signal.SIGINT, stderr[-3000:]
+  started = []
+
+  def when(line):
+    started.append('resolution study: count / nope' in line)
+    return sum(started) == at_run
+
+  status, stderr = interrupt_when(COMMAND + [f'--workdir={workdir}'], when, cwd=REPO)
+  assert status == 128 + signal.SIGINT, stderr[-3000:]
   assert "interrupted (finished runs are kept under the workdir's runs/; the run in progress is lost" in stderr
   assert 'checkpoint' not in stderr and 'Traceback' not in stderr and 'Segmentation' not in stderr
   assert len(list(workdir.glob('runs/**/result.json'))) == at_run - 1
