@@ -5,7 +5,8 @@ r"""The resolution-extrapolation study: train a small ViT at a 7x7 grid, evaluat
     python -m experiments.resolution --config.seeds='(0,1,2,3,4)' --config.steps=2000 --workdir=/tmp/bigger
 
 Every key (relpos_jax.study.resolution.Settings checks each; an error names the key):
-  encoders        'label: spec' entries (or bare specs): the grid encoders of relpos_jax.nn.vit.ViT
+  encoders        'label: spec' entries (or bare specs): the grid encoders of relpos_jax.nn.vit.ViT (no
+                  'X -> Y': a run is trained and evaluated with one encoder)
   tasks           grid tasks (relpos_jax.data.grid_tasks: life, count, direction, distance, shift) and
                   Fashion-MNIST under its two protocols (fashion_mnist_canvas, fashion_mnist_upsample;
                   files from `apt-get install -y dataset-fashion-mnist`, read from data_dir)
@@ -16,9 +17,10 @@ Every key (relpos_jax.study.resolution.Settings checks each; an error names the 
   steps, batch_size, learning_rate, warmup_steps, weight_decay, grad_clip_norm: AdamW with a (warmup) cosine
                   schedule to 0, the same for every encoder
   lr_grid         peak rates tried per (task, encoder) at the first seed; the lowest validation loss at the
-                  training side wins and the other seeds train with it (None: learning_rate for every run)
-  seeds           every (task, encoder) trains once per seed (init and training stream)
-  data_seed       the seed of the validation and test streams: every run scores the same examples
+                  training side wins and the other seeds train with it (None or (): learning_rate for every
+                  run; on the command line --config.lr_grid=None or --config.lr_grid='()')
+  seeds           every (task, encoder) trains once per seed (init and training stream); each < 2^32
+  data_seed       the seed of the validation and test streams: every run scores the same examples (< 2^32)
   eval_examples, eval_batch_size: test examples per side, and per evaluation call
   entropy_examples  the attention entropy is measured on the first evaluation batches covering this many
                   examples (the model rebuilds its attention weights for it: a batch costs about twice)

@@ -299,3 +299,31 @@ def austen_laid_out_if_absent(monkeypatch, tmp_path):
     for name in ('Rdata.rdx', 'Rdata.rdb'):
       (tmp_path / 'janeaustenr' / 'data' / name).touch()
     monkeypatch.setattr(austen, 'DEFAULT_PATH', str(tmp_path / 'janeaustenr'))
+
+
+def _interrupt_when(command, when, cwd=None):
+  """Runs `command` (one CPU device, as a user gets: no XLA_FLAGS), sends SIGINT at the first line of stderr for
+  which `when(line)` is true, and returns (exit status, stderr)."""
+  import signal  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+
+  env = {k: v for k, v in os.environ.items() if k != 'XLA_FLAGS'}
+  proc = subprocess.Popen(command, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True)
+  try:
+    seen = []
+    for line in proc.stderr:
+      seen.append(line)
+      if when(line):
+        proc.send_signal(signal.SIGINT)
+        break
+    rest = proc.communicate(timeout=120)[1]
+  finally:
+    proc.kill()
+  return proc.returncode, ''.join(seen) + rest
+
+
+@pytest.fixture
+def interrupt_when():
+  """`interrupt_when(command, when, cwd=None)` -> (exit status, stderr): Ctrl-C at the first stderr line `when`
+  accepts (the entry points' interrupt tests)."""
+  return _interrupt_when

@@ -227,6 +227,24 @@ def cache_path(cache: str | os.PathLike, corpus, vocab_size: int) -> str:
   return os.path.join(cache, f'bpe-{train_fingerprint}-{int(vocab_size)}.json')
 
 
+def check_writable(path: str) -> None:
+  """ValueError (naming the cache) unless the cache file `path` can be written: its nearest existing ancestor
+  directory takes a file (probed with a temporary file, removed). Nothing is created: a refused run leaves no
+  directory behind."""
+  existing = os.path.dirname(os.path.abspath(path))
+  while not os.path.exists(existing):
+    existing = os.path.dirname(existing)
+  allowed = 'allowed: a writable directory, or a .json file path in one'
+  if not os.path.isdir(existing):
+    raise ValueError(f'tokenizer cache {path!r} cannot be written: {existing} is a file, not a directory; {allowed}')
+  try:
+    fd, probe = tempfile.mkstemp(dir=existing, prefix='.bpe-', suffix='.probe')
+  except OSError as e:
+    raise ValueError(f'tokenizer cache {path!r} cannot be written: {existing}: {e.strerror}; {allowed}') from None
+  os.close(fd)
+  os.remove(probe)
+
+
 def load_or_train(corpus, vocab_size: int, cache: str | os.PathLike, min_frequency: int = MIN_FREQUENCY) -> BPE:
   """The tokenizer of `corpus`'s training split from the cache `cache` (a directory or a .json file), trained and
   written there (atomically, after every check) when absent.
@@ -260,6 +278,7 @@ def load_or_train(corpus, vocab_size: int, cache: str | os.PathLike, min_frequen
           f'records {stored.get("fingerprint")!r} (edited or corrupt); delete it to retrain'
       )
     return bpe
+  check_writable(path)  # before training: a cache that cannot take the file failed only once the tokenizer had trained
   bpe = train(corpus, vocab_size, min_frequency)
   directory = os.path.dirname(path) or os.curdir
   os.makedirs(directory, exist_ok=True)

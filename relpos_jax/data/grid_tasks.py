@@ -85,6 +85,12 @@ class GridTask:
     fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
     return {'name': self.name, **fields, 'num_classes': self.num_classes, 'per_cell': self.per_cell}
 
+  def data_fingerprint(self) -> str | None:
+    """A digest of the data the task's examples are drawn from, for a run's record (a run is never reused on
+    other data); None for a synthetic task, whose examples are a function of its description (`describe`) and
+    the seeds, both in the run's config."""
+    return None
+
   def _example(self, rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray | int]:
     raise NotImplementedError
 

@@ -32,7 +32,9 @@ At S = 28 both are the image itself. With patch_size p (default 4) a model sees 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
+import hashlib
 import os
 import zlib
 from typing import ClassVar
@@ -225,6 +227,21 @@ class FashionMnist(grid_tasks.GridTask):
           '(an integer upsampling factor).'
       )
     return side
+
+  @functools.cached_property
+  def _fingerprint(self) -> str:
+    h = hashlib.sha256()
+    for split in grid_tasks.SPLITS:
+      for array in (self.data[split].images, self.data[split].labels):
+        array = np.ascontiguousarray(array)
+        h.update(f'{split} {array.dtype.str} {array.shape}'.encode())
+        h.update(array.tobytes())
+    return h.hexdigest()[:16]
+
+  def data_fingerprint(self) -> str:
+    """sha256 (16 hex digits) over every split's images and labels (dtype, shape, bytes) as loaded: the files'
+    contents and the validation carve, wherever the directory is."""
+    return self._fingerprint
 
   def describe(self) -> dict:
     sizes = {split: len(self.data[split]) for split in grid_tasks.SPLITS}

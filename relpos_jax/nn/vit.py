@@ -41,6 +41,11 @@ from relpos_jax.nn import attention as attention_lib
 from relpos_jax.nn import blocks, terms
 
 POOLS = ('mean', 'cls', 'none')
+# Every width (model_dim, the MLP's hidden width mlp_ratio x model_dim, heads, classes, patch pixels) is at most
+# 2^16 (ViT-22B's widest, its MLP, is 24,576), and the blocks' parameters at most 2^36 (ViT-22B: 2.2e10): what
+# passes can still be too large for a device, which a study checks with its memory estimate.
+MAX_WIDTH = 2**16
+MAX_PARAMETERS = 2**36
 
 
 def resolve_encoder(encoder) -> contract.Encoder:
@@ -116,7 +121,28 @@ class ViT(nnx.Module):
         num_layers=num_layers,
         mlp_ratio=mlp_ratio,
     ).items():
-      validation.positive_int(who, field, value, maximum=2**16)
+      validation.positive_int(who, field, value, maximum=MAX_WIDTH)
+    # Each width alone is bounded above; their products are what allocates: the MLP's hidden width (model_dim
+    # 2^14 x mlp_ratio 2^14 passed every bound and allocated without end) and the blocks' parameters.
+    validation.require(
+        mlp_ratio * model_dim <= MAX_WIDTH,
+        who,
+        'mlp_ratio',
+        mlp_ratio,
+        f'mlp_ratio * model_dim (the MLP hidden width) <= {MAX_WIDTH}; with model_dim={model_dim}: mlp_ratio <= '
+        f'{max(1, MAX_WIDTH // model_dim)}',
+        depends_on=('model_dim',),
+    )
+    block_params = num_layers * (4 * model_dim * model_dim + 2 * mlp_ratio * model_dim * model_dim)
+    validation.require(
+        block_params <= MAX_PARAMETERS,
+        who,
+        'num_layers',
+        num_layers,
+        f'blocks of at most {MAX_PARAMETERS:,} parameters (num_layers x (4 + 2 mlp_ratio) x model_dim^2 = '
+        f'{block_params:,} here; ViT-22B has 2.2e10)',
+        depends_on=('model_dim', 'mlp_ratio'),
+    )
     validation.head_dim(who, model_dim, num_heads)
     validation.choice(who, 'pool', pool, POOLS)
     self.layer_encoders = resolve_layers(encoder, num_layers)

@@ -58,6 +58,16 @@ SEQUENTIAL_SUFFIX = '@0..L-1'
 COMPARISON_STATISTICS = ('train', 'ood', 'longest')
 
 
+def rate_name(rate: float) -> str:
+  """A learning rate as run directories and `lr_grid` keys name it: `f'{rate:g}'` (six significant digits, the
+  names every committed run has: 0.001, 0.03) where that reads back as the same float, else `repr(rate)`, the
+  shortest string that does. Two distinct rates never share a name (each name reads back as its own rate), so
+  1e-3 and 1.0000001e-3, which print alike under :g, cannot share a run directory."""
+  rate = float(rate)
+  short = f'{rate:g}'
+  return short if float(short) == rate else repr(rate)
+
+
 @dataclasses.dataclass(frozen=True)
 class Entry:
   """One encoder of the study: a label (a directory name and a legend entry), the spec it trains with and,

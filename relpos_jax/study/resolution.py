@@ -27,7 +27,10 @@ accuracy over seeds with 95% t intervals. Cells are mean ± sample std over seed
 Resumable: each (task, encoder, lr, seed) run writes `<workdir>/runs/<task>/<label>/lr<lr>/seed<s>/result.json`
 atomically when it has finished (train and every evaluation); a rerun in the same workdir reuses finished
 runs (an unfinished one trains again from the start: runs take seconds to minutes here), and refuses, naming
-the directory, one whose recorded run config differs from this config's. The workdir is locked for one writer
+the directory, one whose recorded run config differs from this config's, or whose recorded data fingerprint
+(Fashion-MNIST: a digest of the images and labels it trained on, `GridTask.data_fingerprint`) differs from that
+of `config.data_dir`'s files (runs recorded without one, as the committed study's, are not checked). Run
+directories name the rate exactly (`plan.rate_name`). The workdir is locked for one writer
 (relpos_jax.train.workdir_lock). Outputs: results.json and results.md, rewritten after each (task, encoder), and
 at the end results.png (accuracy against grid side, one panel per task) and results_entropy.png (entropy per
 layer against grid side). `finished_only=True` trains nothing, writes nothing and takes no lock: it reports the
@@ -35,6 +38,11 @@ runs finished so far (a (task, encoder) row appears once its learning-rate grid 
 that have; the study's own process may be writing the same workdir meanwhile). It needs no data set: where
 `config.data_dir` does not exist, a Fashion-MNIST task is re-reported as its runs recorded it, its majority
 baseline (which needs the test labels) left out and the task marked 'data_absent'.
+
+Checked before anything trains (each error names its key): the config's types and bounds (seeds < 2^32, sides
+<= MAX_SIDE, batch sizes, test examples <= MAX_EVAL_EXAMPLES), every task at every side, and every (task, encoder)
+model, built abstractly (`nnx.eval_shape`) and traced at the training side and, as evaluation calls it, at the
+largest evaluation side, with a memory estimate (`check_memory`, a lower bound) refused when it cannot fit.
 
 The model: `model_fn(*, encoder, num_classes, patch_size, in_channels, pool, rngs, **config.model)` returns a
 flax NNX module called as `model(images float[B, H, W, C], train=..., rng=..., return_entropy=...)` -> logits
@@ -66,7 +74,7 @@ from flax import nnx
 from relpos_jax.data import grid_tasks, idx
 from relpos_jax.nn import vit
 from relpos_jax.study import record, report, stats
-from relpos_jax.study.plan import Entry, parse_entries
+from relpos_jax.study.plan import Entry, parse_entries, rate_name
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import config_files, schema, streams
 from relpos_jax.train import workdir_lock
@@ -74,19 +82,31 @@ from relpos_jax.train import workdir_lock
 ConfigError = config_lib.ConfigError
 key = schema.key
 RESULT_FILE = 'result.json'
+DATA_FINGERPRINT = 'data_fingerprint'  # a run's record: the data it trained on (`GridTask.data_fingerprint`)
 FASHION_MNIST_TASKS = {'fashion_mnist_canvas': 'canvas', 'fashion_mnist_upsample': 'upsample'}
 TASK_NAMES = grid_tasks.grid_task_names() + tuple(FASHION_MNIST_TASKS)
 POOLS = ('mean', 'cls')
+# config.lr_grid values that ask for the fixed rate (config.learning_rate for every run): None in a file, and
+# from the command line, where a tuple key cannot become None, '()' or 'None' (which ml_collections reads as
+# the tuple (None,)).
+FIXED_RATE = (None, (), [], (None,), [None])
+# Upper bounds checked before anything is built (the run's own bounds, relpos_jax.train.config, for the model
+# and batch sizes). A side of 1,024 tokens is a million tokens per image, far past any resolution study (ViT's
+# 14 to 64); what fits under it but not in memory is refused by `check_memory` with its estimate. The test
+# examples are labelled once per side before training (`majority_baseline`): 2^20 of them take seconds, the
+# published protocols score 10,000 (Fashion-MNIST's test file).
+MAX_SIDE = 1024
+MAX_EVAL_EXAMPLES = 2**20
 
 
 @dataclasses.dataclass(frozen=True)
 class Model:
   """`config.model`: the model's size (passed to model_fn); pool for the classification tasks (per-cell: 'none')."""
 
-  model_dim: int = key(64, ge=1)
-  num_heads: int = key(4, ge=1)
-  num_layers: int = key(2, ge=1)
-  mlp_ratio: int = key(4, ge=1)
+  model_dim: int = key(64, ge=1, le=config_lib.MAX_MODEL_DIM)
+  num_heads: int = key(4, ge=1, le=config_lib.MAX_MODEL_DIM)
+  num_layers: int = key(2, ge=1, le=config_lib.MAX_LAYERS)
+  mlp_ratio: int = key(4, ge=1, le=config_lib.MAX_MLP_RATIO)
   pool: str = key('mean', choices=POOLS)
 
 
@@ -101,20 +121,21 @@ class Settings:
   description: str = key('')
   task_kwargs: dict | None = key(None)  # {task name: {parameter: value}}
   data_dir: str = key(idx.DEFAULT_DIRECTORY)
-  train_side: int = key(7, ge=2)
-  eval_sides: tuple[int, ...] = key((7, 14, 21, 28), ge=2)
+  train_side: int = key(7, ge=2, le=MAX_SIDE)
+  eval_sides: tuple[int, ...] = key((7, 14, 21, 28), ge=2, le=MAX_SIDE)
   steps: int = key(300, ge=1)
-  batch_size: int = key(32, ge=1)
+  batch_size: int = key(32, ge=1, le=config_lib.MAX_BATCH)
   learning_rate: float = key(1e-3, gt=0)
   lr_grid: tuple[float, ...] | None = key(None, gt=0)
   warmup_steps: int = key(0, ge=0)
   weight_decay: float = key(0.0, ge=0)
   grad_clip_norm: float | None = key(1.0, gt=0)
-  seeds: tuple[int, ...] = key((0,), ge=0)
-  data_seed: int = key(0, ge=0)
-  eval_examples: int = key(256, ge=1)
-  eval_batch_size: int = key(64, ge=1)
-  entropy_examples: int = key(32, ge=1)
+  # Below 2^32, as every seed of a run (config_lib.SEED_LIMIT): jax.random.key(2**32) is key(0).
+  seeds: tuple[int, ...] = key((0,), ge=0, lt=config_lib.SEED_LIMIT)
+  data_seed: int = key(0, ge=0, lt=config_lib.SEED_LIMIT)
+  eval_examples: int = key(256, ge=1, le=MAX_EVAL_EXAMPLES)
+  eval_batch_size: int = key(64, ge=1, le=config_lib.MAX_BATCH)
+  entropy_examples: int = key(32, ge=1, le=MAX_EVAL_EXAMPLES)
   comparisons: tuple[str, ...] = key(())
 
 
@@ -125,8 +146,10 @@ def parse_config(config) -> Settings:
   if model_node is None:
     raise ConfigError('missing key config.model (model_dim, num_heads, num_layers, mlp_ratio, pool).')
   model = schema.parse_section(Model, 'model', model_node)
+  if node.get('lr_grid') in FIXED_RATE:
+    node = {**node, 'lr_grid': None}
   settings = schema.parse_section(Settings, '', node, model=model)
-  parse_entries(settings.encoders)  # 'label: spec' entries, unique labels (the LM study's rule)
+  parse_encoders(settings)
   if not settings.tasks or len(set(settings.tasks)) != len(settings.tasks):
     raise ConfigError(f'config.tasks={settings.tasks!r} is invalid: allowed: a non-empty tuple of distinct task names.')
   for name in settings.tasks:
@@ -139,9 +162,10 @@ def parse_config(config) -> Settings:
     values = getattr(settings, k)
     if not values or len(set(values)) != len(values):
       raise ConfigError(f'config.{k}={values!r} is invalid: allowed: a non-empty tuple of distinct ints.')
-  if settings.lr_grid is not None and (not settings.lr_grid or len(set(settings.lr_grid)) != len(settings.lr_grid)):
+  if settings.lr_grid is not None and len(set(settings.lr_grid)) != len(settings.lr_grid):
     raise ConfigError(
-        f'config.lr_grid={settings.lr_grid!r} is invalid: allowed: None or a non-empty tuple of distinct rates > 0.'
+        f'config.lr_grid={settings.lr_grid!r} is invalid: allowed: a tuple of distinct rates > 0, or None, () or '
+        "(on the command line) --config.lr_grid=None or '()' for the fixed rate."
     )
   if settings.warmup_steps >= settings.steps:
     raise ConfigError(
@@ -152,9 +176,28 @@ def parse_config(config) -> Settings:
   return settings
 
 
+def parse_encoders(settings: Settings) -> list[Entry]:
+  """`config.encoders` as entries: 'label: spec' or a bare spec, unique labels (the LM study's rule, its messages
+  naming this study's key). 'X -> Y' (train X, evaluate Y: the LM study's re-evaluation of X's runs) is refused:
+  a run here is trained and evaluated in one go, without the checkpoint another encoder would be evaluated from,
+  so it would train and report X under Y's label."""
+  try:
+    parsed = parse_entries(settings.encoders)
+  except ConfigError as e:
+    raise ConfigError(str(e).replace('config.study.encoders', 'config.encoders')) from None
+  for entry in parsed:
+    if entry.eval_spec is not None:
+      raise ConfigError(
+          f'config.encoders entry {entry.label!r} ({entry.spec} -> {entry.eval_spec}) is invalid: the resolution '
+          "study trains and evaluates each encoder in one run, it cannot evaluate another; allowed: 'label: spec' "
+          'or a bare spec.'
+      )
+  return parsed
+
+
 def parse_comparisons(settings: Settings) -> list[dict]:
   """'A vs B' (every evaluation side) or 'A vs B at <side>' as [{'a', 'b', 'sides'}]."""
-  labels = [e.label for e in parse_entries(settings.encoders)]
+  labels = [e.label for e in parse_encoders(settings)]
   allowed = (
       f"allowed: 'A vs B' or 'A vs B at S', A and B labels of config.encoders {labels}, S one of "
       f'config.eval_sides {settings.eval_sides}'
@@ -244,6 +287,10 @@ class RecordedFashionMnist(idx.FashionMnist):
   def describe(self) -> dict:
     return dict(self.recorded)
 
+  def data_fingerprint(self) -> None:
+    """None: without the files there is nothing to digest (each run's recorded fingerprint goes unchecked)."""
+    return None
+
   def batch(self, side: int, batch_size: int, seed: int, split: str, step: int) -> dict[str, np.ndarray]:
     raise ConfigError(
         f'config.data_dir={self.data_dir!r} does not exist: task {self.recorded["name"]!r} is known only from its '
@@ -294,28 +341,95 @@ def _build(model_fn, settings: Settings, task: grid_tasks.GridTask, spec: str, s
 
 
 def check_models(settings: Settings, tasks: dict, entries: Sequence[Entry], model_fn) -> None:
-  """Builds and calls every (task, encoder) model once on one example at the training side, so an unknown
-  encoder spec or a model the size keys cannot make fails in seconds, before any training."""
+  """Builds every (task, encoder) model abstractly (`nnx.eval_shape`: shapes only, no parameter allocated),
+  checks its memory (`check_memory`) and traces it on one example at the training side, as training calls it,
+  and at the largest evaluation side, as evaluation calls it (`return_entropy=True`): an unknown encoder spec, a
+  model the size keys cannot make, or one that cannot be evaluated at a side (a learned2d table smaller than
+  it, an encoder without attention entropy) fails in seconds, before any training, naming the key."""
   for name, task in tasks.items():
-    side = settings.train_side * task.patch_size
-    images = jnp.zeros((1, side, side, task.in_channels), jnp.float32)
     for entry in entries:
+      where = (
+          f'config.encoders entry {entry.label!r} (encoder {entry.spec!r}, task {name!r}, config.model '
+          f'{dataclasses.asdict(settings.model)})'
+      )
       try:
-        graphdef, state = nnx.split(_build(model_fn, settings, task, entry.spec, 0))
-        logits = jax.eval_shape(lambda state, x: nnx.merge(graphdef, state)(x), state, images)  # traced only
+        abstract = nnx.eval_shape(functools.partial(_build, model_fn, settings, task, entry.spec, 0))
       except ConfigError:
         raise
       except Exception as e:  # pylint: disable=broad-except
-        raise ConfigError(
-            f'config.encoders entry {entry.label!r} (encoder {entry.spec!r}, task {name!r}, config.model '
-            f'{dataclasses.asdict(settings.model)}): the model cannot be built or called: {type(e).__name__}: {e}'
-        ) from None
-      want = (1, settings.train_side, settings.train_side, task.num_classes) if task.per_cell else (1, task.num_classes)
-      if tuple(logits.shape) != want:
-        raise ConfigError(
-            f'config.encoders entry {entry.label!r} on task {name!r}: the model returns logits of shape '
-            f'{tuple(logits.shape)}, the task needs {want}.'
-        )
+        raise ConfigError(f'{where}: the model cannot be built: {type(e).__name__}: {e}') from None
+      graphdef, state = nnx.split(abstract)
+      check_memory(settings, task, name, sum(x.size for x in jax.tree.leaves(nnx.state(abstract, nnx.Param))))
+      largest = max(settings.eval_sides)
+      for k, side, entropy in (('train_side', settings.train_side, False), ('eval_sides', largest, True)):
+        pixels = side * task.patch_size
+        images = jax.ShapeDtypeStruct((1, pixels, pixels, task.in_channels), jnp.float32)
+
+        def call(state, x, entropy=entropy):
+          out = nnx.merge(graphdef, state)(x, train=False, return_entropy=entropy)
+          return out[0] if entropy else out
+
+        try:
+          logits = jax.eval_shape(call, state, images)  # traced only
+        except ConfigError:
+          raise
+        except Exception as e:  # pylint: disable=broad-except
+          raise ConfigError(
+              f'{where}: the model cannot be {"evaluated" if entropy else "trained"} at config.{k} side {side} '
+              f'({pixels} pixels): {type(e).__name__}: {e}'
+          ) from None
+        want = (1, side, side, task.num_classes) if task.per_cell else (1, task.num_classes)
+        if tuple(logits.shape) != want:
+          raise ConfigError(
+              f'config.encoders entry {entry.label!r} on task {name!r}: the model returns logits of shape '
+              f'{tuple(logits.shape)} at side {side}, the task needs {want}.'
+          )
+
+
+def memory_estimate(settings: Settings, task: grid_tasks.GridTask, num_params: int) -> dict[str, tuple[int, str]]:
+  """A lower bound of what one run holds at once, per part: {what: (bytes, the keys that set it)}, as the LM
+  runs' `relpos_jax.train.config.memory_estimate` counts: the parameters with their gradient and Adam's two
+  moments (16 bytes per float32 parameter); a training batch's MLP activations and residual stream of every
+  layer (kept for the backward pass), float32, and one layer's (B, heads, N, N) attention scores at N =
+  train_side^2 tokens; an evaluation batch's attention weights, which the entropy rebuilds explicitly
+  (`return_entropy`), at the largest evaluation side. Left out: everything smaller or harder to bound."""
+  m = settings.model
+  hidden = m.mlp_ratio * m.model_dim
+  train_tokens, eval_tokens = settings.train_side**2, max(settings.eval_sides) ** 2
+  model_keys = f'config.model {dataclasses.asdict(m)}'
+  return {
+      'parameters and optimizer state': (16 * num_params, model_keys),
+      'activations of one training batch': (
+          4
+          * settings.batch_size
+          * train_tokens
+          * ((hidden + 2 * m.model_dim) * m.num_layers + m.num_heads * train_tokens),
+          f'config.batch_size={settings.batch_size}, config.train_side={settings.train_side}, {model_keys}',
+      ),
+      'attention weights of one evaluation batch': (
+          4 * settings.eval_batch_size * m.num_heads * eval_tokens * eval_tokens,
+          f'config.eval_batch_size={settings.eval_batch_size}, config.eval_sides={settings.eval_sides} (the '
+          f'largest, {max(settings.eval_sides)}: {eval_tokens} tokens), config.model.num_heads={m.num_heads}',
+      ),
+  }
+
+
+def check_memory(settings: Settings, task: grid_tasks.GridTask, name: str, num_params: int) -> None:
+  """Refuses a run whose `memory_estimate` (a lower bound) exceeds the device's memory, with the estimate,
+  before anything is allocated (rather than an out-of-memory error after training)."""
+  available = config_lib.available_memory(1)
+  if available is None:
+    return
+  found = memory_estimate(settings, task, num_params)
+  what, (need, keys) = max(found.items(), key=lambda item: item[1][0])
+  total = found['parameters and optimizer state'][0] + (need if what != 'parameters and optimizer state' else 0)
+  if total > available:
+    gib = config_lib.GIB
+    raise ConfigError(
+        f'task {name!r}: a run needs at least {total / gib:,.1f} GiB ({what}: {need / gib:,.1f} GiB, set by '
+        f'{keys}; parameters and optimizer state included) but the device has {available / gib:,.1f} GiB; '
+        'allowed: a run that fits: a smaller model, batch or side.'
+    )
 
 
 # ---------------------------------------------------------------------------------------- one run
@@ -479,7 +593,7 @@ def _write_json_atomically(obj, path: str) -> None:
 
 
 def run_dir(workdir: str, task_name: str, label: str, lr: float, seed: int) -> str:
-  return os.path.join(workdir, 'runs', task_name, label, f'lr{lr:g}', f'seed{seed}')
+  return os.path.join(workdir, 'runs', task_name, label, f'lr{rate_name(lr)}', f'seed{seed}')
 
 
 def _run(settings, workdir, task_name, task, entry, seed, lr, model_fn, counter, finished_only=False) -> dict | None:
@@ -487,6 +601,7 @@ def _run(settings, workdir, task_name, task, entry, seed, lr, model_fn, counter,
   directory = run_dir(workdir, task_name, entry.label, lr, seed)
   path = os.path.join(directory, RESULT_FILE)
   config = run_config(settings, task, entry, seed, lr)
+  fingerprint = task.data_fingerprint()
   if os.path.exists(path):
     saved = read_result(path)
     if saved.get('run_config') != json.loads(json.dumps(config)):
@@ -495,6 +610,14 @@ def _run(settings, workdir, task_name, task, entry, seed, lr, model_fn, counter,
           'a new workdir or remove that directory.'
       )
     check_entropy_coverage(settings, saved, directory)
+    # Checked where both sides have one: runs recorded before fingerprints (the committed study's) cannot be
+    # checked, and a task whose data is not loaded has none to compare.
+    recorded = saved.get(DATA_FINGERPRINT)
+    if fingerprint is not None and recorded is not None and recorded != fingerprint:
+      raise ConfigError(
+          f'{directory} holds a run trained on other data ({DATA_FINGERPRINT} {recorded}) than config.data_dir='
+          f'{settings.data_dir!r} holds ({fingerprint}); allowed: the data it trained on, or a new workdir.'
+      )
     counter['reused'] += 1
     counter['run_seconds'] += _run_seconds(saved)
     return saved
@@ -502,6 +625,8 @@ def _run(settings, workdir, task_name, task, entry, seed, lr, model_fn, counter,
     return None
   logging.info('resolution study: %s / %s / lr %g / seed %d', task_name, entry.label, lr, seed)
   result = {'run_config': config, **train_and_evaluate(settings, task, entry, seed, lr, model_fn)}
+  if fingerprint is not None:
+    result[DATA_FINGERPRINT] = fingerprint
   os.makedirs(directory, exist_ok=True)
   _write_json_atomically(result, path)
   counter['trained'] += 1
@@ -579,7 +704,7 @@ def merge_seeds(settings: Settings, entry: Entry, per_seed: Sequence[dict], lr: 
     }
   if grid:
     row['lr_grid'] = {
-        f'{v:g}': (None if math.isinf(_selection_loss(r)) else _selection_loss(r)) for v, r in grid.items()
+        rate_name(v): (None if math.isinf(_selection_loss(r)) else _selection_loss(r)) for v, r in grid.items()
     }
   diverged = {str(r['run_config']['seed']): r['diverged'] for r in per_seed if r.get('diverged')}
   if diverged:
@@ -648,7 +773,7 @@ def run_resolution_study(
   config_json = config_files.as_dict(config)  # The user's config (a ConfigDict), recorded as it was given.
   settings = parse_config(config_json)
   model_fn = vit_model if model_fn is None else model_fn
-  entries = parse_entries(settings.encoders)
+  entries = parse_encoders(settings)
   cache: dict = {}
   workdir = os.fspath(workdir)
   records = workdir if finished_only else None

@@ -108,7 +108,7 @@ class LearningRate:
   @property
   def directory(self) -> str:
     """The runs' directory part under runs/<label>/ ('' for the fixed rate: the layout of older studies)."""
-    return '' if self.how == 'fixed' else f'lr{self.value:g}'
+    return '' if self.how == 'fixed' else f'lr{plan.rate_name(self.value)}'  # exact: rates never share one
 
 
 def run_config(
@@ -497,7 +497,8 @@ def _run_entry(ctx: _StudyContext, entry: Entry, seeds: Sequence[int], rates: _L
   merged['lr_choice'] = learning_rate.how
   if grid:
     merged['lr_grid'] = {
-        f'{value:g}': (None if math.isinf(_selection_loss(r)) else _selection_loss(r)) for value, r in grid.items()
+        plan.rate_name(value): (None if math.isinf(_selection_loss(r)) else _selection_loss(r))
+        for value, r in grid.items()
     }
   rows = [merged]
   if ctx.study.sequential_positions and any(r.get('sequential') for r in per_seed):
@@ -634,8 +635,8 @@ def edge_check(
 ) -> dict[str, dict[str, float]]:
   """Whether a rate past the grid's edge would have been chosen: the study's selection runs (its selection seed,
   scored on validation at the training length and nowhere else) at each of `rates`, for the study's encoders (or
-  those labelled in `encoders`), trained in `workdir` (resumable; nothing reported). Returns {label: {f'{rate:g}':
-  validation loss}} (inf for a diverged run), to set beside the grid's own losses in the study's results.json
+  those labelled in `encoders`), trained in `workdir` (resumable; nothing reported). Returns {label:
+  {plan.rate_name(rate): validation loss}} (inf for a diverged run), to set beside the grid's own losses in the study's results.json
   (`lr_grid`): the grid's choice stands where none of these is lower."""
   base, study = split_study_config(config)
   if study.selection_seed is None:
@@ -665,7 +666,7 @@ def edge_check(
   with workdir_lock.held(workdir):
     return {
         e.label: {
-            f'{r:g}': _selection_loss(
+            plan.rate_name(r): _selection_loss(
                 _run_seed(ctx, e, int(study.selection_seed), LearningRate(float(r), 'grid'), selection_only=True)
             )
             for r in rates

@@ -128,6 +128,12 @@ STUDY_INTERRUPTED_MESSAGE = (
     'command)'
 )
 
+# The resolution study keeps no checkpoint: a run is saved once it has trained and been evaluated.
+RESOLUTION_INTERRUPTED_MESSAGE = (
+    "interrupted (finished runs are kept under the workdir's runs/; the run in progress is lost and trains again "
+    'from its start: rerun the same command)'
+)
+
 
 class ExitOnInterrupt:
   """While armed, Ctrl-C ends the process at once: a message, exit status 130, `os._exit`.

@@ -39,6 +39,7 @@ import dataclasses
 import functools
 import importlib.util
 import json
+import math
 import os
 import warnings
 from typing import Any, Mapping
@@ -75,6 +76,9 @@ MAX_LAYERS = 512
 MAX_MODEL_DIM = 65536
 MAX_MLP_RATIO = 64
 MAX_BATCH = 2**20
+# Evaluation examples per length: a task's evaluation set is drawn whole (relpos_jax.train.inputs), so 10^12
+# passed, trained and then asked for 14.6 TiB. Published protocols score hundreds to thousands per length.
+MAX_EVAL_EXAMPLES = 2**24
 
 
 # ------------------------------------------------------------------------------------------ the sections
@@ -110,7 +114,7 @@ class Eval:
   every: int = schema.key(ge=0)  # 0: evaluate only at the end of training
   lengths: tuple[int, ...] = schema.key(ge=1)  # corpus: window lengths; task: input lengths n (may be empty)
   batch_size: int = schema.key(ge=1, le=MAX_BATCH)
-  num_examples: int = schema.key(ge=1)  # per length (corpus: at most this many windows)
+  num_examples: int = schema.key(ge=1, le=MAX_EVAL_EXAMPLES)  # per length (corpus: at most this many windows)
   # Tasks: pad each evaluation set to a multiple of this many tokens (keys masked), so many lengths share
   # few compiled shapes. 1: no padding (the only value for the corpus, whose windows are exact).
   pad_multiple: int = schema.key(ge=1)
@@ -688,16 +692,21 @@ def memory_estimate(run: Config, num_devices: int) -> dict[str, tuple[int, str]]
   `eval_batch_size`) the logits in float32 and the MLP's hidden activation of one layer (the
   activations of every layer for training, which keeps them for the backward pass), plus one layer's
   (rows, heads, L, L) attention scores for the implementations that build them. Left out: everything
-  smaller or harder to bound (position terms, XLA's workspace), so a run refused here cannot fit."""
+  smaller or harder to bound (XLA's workspace), so a run refused here cannot fit. The position encoders'
+  parameters are counted with the blocks' (`position_parameters`), and a task's evaluation set, drawn whole
+  (int32 inputs and targets), per length."""
   model = run.model
   vocab, output_vocab = run.data.vocab_sizes(run)
   output_vocab = output_vocab or vocab
   dim, layers, heads = int(model.model_dim), int(model.num_layers), int(model.num_heads)
   hidden = max(1, int(round(dim * float(model.mlp_ratio))))
   item = 2 if model.dtype == 'bfloat16' else 4
-  params = layers * (4 * dim * dim + 2 * dim * hidden) + (vocab + output_vocab) * dim
+  params = layers * (4 * dim * dim + 2 * dim * hidden) + (vocab + output_vocab) * dim + position_parameters(run)
   scores = model.attention_implementation in FULL_SCORES
-  model_keys = f'config.model.num_layers={model.num_layers}, model_dim={model.model_dim}, mlp_ratio={model.mlp_ratio}'
+  model_keys = (
+      f'config.model.num_layers={model.num_layers}, model_dim={model.model_dim}, mlp_ratio={model.mlp_ratio}, '
+      f'encoder={run.encoder_spec!r}'
+  )
   found = {'parameters and optimizer state': (16 * params, model_keys)}
 
   def batch(rows: int, length: int, keep_layers: int) -> int:
@@ -722,7 +731,35 @@ def memory_estimate(run: Config, num_devices: int) -> dict[str, tuple[int, str]]
         f'config.eval.lengths (its {n}: {length} tokens), eval.batch_size={run.eval.batch_size}, '
         f'eval.max_tokens_per_batch={run.eval.max_tokens_per_batch}',
     )
+    if isinstance(run.data, TaskSource):  # drawn whole: int32 inputs and targets of every example
+      found[f'evaluation set at length {n}'] = (
+          8 * int(run.eval.num_examples) * length,
+          f'config.eval.num_examples={run.eval.num_examples} at config.eval.lengths {n} ({length} tokens)',
+      )
   return found
+
+
+def position_parameters(run: Config) -> int:
+  """The position encoders' parameters (a learned table of rows x model_dim, learned slopes and buckets), counted
+  from their shapes (`jax.eval_shape` of each leaf's `init`: nothing is allocated); each distinct layer encoder
+  once, so a shared encoder is counted as one (a lower bound either way)."""
+  model = run.model
+  heads, dim = int(model.num_heads), int(model.model_dim)
+  distinct = []
+  for encoder in run.encoder if isinstance(run.encoder, tuple) else (run.encoder,):
+    if encoder not in distinct:
+      distinct.append(encoder)
+  total = 0
+  for leaf in (leaf for encoder in distinct for leaf in contract.leaves(encoder)):
+    shapes = jax.eval_shape(
+        lambda leaf=leaf: {
+            k: v
+            for k, v in leaf.init(jax.random.key(0), heads, head_dim=dim // heads, model_dim=dim).items()
+            if k != 'dims'  # the recorded sizes, not parameters
+        }
+    )
+    total += sum(math.prod(x.shape) for x in jax.tree.leaves(shapes))
+  return total
 
 
 def check_memory(run: Config, num_devices: int) -> None:
@@ -733,7 +770,8 @@ def check_memory(run: Config, num_devices: int) -> None:
     return
   found = memory_estimate(run, num_devices)
   what, (need, keys) = max(found.items(), key=lambda item: item[1][0])
-  total = found['parameters and optimizer state'][0] + need
+  params = found['parameters and optimizer state'][0]
+  total = params + need if what != 'parameters and optimizer state' else params  # the parameters counted once
   if total > available:
     raise ConfigError(
         f'this run needs at least {total / GIB:,.1f} GiB per device ({what}: {need / GIB:,.1f} GiB, set by {keys}; '

@@ -5,12 +5,10 @@ return_entropy) but is a per-patch MLP: it is defined here, in the tests only, s
 the grid encoders.
 """
 
-import gzip
 import json
 import math
 import os
 import shutil
-import struct
 
 import jax.numpy as jnp
 import ml_collections
@@ -19,7 +17,6 @@ import pytest
 from flax import nnx
 
 import configs.resolution as resolution_config
-from relpos_jax.data import idx
 from relpos_jax.study import resolution, stats
 from relpos_jax.train import config as config_lib
 
@@ -329,7 +326,7 @@ def test_holm_adjusts_over_every_comparison_of_the_page():
         ({'task_kwargs': {'count': {'max_count': 20}}}, r"config.train_side=4 is invalid for task 'count'.*>= 5"),
         ({'steps': 0}, r'config.steps=0 is invalid: allowed: an int >= 1'),
         ({'warmup_steps': 4}, r'config.warmup_steps=4 is invalid with config.steps=4'),
-        ({'lr_grid': ()}, r'config.lr_grid=\(\) is invalid'),
+        ({'lr_grid': (1e-3, 1e-3)}, r'config.lr_grid=\(0.001, 0.001\) is invalid: allowed: a tuple of distinct'),
         ({'seeds': (0, 0)}, r'config.seeds=\(0, 0\) is invalid'),
         (
             {'tasks': ('fashion_mnist_canvas',), 'data_dir': '/nonexistent'},
@@ -352,24 +349,8 @@ def test_model_pool_is_checked():
     resolution.parse_config(config)
 
 
-def _write_fashion_mnist(directory, n_train=24, n_test=8):
-  rng = np.random.default_rng(0)
-  arrays = {
-      'train_images': rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
-      'train_labels': (np.arange(n_train) % 10).astype(np.uint8),
-      'test_images': rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
-      'test_labels': (np.arange(n_test) % 10).astype(np.uint8),
-  }
-  os.makedirs(directory, exist_ok=True)
-  for key, stem in idx.FILES.items():
-    a = arrays[key]
-    raw = bytes([0, 0, 8, a.ndim]) + b''.join(struct.pack('>I', d) for d in a.shape) + a.tobytes()
-    with open(os.path.join(directory, stem + '.gz'), 'wb') as f:
-      f.write(gzip.compress(raw))
-
-
-def test_fashion_mnist_protocols_end_to_end(tmp_path):
-  _write_fashion_mnist(tmp_path / 'fm')
+def test_fashion_mnist_protocols_end_to_end(tmp_path, fashion_mnist_files):
+  fashion_mnist_files(tmp_path / 'fm')
   config = _config(
       tasks=('fashion_mnist_canvas', 'fashion_mnist_upsample'),
       data_dir=str(tmp_path / 'fm'),
@@ -400,11 +381,11 @@ def test_fashion_mnist_protocols_end_to_end(tmp_path):
     resolution.run_resolution_study(bad, tmp_path / 'w2', model_fn=StandIn)
 
 
-def test_finished_runs_are_re_reported_without_the_fashion_mnist_files(tmp_path):
+def test_finished_runs_are_re_reported_without_the_fashion_mnist_files(tmp_path, fashion_mnist_files):
   """finished_only needs no data set (a fresh machine re-reports the committed study): each Fashion-MNIST task
   is the one its runs recorded, every row and comparison as with the files, the majority baseline (it needs
   the test labels) marked absent; a config the records do not match, and a workdir without runs, are refused."""
-  _write_fashion_mnist(tmp_path / 'fm')
+  fashion_mnist_files(tmp_path / 'fm')
   config = _config(
       tasks=('count', 'fashion_mnist_canvas'),
       data_dir=str(tmp_path / 'fm'),

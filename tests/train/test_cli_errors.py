@@ -58,7 +58,7 @@ def test_errors_the_user_can_fix_are_one_message_and_exit_status_1(tmp_path, mod
   assert 'coordinator' not in expected or 'allowed: host:port of process 0' in done.stderr
 
 
-def test_ctrl_c_during_the_first_compilation_exits_at_once_with_a_message(tmp_path, task_config):
+def test_ctrl_c_during_the_first_compilation_exits_at_once_with_a_message(tmp_path, task_config, interrupt_when):
   """SIGINT as the first step starts compiling (the loop logs 'training ...' just before), a few times: each
   exits with status 130 and the message, never a crash, a traceback or status 0."""
   config = task_config()
@@ -72,18 +72,7 @@ def test_ctrl_c_during_the_first_compilation_exits_at_once_with_a_message(tmp_pa
         f'--config={config_file}',
         f'--workdir={tmp_path / f"run{attempt}"}',
     ]
-    proc = subprocess.Popen(command, cwd=REPO, env=_env(), stderr=subprocess.PIPE, text=True)
-    try:
-      seen = []
-      for line in proc.stderr:
-        seen.append(line)
-        if 'training ' in line and 'parameters' in line:
-          proc.send_signal(signal.SIGINT)
-          break
-      rest = proc.communicate(timeout=120)[1]
-    finally:
-      proc.kill()
-    stderr = ''.join(seen) + rest
-    assert proc.returncode == 128 + signal.SIGINT, stderr[-3000:]
+    status, stderr = interrupt_when(command, lambda line: 'training ' in line and 'parameters' in line, cwd=REPO)
+    assert status == 128 + signal.SIGINT, stderr[-3000:]
     assert 'interrupted before the first training step' in stderr
     assert 'Traceback' not in stderr and 'Segmentation' not in stderr

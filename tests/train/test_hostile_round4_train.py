@@ -46,26 +46,10 @@ def get_config():
 """
 
 
-def _interrupt_at_first_compile(command):
-  """Runs `command`, sends SIGINT as the first run starts compiling (the loop logs 'training ... parameters'
-  just before); returns (exit status, stderr)."""
-  env = {k: v for k, v in os.environ.items() if k != 'XLA_FLAGS'}  # one CPU device, as a user gets
-  proc = subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
-  try:
-    seen = []
-    for line in proc.stderr:
-      seen.append(line)
-      if 'training ' in line and 'parameters' in line:
-        proc.send_signal(signal.SIGINT)
-        break
-    rest = proc.communicate(timeout=120)[1]
-  finally:
-    proc.kill()
-  return proc.returncode, ''.join(seen) + rest
-
-
 @pytest.mark.parametrize('module', ['experiments.length_generalization', 'experiments.suite'])
-def test_item12_ctrl_c_during_a_study_or_suite_compile_exits_at_once_with_a_message(tmp_path, task_config, module):
+def test_item12_ctrl_c_during_a_study_or_suite_compile_exits_at_once_with_a_message(
+    tmp_path, task_config, module, interrupt_when
+):
   config = task_config()
   if module == 'experiments.suite':
     config.suite = ml_collections.ConfigDict(
@@ -76,8 +60,10 @@ def test_item12_ctrl_c_during_a_study_or_suite_compile_exits_at_once_with_a_mess
     config.study = ml_collections.ConfigDict(dict(encoders=('rope',), title='tiny'))
   config_file = tmp_path / 'tiny.py'
   config_file.write_text(CONFIG_FILE.format(text=config.to_json()))
-  status, stderr = _interrupt_at_first_compile(
-      [sys.executable, '-m', module, f'--config={config_file}', f'--workdir={tmp_path / "run"}']
+  status, stderr = interrupt_when(  # as the first run starts compiling (the loop logs 'training ... parameters')
+      [sys.executable, '-m', module, f'--config={config_file}', f'--workdir={tmp_path / "run"}'],
+      lambda line: 'training ' in line and 'parameters' in line,
+      cwd=REPO,
   )
   assert status == 128 + signal.SIGINT, stderr[-3000:]
   assert 'interrupted (finished runs are kept' in stderr
