@@ -17,7 +17,6 @@ Generator, so a seed reproduces a batch.
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
 
 import numpy as np
 
