@@ -84,23 +84,9 @@ def test_other_targets_at_another_length_are_refused():
     key_tokens.key_token_mask([1.0, 2.0, 3.0], [1.0, 2.0])
 
 
-@pytest.fixture(scope='module')
-def texts(tmp_path_factory):
-  root = tmp_path_factory.mktemp('texts')
-  rng = np.random.default_rng(0)
-  words = 'the cat sat on a mat and the dog ran to the old tree where a bird sang its song'.split()
-  for i in range(24):
-    (root / f'doc{i:02d}.txt').write_text(' '.join(rng.choice(words, 120 + 5 * i)))
-  return root
-
-
-def test_a_tiny_model_path_from_its_evaluation_to_the_report(texts):
+def test_a_tiny_model_path_from_its_evaluation_to_the_report(tiny_lm):
   overrides = {
-      'data.corpus': str(texts),
-      'data.train_length': 16,
-      'model.num_layers': 1,
-      'model.model_dim': 16,
-      'model.num_heads': 2,
+      **tiny_lm,
       'eval.lengths': (16, 32, 64),
       'eval.scored_tail': 16,
       'eval.num_tokens': 64,
