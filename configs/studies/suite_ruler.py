@@ -9,7 +9,10 @@ then the other seeds at that rate (3 seeds). Not yet run (see below for its size
     python -m experiments.suite --config=configs/studies/suite_ruler.py --workdir=docs/suite_ruler
 
 Size: 2 tasks x 6 encoders x (3 rates at seed 0 + 2 seeds) = 60 runs of 2,000 steps of this file's model at
-53..293 tokens (variable tracking) and 24..144 tokens (common words) a sequence.
+53..293 tokens (variable tracking) and 24..144 tokens (common words) a sequence. Estimated cost, from one
+ggd_bam run per task at 100, 300 and 1,300 steps on the 2-core CPU while others shared it (a rough figure, not a
+benchmark): about 45 s of compilation, then 0.06 s a step (variable tracking) and 0.02 s (common words), so
+roughly 3-4 minutes a run and about 3 hours for the grid with its evaluations.
 """
 
 from relpos_jax import resources
