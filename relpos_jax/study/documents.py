@@ -22,7 +22,7 @@ from relpos_jax.train import loop, step
 from relpos_jax.train.objectives import token_cross_entropy
 from relpos_jax.train.state import split_model
 
-__all__ = ['document_totals', 'sequential_positions', 'sparse_totals']
+__all__ = ['document_totals', 'scored_targets', 'sequential_positions', 'sparse_totals']
 
 
 def sequential_positions(model) -> bool:
@@ -44,12 +44,15 @@ def sparse_totals(totals: dict) -> dict:
   }
 
 
-def document_totals(model, data, length: int, split: str = 'test', *, nats_by_batch=None) -> dict:
-  """{'bits', 'characters' (float64 arrays, one entry per document of `split`), 'tokens', 'num_documents'}: the
-  scored targets of `data.eval_set(length, split)` summed by document (module docstring).
+def scored_targets(model, data, length: int, split: str = 'test', *, nats_by_batch=None) -> dict:
+  """Every scored target of `data.eval_set(length, split)`, flat in the set's order: 'positions' (int64: the
+  split position of the target's first byte, the same target at every length when the windows share their
+  scored tails), 'nats' (its loss), 'characters' and 'documents' (the document it lies in), float64 / int64
+  arrays of one entry per target, and 'num_documents'. What `document_totals` sums, and what the key-token loss
+  (`relpos_jax.study.key_tokens`) compares across lengths.
 
   nats_by_batch: each batch's (rows, length) per-target losses from an evaluation pass already made over this
-  set at 0..L-1 (`relpos_jax.train.loop.evaluate_set(..., token_losses=True).token_nll`): summed instead of
+  set at 0..L-1 (`relpos_jax.train.loop.evaluate_set(..., token_losses=True).token_nll`): used instead of
   scoring the set again."""
   if not sequential_positions(model):
     raise ValueError('document_totals scores positions 0..L-1; an encoder drawing random positions is not supported')
@@ -63,16 +66,14 @@ def document_totals(model, data, length: int, split: str = 'test', *, nats_by_ba
   split_bytes = data.corpus.tokens(split)
   documents = int(np.count_nonzero(split_bytes == bpe.SEPARATOR_BYTE)) + 1
   positions = data.target_positions(int(length), split)
-  bits = np.zeros(documents)
-  characters = np.zeros(documents)
-  tokens = 0.0
-  row = 0
   batches = list(data.eval_set(int(length), split))
   if nats_by_batch is not None and [np.shape(n) for n in nats_by_batch] != [b['targets'].shape for b in batches]:
     raise ValueError(
         f'document_totals: nats_by_batch has shapes {[np.shape(n) for n in nats_by_batch]}; allowed: one per batch '
         f"of the evaluation set at length {length}, shaped as its targets {[b['targets'].shape for b in batches]}."
     )
+  parts_of = {'positions': [], 'nats': [], 'characters': [], 'documents': []}
+  row = 0
   for index, batch in enumerate(batches):
     if nats_by_batch is not None:
       nats = np.asarray(nats_by_batch[index], np.float64)
@@ -84,10 +85,22 @@ def document_totals(model, data, length: int, split: str = 'test', *, nats_by_ba
     chars = batch['characters'] if 'characters' in batch else bpe.BYTE_CHARS[batch['targets']]
     real = int(np.count_nonzero(mask.any(axis=1)))  # the filler rows of the last batch are all masked
     rows = slice(row, row + real)
-    ids = bpe.document_ids(split_bytes, positions[rows])
     scored = mask[:real] > 0
-    bits += np.bincount(ids[scored], (nats[:real] / np.log(2.0))[scored], minlength=documents)
-    characters += np.bincount(ids[scored], np.asarray(chars, np.float64)[:real][scored], minlength=documents)
-    tokens += float(scored.sum())
+    parts_of['positions'].append(np.asarray(positions[rows], np.int64)[scored])
+    parts_of['nats'].append(nats[:real][scored])
+    parts_of['characters'].append(np.asarray(chars, np.float64)[:real][scored])
+    parts_of['documents'].append(bpe.document_ids(split_bytes, positions[rows])[scored].astype(np.int64))
     row += real
-  return {'bits': bits, 'characters': characters, 'tokens': tokens, 'num_documents': documents}
+  flat = {key: np.concatenate(values) if values else np.zeros(0) for key, values in parts_of.items()}
+  return {**flat, 'num_documents': documents}
+
+
+def document_totals(model, data, length: int, split: str = 'test', *, nats_by_batch=None) -> dict:
+  """{'bits', 'characters' (float64 arrays, one entry per document of `split`), 'tokens', 'num_documents'}: the
+  scored targets of `data.eval_set(length, split)` summed by document (module docstring; `scored_targets` for
+  `nats_by_batch`)."""
+  targets = scored_targets(model, data, length, split, nats_by_batch=nats_by_batch)
+  documents = targets['num_documents']
+  bits = np.bincount(targets['documents'], targets['nats'] / np.log(2.0), minlength=documents)
+  characters = np.bincount(targets['documents'], targets['characters'], minlength=documents)
+  return {'bits': bits, 'characters': characters, 'tokens': float(len(targets['nats'])), 'num_documents': documents}

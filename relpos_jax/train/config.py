@@ -278,11 +278,20 @@ class TaskSource:
       raise ConfigError(f'config.{name} is invalid: {e}') from None
 
   def check(self, run: Config) -> None:
-    run.task  # A task name or kwargs the task refuses fail here, naming the key.
+    task = run.task  # A task name or kwargs the task refuses fail here, naming the key.
     if self.min_length > self.max_length:
       raise schema.invalid_key(
           'data.min_length', self.min_length, f'must be <= config.data.max_length={self.max_length}'
       )
+    # Lengths the task cannot draw at its sizes fail here, before training, naming the task's key and the
+    # config key that asks for the length.
+    lengths = [('data.max_length', task, int(self.max_length))]
+    lengths += [('eval.lengths', task.for_evaluation(), int(n)) for n in run.eval.lengths]
+    for key, drawn_by, n in lengths:
+      try:
+        drawn_by.check_length(n)
+      except ValueError as e:
+        raise ConfigError(f'config.data.task_kwargs is invalid for config.{key} (length {n}): {e}') from None
 
   def check_eval(self, eval_: Eval) -> None:
     if eval_.scored_tail is not None:

@@ -43,6 +43,8 @@ CAUSAL_TASKS = (
     'mqar',
     'passkey',
     'passkey_tokens',
+    'variable_tracking',
+    'common_words',
     'addition',
     'addition_coupled',
     'addition_abacus',

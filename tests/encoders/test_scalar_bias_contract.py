@@ -1,4 +1,4 @@
-"""What every scalar-bias encoder of the field (alibi, kerple, fire, sandwich, mlp, nope) must do:
+"""What every scalar-bias encoder of the field (alibi, kerple, ggd_bam, fire, sandwich, mlp, nope) must do:
 jit with the encoder static, carry gradients to every learnable leaf, reject bad hyperparameters by name."""
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ CONFIGS = [
     ('alibi', {'learnable_slopes': True}),
     ('kerple_power', {}),
     ('kerple_log', {}),
+    ('ggd_bam', {}),
+    ('ggd_bam', {'learn_loc': True, 'init_loc': -1.5}),
     ('fire', {}),
     ('sandwich', {}),
     ('sandwich', {'bidirectional': True, 'dim': 16}),
@@ -34,6 +36,7 @@ LEARNABLE = {
     'alibi': False,
     'kerple_power': True,
     'kerple_log': True,
+    'ggd_bam': True,
     'fire': True,
     'sandwich': False,
     'mlp': True,

@@ -1,4 +1,6 @@
-"""Shared by the study tests: tiny Fashion-MNIST IDX files (the system package is optional and absent on CI)."""
+"""Shared by the study tests: tiny Fashion-MNIST IDX files (the system package is optional and absent on CI), and
+a small corpus of text files with the tiny byte-level LM trained on it (per-document totals and the key-token loss
+read them)."""
 
 from __future__ import annotations
 
@@ -29,3 +31,25 @@ def write_fashion_mnist(directory, n_train=24, n_test=8, seed=0) -> str:
 def fashion_mnist_files():
   """`write_fashion_mnist`, for a test to call with its directories."""
   return write_fashion_mnist
+
+
+@pytest.fixture(scope='module')
+def texts(tmp_path_factory):
+  root = tmp_path_factory.mktemp('texts')
+  rng = np.random.default_rng(0)
+  words = 'the cat sat on a mat and the dog ran to the old tree where a bird sang its song'.split()
+  for i in range(60):
+    (root / f'doc{i:02d}.txt').write_text(' '.join(rng.choice(words, 60 + 3 * i)))
+  return root
+
+
+@pytest.fixture(scope='module')
+def tiny_lm(texts):
+  """configs/lm.py overrides: the model and windows of a few seconds' evaluation on `texts`."""
+  return {
+      'data.corpus': str(texts),
+      'data.train_length': 16,
+      'model.num_layers': 1,
+      'model.model_dim': 16,
+      'model.num_heads': 2,
+  }

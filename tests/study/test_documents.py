@@ -14,23 +14,9 @@ from relpos_jax.train import data_sources, loop
 LM = str(resources.configs_dir() / 'lm.py')
 
 
-@pytest.fixture(scope='module')
-def texts(tmp_path_factory):
-  root = tmp_path_factory.mktemp('texts')
-  rng = np.random.default_rng(0)
-  words = 'the cat sat on a mat and the dog ran to the old tree where a bird sang its song'.split()
-  for i in range(60):
-    (root / f'doc{i:02d}.txt').write_text(' '.join(rng.choice(words, 60 + 3 * i)))
-  return root
-
-
-def _config(variant, texts, tmp_path, **more):
+def _config(variant, tiny_lm, tmp_path, **more):
   overrides = {
-      'data.corpus': str(texts),
-      'data.train_length': 16,
-      'model.num_layers': 1,
-      'model.model_dim': 16,
-      'model.num_heads': 2,
+      **tiny_lm,
       'eval.lengths': (16, 32),
       'eval.num_examples': 40,
       'eval.batch_size': 16,
@@ -42,8 +28,8 @@ def _config(variant, texts, tmp_path, **more):
 
 
 @pytest.mark.parametrize('variant', [None, 'bpe'])
-def test_totals_add_up_to_the_loop_metric(variant, texts, tmp_path):
-  config = _config(variant, texts, tmp_path)
+def test_totals_add_up_to_the_loop_metric(variant, tiny_lm, tmp_path):
+  config = _config(variant, tiny_lm, tmp_path)
   data = data_sources.build_data(config_lib.parse(config))
   model = loop.build_model(config_lib.parse(config))
   for length in (16, 32):
@@ -58,10 +44,10 @@ def test_totals_add_up_to_the_loop_metric(variant, texts, tmp_path):
 
 
 @pytest.mark.parametrize('variant', [None, 'bpe'])
-def test_totals_from_the_evaluation_pass_equal_a_second_pass(variant, texts, tmp_path):
+def test_totals_from_the_evaluation_pass_equal_a_second_pass(variant, tiny_lm, tmp_path):
   """The study sums the per-target losses of its reported evaluation (`token_losses=True`) instead of scoring the
   set again: the same totals, and over all documents exactly that pass's bits per character."""
-  config = _config(variant, texts, tmp_path)
+  config = _config(variant, tiny_lm, tmp_path)
   data = data_sources.build_data(config_lib.parse(config))
   model = loop.build_model(config_lib.parse(config))
   for length in (16, 32):

@@ -1,6 +1,6 @@
 """Algorithmic length-generalization tasks: the Chomsky-hierarchy suite (Delétang et al. 2023; Ruoss et al. 2023),
 count_copy (Kazemnejad et al. 2023), cope_counting (CoPE's counting task), selective_copy (Gu & Dao 2023; CoPE's), flip_flop (Liu et al. 2023), mqar
-(Arora et al. 2023), passkey, and addition
+(Arora et al. 2023), passkey, RULER's variable_tracking and common_words (Hsieh et al. 2024), and addition
 with task-structured positions (Cho et al. 2024; McLeish et al. 2024).
 
 See ``base`` for the bidirectional batch format and ``count_copy`` for the decoder format.

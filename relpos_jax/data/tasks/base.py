@@ -76,6 +76,12 @@ class Task(abc.ABC):
   def sample(self, rng: np.random.Generator, batch_size: int, length: int) -> Batch:
     """A batch whose examples all have input length ``length``."""
 
+  def check_length(self, n: int) -> None:
+    """Raises ValueError naming the task's own key when input length ``n`` cannot be drawn at its sizes (a list
+    of distinct words longer than the vocabulary); most tasks draw any length. The run's config calls it for
+    the training and evaluation lengths, so a size that cannot fit is refused before training."""
+    del n
+
   def for_evaluation(self) -> Task:
     """The task evaluation sets are drawn from: this one, unless its training adds an augmentation its
     paper's evaluation leaves out (Abacus's random offset, McLeish et al. 2024)."""

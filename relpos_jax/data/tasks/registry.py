@@ -11,6 +11,7 @@ from relpos_jax.data.tasks.dcf import ModularArithmeticBrackets, SolveEquation, 
 from relpos_jax.data.tasks.flip_flop import FlipFlop
 from relpos_jax.data.tasks.recall import MultiQueryAssociativeRecall, Passkey, PasskeyTokens
 from relpos_jax.data.tasks.regular import CycleNavigation, EvenPairs, ModularArithmetic, ParityCheck
+from relpos_jax.data.tasks.ruler import CommonWords, VariableTracking
 from relpos_jax.data.tasks.selective_copy import SelectiveCopy
 from relpos_jax.data.tasks.strings import (
     BucketSort,
@@ -47,6 +48,8 @@ TASKS: dict[str, type[Task]] = {
         MultiQueryAssociativeRecall,
         Passkey,
         PasskeyTokens,
+        VariableTracking,
+        CommonWords,
         Addition,
         AdditionCoupled,
         AdditionAbacus,
