@@ -5,6 +5,12 @@ rope_parameters, the head dimension, lengths, layer types), copied from the publ
 cut to a few layers. `pytest_generate_tests` runs a test with a `published` argument once per model.
 """
 
+import importlib
+import importlib.util
+import os
+import sys
+import types
+
 import pytest
 
 PHI3_LONG_FACTOR = [
@@ -250,5 +256,31 @@ def published(request):
 
 
 @pytest.fixture
+def timm_layers():
+  return timm_layer
+
+
+@pytest.fixture
 def published_configs():
   return PUBLISHED
+
+
+def timm_layer(name: str):
+  """timm.layers.<name>, the module itself. timm's package __init__ imports torchvision, whose wheel may not load
+  beside this torch (this image's is a CUDA build: .ci/run removes it); the layer modules compared here need only
+  torch, so where `import timm` fails they are loaded under empty parent packages instead of timm's __init__."""
+  try:
+    return importlib.import_module(f'timm.layers.{name}')
+  except ImportError:
+    pass
+  spec = importlib.util.find_spec('timm')
+  if spec is None:
+    pytest.skip('the timm reference tests need timm (pip install -e ".[reference]")')
+  for key in [k for k in sys.modules if k == 'timm' or k.startswith('timm.')]:
+    del sys.modules[key]  # What the failed import left half-built.
+  root = os.path.dirname(spec.origin)
+  for package, path in (('timm', root), ('timm.layers', os.path.join(root, 'layers'))):
+    module = types.ModuleType(package)
+    module.__path__ = [path]
+    sys.modules[package] = module
+  return importlib.import_module(f'timm.layers.{name}')
