@@ -5,14 +5,15 @@
     imported = from_hf({'rope_theta': 500000.0, 'head_dim': 128, 'max_position_embeddings': 131072, 'rope_scaling':
         {'rope_type': 'llama3', 'factor': 8.0, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0,
          'original_max_position_embeddings': 8192}})
-    imported.encoder()          # rope(base=500000.0, scaling='llama3')
+    imported.encoder()          # rope(base=500000.0, scaling='llama3', factor=8.0, original_max_position=8192, ...)
 
 The reference is Hugging Face transformers 5.x, modeling_rope_utils.py (`ROPE_INIT_FUNCTIONS`, the
 `_compute_*_parameters` functions, `PreTrainedConfig.standardize_rope_params`); the encoders' numbers equal its
-(tests/reference/test_hf_rope.py, run where transformers is installed). A config is a transformers config object
-or its dict, in the current form (`rope_parameters`, possibly one dict per layer type) or the published
-config.json form (`rope_theta` beside `rope_scaling`, whose `type` is the old name of `rope_type`; Gemma 3's
-`rope_local_base_freq` for its sliding layers; Phi-3's `original_max_position_embeddings` outside the rope dict).
+(tests/reference/test_hf_reference.py and test_attention_reference.py, run where transformers is installed). A
+config is a transformers config object or its dict, in the current form (`rope_parameters`, possibly one dict per
+layer type) or the published config.json form (`rope_theta` beside `rope_scaling`, whose `type` is the old name
+of `rope_type`; Gemma 3's `rope_local_base_freq` for its sliding layers; Phi-3's `original_max_position_embeddings`
+outside the rope dict).
 A vision-language config reads its `text_config`.
 
 Rope types, and the quirks a faithful import keeps (field names as in the config):
@@ -188,8 +189,7 @@ def _rope_dicts(cfg: dict) -> dict[str, dict]:
 
 def _head_dim(cfg: dict, layer_type: str) -> int:
   """The dimension a layer type rotates: DeepSeek's qk_rope_head_dim, Gemma 4's per-layer head_dim (global_head_dim
-  in its config.json), head_dim, or
-  hidden_size / num_attention_heads (transformers' order)."""
+  in its config.json), head_dim, or hidden_size / num_attention_heads (transformers' order)."""
   if cfg.get('qk_rope_head_dim') is not None:
     return _int('qk_rope_head_dim', cfg['qk_rope_head_dim'])
   overrides = cfg.get('per_layer_config') or {}  # A Gemma 4 config object's dict: {layer index: {'head_dim': ..}}.
@@ -378,7 +378,8 @@ def to_hf(encoder: contract.Encoder) -> dict:
   if type(encoder) is not rope_1d.Rope:
     raise ValueError(
         f'{who}: encoder {encoder!r} is not allowed; allowed: rope (rules {sorted(_HF_RULES)}) or mrope, the '
-        'rotary rules Hugging Face configs know (biases, randomized, xPos, PoPE and the others have no rope_parameters).'
+        'rotary rules Hugging Face configs know (biases, randomized, xPos, PoPE and the others have no '
+        'rope_parameters).'
     )
   e = encoder
   if e.scaling not in _HF_RULES or e.resonance or e.dynamic:
@@ -391,7 +392,8 @@ def to_hf(encoder: contract.Encoder) -> dict:
   if e.frequency_fraction < 1:
     if e.scaling not in ('none', 'linear') or e.partial_rotary_factor < 1:
       raise ValueError(
-          f'{who}: frequency_fraction = {e.frequency_fraction} is not allowed with scaling={e.scaling!r} or partial rotary; allowed: p-RoPE (proportional) with scaling none or linear.'
+          f'{who}: frequency_fraction = {e.frequency_fraction} is not allowed with scaling={e.scaling!r} or '
+          'partial rotary; allowed: p-RoPE (proportional) with scaling none or linear.'
       )
     params.update(rope_type='proportional', partial_rotary_factor=e.frequency_fraction)
   elif e.partial_rotary_factor < 1:
@@ -413,7 +415,8 @@ def to_hf(encoder: contract.Encoder) -> dict:
   if e.scaling == 'longrope':
     if e.short_factor is None or e.long_factor is None:
       raise ValueError(
-          f'{who}: longrope short_factor / long_factor = None is not allowed; allowed: explicit tuples (Hugging Face needs both).'
+          f'{who}: longrope short_factor / long_factor = None is not allowed; allowed: explicit tuples '
+          '(Hugging Face needs both).'
       )
     params.update(
         short_factor=list(e.short_factor), long_factor=list(e.long_factor), attention_factor=e.attention_factor

@@ -1,8 +1,8 @@
 """One whole attention layer: transformers' LlamaAttention with random weights, its output reproduced by
 relpos_jax's RelativeMultiHeadAttention given the same weights and the encoder `from_hf` reads from the same
 config, for the default, llama3, yarn and longrope rules (the layer's rotary applied by transformers'
-LlamaRotaryEmbedding); and Qwen2-VL's attention with M-RoPE on a text + image sequence. Bidirectional (no mask), one head per key/value head, positions below 64: float32 on both
-sides, agreement to 1e-5.
+LlamaRotaryEmbedding); and Qwen2-VL's attention with M-RoPE on a text + image sequence. Bidirectional (no mask),
+one head per key/value head, positions below 64: float32 on both sides, agreement to 1e-5.
 """
 
 import jax.numpy as jnp

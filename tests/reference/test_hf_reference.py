@@ -5,8 +5,8 @@ import (`pip install -e '.[reference]'`). The reference followed is transformers
 
 Tolerances. transformers computes the inverse frequencies in float32 (base ** (2k / D) rounded once per step),
 relpos_jax in float64: they agree to a relative 2e-6 (measured on these configs: at most 3.2e-7, Llama 3.1's
-llama3 rule; a few float32 roundings). Rotated vectors are compared at positions below 64, where the float32 angle p theta of
-transformers is within 64 * 2^-24 rad of the exact one: absolute 2e-5 on unit-scale inputs.
+llama3 rule; a few float32 roundings). Rotated vectors are compared at positions below 64, where the float32
+angle p theta of transformers is within 64 * 2^-24 rad of the exact one: absolute 2e-5 on unit-scale inputs.
 """
 
 import numpy as np
