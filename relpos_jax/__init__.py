@@ -25,6 +25,7 @@ The pieces:
   relpos_jax.encoders   pure functional encoders, by kind (scalar bias, vector relative, rotary, absolute)
   relpos_jax.positions  relative_positions, toeplitz; bias_matrix (encoders.matrices): a bias from its 2L - 1 values
   relpos_jax.checks     shape assertions and assert_toeplitz
+  relpos_jax.interop    Hugging Face rope configs in (from_hf: the encoders a model's config needs) and out (to_hf)
 """
 
 from relpos_jax import checks

@@ -68,41 +68,18 @@ from relpos_jax.encoders import rope_scaling
 from relpos_jax.encoders.registry import register
 
 LAYOUTS = ('half', 'interleaved')
-SCALINGS = ('none', 'linear', 'ntk', 'dynamic', 'yarn', 'llama3', 'longrope')
+# The rules, their hyperparameters and frequencies: one table, `rope_scaling.RULES`.
+SCALINGS = tuple(rope_scaling.RULES)
 # The largest attention factor (YaRN's, LongRoPE's) and the largest of the settings it is made of (mscale,
 # mscale_all_dim, attn_factor): q and k are both multiplied by it, so scores by its square, and 1e6 times any
 # score stays finite in float32 (attention_factor=1e30 gave NaN outputs). Published values are about 1 to 1.5.
 MAX_ATTENTION_FACTOR = 1e3
 
-_REQUIRED = object()
+_REQUIRED = rope_scaling.REQUIRED
 # Per rule: the scaling hyperparameters it uses, with their published default (or _REQUIRED). attention_factor
 # None means "the paper's 0.1 ln s + 1", filled in by __post_init__.
-_RULE_FIELDS = {
-    'none': {},
-    'linear': {'factor': _REQUIRED},
-    'ntk': {'factor': _REQUIRED},
-    'dynamic': {'factor': _REQUIRED, 'original_max_position': 2048},
-    'yarn': {
-        'factor': _REQUIRED,
-        'original_max_position': 2048,
-        'beta_fast': 32.0,
-        'beta_slow': 1.0,
-        'attention_factor': None,
-        'truncate': True,
-        'mscale': None,
-        'mscale_all_dim': None,
-        'attn_factor': 1.0,
-        'dynamic': False,
-    },
-    'llama3': {'factor': 8.0, 'original_max_position': 8192, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0},
-    'longrope': {
-        'factor': _REQUIRED,
-        'original_max_position': 4096,
-        'short_factor': None,
-        'long_factor': None,
-        'attention_factor': None,
-    },
-}
+_RULE_FIELDS = {name: rule.fields for name, rule in rope_scaling.RULES.items()}
+# Every rule's hyperparameters, in the order of the dataclass's fields.
 _SCALING_FIELDS = (
     'factor',
     'original_max_position',
@@ -120,7 +97,7 @@ _SCALING_FIELDS = (
     'long_factor',
 )
 # The rules whose frequencies depend on the traced length (max position + 1).
-_LENGTH_DEPENDENT = ('dynamic', 'longrope')
+_LENGTH_DEPENDENT = tuple(name for name, rule in rope_scaling.RULES.items() if rule.length_dependent)
 
 _TWO_32 = 2.0**32
 
@@ -443,14 +420,6 @@ class Rope(contract.RotaryEncoder):
               f'{d // 2} factors, one per rotated pair ' f'(head_dim={head_dim}, {d} rotated dims)',
           )
 
-  def _longrope_factors(self, d: int, long: bool) -> np.ndarray:
-    if long:
-      given = self.long_factor
-      return (
-          rope_scaling.longrope_default_long_factors(d, self.factor) if given is None else np.asarray(given, np.float64)
-      )
-    return np.ones(d // 2) if self.short_factor is None else np.asarray(self.short_factor, np.float64)
-
   def _finish(self, inv_freq: np.ndarray) -> np.ndarray:
     """The options applied after the rule: resonance rounding, then p-RoPE's zeroed frequencies."""
     if self.resonance:
@@ -466,9 +435,8 @@ class Rope(contract.RotaryEncoder):
     length-dependent rules only ('dynamic', 'longrope', dynamic YaRN).
     """
     self._check_head_dim(head_dim)
-    d, b, s = self.rotary_dim(head_dim), self.base, self.factor
-    length_dependent = self.scaling in _LENGTH_DEPENDENT or self.dynamic is True
-    if length_dependent:
+    d = self.rotary_dim(head_dim)
+    if self.length_dependent:
       validation.positive_int(self.name, 'length', length)
     elif length is not None:
       raise validation.invalid(
@@ -478,26 +446,7 @@ class Rope(contract.RotaryEncoder):
           f'None with scaling={self.scaling!r} (only '
           f'length-dependent rules {_LENGTH_DEPENDENT} and dynamic YaRN use it)',
       )
-    if self.scaling == 'dynamic':
-      return self._finish(rope_scaling.dynamic(d, b, s, self.original_max_position, length))
-    if self.scaling == 'longrope':
-      long = length > self.original_max_position
-      return self._finish(rope_scaling.longrope(d, b, self._longrope_factors(d, long)))
-    if self.scaling == 'none':
-      return self._finish(rope_scaling.default_inverse_frequencies(d, b))
-    if self.scaling == 'linear':
-      return self._finish(rope_scaling.linear(d, b, s))
-    if self.scaling == 'ntk':
-      return self._finish(rope_scaling.ntk(d, b, s))
-    if self.scaling == 'yarn':
-      if self.dynamic:
-        s = max(1.0, length / self.original_max_position)
-      return self._finish(
-          rope_scaling.yarn(d, b, s, self.original_max_position, self.beta_fast, self.beta_slow, self.truncate)
-      )
-    return self._finish(
-        rope_scaling.llama3(d, b, s, self.low_freq_factor, self.high_freq_factor, self.original_max_position)
-    )
+    return self._finish(rope_scaling.RULES[self.scaling].inverse_frequencies(self, d, length))
 
   @property
   def vector_scale(self) -> float:
@@ -529,10 +478,10 @@ class Rope(contract.RotaryEncoder):
     if self.scaling == 'longrope':
       # Short factors while the sequence fits the original context, long ones beyond (Phi-3, HF).
       short = rotary_angles(
-          positions, self._finish(rope_scaling.longrope(d, self.base, self._longrope_factors(d, False)))
+          positions, self._finish(rope_scaling.longrope(d, self.base, rope_scaling.longrope_factors(self, d, False)))
       )
       long = rotary_angles(
-          positions, self._finish(rope_scaling.longrope(d, self.base, self._longrope_factors(d, True)))
+          positions, self._finish(rope_scaling.longrope(d, self.base, rope_scaling.longrope_factors(self, d, True)))
       )
       return jnp.where((self._length(positions) > self.original_max_position)[..., None], long, short)
     if self.scaling == 'yarn' and self.dynamic:
@@ -580,7 +529,7 @@ class Rope(contract.RotaryEncoder):
     self._check_head_dim(head_dim)
     if divisor == 1:
       return self.rotate(params, x, positions)
-    if self.scaling in _LENGTH_DEPENDENT or self.dynamic:
+    if self.length_dependent:
       raise validation.invalid(
           self.name,
           'scaling',

@@ -47,11 +47,18 @@ Frequency options applied after the rule (HF / GPT-NeoX, Barbero et al. 2024, Wa
 Every function returns float64 numpy arrays of shape (D/2,): frequencies are constants known when a model
 is traced, and keeping them in float64 lets `rope.rotary_angles` turn them into exact phases. Hyperparameters
 are validated by `rope.Rope`; these are the bare formulas (also what notebooks plot).
+
+`RULES` is the table of the rules, one `Rule` per `scaling` name, as Hugging Face transformers'
+`ROPE_INIT_FUNCTIONS` (modeling_rope_utils.py): each holds the hyperparameters the rule takes (with their
+published defaults) and a pure function (hyperparameters, rotated dims D, current length) -> theta. `rope.Rope`
+validates and reads the table; adding a rule is one function and one row here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -207,3 +214,102 @@ def llama3(
   return np.where(
       wavelength < high_freq_wavelength, theta, np.where(wavelength > low_freq_wavelength, theta / factor, blended)
   )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The table of rules.
+
+REQUIRED = object()  # A rule's hyperparameter with no published default: the spec must give it.
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+  """One context-extension rule.
+
+  fields: the scaling hyperparameters it takes, each with its published default (or REQUIRED; None where the
+    default is computed from the others, e.g. YaRN's attention factor 0.1 ln s + 1).
+  inverse_frequencies: (hparams, D, length) -> theta (D/2,) float64, before the options (partial rotary is in
+    D already; resonance and p-RoPE are applied after). `hparams` is anything with the rule's fields and
+    `base` as attributes (a validated `rope.Rope`); `length` (max position + 1) is None for fixed-frequency rules.
+  length_dependent: whether theta follows the current length (then `length` is an int).
+  """
+
+  fields: Mapping[str, Any]
+  inverse_frequencies: Callable[[Any, int, int | None], np.ndarray]
+  length_dependent: bool = False
+
+
+def longrope_factors(h, head_dim: int, long: bool) -> np.ndarray:
+  """LongRoPE's per-pair factors: `long_factor` (default s^(2k/(D-2))) or `short_factor` (default ones)."""
+  if long:
+    given = h.long_factor
+    return longrope_default_long_factors(head_dim, h.factor) if given is None else np.asarray(given, np.float64)
+  return np.ones(head_dim // 2) if h.short_factor is None else np.asarray(h.short_factor, np.float64)
+
+
+def _none_rule(h, d, length):
+  return default_inverse_frequencies(d, h.base)
+
+
+def _linear_rule(h, d, length):
+  return linear(d, h.base, h.factor)
+
+
+def _ntk_rule(h, d, length):
+  return ntk(d, h.base, h.factor)
+
+
+def _dynamic_rule(h, d, length):
+  return dynamic(d, h.base, h.factor, h.original_max_position, length)
+
+
+def _yarn_rule(h, d, length):
+  # Dynamic YaRN (h.dynamic) takes s = max(1, L / L_orig) of the current length.
+  s = max(1.0, length / h.original_max_position) if h.dynamic else h.factor
+  return yarn(d, h.base, s, h.original_max_position, h.beta_fast, h.beta_slow, h.truncate)
+
+
+def _llama3_rule(h, d, length):
+  return llama3(d, h.base, h.factor, h.low_freq_factor, h.high_freq_factor, h.original_max_position)
+
+
+def _longrope_rule(h, d, length):
+  # Short factors while the sequence fits the original context, long ones beyond (Phi-3, HF).
+  return longrope(d, h.base, longrope_factors(h, d, length > h.original_max_position))
+
+
+RULES: dict[str, Rule] = {
+    'none': Rule({}, _none_rule),
+    'linear': Rule({'factor': REQUIRED}, _linear_rule),
+    'ntk': Rule({'factor': REQUIRED}, _ntk_rule),
+    'dynamic': Rule({'factor': REQUIRED, 'original_max_position': 2048}, _dynamic_rule, length_dependent=True),
+    'yarn': Rule(
+        {
+            'factor': REQUIRED,
+            'original_max_position': 2048,
+            'beta_fast': 32.0,
+            'beta_slow': 1.0,
+            'attention_factor': None,
+            'truncate': True,
+            'mscale': None,
+            'mscale_all_dim': None,
+            'attn_factor': 1.0,
+            'dynamic': False,
+        },
+        _yarn_rule,
+    ),
+    'llama3': Rule(
+        {'factor': 8.0, 'original_max_position': 8192, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0}, _llama3_rule
+    ),
+    'longrope': Rule(
+        {
+            'factor': REQUIRED,
+            'original_max_position': 4096,
+            'short_factor': None,
+            'long_factor': None,
+            'attention_factor': None,
+        },
+        _longrope_rule,
+        length_dependent=True,
+    ),
+}
