@@ -42,16 +42,18 @@ def rung_config(rung: str, seeds):
   return config
 
 
-def refresh_rung(rung: str, workdir: str, docs: str) -> None:
-  """Exports `rung`'s finished records from `workdir` and rebuilds docs/<rung>/results.* and the page."""
+def refresh_rung(rung: str, workdir: str, docs: str, config=None) -> None:
+  """Exports `rung`'s finished records from `workdir` and rebuilds docs/<rung>/results.* and the page. `config`:
+  the rung's study as it was trained (default: the rung at every seed SCHEDULE gives it)."""
   from relpos_jax.study import ladder, ladder_page, record, run_study
 
   docs_rung = os.path.join(docs, rung)
   if ladder.export_records(os.path.join(workdir, rung), docs_rung) == 0:
     return
-  # Every seed any stage trains: the report holds whatever has finished of them.
-  seeds = sorted({s for name, stage in ladder_config().SCHEDULE if name == rung for s in stage})
-  results = run_study(rung_config(rung, seeds), docs_rung, finished_only=True)
+  if config is None:  # every seed any stage trains: the report holds whatever has finished of them
+    seeds = sorted({s for name, stage in ladder_config().SCHEDULE if name == rung for s in stage})
+    config = rung_config(rung, seeds)
+  results = run_study(config, docs_rung, finished_only=True)
   results['meta'].pop('finished_only', None)
   if results['runs']:
     record.write_outputs(results, docs_rung)

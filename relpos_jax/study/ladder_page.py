@@ -95,15 +95,22 @@ def per_rung_findings(ladder: dict[str, dict], wanted: Sequence[str]) -> dict[st
   return {rung: cross_corpus.findings(results, wanted) for rung, results in ladder.items()}
 
 
+def columns(ladder: dict[str, dict]) -> list[str]:
+  """The rungs a finding is judged over: every planned CPU rung (one not run yet reads 'not run', so a verdict
+  waits for it) and the accelerator's once it has results."""
+  config = ladder_config()
+  return list(config.CPU_RUNGS) + [rung for rung in ladder if rung not in config.CPU_RUNGS]
+
+
 def findings_table(ladder: dict[str, dict], wanted: Sequence[str]) -> str:
-  rungs = list(ladder)
+  rungs = columns(ladder)
   found = per_rung_findings(ladder, wanted)
   lines = [
       '| finding (A − B at 16x) | ' + ' | '.join(rungs) + ' | across sizes |',
       '|---|' + '---|' * (len(rungs) + 1),
   ]
   for finding in wanted:
-    rows = [found[rung].get(finding) for rung in rungs]
+    rows = [found.get(rung, {}).get(finding) for rung in rungs]
     cells = ' | '.join(cross_corpus._cell(row) for row in rows)
     lines.append(f'| {finding} | {cells} | {verdict(rows, rungs)} |')
   return '\n'.join(lines) + '\n'
@@ -111,9 +118,9 @@ def findings_table(ladder: dict[str, dict], wanted: Sequence[str]) -> str:
 
 def verdicts(ladder: dict[str, dict], wanted: Sequence[str]) -> dict[str, str]:
   """{finding: verdict} (what the page's last column says)."""
-  rungs = list(ladder)
+  rungs = columns(ladder)
   found = per_rung_findings(ladder, wanted)
-  return {finding: verdict([found[rung].get(finding) for rung in rungs], rungs) for finding in wanted}
+  return {finding: verdict([found.get(rung, {}).get(finding) for rung in rungs], rungs) for finding in wanted}
 
 
 def run_folder(ladder_docs: str, rung: str) -> str:
@@ -183,8 +190,8 @@ def rung_rows(ladder: dict[str, dict], ladder_docs: str) -> list[dict]:
 
 def rung_table(rows: Sequence[dict]) -> str:
   lines = [
-      '| rung | layers x d_model | parameters | tokens / parameter | encoders finished | seeds | CPU minutes '
-      '(reported runs + selection runs) | training-loss drop over the last quarter |',
+      '| rung | layers x d_model | parameters | tokens / parameter | encoders finished | seeds | wall minutes '
+      '(reported runs + selection runs; training and evaluation, 2 shared CPU cores) | training-loss drop over the last quarter |',
       '|---|---|---|---|---|---|---|---|',
   ]
   for row in rows:
@@ -303,7 +310,7 @@ def render(ladder: dict[str, dict], ladder_docs: str, wanted: Sequence[str], cur
   passes = '' if not train_tokens else f' (at most {most / train_tokens:.2f} of a pass over the {train_tokens:,} training tokens)'
   accelerator = ladder.get(config.ACCELERATOR_RUNG)
   device = (
-      f'ran on {accelerator["meta"].get("device")} (benchmarks/accelerator.py)'
+      f'ran on {accelerator["meta"].get("device")}: {accelerator["meta"].get("description", "")}'
       if accelerator
       else 'has not run: no accelerator was lent to this study yet (benchmarks/accelerator.py is prepared for one)'
   )
