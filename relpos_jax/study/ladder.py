@@ -17,10 +17,12 @@ the key named.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 from typing import Iterable
 
+from relpos_jax.data import bpe
 from relpos_jax.train import config as config_lib
 
 # A finished run's files that the page and a resumed study read; checkpoints are left behind (a finished run
@@ -93,10 +95,8 @@ def check_tokenizer(config: dict) -> None:
   """ConfigError naming config.data.tokenizer when it is 'bpe' and `tokenizers` cannot be imported."""
   if config['data'].get('tokenizer') != 'bpe':
     return
-  from relpos_jax.data import bpe
-
   try:
-    bpe._tokenizers()
+    importlib.import_module('tokenizers')  # only whether it imports
   except ImportError:
     raise config_lib.ConfigError(
         f"config.data.tokenizer='bpe' needs the package tokenizers, which is not installed: install it with "

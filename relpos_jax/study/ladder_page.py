@@ -111,7 +111,7 @@ def findings_table(ladder: dict[str, dict], wanted: Sequence[str]) -> str:
   ]
   for finding in wanted:
     rows = [found.get(rung, {}).get(finding) for rung in rungs]
-    cells = ' | '.join(cross_corpus._cell(row) for row in rows)
+    cells = ' | '.join(cross_corpus.finding_cell(row) for row in rows)
     lines.append(f'| {finding} | {cells} | {verdict(rows, rungs)} |')
   return '\n'.join(lines) + '\n'
 

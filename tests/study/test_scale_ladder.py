@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 
 import pytest
 
@@ -76,12 +77,7 @@ def test_a_rung_that_cannot_fit_memory_is_refused_naming_its_keys():
 
 
 def test_a_missing_tokenizer_is_refused_naming_the_key(monkeypatch):
-  from relpos_jax.data import bpe
-
-  def missing():
-    raise ImportError('no tokenizers')
-
-  monkeypatch.setattr(bpe, '_tokenizers', missing)
+  monkeypatch.setitem(sys.modules, 'tokenizers', None)  # `import tokenizers` raises ImportError
   with pytest.raises(config_lib.ConfigError, match=r"config.data.tokenizer='bpe' needs the package tokenizers"):
     ladder.check_ladder([('d64', LADDER.get_config('d64'))], available=24 * GiB)
 
