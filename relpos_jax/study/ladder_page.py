@@ -44,6 +44,8 @@ SHRINK = 0.5  # 'shrinks': the largest rung keeps less than half the smallest ru
 VERDICTS = ('holds at every rung', 'shrinks', 'flips', 'not resolved')
 # The share of training whose loss change says how flat a rung's curve ends (the last quarter of the steps).
 FLAT_TAIL = 0.25
+# A rung has flattened when its training loss falls by less than this share over that last quarter.
+FLAT_THRESHOLD = 0.02
 
 
 def ladder_config():
@@ -200,7 +202,8 @@ def rung_table(rows: Sequence[dict]) -> str:
     seeds = ', '.join(map(str, row['seeds'])) or '—'
     selection = f'{row["selection_minutes"]:.0f}' if row['selection_minutes'] else 'not in the records'
     flat = (
-        f'{row["flattening"]:.1%} (mean of {row["curves"]} runs)'
+        f'{row["flattening"]:.1%} (mean of {row["curves"]} runs): '
+        + ('flattened' if row['flattening'] < FLAT_THRESHOLD else '**still falling**')
         if row['flattening'] is not None
         else 'no curves in the records'
     )
@@ -324,7 +327,7 @@ def render(ladder: dict[str, dict], ladder_docs: str, wanted: Sequence[str], cur
       f'encoder on validation at seed {protocol.get("selection_seed")} (not reported) from {protocol.get("lr_grid")}, '
       f'the same {scored:,} test characters at every length to {longest} tokens, Holm over each rung\'s findings.\n\n'
       + rung_table(rows)
-      + '\nThe training loss is logged on batches the run has not seen before (less than one pass over the '
+      + f'\nFlattened: a drop under {FLAT_THRESHOLD:.0%}. The training loss is logged on batches the run has not seen before (less than one pass over the '
       'training tokens), so it is a held-out loss; the last quarter of the steps runs at the end of a cosine '
       'decay, so a small drop there says the schedule has settled, not that more data would not help: the '
       'larger rungs see far fewer tokens per parameter than compute-optimal training (about 20, Hoffmann et al. '

@@ -203,7 +203,7 @@ def test_the_page_recomputes_findings_and_verdicts_from_the_records(tmp_path):
   verdicts = ladder_page.verdicts(ladder_page.load(ladder_docs), ladder_page.findings_wanted())
   assert verdicts['kerple_log vs fire'] == 'shrinks' and verdicts['t5 vs distance'] == 'flips'
   # The rung table: parameters, tokens per parameter, the selection minutes and the curve's last-quarter drop.
-  assert '| d128 | 4 x 128 (4 heads) | 1,053,312 | 0.78 | 4 | 3 | 12 + 2 | 1.0% (mean of 1 runs) |' in text
+  assert '| d128 | 4 x 128 (4 heads) | 1,053,312 | 0.78 | 4 | 3 | 12 + 2 | 1.0% (mean of 1 runs): flattened |' in text
   assert '| d64 | 2 x 64 (4 heads) | 231,360 | 3.54 | 4 | 3 | 12 + not in the records | no curves' in text
   assert 'IN PROGRESS' in text  # four encoders of nine
   assert os.path.exists(os.path.join(ladder_docs, 'ladder.png')) and os.path.exists(
