@@ -11,8 +11,9 @@ the rungs side by side is docs/study_scale_ladder (`relpos_jax.study.ladder`).
 
 Why these rungs. 'd64' is today's model (2 layers, d_model 64, 231,360 parameters with BPE's 1,024 tokens) and
 its config is docs/study_english_bpe's run for run, so the ladder reuses those 5-seed records instead of training
-them again (tests/studies/test_scale_ladder.py pins the identity). 'd128' (4 layers, 1.05M, 4.6x) and 'd256'
-(5 layers, 4.47M, 19x) span more than the 16x the issue asks for. Every rung trains the same 400 steps of 32 x 64
+them again (tests/study/test_scale_ladder.py pins the identity). 'd128' (4 layers, 1,053,328 counted by its runs,
+4.6x) and 'd256' (5 layers, about 4.46M by relpos_jax.study.ladder.param_estimate, 19x) span more than the 16x the
+issue asks for. Every rung trains the same 400 steps of 32 x 64
 tokens (819,200 tokens), so the data is held fixed and tokens per parameter fall from 3.5 to 0.18: the ladder asks
 whether the orderings change with the model's size at a fixed data budget, not at compute-optimal training (about
 20 tokens per parameter, Hoffmann et al. 2022), which would cost 100x more steps at d256 than a 2-core CPU has.
