@@ -102,7 +102,7 @@ def verdict(rows: Sequence[dict | None]) -> str:
   return 'holds on every corpus' if len(signs) == len(rows) else 'not resolved everywhere'
 
 
-def _cell(row: dict | None) -> str:
+def finding_cell(row: dict | None) -> str:
   if row is None:
     return 'not run'
   if row.get('mean') is None:
@@ -165,7 +165,7 @@ def findings_table(studies: dict[str, dict], wanted: Sequence[str] = FINDINGS) -
   ]
   for finding in wanted:
     rows = [per_corpus[label].get(finding) for label in labels]
-    lines.append(f'| {finding} | ' + ' | '.join(_cell(row) for row in rows) + f' | {verdict(rows)} |')
+    lines.append(f'| {finding} | ' + ' | '.join(finding_cell(row) for row in rows) + f' | {verdict(rows)} |')
   return '\n'.join(lines) + '\n'
 
 
