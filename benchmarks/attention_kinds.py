@@ -27,6 +27,7 @@ import numpy as np
 import relpos_jax
 from relpos_jax.encoders import contract, spec
 from relpos_jax.nn import functional, terms
+from relpos_jax.nn import call
 from benchmarks import measure, report
 
 NUM_HEADS, HEAD_DIM, BATCH = 8, 64, 1
@@ -79,7 +80,12 @@ def layer_core(parts):
       # Contextual parts read the layer input x (FoX's gates, PaTH's directions): a fixed stand-in.
       x = jax.random.normal(jax.random.PRNGKey(2), (b, length, NUM_HEADS * HEAD_DIM), jnp.float32)
       features = terms.parts.token_features(parts, params, x)
-    return functional.attend(q, k, v, parts=parts, params=params, causal=True, features=features)
+    return functional.attend(
+        call.AttentionInputs.checked(q, k, v, features=features),
+        parts,
+        params,
+        call.AttentionSettings.checked(causal=True),
+    )
 
   return core
 

@@ -19,6 +19,7 @@ import jax
 
 from relpos_jax.encoders import contract, spec
 from relpos_jax.nn import functional, terms
+from relpos_jax.nn import call
 from benchmarks import attention_kinds, measure, report
 
 LENGTH, QUICK_LENGTH = 2048, 512
@@ -59,15 +60,12 @@ def core(parts, implementation):
       x = jax.random.normal(jax.random.PRNGKey(2), (b, length, q.shape[2] * q.shape[3]), jax.numpy.float32)
       features = terms.parts.token_features(parts, params, x)
     return functional.attend(
-        q,
-        k,
-        v,
-        parts=parts,
-        params=params,
-        causal=True,
-        implementation=implementation,
-        block_size=BLOCK_SIZE if implementation == 'blockwise' else None,
-        features=features,
+        call.AttentionInputs.checked(q, k, v, features=features),
+        parts,
+        params,
+        call.AttentionSettings.checked(
+            causal=True, implementation=implementation, block_size=BLOCK_SIZE if implementation == 'blockwise' else None
+        ),
     )
 
   return fn

@@ -28,6 +28,7 @@ import numpy as np
 from relpos_jax import grid as grid_lib
 from relpos_jax.encoders import contract
 from relpos_jax.nn import blockwise as blockwise_lib
+from relpos_jax.nn import call
 from relpos_jax.nn import functional, terms
 from benchmarks import attention_kinds, measure, report
 
@@ -66,14 +67,12 @@ def core(encoder, shape, implementation, bias_form='table'):
     if bias is not None and bias_form == 'dense':
       bias = bias.dense()  # the (H, L, L) expansion, traced (grid_bias_matrix's numpy index is a constant)
     return functional.attend(
-        q,
-        k,
-        v,
-        parts=(),
-        params=[],
-        position_bias=bias,
-        implementation=implementation,
-        block_size=BLOCK_SIZE if implementation == 'blockwise' else None,
+        call.AttentionInputs.checked(q, k, v, bias=bias),
+        (),
+        [],
+        call.AttentionSettings.checked(
+            implementation=implementation, block_size=BLOCK_SIZE if implementation == 'blockwise' else None
+        ),
     )
 
   return fn

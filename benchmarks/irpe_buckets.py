@@ -21,6 +21,7 @@ import jax.numpy as jnp
 
 from relpos_jax import grid as grid_lib
 from relpos_jax.nn import functional, terms
+from relpos_jax.nn import call
 from benchmarks import attention_kinds, grid, measure, report
 
 SIDE, QUICK_SIDE = 32, 8
@@ -40,7 +41,12 @@ def contenders(spec: str, side: int) -> dict:
   params = grid.encoder_params(encoder)
 
   def core(q, k, v, theta):
-    return functional.attend(q, k, v, parts=(encoder,), params=[theta], implementation='blockwise')
+    return functional.attend(
+        call.AttentionInputs.checked(q, k, v),
+        (encoder,),
+        [theta],
+        call.AttentionSettings.checked(implementation='blockwise'),
+    )
 
   q, k, v, cotangent = attention_kinds.inputs(n)
   out = {'plain': (attention_kinds.with_backward(grid.plain_attention), (q, k, v, [], cotangent))}

@@ -479,3 +479,127 @@ def test_only_the_config_files_and_the_parser_read_a_config_dict():
       'ConfigDicts read below the entry points (parse the user config once there, then derive: Config.derive, '
       'Config.to_dict):\n' + '\n'.join(found)
   )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The attention call's shape: few parameters, the grid chosen with the Terms, no hidden imports.
+
+MAX_PARAMETERS = 8
+# Layer and model constructors take their configuration as keywords (as Flax modules do): each is one value
+# built once, not a list copied through every path. Named here so a new one is a decision, not drift.
+CONSTRUCTORS_ALLOWED = {
+    ('relpos_jax/nn/attention.py', 'RelativeMultiHeadAttention.__init__'),
+    ('relpos_jax/nn/blocks.py', 'TransformerBlock.__init__'),
+    ('relpos_jax/nn/vit.py', 'ViT.__init__'),
+}
+
+
+def wide_functions(source: str) -> dict[str, int]:
+  """{qualified name: parameter count} of the functions in `source` taking more than MAX_PARAMETERS parameters
+  (positional, keyword-only, *args and **kwargs each count one; `self` and `cls` do not)."""
+  found = {}
+
+  def visit(node, prefix):
+    for child in ast.iter_child_nodes(node):
+      if isinstance(child, ast.ClassDef):
+        visit(child, f'{prefix}{child.name}.')
+      elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        a = child.args
+        names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs if x.arg not in ('self', 'cls')]
+        count = len(names) + (a.vararg is not None) + (a.kwarg is not None)
+        if count > MAX_PARAMETERS:
+          found[prefix + child.name] = count
+        visit(child, f'{prefix}{child.name}.')
+
+  visit(ast.parse(source), '')
+  return found
+
+
+def test_the_wide_function_finder_sees_the_old_attend():
+  """It can fail: the keyword list `functional.attend` took (19) is found, a method's `self` is not counted."""
+  old = (
+      'def attend(query, key, value, *, parts, params, causal=False, key_mask=None, mask=None, q_offset=0,\n'
+      '           q_positions=None, k_positions=None, position_bias=None, implementation=None, block_size=None,\n'
+      '           debug_checks=False, window=None, features=None, q_segment_ids=None, k_segment_ids=None):\n'
+      '  pass\n'
+      'class A:\n'
+      '  def f(self, a, b, c, d, e, f, g, h):\n'
+      '    pass\n'
+      '  def g(self, a, b, c, d, e, f, g, h, *rest):\n'
+      '    pass\n'
+  )
+  assert wide_functions(old) == {'attend': 19, 'A.g': 9}
+
+
+def test_no_function_in_nn_takes_more_than_eight_parameters():
+  """relpos_jax/nn passes what one attention call takes as values (`nn/call.py`: Positions, AttentionInputs,
+  AttentionSettings), so no function there takes more than MAX_PARAMETERS parameters, but for the layer and model
+  constructors of CONSTRUCTORS_ALLOWED (each entry still exists)."""
+  nn = ROOT / 'relpos_jax' / 'nn'
+  found = {
+      (path.relative_to(ROOT).as_posix(), name): count
+      for path in sorted(nn.rglob('*.py'))
+      for name, count in wide_functions(path.read_text()).items()
+  }
+  extra = sorted(
+      f'{path}: {name} ({count})' for (path, name), count in found.items() if (path, name) not in CONSTRUCTORS_ALLOWED
+  )
+  assert not extra, f'functions in relpos_jax/nn with more than {MAX_PARAMETERS} parameters:\n' + '\n'.join(extra)
+  assert CONSTRUCTORS_ALLOWED <= set(found), f'stale CONSTRUCTORS_ALLOWED: {CONSTRUCTORS_ALLOWED - set(found)}'
+
+
+def module_imports_by_name(source: str, package_init: bool) -> list[int]:
+  """The lines of `source` that import a module by a computed name (`importlib.import_module(...)`, however
+  importlib is bound, or `__import__`), which the import graph (`import_graph`) cannot see: a circle hides there.
+  A package's `__init__` importing its own submodules at its top level (f'{__name__}.{module}': the registries
+  that import every family module) is an edge downward, which cannot close a circle, and is not flagged."""
+  tree = ast.parse(source)
+  top_calls = {
+      id(n) for stmt in tree.body for n in ast.walk(stmt) if not isinstance(stmt, (ast.FunctionDef, ast.ClassDef))
+  }
+  lines = []
+  for node in ast.walk(tree):
+    if not isinstance(node, ast.Call):
+      continue
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, 'id', None)
+    if name not in ('import_module', '__import__'):
+      continue
+    own_child = (
+        package_init
+        and id(node) in top_calls
+        and node.args
+        and isinstance(node.args[0], ast.JoinedStr)
+        and isinstance(node.args[0].values[0], ast.FormattedValue)
+        and getattr(node.args[0].values[0].value, 'id', None) == '__name__'
+    )
+    if not own_child:
+      lines.append(node.lineno)
+  return sorted(lines)
+
+
+def test_the_computed_import_finder_sees_the_registry_load():
+  """It can fail: grid/registry.py's old `_load` (importlib inside a function, naming the package that imports
+  the registry) and a top-level import_module of another package are found; an __init__'s own families are not."""
+  old = (
+      'def _load():\n'
+      '  import importlib\n'
+      "  importlib.import_module('relpos_jax.grid.encoders')\n"
+      "importlib.import_module('relpos_jax.nn')\n"
+      "mod = __import__('relpos_jax.train')\n"
+  )
+  assert module_imports_by_name(old, package_init=False) == [3, 4, 5]
+  families = 'for _m in names:\n  _importlib.import_module(f"{__name__}.{_m}")\n'
+  assert module_imports_by_name(families, package_init=True) == []
+  assert module_imports_by_name(families, package_init=False) == [2]
+
+
+def test_no_module_imported_by_a_computed_name():
+  """Every import of the package is a plain import statement the import graph sees (so `test_no_import_circles`
+  sees every edge), but for a package's own family modules (see `module_imports_by_name`)."""
+  found = [
+      f'{path.relative_to(ROOT)}:{line}'
+      for path in sorted((ROOT / 'relpos_jax').rglob('*.py'))
+      for line in module_imports_by_name(path.read_text(), path.name == '__init__.py')
+  ]
+  assert not found, 'modules imported by a computed name (import them with an import statement):\n' + '\n'.join(found)

@@ -12,6 +12,10 @@ hyperparameters, or a sum with +:
                                                   its encoder fields in order, as the 1-D spec's randomized(rope))
 
 and round-trips: from_spec(to_spec(e)) == e. Parsing never evaluates anything (ast.literal_eval on values).
+
+The families register themselves here when imported (`register`); the package (`relpos_jax.grid`) imports them
+all once this module is loaded, so this module never imports them (that edge would be a circle: each family
+imports `register` from here).
 """
 
 from __future__ import annotations
@@ -81,19 +85,16 @@ def _repr(encoder) -> str:
 
 def names() -> list[str]:
   """Every registered grid encoder name, sorted."""
-  _load()
   return sorted(_REGISTRY)
 
 
 def encoder_class(name: str) -> type:
-  _load()
   if name not in _REGISTRY:
     raise ValueError(f'unknown grid encoder {name!r}; allowed: {", ".join(sorted(_REGISTRY))}.')
   return _REGISTRY[name]
 
 
 def is_grid_name(name: str) -> bool:
-  _load()
   return name in _REGISTRY
 
 
@@ -105,12 +106,6 @@ def make(name: str, **hparams):
   if unknown:
     raise ValueError(f'{name}: unknown hyperparameter(s) {unknown}; allowed: {sorted(fields) or "none"}.')
   return cls(**hparams)
-
-
-def _load():
-  import importlib
-
-  importlib.import_module('relpos_jax.grid.encoders')  # registers every family on import
 
 
 def from_spec(spec):

@@ -18,7 +18,9 @@ at its input. The attention itself is `functional.attend`, shared with the Linen
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
+from collections.abc import Callable
 
 import einops
 import flax.struct
@@ -31,7 +33,7 @@ from flax import nnx
 from relpos_jax import grid as grid_lib
 from relpos_jax import validation
 from relpos_jax.encoders import contract
-from relpos_jax.nn import functional
+from relpos_jax.nn import call, functional
 from relpos_jax.nn import terms as terms_lib
 
 DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16}
@@ -156,26 +158,52 @@ def on_grid(parts, positions, grid_shape) -> bool:
   )
 
 
-def grid_inputs(
-    who,
-    encoder,
-    parts,
-    get_params,
-    project,
-    x,
-    positions,
-    padding_mask,
-    position_bias,
-    grid_shape,
-    class_token,
-    *,
-    head_dim: int,
-    model_dim: int | None = None,
-    window=None,
-    implementation=None,
-    debug_checks: bool = False,
-    by_table: bool = False,
-):
+@dataclasses.dataclass(frozen=True)
+class GridLayer:
+  """What the grid path asks of the layer that calls it (the NNX layer or its Linen twin): `who` names it in the
+  refusals, `get_params()` gives its parts' params and `project(x)` the heads (q, k, v), each called once, after
+  the checks on the inputs (the NNX layer reads its variables, the Linen twin declares its params there);
+  `model_dim` None reads it from x (the Linen twin)."""
+
+  who: str
+  encoder: contract.Encoder
+  parts: tuple
+  get_params: Callable
+  project: Callable
+  head_dim: int
+  model_dim: int | None = None
+
+
+def grid_position_value(who, positions, grid_shape, class_token):
+  """The layer's grid keywords as one position value: `call.Grid(grid_shape, class_token)` (checked by the grid
+  path), `call.Coordinates(positions)` or None; both a grid shape and positions are refused by name."""
+  validation.require(
+      positions is None or grid_shape is None,
+      who,
+      'grid_shape',
+      grid_shape,
+      'None when positions are given (coordinates (batch, length, axes) or a grid shape, not both)',
+  )
+  if grid_shape is not None:
+    return call.Grid(grid_shape, class_token)
+  return None if positions is None else call.Coordinates(positions)
+
+
+def position_keywords(positions, grid_shape, class_token):
+  """(positions, grid_shape, class_token) with a position value given as `positions` read as the keywords it
+  stands for: `call.Grid(shape, class_token)` as grid_shape and class_token, `call.Coordinates(values)` as the
+  coordinates (a model hands every block the same value, as `vit.ViT` does)."""
+  if isinstance(positions, call.Grid):
+    validation.require(
+        grid_shape is None, 'RelativeMultiHeadAttention', 'grid_shape', grid_shape, 'None when positions is a Grid'
+    )
+    return None, positions.shape, positions.class_token
+  if isinstance(positions, call.Coordinates):
+    return positions.values, grid_shape, class_token
+  return positions, grid_shape, class_token
+
+
+def grid_inputs(layer: GridLayer, x, positions, padding_mask, position_bias, settings, by_table: bool = False):
   """What the grid path of `RelativeMultiHeadAttention` and of its Linen twin (relpos_jax.nn.linen) attends with:
   (q, k, v rotated by the grid rotary parts, the summed grid bias, the remaining parts and their params, the
   padding mask).
@@ -199,10 +227,14 @@ def grid_inputs(
   grid_shape, coordinates of the wrong rank or trailing axis, non-finite coordinates, a grid beyond a learned
   table, sliding windows and the Pallas kernel.
 
-  `get_params()` gives the parts' params and `project(x)` the heads (q, k, v), each called once, after the checks
-  on the inputs (the NNX layer reads its variables, the Linen twin declares its params there). `who` names the
-  layer in the refusals; `model_dim` None reads it from x (the Linen twin).
+  `positions` is a `call.Grid`, a `call.Coordinates` or None (`grid_position_value`); `settings` the layer's
+  `call.AttentionSettings` (its window, implementation and debug checks).
   """
+  who, encoder, parts, head_dim, model_dim = layer.who, layer.encoder, layer.parts, layer.head_dim, layer.model_dim
+  window, implementation, debug_checks = settings.window, settings.implementation, settings.debug_checks
+  grid_shape = positions.shape if isinstance(positions, call.Grid) else None
+  class_token = positions.class_token if isinstance(positions, call.Grid) else False
+  positions = positions.values if isinstance(positions, call.Coordinates) else None
 
   validation.shaped(who, 'x', x, ('batch', 'length', 'model_dim' if model_dim is None else model_dim))
   b, length, _ = x.shape
@@ -218,13 +250,6 @@ def grid_inputs(
       'length); give them positions (batch, length), or use a grid encoder (relpos_jax.grid.names())',
   )
   names = [p.name for p in grid_parts]
-  validation.require(
-      positions is None or grid_shape is None,
-      who,
-      'grid_shape',
-      grid_shape,
-      'None when positions are given (coordinates (batch, length, axes) or a grid shape, not both)',
-  )
   if positions is None and grid_shape is None:
     raise ValueError(
         f'{who}: the grid encoder(s) {names} read coordinates: pass positions (batch, length, axes) or '
@@ -242,8 +267,7 @@ def grid_inputs(
   if padding_mask is not None:
     padding_mask = validation.mask(who, padding_mask, (b, length))
   if grid_shape is not None:
-    grid_shape = grid_lib.positions.check_shape(who, grid_shape)
-    class_token = validation.boolean(who, 'class_token', class_token)
+    grid_shape, class_token = dataclasses.astuple(call.Grid.checked(who, grid_shape, class_token))
     expected = int(np.prod(grid_shape)) + int(class_token)
     validation.require(
         expected == length,
@@ -263,12 +287,12 @@ def grid_inputs(
           f'positions of shape {shape}.'
       )
     coords = positions
-  params = get_params()
-  q, k, v = project(x)
+  params = layer.get_params()
+  q, k, v = layer.project(x)
   # At explicit coordinates no table of offsets exists: on the tiled path each tile evaluates its own pairs of a
   # scalar grid bias (`terms.grid.GridCoordinateBias`); dot_product_attention and the explicit path take it whole.
   tiled = by_table and (
-      implementation == 'blockwise' or (implementation is None and functional.default_is_tiled(parts, q, v))
+      implementation == 'blockwise' or (implementation is None and call.default_is_tiled(parts, q, v))
   )
   bias, rest, rest_params, table, pair_parts, pair_params = position_bias, [], [], None, [], []
   for part, p in zip(parts, params):  # rotations first: a contextual term reads the rotated q and k
@@ -329,65 +353,24 @@ def grid_inputs(
   return q, k, v, bias, tuple(rest), rest_params, padding_mask
 
 
-def attend_on_grid(
-    who,
-    encoder,
-    parts,
-    get_params,
-    project,
-    x,
-    positions,
-    padding_mask,
-    position_bias,
-    grid_shape,
-    class_token,
-    segment_ids,
-    *,
-    head_dim: int,
-    model_dim: int | None = None,
-    window=None,
-    implementation=None,
-    block_size=None,
-    causal: bool = False,
-    debug_checks: bool = False,
-):
+def attend_on_grid(layer: GridLayer, x, positions, padding_mask, position_bias, segment_ids, settings):
   """The grid path of `RelativeMultiHeadAttention` and of its Linen twin: `grid_inputs` in their tileable form
   (`by_table`), then `functional.attend` with the remaining parts; the heads (B, L, H, D) before the output
   projection."""
   q, k, v, bias, rest, rest_params, padding_mask = grid_inputs(
-      who,
-      encoder,
-      parts,
-      get_params,
-      project,
-      x,
-      positions,
-      padding_mask,
-      position_bias,
-      grid_shape,
-      class_token,
-      head_dim=head_dim,
-      model_dim=model_dim,
-      window=window,
-      implementation=implementation,
-      debug_checks=debug_checks,
-      by_table=True,
+      layer, x, positions, padding_mask, position_bias, settings, by_table=True
   )
-  return functional.attend(
+  inputs = call.AttentionInputs.checked(
       q,
       k,
       v,
-      parts=rest,
-      params=rest_params,
-      causal=causal,
+      call.Positions(query_segments=segment_ids, key_segments=segment_ids),
       key_mask=padding_mask,
-      position_bias=bias,
-      implementation=implementation,
-      block_size=block_size,
       features=terms_lib.parts.token_features(rest, rest_params, x),
-      q_segment_ids=segment_ids,
-      k_segment_ids=segment_ids,
+      bias=bias,
   )
+  # A grid's debug checks are its own (block-Toeplitz, in grid_inputs); attend's are 1-D.
+  return functional.attend(inputs, rest, rest_params, dataclasses.replace(settings, debug_checks=False))
 
 
 class RelativeMultiHeadAttention(nnx.Module):
@@ -557,30 +540,15 @@ class RelativeMultiHeadAttention(nnx.Module):
 
     Grid encoders (relpos_jax.grid) read coordinates instead: positions (B, L, axes), int or float, or
     `grid_shape` (a static (H, W) or (T, H, W): the tokens are that grid in raster order, after a class token
-    first when `class_token`), the grid's counterpart of contiguous positions (see `_grid_inputs`).
+    first when `class_token`), the grid's counterpart of contiguous positions (see `grid_inputs`); or the same
+    as one value, positions=`call.Grid(shape, class_token)` or `call.Coordinates(values)`.
     """
     segment_ids = self._check_segments(x, segment_ids)
+    positions, grid_shape, class_token = position_keywords(positions, grid_shape, class_token)
     if self._on_grid(positions, grid_shape):
+      where = grid_position_value('RelativeMultiHeadAttention', positions, grid_shape, class_token)
       out = attend_on_grid(
-          'RelativeMultiHeadAttention',
-          self.encoder,
-          self.parts,
-          lambda: self._params(position_params),
-          self._project,
-          x,
-          positions,
-          padding_mask,
-          position_bias,
-          grid_shape,
-          class_token,
-          segment_ids,
-          head_dim=self.head_dim,
-          model_dim=self.model_dim,
-          window=self.window,
-          implementation=self.implementation,
-          block_size=self.block_size,
-          causal=self.causal,
-          debug_checks=self.debug_checks,
+          self._grid_layer(position_params), x, where, padding_mask, position_bias, segment_ids, self.settings
       )
       return self.out(merge_heads(out).astype(self.dtype))
     positions, padding_mask = self._check_input(x, positions, padding_mask)
@@ -591,25 +559,16 @@ class RelativeMultiHeadAttention(nnx.Module):
       rot = positions if positions is not None else terms_lib.parts.contiguous_positions(b, length)
       rot = rot if padding_mask is None else jnp.where(padding_mask, rot, 0)  # Padding counts in no length.
       q, k = terms_lib.parts.rotate(self.parts, params, q, k, rot, rot)
-    out = functional.attend(
+    inputs = call.AttentionInputs.checked(
         q,
         k,
         v,
-        parts=self.parts,
-        params=params,
-        causal=self.causal,
+        call.Positions(0, positions, positions, segment_ids, segment_ids),
         key_mask=padding_mask,
-        q_positions=positions,
-        k_positions=positions,
-        position_bias=position_bias,
-        implementation=self.implementation,
-        block_size=self.block_size,
-        debug_checks=self.debug_checks,
-        window=self.window,
         features=terms_lib.parts.token_features(self.parts, params, x),
-        q_segment_ids=segment_ids,
-        k_segment_ids=segment_ids,
+        bias=position_bias,
     )
+    out = functional.attend(inputs, self.parts, params, self.settings)
     return self.out(merge_heads(out).astype(self.dtype))
 
   # --------------------------------------------------------------------------------------------------------
@@ -618,29 +577,22 @@ class RelativeMultiHeadAttention(nnx.Module):
   def _on_grid(self, positions, grid_shape) -> bool:
     return on_grid(self.parts, positions, grid_shape)
 
-  def _grid_inputs(
-      self, x, positions, padding_mask, position_bias, position_params, grid_shape, class_token, by_table=False
-  ):
-    """The grid path's inputs (`grid_inputs`, shared with the Linen twin): (q, k, v, the bias, the other parts,
-    their params, the padding mask)."""
-    return grid_inputs(
+  @property
+  def settings(self) -> call.AttentionSettings:
+    """This layer's attention settings (checked when the layer was built)."""
+    return call.AttentionSettings(
+        self.implementation, self.block_size, self.window, self.causal, self.debug_checks, self.dtype
+    )
+
+  def _grid_layer(self, position_params) -> GridLayer:
+    return GridLayer(
         'RelativeMultiHeadAttention',
         self.encoder,
         self.parts,
         lambda: self._params(position_params),
         self._project,
-        x,
-        positions,
-        padding_mask,
-        position_bias,
-        grid_shape,
-        class_token,
-        head_dim=self.head_dim,
-        model_dim=self.model_dim,
-        window=self.window,
-        implementation=self.implementation,
-        debug_checks=self.debug_checks,
-        by_table=by_table,
+        self.head_dim,
+        self.model_dim,
     )
 
   def attention_weights(
@@ -671,9 +623,11 @@ class RelativeMultiHeadAttention(nnx.Module):
     )
     b, length = x.shape[:2]
     segment_ids = self._check_segments(x, segment_ids)
+    positions, grid_shape, class_token = position_keywords(positions, grid_shape, class_token)
     if self._on_grid(positions, grid_shape):
-      q, k, _, bias, _, _, padding_mask = self._grid_inputs(
-          x, positions, padding_mask, None, position_params, grid_shape, class_token
+      where = grid_position_value('RelativeMultiHeadAttention', positions, grid_shape, class_token)
+      q, k, _, bias, _, _, padding_mask = grid_inputs(
+          self._grid_layer(position_params), x, where, padding_mask, None, self.settings
       )
     else:
       positions, padding_mask = self._check_input(x, positions, padding_mask)
@@ -824,25 +778,21 @@ class RelativeMultiHeadAttention(nnx.Module):
       )
     # q_offset places the queries among the cached keys (the causal mask); explicit positions, when given,
     # are what the position terms read.
-    out = functional.attend(
+    inputs = call.AttentionInputs.checked(
         q,
         keys,
         cache.value,
-        parts=self.parts,
-        params=params,
-        causal=True,
+        call.Positions(
+            index,
+            explicit,
+            None if explicit is None else cache.positions,
+            segment_ids,
+            None if segment_ids is None else cache.segment_ids,
+        ),
         key_mask=cache.mask,
-        q_offset=index,
-        q_positions=explicit,
-        k_positions=None if explicit is None else cache.positions,
-        position_bias=position_bias,
-        implementation=self.implementation,
-        block_size=self.block_size,
-        debug_checks=self.debug_checks,
-        window=self.window,
         features=list(cache.features),
-        q_segment_ids=segment_ids,
-        k_segment_ids=None if segment_ids is None else cache.segment_ids,
+        bias=position_bias,
     )
+    out = functional.attend(inputs, self.parts, params, dataclasses.replace(self.settings, causal=True))
     y = self.out(merge_heads(out).astype(self.dtype))
     return poison_overflow(y, index, chunk, max_length), cache

@@ -39,7 +39,9 @@ class MLP(nnx.Module):
 
 
 class TransformerBlock(nnx.Module):
-  """One pre-norm block around a `RelativeMultiHeadAttention`."""
+  """One pre-norm block around a `RelativeMultiHeadAttention`. `positions` are what the layer takes: 1-D int
+  positions (B, L), or a grid's as one value (`call.Grid(shape, class_token)`, `call.Coordinates(values)`), built
+  once per forward by the model and handed to every block."""
 
   def __init__(
       self,
@@ -106,6 +108,17 @@ class TransformerBlock(nnx.Module):
     )
     x = x + self.dropout(h, deterministic=deterministic).astype(jnp.float32)
     return self._mlp_branch(x, deterministic)
+
+  def attention_weights(self, x, *, positions=None, padding_mask=None, position_params=None, segment_ids=None):
+    """The attention distribution (B, H, L, L) of this block's attention on x (its norm first), as `__call__`
+    attends (`RelativeMultiHeadAttention.attention_weights`): for diagnostics (attention entropy)."""
+    return self.attention.attention_weights(
+        self.attention_norm(x).astype(self.dtype),
+        positions=positions,
+        padding_mask=padding_mask,
+        position_params=position_params,
+        segment_ids=segment_ids,
+    )
 
   def decode(
       self, x, cache, *, positions=None, padding_mask=None, position_bias=None, position_params=None, segment_ids=None

@@ -88,7 +88,7 @@ def block_sizes(block_size, per_pair_work: bool = False) -> tuple[int, int]:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Config:
+class TileConfig:
   """Everything static about one call (hashable: the custom VJP's nondiff argument)."""
 
   parts: tuple  # the parts with a term inside attention (not rotary)
@@ -116,7 +116,7 @@ class _Config:
     return any(t.carries for t in self.part_terms)
 
 
-def tile_locals(cfg: _Config, theta, tile: terms.base.Tile, k=None, aux=None):
+def tile_locals(cfg: TileConfig, theta, tile: terms.base.Tile, k=None, aux=None):
   """The tile's share of every part's data; with a halo (and k given), also each side strip's keys and share."""
   shares = [t.local(th, tile) for t, th in zip(cfg.part_terms, theta['parts'])]
   given = cfg.given_term.local(theta['given'], tile) if cfg.given_bias else None
@@ -129,7 +129,7 @@ def tile_locals(cfg: _Config, theta, tile: terms.base.Tile, k=None, aux=None):
   return out
 
 
-def _accumulate(cfg: _Config, acc, d_local, tile: terms.base.Tile, aux=None):
+def _accumulate(cfg: TileConfig, acc, d_local, tile: terms.base.Tile, aux=None):
   shares = [t.accumulate(a, d, tile) for t, a, d in zip(cfg.part_terms, acc['parts'], d_local['parts'])]
   given = cfg.given_term.accumulate(acc['given'], d_local['given'], tile) if cfg.given_bias else None
   u = None if acc['u'] is None else acc['u'] + d_local['u']
@@ -139,7 +139,7 @@ def _accumulate(cfg: _Config, acc, d_local, tile: terms.base.Tile, aux=None):
   return out
 
 
-def _halo_tiles(cfg: _Config, aux, tile: terms.base.Tile) -> tuple[terms.base.Tile, terms.base.Tile]:
+def _halo_tiles(cfg: TileConfig, aux, tile: terms.base.Tile) -> tuple[terms.base.Tile, terms.base.Tile]:
   """The strips of `cfg.halo` keys left and right of a tile. A strip that starts outside the keys (before
   the first, after the padded last) is clamped by the slices but wholly masked (`_valid`): its values never
   count, and its gradient is zero. Every other strip lies inside the keys (`prepare` keeps bk >= halo)."""
@@ -151,7 +151,7 @@ def _halo_tiles(cfg: _Config, aux, tile: terms.base.Tile) -> tuple[terms.base.Ti
   return side(tile.ks - h), side(tile.ks + tile.bk)
 
 
-def _add_halo_keys(cfg: _Config, dk, d_local, tile: terms.base.Tile):
+def _add_halo_keys(cfg: TileConfig, dk, d_local, tile: terms.base.Tile):
   """dk plus the gradients of the side strips' keys (zero for a strip outside the keys)."""
   for (d_k_side, _), start in zip(d_local.get('halo', ()), (tile.ks - cfg.halo, tile.ks + tile.bk)):
     start = jnp.clip(start, 0, dk.shape[1] - cfg.halo)  # where the forward's clamped slice read
@@ -161,7 +161,7 @@ def _add_halo_keys(cfg: _Config, dk, d_local, tile: terms.base.Tile):
   return dk
 
 
-def tile_logits(cfg: _Config, aux, tile: terms.base.Tile, q_t, k_t, local):
+def tile_logits(cfg: TileConfig, aux, tile: terms.base.Tile, q_t, k_t, local):
   """The tile's masked scores (B, H, bq, bk) float32, exactly as the explicit path computes them: every score
   and bias, then the score transforms (DAPE), then the other transforms (temperatures), then the mask."""
   valid = terms.base.tile_mask(cfg, aux, tile)
@@ -175,7 +175,7 @@ def tile_logits(cfg: _Config, aux, tile: terms.base.Tile, q_t, k_t, local):
   return s if valid is None else jnp.where(valid, s, LARGE_NEGATIVE)
 
 
-def _transformed(cfg: _Config, aux, tile: terms.base.Tile, q_t, s, valid, index: int, local):
+def _transformed(cfg: TileConfig, aux, tile: terms.base.Tile, q_t, s, valid, index: int, local):
   """A score transform on the tile: with a halo, on [left strip | tile | right strip], cropped to the tile."""
   part, term = cfg.parts[index], cfg.part_terms[index]
   layers = {'layers': local['parts'][index]['layers']}
@@ -202,7 +202,7 @@ def _transformed(cfg: _Config, aux, tile: terms.base.Tile, q_t, s, valid, index:
   return out[..., cfg.halo : cfg.halo + tile.bk]
 
 
-def _scores(cfg: _Config, tile: terms.base.Tile, q_t, k_t, local, valid=None):
+def _scores(cfg: TileConfig, tile: terms.base.Tile, q_t, k_t, local, valid=None):
   """Every score and bias of the tile, scaled and summed, before any transform (unmasked; `valid` is for the
   terms that read the mask, CoPE's gates)."""
   content_q = q_t
@@ -232,12 +232,12 @@ def _scores(cfg: _Config, tile: terms.base.Tile, q_t, k_t, local, valid=None):
   return s
 
 
-def initial_carries(cfg: _Config, q_t):
+def initial_carries(cfg: TileConfig, q_t):
   """Each part's carry entering a query tile's nearest key tile (None for a Term that carries nothing)."""
   return tuple(t.initial_carry(part, q_t) if t.carries else None for part, t in zip(cfg.parts, cfg.part_terms))
 
 
-def carried_logits(cfg: _Config, aux, tile: terms.base.Tile, q_t, k_t, local, carries):
+def carried_logits(cfg: TileConfig, aux, tile: terms.base.Tile, q_t, k_t, local, carries):
   """`tile_logits` after each carrying Term has taken its step on the tile (`terms.base.Term.carry`): (the tile's
   masked scores, the carries into the next farther key tile)."""
   shares, out = list(local['parts']), list(carries)
@@ -247,7 +247,7 @@ def carried_logits(cfg: _Config, aux, tile: terms.base.Tile, q_t, k_t, local, ca
   return tile_logits(cfg, aux, tile, q_t, k_t, {**local, 'parts': shares}), tuple(out)
 
 
-def _carries_entering(cfg: _Config, aux, theta, q_t, k, qs, carries):
+def _carries_entering(cfg: TileConfig, aux, theta, q_t, k, qs, carries):
   """The carries entering each key tile of query tile qs, leading axis num_k_tiles (the backward's recomputation:
   the forward's nearest-first sweep of the carrying Terms' steps alone, O(num_k_tiles x bq) rows per carry)."""
   lo, hi, key_tile_of = _reverse_key_tiles(cfg, aux, qs)
@@ -269,7 +269,7 @@ def _carries_entering(cfg: _Config, aux, theta, q_t, k, qs, carries):
   return jax.lax.fori_loop(lo, hi, key_tile, (carries, saved))[1]
 
 
-def tile_values(cfg: _Config, tile: terms.base.Tile, p_t, v_t, local):
+def tile_values(cfg: TileConfig, tile: terms.base.Tile, p_t, v_t, local):
   """sum_j p_ij (v_j + a^V_ij): (B, bq, H, D) float32."""
   out = jnp.einsum('bhij,bjhd->bihd', p_t.astype(v_t.dtype), v_t, preferred_element_type=jnp.float32)
   for part, term, th in zip(cfg.parts, cfg.part_terms, local['parts']):
@@ -279,7 +279,7 @@ def tile_values(cfg: _Config, tile: terms.base.Tile, p_t, v_t, local):
   return out
 
 
-def _key_tile_range(cfg: _Config, aux, qs):
+def _key_tile_range(cfg: TileConfig, aux, qs):
   """[lo, hi): the key tiles query tile qs must visit (causal: none wholly ahead of its last query)."""
   if not cfg.causal:
     return 0, cfg.num_k_tiles
@@ -288,7 +288,7 @@ def _key_tile_range(cfg: _Config, aux, qs):
   return 0, hi
 
 
-def _forward(cfg: _Config, q, k, v, theta, aux):
+def _forward(cfg: TileConfig, q, k, v, theta, aux):
   b, _, h, d = q.shape
 
   def query_tile(t):
@@ -332,7 +332,7 @@ def _forward(cfg: _Config, q, k, v, theta, aux):
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _attention(cfg: _Config, q, k, v, theta, aux):
+def _attention(cfg: TileConfig, q, k, v, theta, aux):
   return _forward(cfg, q, k, v, theta, aux)[0]
 
 
@@ -446,7 +446,7 @@ def allowed_pairs(cfg, aux, tile, normalizer):
   return normalizer.allowed(valid, q_index, tile.ks + jnp.arange(cfg.bk, dtype=jnp.int32))
 
 
-def _normalized_forward(cfg: _Config, q, k, v, theta, aux, save_carries: bool = False):
+def _normalized_forward(cfg: TileConfig, q, k, v, theta, aux, save_carries: bool = False):
   """(acc, w), and with save_carries the carry entering each key tile (key tiles, B, H, Lq) for the backward."""
   b, _, h, d = q.shape
   normalizer = cfg.parts[cfg.normalizer]
@@ -488,7 +488,7 @@ def _normalized_forward(cfg: _Config, q, k, v, theta, aux, save_carries: bool = 
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _normalized_attention(cfg: _Config, q, k, v, theta, aux):
+def _normalized_attention(cfg: TileConfig, q, k, v, theta, aux):
   """(sum_j A_ij (v_j + a^V_ij) (B, Lq, H, D) float32, sum_j A_ij (B, H, Lq)) of a tiled normalizer."""
   return _normalized_forward(cfg, q, k, v, theta, aux)
 
@@ -559,7 +559,7 @@ _normalized_attention.defvjp(_normalized_fwd, _normalized_bwd)
 class Prepared:
   """One call, ready for the tile loops: the static config, padded q, k, v, the position data and masks."""
 
-  cfg: _Config
+  cfg: TileConfig
   q: jax.Array
   k: jax.Array
   v: jax.Array
@@ -568,32 +568,19 @@ class Prepared:
   q_len: int
 
 
-def prepare(
-    query,
-    key,
-    value,
-    *,
-    parts,
-    params,
-    causal: bool,
-    scale: float,
-    key_mask=None,
-    mask=None,
-    q_offset=0,
-    q_positions=None,
-    k_positions=None,
-    position_bias=None,
-    block_size=None,
-    features=None,
-    one_tile: bool = False,
-    q_segment_ids=None,
-    k_segment_ids=None,
-) -> Prepared:
-  """Tiles, padding, and each part's prepared data (`terms.base.Term.prepare`, differentiable by plain autodiff)."""
-  b, q_len, num_heads, _ = query.shape
+def prepare(inputs, parts, params, settings, one_tile: bool = False) -> Prepared:
+  """Tiles, padding, and each part's prepared data (`terms.base.Term.prepare`, differentiable by plain autodiff), for
+  `inputs` (`call.AttentionInputs`, as `functional.attend` hands them: masks folded, keys sanitized) and `settings`
+  (`call.AttentionSettings`: causal, block_size); `one_tile` for the explicit path (one tile of every pair)."""
+  query, key, value, pos = inputs.query, inputs.key, inputs.value, inputs.positions
+  causal, block_size, position_bias, features = settings.causal, settings.block_size, inputs.bias, inputs.features
+  key_mask, mask, q_positions, k_positions = inputs.key_mask, inputs.mask, pos.query, pos.key
+  q_segment_ids, k_segment_ids = pos.query_segments, pos.key_segments
+  b, q_len, num_heads, head_dim = query.shape
+  scale = 1.0 / np.sqrt(head_dim)
   k_len = key.shape[1]
   contiguous = q_positions is None
-  q_offset = jnp.asarray(q_offset, jnp.int32)
+  q_offset = jnp.asarray(pos.offset, jnp.int32)
 
   if features is None:
     features = [None] * len(parts)
@@ -677,7 +664,7 @@ def prepare(
     aux['q_segment_ids'] = terms.base.pad_axis(jnp.asarray(q_segment_ids, jnp.int32), 1, padded_q)
     aux['k_segment_ids'] = terms.base.pad_axis(jnp.asarray(k_segment_ids, jnp.int32), 1, padded_k)
 
-  cfg = _Config(
+  cfg = TileConfig(
       parts=tuple(part for part, _, _ in active),
       part_terms=part_terms,
       given_bias=position_bias is not None,
@@ -765,12 +752,13 @@ def with_remainder(p: Prepared, value, out, w):
   return out.astype(value.dtype)
 
 
-def attend(query, key, value, **kwargs) -> jax.Array:
-  """`functional.attend`'s contract, blockwise (keywords as `prepare`): (B, Lq, H, D) in value's dtype.
+def attend(inputs, parts, params, settings) -> jax.Array:
+  """`functional.attend`'s contract, blockwise (arguments as `prepare`): (B, Lq, H, D) in value's dtype.
 
-  The caller (functional.attend) has checked the shapes and zeroes the queries that see no key.
+  The caller (functional.attend) has checked the inputs and zeroes the queries that see no key.
   """
-  p = prepare(query, key, value, **kwargs)
+  p = prepare(inputs, parts, params, settings)
+  value = inputs.value
   if p.cfg.normalizer is None:
     return _attention(p.cfg, p.q, p.k, p.v, p.theta, p.aux)[:, : p.q_len]
   acc, w = _normalized_attention(p.cfg, p.q, p.k, p.v, p.theta, p.aux)

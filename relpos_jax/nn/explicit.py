@@ -17,10 +17,11 @@ import jax.numpy as jnp
 from relpos_jax.nn import blockwise, terms
 
 
-def attend(query, key, value, **kwargs) -> jax.Array:
-  """`functional.attend`'s contract on the explicit path (keywords as `blockwise.prepare`): (B, Lq, H, D) in
-  value's dtype. The caller (functional.attend) has checked the shapes and zeroes the queries that see no key."""
-  p = blockwise.prepare(query, key, value, one_tile=True, **kwargs)
+def attend(inputs, parts, params, settings) -> jax.Array:
+  """`functional.attend`'s contract on the explicit path (arguments as `blockwise.prepare`): (B, Lq, H, D) in
+  value's dtype. The caller (functional.attend) has checked the inputs and zeroes the queries that see no key."""
+  p = blockwise.prepare(inputs, parts, params, settings, one_tile=True)
+  value = inputs.value
   cfg = p.cfg
   tile = terms.base.tile_at(cfg, p.aux, jnp.int32(0), jnp.int32(0))
   local = blockwise.tile_locals(cfg, p.theta, tile, p.k, p.aux)

@@ -1,9 +1,13 @@
 """The attention core as a pure function: projected q, k, v plus position terms -> per-head outputs.
 
+    out = attend(call.AttentionInputs.checked(q, k, v, call.Positions(...), key_mask=...), parts, params,
+                 call.AttentionSettings.checked(implementation=..., causal=...))
+
 Both the NNX layer and its Linen twin call `attend`, so given the same weights they compute the same thing.
-Which path runs is decided by what the parts' Terms declare (`terms.base.Term`: `dot_product_form`, `tiles`);
-every path but dot_product_attention asks the same Terms (prepare, the tile's share, scores, biases,
-transform, value term), chosen per kind in one place (`terms.select`):
+Which path runs is chosen in one place, `call.AttentionSettings.path`, from the settings and what the parts'
+Terms declare (`terms.base.Term`: `dot_product_form`, `tiles`); every path but dot_product_attention asks the
+same Terms (prepare, the tile's share, scores, biases, transform, value term), chosen per kind in one place
+(`terms.select`):
 
   no position term, scalar bias, rotary  ->  `jax.nn.dot_product_attention(q, k, v, bias, mask,
                                              implementation=...)`, so cuDNN flash attention can be chosen on
@@ -38,50 +42,25 @@ visible key makes them. Finite inputs pass through the selects unchanged (bit fo
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from relpos_jax import checks, validation
 from relpos_jax.encoders import contract
-from relpos_jax.nn import blockwise, explicit, terms
+from relpos_jax.nn import blockwise, call, explicit, terms
+from relpos_jax.nn.call import AttentionInputs, AttentionSettings
 
-IMPLEMENTATIONS = (None, 'xla', 'cudnn', 'einsum', 'blockwise', 'pallas')
-# The implementations that run in tiles and take a `block_size`.
-TILED_IMPLEMENTATIONS = ('blockwise', 'pallas')
+# The settings' names, read here by the layers and the models' configs (they live with the settings, `call`).
+IMPLEMENTATIONS = call.IMPLEMENTATIONS
+TILED_IMPLEMENTATIONS = call.TILED_IMPLEMENTATIONS
+check_implementation = call.check_implementation
+check_block_size = call.check_block_size
+default_is_tiled = call.default_is_tiled
 
 _LARGE_NEGATIVE = blockwise.LARGE_NEGATIVE
-
-
-def check_implementation(implementation) -> None:
-  validation.choice('attention', 'implementation', implementation, IMPLEMENTATIONS)
-
-
-def check_block_size(implementation, block_size) -> None:
-  """block_size is None, or valid for a tiled implementation (ValueError otherwise)."""
-  if block_size is None:
-    return
-  if implementation not in TILED_IMPLEMENTATIONS:
-    raise ValueError(
-        f'block_size={block_size!r} is only used by the tiled attention implementations '
-        f'{TILED_IMPLEMENTATIONS}; implementation={implementation!r} has no tiles (drop block_size).'
-    )
-  blockwise.block_sizes(block_size)
-
-
-def default_is_tiled(parts, query, value) -> bool:
-  """implementation=None on a CPU: the blockwise path once queries and keys span more than one default tile (measured
-  faster than the explicit path at L = 2,048 for every kind, docs/benchmarks.md 4b-4h, and O(L) memory), the
-  explicit path below (one tile either way, without the recomputing backward). Not for a part with no per-tile
-  form or q, k and v of different head sizes (PoPE); on accelerators None keeps dot_product_attention or the
-  explicit path."""
-  return (
-      jax.default_backend() == 'cpu'
-      and query.shape[1] > blockwise.DEFAULT_BLOCK_SIZE[0]
-      and value.shape[1] > blockwise.DEFAULT_BLOCK_SIZE[1]
-      and query.shape[-1] == value.shape[-1]
-      and all(terms.select.term_for(part).tiles for part in parts)
-  )
 
 
 def attention_mask(
@@ -233,93 +212,40 @@ def _without_nonfinite_keys_segmented(
   return key, value, seen, counts > 0
 
 
-def attend(
-    query: jax.Array,
-    key: jax.Array,
-    value: jax.Array,
-    *,
-    parts,
-    params,
-    causal: bool = False,
-    key_mask: jax.Array | None = None,
-    mask: jax.Array | None = None,
-    q_offset=0,
-    q_positions=None,
-    k_positions=None,
-    position_bias=None,
-    implementation=None,
-    block_size=None,
-    debug_checks: bool = False,
-    window: int | None = None,
-    features=None,
-    q_segment_ids=None,
-    k_segment_ids=None,
-) -> jax.Array:
-  """Multi-head attention with the position terms of `parts`.
+def attend(inputs: AttentionInputs, parts, params, settings: AttentionSettings | None = None) -> jax.Array:
+  """Multi-head attention with the position terms of `parts` (`call`: the inputs and settings, each checked
+  where built).
 
   Args:
-    query: (B, Lq, H, D), already rotated if a part is rotary (see `terms.parts.rotate`).
-    key, value: (B, Lk, H, D).
+    inputs: `call.AttentionInputs.checked(query, key, value, positions, key_mask, mask, features, bias)`: query
+      (B, Lq, H, D) already rotated if a part is rotary (`terms.parts.rotate`), key and value (B, Lk, H, D);
+      `positions` a `call.Positions`: its offset places query i at key index offset + i (cached decoding: the
+      causal mask, and with contiguous positions also the positions), its explicit positions are what the
+      position terms read, its segment ids a document mask (query i sees key j only when their ids are equal:
+      the untiled paths take it as part of `mask`, 'blockwise' compares each tile's ids, O(L) memory, unless a
+      sliding window's mask is realised anyway; 'pallas' refuses it). `bias` replaces the scalar parts' own
+      bias; or a grid bias by its distinct offsets (`terms.GridTable`, the attention layer's grid path):
+      'blockwise' gathers each tile's block from it, the other paths take its `dense()`. `features`: per part,
+      the contextual parts' token features of the keys; 'blockwise' tiles every content kind, 'pallas' none
+      of them (a ValueError naming the encoder and its kind).
     parts, params: the attention parts (`terms.parts.attention_parts`) and one params pytree each.
-    causal: query i (index q_offset + i among the keys) sees keys j <= q_offset + i only.
-    key_mask: (B, Lk) bool, True = a real key (padding mask, or the filled part of a cache).
-    mask: any further bool mask broadcastable to (B, H, Lq, Lk), True = attend.
-    q_offset: query i is key index q_offset + i (cached decoding): the causal mask, and with contiguous
-      positions also the positions (queries at q_offset + i, keys at j). Int or int32 scalar.
-    q_positions, k_positions: explicit int positions (B, Lq), (B, Lk) for the position terms, or both None
-      (contiguous).
-    position_bias: a precomputed scalar bias (H or B, H, Lq, Lk), e.g. shared across layers; replaces
-      the scalar parts' own bias. Or a grid bias by its distinct offsets (`terms.GridTable`, the attention
-      layer's grid path): 'blockwise' gathers each tile's block from it, the other paths take its `dense()`.
-    implementation: None (dot_product_attention on accelerators, einsum on CPU) | 'xla' | 'cudnn' |
-      'einsum' | 'blockwise' | 'pallas'.
-    block_size: the tiles of 'blockwise' / 'pallas': None (default), an int or (block_q, block_k).
-    debug_checks: check the realised bias of Toeplitz encoders with `checks.assert_toeplitz` (not with
-      the tiled paths, whose Toeplitz biases are built from their distinct values and never realised).
-    window: sliding-window (local) attention: a query sees keys at distance i - j < window only, or
-      |i - j| < window when not causal (a bidirectional window is symmetric; None: global). Distances are
-      positions' (explicit ones when given), like the position terms. On the tiled paths it is an arbitrary
-      mask ('blockwise' only).
-    features: per part, the contextual parts' token features of the keys (B, Lk, F) or None
-      (`terms.parts.token_features` of the layer input; the cached ones in decoding). 'blockwise' tiles
-      every content kind, 'pallas' none of them: a ValueError naming the encoder and its kind.
-    q_segment_ids, k_segment_ids: (B, Lq), (B, Lk) int document ids of packed sequences, both or neither: query
-      i sees key j only when their ids are equal (a document mask, on top of the causal and padding masks).
-      The untiled paths (explicit, dot_product_attention / cuDNN) take it as part of `mask`; 'blockwise' compares
-      each tile's query and key ids (`terms.tile_mask`, O(L) memory, no (Lq, Lk) array, unless a sliding
-      window's mask is realised anyway); 'pallas' refuses it.
+    settings: `call.AttentionSettings.checked(implementation, block_size, window, causal, debug_checks)`
+      (None: the defaults). The kernel is `settings.path(...)`; `debug_checks` check the realised bias of
+      Toeplitz encoders (not on the tiled paths, whose Toeplitz biases are never realised); a window is an
+      arbitrary mask on the tiled paths ('blockwise' only), its distances the positions' (explicit when given).
 
   Returns:
     (B, Lq, H, D) in value's dtype. Queries that see no key at all output zeros.
   """
-  check_implementation(implementation)
-  check_block_size(implementation, block_size)
-  checks.assert_qkv_shapes(query, key, value)
-  b, q_len, num_heads, head_dim = query.shape
-  k_len = key.shape[1]
-  validation.require(
-      (q_positions is None) == (k_positions is None),
-      'attend',
-      'k_positions',
-      '<given>' if q_positions is None else None,
-      'both q_positions and k_positions, or neither (contiguous positions)',
-  )
-  q_offset = validation.offset('attend', q_offset)
-  validation.require(
-      (q_segment_ids is None) == (k_segment_ids is None),
-      'attend',
-      'k_segment_ids',
-      '<given>' if q_segment_ids is None else None,
-      'both q_segment_ids and k_segment_ids (packed documents), or neither',
-  )
-  if q_segment_ids is not None:
-    q_segment_ids = validation.positions('attend', q_segment_ids, (b, q_len), 'q_segment_ids')
-    k_segment_ids = validation.positions('attend', k_segment_ids, (b, k_len), 'k_segment_ids')
+  settings = AttentionSettings() if settings is None else settings
+  pos, causal = inputs.positions, settings.causal
+  q_len, k_len = inputs.q_len, inputs.k_len
+  if pos.segmented:
     validation.require(
-        implementation != 'pallas',
+        settings.implementation != 'pallas',
         'attend',
         'implementation',
-        implementation,
+        settings.implementation,
         'not "pallas" with segment ids (its kernel masks causally and by padding only); "blockwise" tiles the '
         'document mask, None, "einsum", "xla" and "cudnn" take it whole',
     )
@@ -332,108 +258,79 @@ def attend(
         f'None with {replaced}: its logit replaces q . k with a scan over every token between key and query, '
         'which does not take a document mask (a packed document scores differently from the document alone)',
     )
-  if q_positions is not None:
-    q_positions = validation.positions('attend', q_positions, (b, q_len), 'q_positions')
-    k_positions = validation.positions('attend', k_positions, (b, k_len), 'k_positions')
-  scale = 1.0 / np.sqrt(head_dim)
-  contiguous = q_positions is None
-  if key_mask is not None:
-    key_mask = validation.mask('attend', key_mask, (b, k_len), 'key_mask')
-  if window is not None:
-    window = validation.positive_int('attend', 'window', window)
+  mask = inputs.mask
+  if settings.window is not None:
     # Folded into the mask before the non-finite keys are sanitized: a key beyond the window is masked.
     window_mask = sliding_window_mask(
-        q_len, k_len, window, q_offset=q_offset, q_positions=q_positions, k_positions=k_positions, symmetric=not causal
+        q_len,
+        k_len,
+        settings.window,
+        q_offset=pos.offset,
+        q_positions=pos.query,
+        k_positions=pos.key,
+        symmetric=not causal,
     )
     mask = window_mask if mask is None else mask & window_mask
-  if implementation is None and default_is_tiled(parts, query, value):
-    implementation = 'blockwise'
-  segments = {}
-  if q_segment_ids is not None:
-    if implementation == 'blockwise' and mask is None:  # tiles compare ids: no (Lq, Lk) mask is built
-      segments = dict(q_segment_ids=q_segment_ids, k_segment_ids=k_segment_ids)
-    else:  # the untiled paths hold (Lq, Lk) scores anyway; a window's mask is realised already
-      same = (q_segment_ids[:, :, None] == k_segment_ids[:, None, :])[:, None]  # (B, 1, Lq, Lk)
-      mask = same if mask is None else mask & same
+  path = settings.path(parts, inputs.query, inputs.value)
+  if pos.segmented and not (path == 'blockwise' and mask is None):
+    # The untiled paths hold (Lq, Lk) scores anyway, and a window's mask is realised already; only the blockwise
+    # tiles compare ids without an (Lq, Lk) mask.
+    same = (pos.query_segments[:, :, None] == pos.key_segments[:, None, :])[:, None]  # (B, 1, Lq, Lk)
+    mask = same if mask is None else mask & same
+    pos = dataclasses.replace(pos, query_segments=None, key_segments=None)
+  key, value, key_mask = inputs.key, inputs.value, inputs.key_mask
   sees_nonfinite, sees = None, None
-  if segments:
+  if pos.segmented:
     key, value, sees_nonfinite, sees = _without_nonfinite_keys_segmented(
         key,
         value,
         causal=causal,
-        q_offset=q_offset,
+        q_offset=pos.offset,
         key_mask=key_mask,
-        chunk=blockwise.block_sizes(block_size)[1],
-        **segments,
+        q_segment_ids=pos.query_segments,
+        k_segment_ids=pos.key_segments,
+        chunk=blockwise.block_sizes(settings.block_size)[1],
     )
   elif causal or key_mask is not None or mask is not None:
     key, value, sees_nonfinite = _without_nonfinite_keys(
-        key, value, q_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask
+        key, value, q_len, causal=causal, q_offset=pos.offset, key_mask=key_mask, mask=mask
     )
-  if isinstance(position_bias, terms.grid.GridTable):
-    position_bias = _check_grid_table(position_bias, q_len, k_len, num_heads, q_offset, q_positions)
-    if implementation != 'blockwise':  # only the blockwise kernel gathers per tile; the others take every pair
-      position_bias = position_bias.dense()
-  if position_bias is not None and not isinstance(position_bias, terms.grid.GridTable):
-    checks.assert_bias_shape(position_bias, q_len=q_len, k_len=k_len, num_heads=num_heads)
+  bias = inputs.bias
+  if isinstance(bias, terms.grid.GridTable):
+    bias = _check_grid_table(bias, inputs)
+    if path != 'blockwise':  # only the blockwise kernel gathers per tile; the others take every pair
+      bias = bias.dense()
+  features = inputs.features
   if terms.parts.reads_content(parts):
-    features = terms.content.check_features(parts, features, b, k_len)
-  # What every path reads: the parts, their params, the masks and positions.
-  common = dict(
-      parts=parts,
-      params=params,
-      causal=causal,
-      scale=scale,
-      key_mask=key_mask,
-      mask=mask,
-      q_offset=q_offset,
-      q_positions=q_positions,
-      k_positions=k_positions,
-      position_bias=position_bias,
-  )
-  if implementation in TILED_IMPLEMENTATIONS:
-    validation.require(
-        query.shape[-1] == value.shape[-1],
-        'attend',
-        'implementation',
-        implementation,
-        f'"einsum" or None when queries and keys (head size {query.shape[-1]}) and values '
-        f"(head size {value.shape[-1]}) differ in size (pope's polar q and k): the tiled paths "
-        f"accumulate in the query's size",
-    )
-    if implementation == 'pallas':
+    features = terms.content.check_features(parts, features, inputs.query.shape[0], k_len)
+  # What every path reads: the masks folded, the masked keys sanitized, the grid table in its path's form.
+  ready = dataclasses.replace(inputs, key=key, value=value, positions=pos, mask=mask, bias=bias, features=features)
+  if path in call.TILED_IMPLEMENTATIONS:
+    if path == 'pallas':
       from relpos_jax.nn import pallas_attention  # Local: jax.experimental.pallas only when asked for.
 
       tiled = pallas_attention.attend
     else:
       tiled = blockwise.attend
-    out = tiled(query, key, value, block_size=block_size, features=features, **common, **segments)
-    return _finish(
-        out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask, sees=sees
-    )
+    return _finish(tiled(ready, parts, params, settings), ready, settings, sees_nonfinite, sees)
 
-  if debug_checks and contiguous and terms.parts.toeplitz_parts(parts):  # the realised bias: untiled only
-    realised = terms.parts.scalar_bias(parts, params, q_len, k_len, q_offset=q_offset)
+  if settings.debug_checks and pos.contiguous and terms.parts.toeplitz_parts(parts):  # the realised bias: untiled
+    realised = terms.parts.scalar_bias(parts, params, q_len, k_len, q_offset=pos.offset)
     if realised is not None:
-      debug_check_bias(parts, params, jnp.asarray(realised, jnp.float32), q_len, k_len, q_offset)
-  use_dot_product_attention = implementation in ('xla', 'cudnn') or (
-      implementation is None and jax.default_backend() != 'cpu'
-  )
-  # dot_product_attention takes a scalar bias and a mask only, and one head size for q, k and v (PoPE's polar
-  # q and k are twice v's).
-  plain = all(terms.select.term_for(part).dot_product_form for part in parts)
-  if plain and query.shape[-1] == value.shape[-1] and use_dot_product_attention:
-    out = _dot_product_attention(query, key, value, implementation=implementation, **common)
+      debug_check_bias(parts, params, jnp.asarray(realised, jnp.float32), q_len, k_len, pos.offset)
+  if path == 'dot_product':
+    out = _dot_product_attention(ready, parts, params, settings)
   else:
     # The explicit path: the tiled path's Terms on one tile holding every query and key.
-    out = explicit.attend(query, key, value, features=features, **common)
-  return _finish(out, sees_nonfinite, q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
+    out = explicit.attend(ready, parts, params, settings)
+  return _finish(out, ready, settings, sees_nonfinite)
 
 
-def _check_grid_table(table, q_len, k_len, num_heads, q_offset, q_positions):
+def _check_grid_table(table, inputs: AttentionInputs):
   """A `terms.grid.GridTable` bias: (num_heads, prod(2n - 1) [+ 1]) values (or None) and pair parts of num_heads
   heads (their params' dims), for queries and keys that are the grid's tokens in raster order (no offset, no
   explicit positions). Else ValueError naming what differs."""
+  q_len, k_len, num_heads = inputs.q_len, inputs.k_len, inputs.query.shape[2]
   n = table.num_tokens
   p = int(np.prod([2 * side - 1 for side in table.shape])) + int(table.class_token)
   validation.require(
@@ -470,7 +367,7 @@ def _check_grid_table(table, q_len, k_len, num_heads, q_offset, q_positions):
         f'pair parts of num_heads = {num_heads} heads',
     )
   validation.require(
-      q_len == k_len == n and q_positions is None and _is_static_zero(q_offset),
+      q_len == k_len == n and inputs.positions.contiguous and _is_static_zero(inputs.positions.offset),
       'attend',
       'position_bias',
       f'<GridTable over {tuple(table.shape)}>',
@@ -480,29 +377,15 @@ def _check_grid_table(table, q_len, k_len, num_heads, q_offset, q_positions):
   return table
 
 
-def _dot_product_attention(
-    query,
-    key,
-    value,
-    *,
-    parts,
-    params,
-    causal,
-    key_mask,
-    mask,
-    q_offset,
-    q_positions,
-    k_positions,
-    position_bias,
-    implementation,
-    scale,
-):
+def _dot_product_attention(inputs: AttentionInputs, parts, params, settings: AttentionSettings):
   """jax.nn.dot_product_attention with the scalar parts' bias realised (XLA's or cuDNN's fused kernel)."""
+  query, key, value, pos = inputs.query, inputs.key, inputs.value, inputs.positions
+  causal, q_offset, implementation = settings.causal, pos.offset, settings.implementation
   q_len, k_len = query.shape[1], key.shape[1]
-  bias = position_bias
+  bias = inputs.bias
   if bias is None:
     bias = terms.parts.scalar_bias(
-        parts, params, q_len, k_len, q_offset=q_offset, q_positions=q_positions, k_positions=k_positions
+        parts, params, q_len, k_len, q_offset=q_offset, q_positions=pos.query, k_positions=pos.key
     )
   if bias is not None:
     checks.assert_bias_shape(bias, q_len=q_len, k_len=k_len, num_heads=query.shape[2])
@@ -511,9 +394,11 @@ def _dot_product_attention(
       bias = bias[None]
   # A plain causal square lets the kernel skip the masked half (cuDNN) instead of reading a mask.
   native_causal = causal and q_len == k_len and _is_static_zero(q_offset)
-  dpa_mask = _attention_mask(q_len, k_len, causal=causal and not native_causal, q_offset=q_offset, key_mask=key_mask)
-  if mask is not None:
-    dpa_mask = mask if dpa_mask is None else dpa_mask & mask
+  dpa_mask = _attention_mask(
+      q_len, k_len, causal=causal and not native_causal, q_offset=q_offset, key_mask=inputs.key_mask
+  )
+  if inputs.mask is not None:
+    dpa_mask = inputs.mask if dpa_mask is None else dpa_mask & inputs.mask
   # cuDNN takes the bias in the inputs' dtype; XLA adds it to float32 logits as it is.
   dpa_bias = bias.astype(query.dtype) if (bias is not None and implementation == 'cudnn') else bias
   return jax.nn.dot_product_attention(
@@ -522,17 +407,24 @@ def _dot_product_attention(
       value,
       bias=dpa_bias,
       mask=dpa_mask,
-      scale=scale,
+      scale=1.0 / np.sqrt(query.shape[-1]),
       is_causal=native_causal,
       implementation=implementation,
   )
 
 
-def _finish(out, sees_nonfinite, q_len, k_len, *, causal, q_offset, key_mask, mask, sees=None):
+def _finish(out, inputs: AttentionInputs, settings: AttentionSettings, sees_nonfinite, sees=None):
   """Zeroes the rows that see no key and poisons those that see a non-finite one. `sees`: (B, Lq) bool when
   known already (the document mask's, `_without_nonfinite_keys_segmented`), else derived from the masks."""
   if sees is None:
-    sees = _rows_seeing_a_key(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask, mask=mask)
+    sees = _rows_seeing_a_key(
+        inputs.q_len,
+        inputs.k_len,
+        causal=settings.causal,
+        q_offset=inputs.positions.offset,
+        key_mask=inputs.key_mask,
+        mask=inputs.mask,
+    )
   if sees is not None:
     # A query that sees no key (padding under a causal mask) outputs zero on every path, not an average.
     out = jnp.where(sees[:, :, None, None], out, jnp.zeros((), out.dtype))

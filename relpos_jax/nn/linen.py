@@ -32,7 +32,7 @@ import jax.numpy as jnp
 from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.nn import attention as attention_lib
-from relpos_jax.nn import functional, terms
+from relpos_jax.nn import call, functional, terms
 
 
 def _path_name(path) -> str:
@@ -106,14 +106,15 @@ class RelativeMultiHeadAttention(nn.Module):
     rotate q and k at the coordinates, bias parts (with grid_shape: by their distinct offsets, fire2d per tile)
     and iRPE's contextual scores become the precomputed bias; the same refusals, by name."""
     who = 'linen.RelativeMultiHeadAttention'
-    functional.check_implementation(self.implementation)
-    functional.check_block_size(self.implementation, self.block_size)
     validation.shaped(who, 'x', x, ('batch', 'length', 'model_dim'))
     dtype = attention_lib.canonical_dtype(self.dtype)
     b, length, model_dim = x.shape
     num_heads = validation.positive_int(who, 'num_heads', self.num_heads)
     head_dim = validation.head_dim(who, model_dim, num_heads, self.head_dim)
     terms.parts.check_causal(who, self.encoder, validation.boolean(who, 'causal', self.causal))
+    settings = call.AttentionSettings.checked(
+        self.implementation, self.block_size, self.window, self.causal, self.debug_checks, dtype
+    )
     parts = terms.parts.attention_parts(self.encoder)
     dense = functools.partial(nn.Dense, use_bias=False, dtype=dtype, param_dtype=jnp.float32)
     inner = self.num_heads * head_dim
@@ -123,27 +124,11 @@ class RelativeMultiHeadAttention(nn.Module):
     )
     if segment_ids is not None:
       segment_ids = validation.positions(who, segment_ids, (b, length), 'segment_ids')
+    positions, grid_shape, class_token = attention_lib.position_keywords(positions, grid_shape, class_token)
     if attention_lib.on_grid(parts, positions, grid_shape):
-      out = attention_lib.attend_on_grid(
-          who,
-          self.encoder,
-          parts,
-          get_params,
-          project,
-          x,
-          positions,
-          padding_mask,
-          position_bias,
-          grid_shape,
-          class_token,
-          segment_ids,
-          head_dim=head_dim,
-          window=self.window,
-          implementation=self.implementation,
-          block_size=self.block_size,
-          causal=self.causal,
-          debug_checks=self.debug_checks,
-      )
+      layer = attention_lib.GridLayer(who, self.encoder, parts, get_params, project, head_dim)
+      where = attention_lib.grid_position_value(who, positions, grid_shape, class_token)
+      out = attention_lib.attend_on_grid(layer, x, where, padding_mask, position_bias, segment_ids, settings)
       return dense(model_dim, name='out')(attention_lib.merge_heads(out).astype(dtype))
     params = get_params()
     q, k, v = project(x)
@@ -153,25 +138,16 @@ class RelativeMultiHeadAttention(nn.Module):
       rot = positions if positions is not None else terms.parts.contiguous_positions(b, length)
       rot = rot if padding_mask is None else jnp.where(padding_mask, rot, 0)  # Padding counts in no length.
       q, k = terms.parts.rotate(parts, params, q, k, rot, rot)
-    out = functional.attend(
+    inputs = call.AttentionInputs.checked(
         q,
         k,
         v,
-        parts=parts,
-        params=params,
-        causal=self.causal,
+        call.Positions(0, positions, positions, segment_ids, segment_ids),
         key_mask=padding_mask,
-        q_positions=positions,
-        k_positions=positions,
-        position_bias=position_bias,
-        implementation=self.implementation,
-        block_size=self.block_size,
-        debug_checks=self.debug_checks,
-        window=self.window,
         features=terms.parts.token_features(parts, params, x),
-        q_segment_ids=segment_ids,
-        k_segment_ids=segment_ids,
+        bias=position_bias,
     )
+    out = functional.attend(inputs, parts, params, settings)
     return dense(model_dim, name='out')(attention_lib.merge_heads(out).astype(dtype))
 
 

@@ -46,7 +46,9 @@ def _check_supported(prepared: blockwise.Prepared) -> None:
     )
 
 
-def _kernel(offset_ref, q_ref, k_ref, v_ref, values_ref, valid_ref, out_ref, lse_ref, *, cfg, has_bias):
+def _kernel(*refs, cfg, has_bias):
+  # The refs in pallas_call's order: the offset, q, k, v, the bias's distinct values, the valid keys; the outputs.
+  offset_ref, q_ref, k_ref, v_ref, values_ref, valid_ref, out_ref, lse_ref = refs
   bq, bk = cfg.bq, cfg.bk
   qs = pl.program_id(2) * bq
   q_offset = offset_ref[0]
@@ -142,9 +144,10 @@ def _attention_bwd(cfg, interpret, residuals, d_out):
 _attention.defvjp(_attention_fwd, _attention_bwd)
 
 
-def attend(query, key, value, *, interpret=None, **kwargs) -> jax.Array:
-  """`functional.attend`'s contract with the Pallas kernel (keywords as `blockwise.prepare`)."""
-  prepared = blockwise.prepare(query, key, value, **kwargs)
+def attend(inputs, parts, params, settings, interpret=None) -> jax.Array:
+  """`functional.attend`'s contract with the Pallas kernel (arguments as `blockwise.prepare`; `interpret` None:
+  Pallas's interpreter on a CPU)."""
+  prepared = blockwise.prepare(inputs, parts, params, settings)
   _check_supported(prepared)
   if interpret is None:
     interpret = jax.default_backend() == 'cpu'

@@ -38,7 +38,7 @@ from flax import nnx
 from relpos_jax import grid, validation
 from relpos_jax.encoders import contract, spec as spec_1d
 from relpos_jax.nn import attention as attention_lib
-from relpos_jax.nn import blocks, terms
+from relpos_jax.nn import blocks, call, terms
 
 POOLS = ('mean', 'cls', 'none')
 # Every width (model_dim, the MLP's hidden width mlp_ratio x model_dim, heads, classes, patch pixels) is at most
@@ -208,18 +208,19 @@ class ViT(nnx.Module):
     x = images.reshape(b, h, p, w, p, self.in_channels).transpose(0, 1, 3, 2, 4, 5).reshape(b, h * w, -1)
     return self.patch_embed(x), (h, w)
 
-  def _layer_kwargs(self, axes, grid_hw):
+  def _layer_positions(self, axes, grid_hw):
+    """A layer's positions: the patch grid (`call.Grid`), or None for a 1-D / position-free encoder."""
     if axes is None:
-      return {}
+      return None
     shape = grid_hw if axes == 2 else (1,) + grid_hw
-    return dict(grid_shape=shape, class_token=self.pool == 'cls')
+    return call.Grid(shape, self.pool == 'cls')
 
-  def _train_kwargs(self, encoder, axes, grid_hw, b, rng):
-    """A layer's kwargs in training when its encoder augments coordinates (grid augment_coords): the grid's
+  def _train_positions(self, encoder, axes, grid_hw, b, rng):
+    """A layer's positions in training when its encoder augments coordinates (grid augment_coords): the grid's
     coordinates, augmented with `rng` (the same key for every layer: one draw shared by the model)."""
     shape = grid_hw if axes == 2 else (1,) + grid_hw
     coords = grid.train_coordinates(encoder, rng, grid.grid_positions(shape, class_token=self.pool == 'cls'))
-    return dict(positions=jnp.broadcast_to(coords, (b,) + coords.shape))
+    return call.Coordinates(jnp.broadcast_to(coords, (b,) + coords.shape))
 
   def __call__(self, images, *, train: bool = False, rng=None, return_entropy: bool = False):
     # No dropout in this model: `train` only moves the coordinates of an encoder that augments them in training
@@ -257,13 +258,11 @@ class ViT(nnx.Module):
       x = jnp.concatenate([jnp.broadcast_to(self.cls_token[...], (b, 1, self.model_dim)), x], axis=1)
     entropies = []
     for block, axes, encoder, moved in zip(self.blocks, self.layer_axes, self.layer_encoders, augmenting):
-      kwargs = self._train_kwargs(encoder, axes, grid_hw, b, rng) if moved else self._layer_kwargs(axes, grid_hw)
-      h = block.attention_norm(x)
+      where = self._train_positions(encoder, axes, grid_hw, b, rng) if moved else self._layer_positions(axes, grid_hw)
       if return_entropy:
-        w = block.attention.attention_weights(h, **kwargs)
+        w = block.attention_weights(x, positions=where)
         entropies.append(jnp.mean(-jnp.sum(w * jnp.log(jnp.maximum(w, 1e-30)), axis=-1)))
-      x = x + block.attention(h, **kwargs).astype(jnp.float32)
-      x = block._mlp_branch(x, True)
+      x = block(x, positions=where)
     x = self.norm(x)
     if self.pool == 'cls':
       logits = self.head(x[:, 0])

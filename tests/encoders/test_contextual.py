@@ -28,6 +28,7 @@ from relpos_jax import encoders
 from relpos_jax.encoders import cope as cope_lib
 from relpos_jax.encoders import path as path_lib
 from relpos_jax.nn import attend, terms
+from relpos_jax.nn import call
 
 B, L, H, D, MODEL = 2, 7, 2, 8, 12
 
@@ -44,7 +45,10 @@ def _attend_jit(enc, params, q, k, v, x, key_mask, causal):
   parts, params = (enc,), [params]
   features = terms.parts.token_features(parts, params, x)
   return attend(
-      q, k, v, parts=parts, params=params, causal=causal, key_mask=key_mask, implementation='einsum', features=features
+      call.AttentionInputs.checked(q, k, v, key_mask=key_mask, features=features),
+      parts,
+      params,
+      call.AttentionSettings.checked(causal=causal, implementation='einsum'),
   )
 
 
@@ -505,7 +509,12 @@ def test_path_with_fox_adds_the_gate_sums_before_the_scaling_as_the_reference():
     params = [path_params, {**fox_params, 'gate_kernel': w}]
     features = terms.parts.token_features(parts, params, jnp.asarray(x, jnp.float32))
     f32 = lambda a: jnp.asarray(a, jnp.float32)
-    return attend(f32(q), f32(k), f32(v), parts=parts, params=params, causal=True, features=features)
+    return attend(
+        call.AttentionInputs.checked(f32(q), f32(k), f32(v), features=features),
+        parts,
+        params,
+        call.AttentionSettings.checked(causal=True),
+    )
 
   def reference(w):
     out = np.zeros(q.shape)
@@ -658,7 +667,12 @@ def test_finite_values_and_gradients_at_long_lengths(spec):
   @jax.jit
   def loss(params, q):
     features = terms.parts.token_features(parts, params, x)
-    out = attend(q, k, v, parts=parts, params=params, causal=True, implementation='einsum', features=features)
+    out = attend(
+        call.AttentionInputs.checked(q, k, v, features=features),
+        parts,
+        params,
+        call.AttentionSettings.checked(causal=True, implementation='einsum'),
+    )
     return jnp.mean(out**2)
 
   value, grads = jax.value_and_grad(loss, argnums=(0, 1))(params, q)

@@ -18,6 +18,7 @@ from flax import nnx
 
 from relpos_jax import encoders
 from relpos_jax.nn import RelativeMultiHeadAttention, functional
+from relpos_jax.nn import call
 
 B, L, DIM, HEADS = 2, 11, 16, 2
 TOL = dict(atol=1e-4, rtol=1e-4)
@@ -81,13 +82,15 @@ def test_queries_at_a_cache_offset_tile_like_the_explicit_path(offset, q_len, bl
   key_mask = jnp.arange(L)[None] < jnp.asarray([[L], [L - 2]])
 
   # What both paths share; only the implementation (and the tiles it takes) differs.
-  shared = dict(parts=(part,), params=params, causal=True, key_mask=key_mask, q_offset=offset, features=features)
+  positions = call.Positions(offset=offset)
 
   def run(implementation, q_, k_, v_):
     tiles = block if implementation == 'blockwise' else None
-    return functional.attend(
-        q_[:, offset : offset + q_len], k_, v_, implementation=implementation, block_size=tiles, **shared
+    inputs = call.AttentionInputs.checked(
+        q_[:, offset : offset + q_len], k_, v_, positions, key_mask=key_mask, features=features
     )
+    settings = call.AttentionSettings.checked(implementation, tiles, causal=True)
+    return functional.attend(inputs, (part,), params, settings)
 
   def value_and_grads(implementation):
     loss = lambda *a: jnp.sum(jnp.sin(run(implementation, *a)))
@@ -123,15 +126,12 @@ def test_the_tiled_program_holds_no_length_squared_array():
 
   def loss(implementation, q_):
     out = functional.attend(
-        q_,
-        q_,
-        q_,
-        parts=(part,),
-        params=params,
-        causal=True,
-        implementation=implementation,
-        block_size=32 if implementation == 'blockwise' else None,
-        features=[part.token_features(params[0], x)],
+        call.AttentionInputs.checked(q_, q_, q_, features=[part.token_features(params[0], x)]),
+        (part,),
+        params,
+        call.AttentionSettings.checked(
+            causal=True, implementation=implementation, block_size=32 if implementation == 'blockwise' else None
+        ),
     )
     return jnp.sum(out)
 

@@ -15,7 +15,7 @@ import pytest
 from relpos_jax import encoders
 from relpos_jax.encoders import contract
 from relpos_jax.encoders.randomized import Randomized
-from relpos_jax.nn import attend, terms
+from relpos_jax.nn import attend, call, terms
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,8 +137,10 @@ def test_attention_with_the_wrapper_equals_attention_with_the_base(name):
   def attention(encoder, explicit):
     parts = terms.parts.attention_parts(encoder)
     q, k = terms.parts.rotate(parts, [params], x, x, positions, positions)
-    kw = dict(q_positions=positions, k_positions=positions) if explicit else {}
-    return attend(q, k, x, parts=parts, params=[params], causal=True, **kw)
+    given = call.Positions(query=positions, key=positions) if explicit else None
+    return attend(
+        call.AttentionInputs.checked(q, k, x, given), parts, [params], call.AttentionSettings.checked(causal=True)
+    )
 
   for explicit in (False, True):
     np.testing.assert_array_equal(attention(wrapper, explicit), attention(base, explicit))

@@ -13,6 +13,7 @@ from flax import nnx
 
 from relpos_jax import grid
 from relpos_jax.nn import RelativeMultiHeadAttention, functional, terms
+from relpos_jax.nn import call
 
 HEADS, DIM = 2, 16
 SHAPE = (3, 5)  # 15 patches + a class token: 16 tokens, tiles of (3, 5) leave padded query and key tiles
@@ -87,13 +88,10 @@ def test_the_tiles_evaluate_the_encoders_pair_bias():
   logits = jnp.einsum('bihd,bjhd->bhij', q, k) * 8**-0.5 + bias
   expected = jnp.einsum('bhij,bjhd->bihd', jax.nn.softmax(logits, -1), v)
   out = functional.attend(
-      q,
-      k,
-      v,
-      parts=(enc,),
-      params=[terms.grid.with_coordinates(params, coords, coords)],
-      implementation='blockwise',
-      block_size=(3, 5),
+      call.AttentionInputs.checked(q, k, v),
+      (enc,),
+      [terms.grid.with_coordinates(params, coords, coords)],
+      call.AttentionSettings.checked(implementation='blockwise', block_size=(3, 5)),
   )
   np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
 
@@ -103,7 +101,12 @@ def test_attend_refuses_raw_params_by_name():
   params = enc.init(jax.random.key(0), HEADS)
   q = jnp.zeros((1, 4, HEADS, 8))
   with pytest.raises(ValueError, match=r"grid part 'alibi2d' reads the coordinates.*with_coordinates"):
-    functional.attend(q, q, q, parts=(enc,), params=[params], implementation='blockwise')
+    functional.attend(
+        call.AttentionInputs.checked(q, q, q),
+        (enc,),
+        [params],
+        call.AttentionSettings.checked(implementation='blockwise'),
+    )
 
 
 def _temp_mib(spec, implementation, side):

@@ -15,6 +15,7 @@ from flax import nnx
 
 from relpos_jax import grid
 from relpos_jax.nn import RelativeMultiHeadAttention, functional, terms
+from relpos_jax.nn import call
 
 HEADS, HEAD_DIM = 2, 8
 SPECS = ['alibi2d', 'irpe', 'swin_v2_cpb']
@@ -77,15 +78,12 @@ def test_blockwise_table_equals_explicit_in_outputs_and_gradients(spec, shape, c
     else:
       bias = grid.grid_bias_matrix(enc, params, shape, class_token=class_token)
     out = functional.attend(
-        q,
-        k,
-        v,
-        parts=(),
-        params=[],
-        key_mask=key_mask,
-        position_bias=bias,
-        implementation=implementation,
-        block_size=block_size if implementation == 'blockwise' else None,
+        call.AttentionInputs.checked(q, k, v, key_mask=key_mask, bias=bias),
+        (),
+        [],
+        call.AttentionSettings.checked(
+            implementation=implementation, block_size=block_size if implementation == 'blockwise' else None
+        ),
     )
     return jnp.sum(jnp.sin(out) * jnp.arange(out.size).reshape(out.shape) / out.size), out
 
@@ -103,7 +101,12 @@ def test_a_table_for_the_wrong_grid_is_refused_by_name():
   table = terms.GridTable(grid.grid_bias_table(enc, _params(enc), (3, 4)), (3, 4))
   q, k, v = _qkv(13)
   with pytest.raises(ValueError, match='position_bias.*12 tokens of the grid'):
-    functional.attend(q, k, v, parts=(), params=[], position_bias=table, implementation='blockwise')
+    functional.attend(
+        call.AttentionInputs.checked(q, k, v, bias=table),
+        (),
+        [],
+        call.AttentionSettings.checked(implementation='blockwise'),
+    )
 
 
 def test_grid_bias_table_refuses_a_query_dependent_encoder():
@@ -148,7 +151,7 @@ def test_layer_hands_attend_the_table_not_the_matrix(monkeypatch):
   attend = functional.attend
 
   def spy(*args, **kwargs):
-    seen.append(kwargs.get('position_bias'))
+    seen.append(args[0].bias)
     return attend(*args, **kwargs)
 
   monkeypatch.setattr(functional, 'attend', spy)
@@ -181,14 +184,12 @@ def test_blockwise_fwd_bwd_memory_holds_no_length_squared_buffer():
       else:
         bias = grid.grid_bias_matrix(enc, params, shape)
       out = functional.attend(
-          q,
-          k,
-          v,
-          parts=(),
-          params=[],
-          position_bias=bias,
-          implementation=implementation,
-          block_size=128 if implementation == 'blockwise' else None,
+          call.AttentionInputs.checked(q, k, v, bias=bias),
+          (),
+          [],
+          call.AttentionSettings.checked(
+              implementation=implementation, block_size=128 if implementation == 'blockwise' else None
+          ),
       )
       return jnp.sum(out**2)
 
@@ -255,15 +256,12 @@ def test_blockwise_fire2d_equals_explicit_in_outputs_and_gradients(shape, class_
       if with_table:
         bias = bias + grid.grid_bias_matrix(alibi, params[1], shape, class_token=class_token)
     out = functional.attend(
-        q,
-        k,
-        v,
-        parts=(),
-        params=[],
-        key_mask=key_mask,
-        position_bias=bias,
-        implementation=implementation,
-        block_size=block_size if implementation == 'blockwise' else None,
+        call.AttentionInputs.checked(q, k, v, key_mask=key_mask, bias=bias),
+        (),
+        [],
+        call.AttentionSettings.checked(
+            implementation=implementation, block_size=block_size if implementation == 'blockwise' else None
+        ),
     )
     return jnp.sum(jnp.sin(out) * jnp.arange(out.size).reshape(out.shape) / out.size), out
 
@@ -285,7 +283,7 @@ def test_layer_hands_attend_fire2d_as_a_pair_part(monkeypatch):
   attend = functional.attend
 
   def spy(*args, **kwargs):
-    seen.append(kwargs.get('position_bias'))
+    seen.append(args[0].bias)
     return attend(*args, **kwargs)
 
   monkeypatch.setattr(functional, 'attend', spy)
@@ -305,10 +303,18 @@ def test_a_pair_part_of_other_heads_is_refused_by_name():
   q, k, v = _qkv(12)
   table = terms.GridTable(None, (3, 4), False, (enc,), (params,))
   with pytest.raises(ValueError, match="position_bias.*'fire2d' of 3 heads.*2 heads"):
-    functional.attend(q, k, v, parts=(), params=[], position_bias=table, implementation='blockwise')
+    functional.attend(
+        call.AttentionInputs.checked(q, k, v, bias=table),
+        (),
+        [],
+        call.AttentionSettings.checked(implementation='blockwise'),
+    )
   with pytest.raises(ValueError, match='position_bias.*neither'):
     functional.attend(
-        q, k, v, parts=(), params=[], position_bias=terms.GridTable(None, (3, 4)), implementation='blockwise'
+        call.AttentionInputs.checked(q, k, v, bias=terms.GridTable(None, (3, 4))),
+        (),
+        [],
+        call.AttentionSettings.checked(implementation='blockwise'),
     )
 
 
@@ -325,14 +331,12 @@ def test_blockwise_fire2d_fwd_bwd_memory_holds_no_length_squared_buffer():
     def loss(q, k, v, params):
       bias = terms.GridTable(None, shape, False, (enc,), (params,))
       out = functional.attend(
-          q,
-          k,
-          v,
-          parts=(),
-          params=[],
-          position_bias=bias if implementation == 'blockwise' else bias.dense(),
-          implementation=implementation,
-          block_size=128 if implementation == 'blockwise' else None,
+          call.AttentionInputs.checked(q, k, v, bias=bias if implementation == 'blockwise' else bias.dense()),
+          (),
+          [],
+          call.AttentionSettings.checked(
+              implementation=implementation, block_size=128 if implementation == 'blockwise' else None
+          ),
       )
       return jnp.sum(out**2)
 

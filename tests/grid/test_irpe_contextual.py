@@ -18,6 +18,7 @@ from flax import nnx
 
 from relpos_jax import grid
 from relpos_jax.nn import RelativeMultiHeadAttention, functional, terms
+from relpos_jax.nn import call
 
 HEADS, HEAD_DIM = 2, 8
 SHAPE = (3, 4)
@@ -112,16 +113,12 @@ def _qkv(n, batch=2, seed=0):
   return [jax.random.normal(key, (batch, n, HEADS, HEAD_DIM), jnp.float32) for key in keys]
 
 
-def _attend(enc, params, q, k, v, coords, implementation, block_size=None, offset_buckets=None, **kw):
+def _attend(enc, params, q, k, v, coords, implementation, block_size=None, offset_buckets=None):
   return functional.attend(
-      q,
-      k,
-      v,
-      parts=(enc,),
-      params=[terms.grid.with_coordinates(params, coords, coords, offset_buckets=offset_buckets)],
-      implementation=implementation,
-      block_size=block_size,
-      **kw,
+      call.AttentionInputs.checked(q, k, v),
+      (enc,),
+      [terms.grid.with_coordinates(params, coords, coords, offset_buckets=offset_buckets)],
+      call.AttentionSettings.checked(implementation, block_size),
   )
 
 
@@ -170,7 +167,9 @@ def test_the_value_term_reads_the_value_table():
   params = _params(enc)
   q, k, v = _qkv(12)
   coords = jnp.broadcast_to(grid.grid_positions(SHAPE), (2, 12, 2))
-  plain = functional.attend(q, k, v, parts=(), params=[], implementation='einsum')
+  plain = functional.attend(
+      call.AttentionInputs.checked(q, k, v), (), [], call.AttentionSettings.checked(implementation='einsum')
+  )
   zero = {**params, 'v': jnp.zeros_like(params['v'])}
   np.testing.assert_allclose(_attend(enc, zero, q, k, v, coords, 'einsum'), plain, rtol=1e-6, atol=1e-6)
   assert float(jnp.max(jnp.abs(_attend(enc, params, q, k, v, coords, 'einsum') - plain))) > 0.1
@@ -271,7 +270,12 @@ def test_bad_values_are_refused_by_name():
   enc = grid.make('irpe', mode='contextual', rpe_on='v')
   q, k, v = _qkv(12)
   with pytest.raises(ValueError, match=r"grid part 'irpe' reads the coordinates.*with_coordinates"):
-    functional.attend(q, k, v, parts=(enc,), params=[_params(enc)], implementation='blockwise')
+    functional.attend(
+        call.AttentionInputs.checked(q, k, v),
+        (enc,),
+        [_params(enc)],
+        call.AttentionSettings.checked(implementation='blockwise'),
+    )
 
 
 def _temp_bytes(fn, *args):

@@ -12,6 +12,7 @@ from flax import nnx
 
 from relpos_jax import grid
 from relpos_jax.nn import RelativeMultiHeadAttention, functional, terms
+from relpos_jax.nn import call
 from relpos_jax.nn.attention import merge_heads
 
 HEADS, DIM = 2, 16
@@ -81,7 +82,12 @@ def test_attend_refuses_raw_params_by_name():
   params = enc.init(jax.random.key(0), HEADS, model_dim=DIM)
   q = jnp.zeros((1, 4, HEADS, 8))
   with pytest.raises(ValueError, match=r"grid part 'pape_ri' reads per-token features.*with_features"):
-    functional.attend(q, q, q, parts=(enc,), params=[params], implementation='blockwise')
+    functional.attend(
+        call.AttentionInputs.checked(q, q, q),
+        (enc,),
+        [params],
+        call.AttentionSettings.checked(implementation='blockwise'),
+    )
 
 
 def test_with_features_is_what_the_tiles_add():
@@ -96,7 +102,10 @@ def test_with_features_is_what_the_tiles_add():
   logits = (jnp.einsum('bihd,bjhd->bhij', q, k) + jnp.einsum('bhif,bhjf->bhij', qf, kf)) * scale
   expected = jnp.einsum('bhij,bjhd->bihd', jax.nn.softmax(logits, -1), v)
   out = functional.attend(
-      q, k, v, parts=(enc,), params=[terms.grid.with_features(qf, kf)], implementation='blockwise', block_size=(4, 4)
+      call.AttentionInputs.checked(q, k, v),
+      (enc,),
+      [terms.grid.with_features(qf, kf)],
+      call.AttentionSettings.checked(implementation='blockwise', block_size=(4, 4)),
   )
   np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
 

@@ -14,6 +14,7 @@ from flax import nnx
 from relpos_jax import encoders
 from relpos_jax.encoders import contract
 from relpos_jax.nn import RelativeMultiHeadAttention, attend, terms
+from relpos_jax.nn import call
 from relpos_jax.nn import functional
 from relpos_jax.nn.attention import variable_values
 
@@ -82,7 +83,14 @@ def test_fully_masked_query_rows_give_zero_not_nan():
   q = jnp.ones((1, 3, 1, 4), jnp.bfloat16)
   mask = jnp.zeros((1, 1, 3, 3), bool).at[..., 1:, :].set(True)  # Row 0 sees nothing.
   for implementation in ('xla', 'einsum'):
-    out = jax.jit(lambda q: attend(q, q, q, parts=(), params=[], mask=mask, implementation=implementation))(q)
+    out = jax.jit(
+        lambda q: attend(
+            call.AttentionInputs.checked(q, q, q, mask=mask),
+            (),
+            [],
+            call.AttentionSettings.checked(implementation=implementation),
+        )
+    )(q)
     assert bool(jnp.all(jnp.isfinite(out.astype(jnp.float32))))
     assert bool(jnp.all(out[:, 0] == 0))
 
@@ -191,6 +199,6 @@ def test_vmap_and_jit_of_the_layer():
 def test_attend_rejects_half_given_positions():
   q = jnp.ones((1, 3, 1, 4))
   with pytest.raises(ValueError, match='both q_positions and k_positions'):
-    attend(q, q, q, parts=(), params=[], q_positions=jnp.zeros((1, 3), jnp.int32))
+    attend(call.AttentionInputs.checked(q, q, q, call.Positions(query=jnp.zeros((1, 3), jnp.int32))), (), [])
   with pytest.raises(ValueError, match="implementation='flash'"):  # 'pallas' is an implementation
     functional.check_implementation('flash')

@@ -15,6 +15,7 @@ from flax import nnx
 from relpos_jax import encoders
 from relpos_jax.encoders import contract
 from relpos_jax.nn import DecoderLM, ModelConfig, RelativeMultiHeadAttention, blockwise, explicit, functional
+from relpos_jax.nn import call
 from relpos_jax.nn import linen as relpos_linen
 from relpos_jax.nn import terms
 
@@ -207,7 +208,7 @@ def test_blockwise_cached_decoding_equals_explicit_forward(name):
 
 def test_causal_tiles_ahead_of_the_queries_are_skipped():
   """With q_offset the visited key tiles stop at the last visible key: the forward's loop count."""
-  cfg = blockwise._Config(
+  cfg = blockwise.TileConfig(
       parts=(),
       part_terms=(),
       given_bias=False,
@@ -224,7 +225,7 @@ def test_causal_tiles_ahead_of_the_queries_are_skipped():
   aux = {'q_offset': jnp.int32(2)}
   # Query tile qs sees keys up to qs + 3 + 2: 5, 9, 13 -> key tiles 0..1, 0..3, 0..4 of the 6.
   assert [int(blockwise._key_tile_range(cfg, aux, jnp.int32(qs))[1]) for qs in (0, 4, 8)] == [2, 4, 5]
-  bidirectional = blockwise._Config(**{**cfg.__dict__, 'causal': False})
+  bidirectional = blockwise.TileConfig(**{**cfg.__dict__, 'causal': False})
   assert blockwise._key_tile_range(bidirectional, aux, jnp.int32(0)) == (0, 6)
 
 
@@ -238,16 +239,12 @@ def test_functional_attend_with_mask_and_given_bias():
 
   def run(impl, bias, q, k, v):
     out = functional.attend(
-        q,
-        k,
-        v,
-        parts=parts,
-        params=params,
-        causal=True,
-        mask=mask,
-        position_bias=bias,
-        implementation=impl,
-        block_size=BLOCK if impl == 'blockwise' else None,
+        call.AttentionInputs.checked(q, k, v, mask=mask, bias=bias),
+        parts,
+        params,
+        call.AttentionSettings.checked(
+            causal=True, implementation=impl, block_size=BLOCK if impl == 'blockwise' else None
+        ),
     )
     return jnp.sum(out * ct)
 
@@ -301,14 +298,12 @@ def test_no_length_squared_array_in_forward_or_backward(name):
   def loss(q, k, v, params, impl):
     return jnp.sum(
         functional.attend(
-            q,
-            k,
-            v,
-            parts=parts,
-            params=params,
-            causal=True,
-            implementation=impl,
-            block_size=32 if impl == 'blockwise' else None,
+            call.AttentionInputs.checked(q, k, v),
+            parts,
+            params,
+            call.AttentionSettings.checked(
+                causal=True, implementation=impl, block_size=32 if impl == 'blockwise' else None
+            ),
         )
     )
 
@@ -428,8 +423,15 @@ def test_the_default_implementation_tiles_beyond_one_default_tile_on_cpu(monkeyp
   for length, path in ((8, 'explicit'), (20, 'blockwise')):
     q, k, v = jax.random.normal(jax.random.key(length), (3, 1, length, HEADS, DIM // HEADS))
     calls.clear()
-    out = functional.attend(q, k, v, parts=parts, params=params, causal=True)
+    out = functional.attend(
+        call.AttentionInputs.checked(q, k, v), parts, params, call.AttentionSettings.checked(causal=True)
+    )
     assert calls == [path]
-    einsum = functional.attend(q, k, v, parts=parts, params=params, causal=True, implementation='einsum')
+    einsum = functional.attend(
+        call.AttentionInputs.checked(q, k, v),
+        parts,
+        params,
+        call.AttentionSettings.checked(causal=True, implementation='einsum'),
+    )
     np.testing.assert_allclose(out, einsum, **TOL)
   assert functional.default_is_tiled((encoders.make('path'),), q, v)

@@ -20,6 +20,7 @@ from flax import nnx
 
 from relpos_jax import encoders
 from relpos_jax.nn import attention, blockwise, functional, linen, models
+from relpos_jax.nn import call
 
 DIM, HEADS = 16, 2
 PATHS = (('einsum', None), ('xla', None), ('blockwise', (4, 3)))
@@ -148,16 +149,10 @@ def test_a_nan_in_another_document_stays_there():
   segments = np.array([[0, 0, 0, 1, 1, 1, 1, 1]], np.int32)
   for implementation, block_size in (('einsum', None), ('blockwise', (2, 2))):
     out = functional.attend(
-        q,
-        q,
-        v,
-        parts=(),
-        params=[],
-        causal=True,
-        implementation=implementation,
-        block_size=block_size,
-        q_segment_ids=segments,
-        k_segment_ids=segments,
+        call.AttentionInputs.checked(q, q, v, call.Positions(query_segments=segments, key_segments=segments)),
+        (),
+        [],
+        call.AttentionSettings.checked(causal=True, implementation=implementation, block_size=block_size),
     )
     rows = np.asarray(jnp.isnan(out).any(axis=(-1, -2)))[0]
     np.testing.assert_array_equal(rows, [False, True, True, False, False, False, False, False])
@@ -179,16 +174,10 @@ def test_blockwise_builds_no_length_squared_mask():
   q = jnp.zeros((1, length, 1, 8))
   segments = jnp.asarray(np.repeat(np.arange(8), 32)[None], jnp.int32)
   fn = lambda q_: functional.attend(
-      q_,
-      q_,
-      q_,
-      parts=(),
-      params=[],
-      causal=True,
-      implementation='blockwise',
-      block_size=32,
-      q_segment_ids=segments,
-      k_segment_ids=segments,
+      call.AttentionInputs.checked(q_, q_, q_, call.Positions(query_segments=segments, key_segments=segments)),
+      (),
+      [],
+      call.AttentionSettings.checked(causal=True, implementation='blockwise', block_size=32),
   )
   text = jax.jit(fn).lower(q).as_text()
   assert f'{length}x{length}' not in text
@@ -240,10 +229,17 @@ def test_bad_segment_ids_are_refused_by_name():
     layer(x, segment_ids=np.zeros((1, 4), np.float32))
   q = jnp.zeros((1, 4, 1, 4))
   with pytest.raises(ValueError, match='k_segment_ids'):
-    functional.attend(q, q, q, parts=(), params=[], q_segment_ids=np.zeros((1, 4), np.int32))
+    functional.attend(
+        call.AttentionInputs.checked(q, q, q, call.Positions(query_segments=np.zeros((1, 4), np.int32))), (), []
+    )
   with pytest.raises(ValueError, match='pallas'):
     seg = np.zeros((1, 4), np.int32)
-    functional.attend(q, q, q, parts=(), params=[], implementation='pallas', q_segment_ids=seg, k_segment_ids=seg)
+    functional.attend(
+        call.AttentionInputs.checked(q, q, q, call.Positions(query_segments=seg, key_segments=seg)),
+        (),
+        [],
+        call.AttentionSettings.checked(implementation='pallas'),
+    )
   path = attention.RelativeMultiHeadAttention(
       HEADS, DIM, encoders.from_spec('path + fox'), causal=True, rngs=nnx.Rngs(0)
   )
@@ -287,18 +283,14 @@ def test_padding_and_windows_with_documents_blockwise_equals_explicit(causal, wi
   key_mask = np.array([[True] * 7 + [False] * 2, [True] * 6 + [False] * 3])
   outs = [
       functional.attend(
-          q,
-          k,
-          v,
-          parts=(),
-          params=[],
-          causal=causal,
-          key_mask=key_mask,
-          window=window,
-          implementation=implementation,
-          block_size=block_size,
-          q_segment_ids=segments,
-          k_segment_ids=segments,
+          call.AttentionInputs.checked(
+              q, k, v, call.Positions(query_segments=segments, key_segments=segments), key_mask=key_mask
+          ),
+          (),
+          [],
+          call.AttentionSettings.checked(
+              causal=causal, window=window, implementation=implementation, block_size=block_size
+          ),
       )
       for implementation, block_size in (('einsum', None), ('blockwise', (3, 2)))
   ]

@@ -10,6 +10,7 @@ import pytest
 
 from relpos_jax import encoders
 from relpos_jax.nn import functional, terms
+from relpos_jax.nn import call
 
 # ---------------------------------------------------------------------------------------------------------
 # Item 11: the tiled stick-breaking backward against a float64 reference.
@@ -20,7 +21,12 @@ def _stick_breaking_grads(q, k, v, cotangent, implementation, dtype, spec='stick
   params = [None] * len(parts)
 
   def loss(q, k, v):
-    out = functional.attend(q, k, v, parts=parts, params=params, causal=True, implementation=implementation)
+    out = functional.attend(
+        call.AttentionInputs.checked(q, k, v),
+        parts,
+        params,
+        call.AttentionSettings.checked(causal=True, implementation=implementation),
+    )
     return jnp.sum(out * cotangent.astype(dtype))
 
   return jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(*(jnp.asarray(x, dtype) for x in (q, k, v)))
@@ -62,7 +68,10 @@ def test_tiled_cope_runs_under_enable_x64(spec):
     def loss(q, k, v):
       block_size = (4, 4) if implementation == 'blockwise' else None
       out = functional.attend(
-          q, k, v, parts=parts, params=params, causal=True, implementation=implementation, block_size=block_size
+          call.AttentionInputs.checked(q, k, v),
+          parts,
+          params,
+          call.AttentionSettings.checked(causal=True, implementation=implementation, block_size=block_size),
       )
       return jnp.sum(out * cotangent), out
 

@@ -16,6 +16,7 @@ from flax import nnx
 from relpos_jax import encoders
 from relpos_jax.encoders import contract
 from relpos_jax.nn import RelativeMultiHeadAttention, functional, terms
+from relpos_jax.nn import call
 
 B, L, DIM, HEADS = 2, 6, 16, 2
 
@@ -108,7 +109,14 @@ def test_an_explicit_mask_and_the_gradients_ignore_masked_nans():
   for implementation in ('xla', 'einsum'):
 
     def loss(q):
-      return jnp.sum(functional.attend(q, k, v, parts=parts, params=params, mask=mask, implementation=implementation))
+      return jnp.sum(
+          functional.attend(
+              call.AttentionInputs.checked(q, k, v, mask=mask),
+              parts,
+              params,
+              call.AttentionSettings.checked(implementation=implementation),
+          )
+      )
 
     value, grad = jax.jit(jax.value_and_grad(loss))(q)
     assert np.isfinite(value) and np.all(np.isfinite(grad)), implementation

@@ -11,6 +11,7 @@ from flax import nnx
 
 from relpos_jax import encoders
 from relpos_jax.nn import RelativeMultiHeadAttention, functional, terms
+from relpos_jax.nn import call
 
 B, L, DIM, HEADS = 2, 11, 16, 2
 BLOCK = (4, 3)
@@ -74,4 +75,6 @@ def test_kinds_without_an_in_kernel_form_name_the_encoder(name):
   params = terms.parts.init_params(parts, jax.random.key(0), num_heads=HEADS, head_dim=8, model_dim=16)
   q = jnp.ones((1, 4, HEADS, 8))
   with pytest.raises(ValueError, match=f"pallas.*'{name}'.*blockwise"):
-    functional.attend(q, q, q, parts=parts, params=params, implementation='pallas')
+    functional.attend(
+        call.AttentionInputs.checked(q, q, q), parts, params, call.AttentionSettings.checked(implementation='pallas')
+    )

@@ -12,6 +12,7 @@ import pytest
 from relpos_jax import encoders
 from relpos_jax.encoders import spec
 from relpos_jax.nn import terms
+from relpos_jax.nn import call
 
 B, L, H, D = 1, 23, 2, 8
 
@@ -171,16 +172,12 @@ def test_blockwise_merges_each_tile_like_the_explicit_path(text, block):
 
   def loss(impl, q, k, v, params):
     out = functional.attend(
-        q,
-        k,
-        v,
-        parts=parts,
-        params=params,
-        causal=True,
-        key_mask=key_mask,
-        q_offset=2,
-        implementation=impl,
-        block_size=block if impl == 'blockwise' else None,
+        call.AttentionInputs.checked(q, k, v, call.Positions(offset=2), key_mask=key_mask),
+        parts,
+        params,
+        call.AttentionSettings.checked(
+            causal=True, implementation=impl, block_size=block if impl == 'blockwise' else None
+        ),
     )
     return jnp.sum(out[:, : L - 2] * ct[:, : L - 2]), out
 
@@ -211,7 +208,12 @@ def test_the_pallas_kernel_refuses_a_remap_by_name(text):
   params = [p.init(jax.random.PRNGKey(0), H, head_dim=D) for p in parts]
   q = jnp.ones((B, L, H, D), jnp.float32)
   with pytest.raises(ValueError, match=f"\"pallas\".*{encoder.name}'.*'position_remap'"):
-    functional.attend(q, q, q, parts=parts, params=params, causal=True, implementation='pallas')
+    functional.attend(
+        call.AttentionInputs.checked(q, q, q),
+        parts,
+        params,
+        call.AttentionSettings.checked(causal=True, implementation='pallas'),
+    )
 
 
 def test_the_tiled_paths_refuse_pope_sized_queries():
@@ -220,4 +222,9 @@ def test_the_tiled_paths_refuse_pope_sized_queries():
   q = jnp.ones((B, L, H, 2 * D), jnp.float32)
   v = jnp.ones((B, L, H, D), jnp.float32)
   with pytest.raises(ValueError, match='differ in size'):
-    functional.attend(q, q, v, parts=(), params=[], causal=True, implementation='blockwise')
+    functional.attend(
+        call.AttentionInputs.checked(q, q, v),
+        (),
+        [],
+        call.AttentionSettings.checked(causal=True, implementation='blockwise'),
+    )

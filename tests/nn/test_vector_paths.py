@@ -11,6 +11,7 @@ import pytest
 
 from relpos_jax import encoders
 from relpos_jax.nn import attend, attention_mask, skew
+from relpos_jax.nn import call
 
 # ----------------------------------------------------------------------------------------------------------
 # The efficient vector-relative paths against a reference that materialises (Lq, Lk, H, D).
@@ -80,20 +81,20 @@ def test_vector_paths_match_naive_values_and_gradients(label, spec, q_len, k_len
   key_mask = None if filled is None else jnp.broadcast_to(jnp.arange(k_len) < filled, (batch, k_len))
   mask = attention_mask(q_len, k_len, causal=causal, q_offset=q_offset, key_mask=key_mask)
   ref_mask = jnp.ones((1, 1, q_len, k_len), bool) if mask is None else mask
-  mask_kw = dict(causal=causal, key_mask=key_mask)
+  settings = call.AttentionSettings.checked(causal=causal)
   if explicit:
     # Sorted distinct positions spread over [0, 40): far distances that exercise the clip.
     pos = jnp.sort(
         jax.vmap(lambda r: jax.random.choice(r, 40, (k_len,), replace=False))(jax.random.split(kp, batch)), axis=-1
     ).astype(jnp.int32)
-    position_kw = dict(q_positions=pos[:, k_len - q_len :], k_positions=pos)
+    positions = call.Positions(query=pos[:, k_len - q_len :], key=pos)
     rel = pos[:, None, :] - pos[:, k_len - q_len :, None]
   else:
-    position_kw = dict(q_offset=q_offset)
+    positions = call.Positions(offset=q_offset)
     rel = jnp.arange(k_len)[None, :] - (jnp.arange(q_len)[:, None] + q_offset)
 
   def fast(q, k, v, params):
-    out = attend(q, k, v, parts=(encoder,), params=[params], **mask_kw, **position_kw)
+    out = attend(call.AttentionInputs.checked(q, k, v, positions, key_mask=key_mask), (encoder,), [params], settings)
     return jnp.sum(out * cotangent), out
 
   def slow(q, k, v, params):
@@ -130,7 +131,7 @@ def test_vector_path_never_builds_pairwise_head_dim_tensor():
   q = jnp.ones((1, length, heads, head_dim))
 
   def f(q):
-    return attend(q, q, q, parts=(encoder,), params=[params])
+    return attend(call.AttentionInputs.checked(q, q, q), (encoder,), [params])
 
   jaxpr = jax.make_jaxpr(f)(q)
   for eqn in jaxpr.eqns:

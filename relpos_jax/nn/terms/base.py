@@ -258,7 +258,7 @@ class Context:
 
 def tile_at(cfg, aux, qs, ks) -> Tile:
   """The tile of queries qs .. qs + bq - 1 and keys ks .. ks + bk - 1 of a kernel call (`cfg`: its static
-  configuration, blockwise.Config; `aux`: its positions, offsets and masks)."""
+  configuration, blockwise.TileConfig; `aux`: its positions, offsets and masks)."""
   q_pos = jax.lax.dynamic_slice_in_dim(aux['q_pos'], qs, cfg.bq, axis=1)
   k_pos = jax.lax.dynamic_slice_in_dim(aux['k_pos'], ks, cfg.bk, axis=1)
   return Tile(qs, ks, cfg.bq, cfg.bk, aux['q_offset'], q_pos, k_pos, cfg.num_q_tiles * cfg.bq, cfg.num_k_tiles * cfg.bk)
