@@ -72,12 +72,12 @@ def test_tables_rank_the_shared_encoders_per_corpus_and_say_the_verdict():
   )
 
 
-def test_write_reads_the_folders_and_refreshes_the_readme_block(tmp_path):
+def test_write_reads_the_folders_and_refreshes_the_findings_block(tmp_path):
   for (label, folder), results in zip(cross_corpus.CORPORA, (ONE, TWO)):
     (tmp_path / folder).mkdir()
     (tmp_path / folder / 'results.json').write_text(json.dumps(results))
-  readme = tmp_path / 'README.md'
-  readme.write_text(f'intro\n{cross_corpus.README_MARKER}\nold table\n{cross_corpus.README_END}\nrest\n')
+  readme = tmp_path / cross_corpus.FINDINGS_FILE
+  readme.write_text(f'intro\n{cross_corpus.TABLE_MARKER}\nold table\n{cross_corpus.TABLE_END}\nrest\n')
   path = cross_corpus.write(str(tmp_path), str(readme))
   text = open(path).read()
   assert 'Python bytes at 16 (rank)' in text and 'English bytes at 16 (rank)' in text and 'English BPE' not in text
