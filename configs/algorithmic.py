@@ -298,7 +298,7 @@ def suite_protocols(published: bool) -> dict:
   # budget showed close to learned in distribution (docs/suite_sizing) get more where the grid's two hours
   # allow. The others are either learned at 1,000 (flip_flop, cycle_navigation, bucket_sort) or not learned
   # at any budget this CPU can give (parity, the modular, binary and sqrt tasks, solve_equation): the
-  # README says which, rather than reading their out-of-distribution columns.
+  # suite's page (docs/suite) says which, rather than reading their out-of-distribution columns.
   chomsky = dict(min_length=1, max_length=16, eval_lengths=(8, 16, 24, 32, 48, 64))
   longer = dict(chomsky, steps=2_500)
   addition = dict(min_length=1, max_length=8, eval_lengths=(4, 8, 12, 16, 24), steps=2_000)

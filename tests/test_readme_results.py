@@ -822,7 +822,7 @@ CLAIMS = [
         'FoX, its bias-only form and stick-breaking read the same from 128 to 1024 to the third decimal',
         lambda: [] if all(flat('study_contextual', n) for n in ('fox', 'fox-bias', 'stick_breaking')) else ['?'],
     ),
-    # The README's headline findings.
+    # The headline findings (docs/findings.md; those the README's table repeats name both pages).
     (
         ('docs/findings.md', 'README.md'),
         "The lecture's `distance` bias reads {} bits per byte at every length from 128 to 1024, and `monotone-lin` {} "
