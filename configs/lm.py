@@ -149,9 +149,9 @@ STUDY_ENCODERS = (
     'distance',  # the lecture's R[i, j] = j - i (section 2)
     'shaw: shaw(max_distance=16)',
     'piecewise: piecewise(bidirectional=False)',  # section 5a, piecewise-linear
-    # T5's published max_distance=128 leaves the buckets of distances >= 67 untrained at train length 64
+    # T5's published max_distance=128 leaves the buckets of distances >= 67 untrained at training length 64
     # (they keep their ~0 init while trained far buckets learn ~ -2); t5-32 is the layout whose every bucket
-    # (saturating at distance 32) is trained, the regime of Press et al. (max_distance < train length).
+    # (saturating at distance 32) is trained, the regime of Press et al. (max_distance < training length).
     't5: t5(bidirectional=False)',  # section 5a, logarithmic
     't5-32: t5(bidirectional=False, num_buckets=16, max_distance=32)',
     'multiscale',  # section 5b

@@ -920,7 +920,7 @@ CLAIMS = [
     ),
     (
         'docs/findings.md',
-        'at the better rates NoPE,\n  RoPE and CoPE are exact at the trained length',
+        'at the better rates NoPE,\n  RoPE and CoPE are exact at the training length',
         lambda: [] if _count_copy_exact_at_16() == ['nope', 'rope', 'cope'] else _count_copy_exact_at_16(),
     ),
     (
@@ -977,7 +977,7 @@ CLAIMS = [
     ),
     (
         'docs/suite_contextual/README.md',
-        '**At their chosen rates NoPE, RoPE and CoPE are exact on every sequence at the trained length** (ALiBi\n'
+        '**At their chosen rates NoPE, RoPE and CoPE are exact on every sequence at the training length** (ALiBi\n'
         '    {}, FoX {}, stick-breaking {})',
         lambda: [f3(_count_copy_exact(n, '16')) for n in ('alibi', 'fox', 'stick_breaking')]
         if _count_copy_exact_at_16() == ['nope', 'rope', 'cope']
@@ -1820,7 +1820,7 @@ def _count_copy_exact(name: str, length: str) -> float:
 
 
 def _count_copy_exact_at_16() -> list[str]:
-  """The encoders exact on every count_copy sequence at the trained length (16), on every seed."""
+  """The encoders exact on every count_copy sequence at the training length (16), on every seed."""
   runs = _json('docs/suite_contextual/count_copy/results.json')['runs']
   return [r['name'] for r in runs if set(r['exact_match_by_length_per_seed']['16']) == {1.0}]
 
