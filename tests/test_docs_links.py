@@ -76,3 +76,13 @@ def test_nothing_points_outside_the_repository():
   citing = {path for path in _shipped_text_files() if OUTSIDE.search(_read(path))}
   assert citing <= STILL_CITED_IN, f'these cite a file outside the repository: {sorted(citing - STILL_CITED_IN)}'
   assert citing == STILL_CITED_IN, f'no longer cites outside the repository, drop the exemption: {STILL_CITED_IN}'
+
+
+def test_the_readme_leads_with_how_to_use_it():
+  """A newcomer's ten minutes reach "Using the pieces": the README stays within about 300 lines, opens with the
+  quick start and one line per finding, and puts "Using the pieces" in its first third (issue 51)."""
+  lines = _read('README.md').splitlines()
+  headings = [line for line in lines if line.startswith('## ')]
+  assert headings[:3] == ['## Quick start', '## What the studies find', '## Using the pieces'], headings
+  assert len(lines) <= 300, f'README.md has {len(lines)} lines; the findings in full go to docs/findings.md'
+  assert lines.index('## Using the pieces') < len(lines) / 3
