@@ -84,6 +84,7 @@ import ml_collections
 from ml_collections.config_dict import placeholder
 
 from relpos_jax import resources
+from relpos_jax.data.tasks import registry as task_registry
 from relpos_jax.train.config_files import parse_variants
 
 STUDY_ENCODERS = (
@@ -111,35 +112,11 @@ PUBLISHED_STUDY_ENCODERS = (
     'alibi+randomized: randomized(alibi(bidirectional=True), max_position=2048)',
 )
 
-SUITE_CHOMSKY = (
-    'even_pairs',
-    'modular_arithmetic',
-    'parity_check',
-    'cycle_navigation',
-    'stack_manipulation',
-    'reverse_string',
-    'modular_arithmetic_brackets',
-    'solve_equation',
-    'duplicate_string',
-    'missing_duplicate',
-    'odds_first',
-    'binary_addition',
-    'binary_multiplication',
-    'compute_sqrt',
-    'bucket_sort',
-)
-SUITE_OTHER = (
-    'flip_flop',
-    'mqar',
-    'passkey',
-    'passkey_tokens',
-    'selective_copy',
-    'count_copy',
-    'cope_counting',
-    'addition',
-    'addition_coupled',
-    'addition_abacus',
-)
+# The suite's tasks, read from the one task list (relpos_jax.data.tasks.registry), in its order: the 15 of the
+# Chomsky hierarchy, then every other task but those the registry keeps out of the suite (NOT_IN_SUITE: `shift`,
+# and RULER's two, which configs/studies/suite_ruler.py studies).
+SUITE_CHOMSKY = task_registry.CHOMSKY_TASKS
+SUITE_OTHER = tuple(t for t in task_registry.OTHER_TASKS if t not in task_registry.NOT_IN_SUITE)
 SUITE_ENCODERS = (
     'nope',
     'rope',
@@ -298,7 +275,7 @@ def suite_protocols(published: bool) -> dict:
   # budget showed close to learned in distribution (docs/suite_sizing) get more where the grid's two hours
   # allow. The others are either learned at 1,000 (flip_flop, cycle_navigation, bucket_sort) or not learned
   # at any budget this CPU can give (parity, the modular, binary and sqrt tasks, solve_equation): the
-  # README says which, rather than reading their out-of-distribution columns.
+  # suite's page (docs/suite) says which, rather than reading their out-of-distribution columns.
   chomsky = dict(min_length=1, max_length=16, eval_lengths=(8, 16, 24, 32, 48, 64))
   longer = dict(chomsky, steps=2_500)
   addition = dict(min_length=1, max_length=8, eval_lengths=(4, 8, 12, 16, 24), steps=2_000)

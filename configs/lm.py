@@ -54,7 +54,7 @@ FIRE_512 = 'fire-512: fire(init_threshold=512.0)'
 LR_GRID = (1e-3, 3e-3, 1e-2)
 # What the grid chose, committed ('label: lr'), so the quick start does not search again: read from each run's
 # learning_rate in docs/study/results.json and docs/study_contextual/results.json (lowest validation loss at
-# length 64, seed 0). Every encoder chose 1e-2, the grid's largest rate (README: the edge check at 3e-2).
+# length 64, seed 0). Every encoder chose 1e-2, the grid's largest rate (docs/study: the edge check at 3e-2).
 STUDY_LEARNING_RATES = tuple(
     f'{label}: 0.01'
     for label in (
@@ -82,7 +82,7 @@ STUDY_LEARNING_RATES = tuple(
         'fox-bias',
     )
 )
-# The comparisons the README states, as paired differences over seeds with 95% intervals.
+# The comparisons docs/study states, as paired differences over seeds with 95% intervals.
 STUDY_COMPARISONS = (
     'monotone-lin vs distance',
     'kerple_log vs fire',
@@ -93,7 +93,7 @@ STUDY_COMPARISONS = (
 CONTEXTUAL_COMPARISONS = ('stick_breaking vs dape2-kerple', 'fox vs fox-bias', 'kerple_log vs fire')
 
 # The study's encoders that can encode 65,536 positions, in the order the long-context study runs them (the
-# families the README compares first, so an interrupted run has them), then RoPE's inference-time extensions,
+# families docs/study compares first, so an interrupted run has them), then RoPE's inference-time extensions,
 # each sized for 1024x from L_orig = 64: Self-Extend's largest shown distance (65535 // 2048) + 32 - 1 = 62
 # and leaky ReRoPE's 32 + 65503 / 2048 < 64 stay inside the trained positions; YaRN at factor 1024.
 LONG_CONTEXT_LABELS = (
@@ -149,9 +149,9 @@ STUDY_ENCODERS = (
     'distance',  # the lecture's R[i, j] = j - i (section 2)
     'shaw: shaw(max_distance=16)',
     'piecewise: piecewise(bidirectional=False)',  # section 5a, piecewise-linear
-    # T5's published max_distance=128 leaves the buckets of distances >= 67 untrained at train length 64
+    # T5's published max_distance=128 leaves the buckets of distances >= 67 untrained at training length 64
     # (they keep their ~0 init while trained far buckets learn ~ -2); t5-32 is the layout whose every bucket
-    # (saturating at distance 32) is trained, the regime of Press et al. (max_distance < train length).
+    # (saturating at distance 32) is trained, the regime of Press et al. (max_distance < training length).
     't5: t5(bidirectional=False)',  # section 5a, logarithmic
     't5-32: t5(bidirectional=False, num_buckets=16, max_distance=32)',
     'multiscale',  # section 5b
@@ -355,7 +355,7 @@ def study_config(arg: str | None = None) -> ml_collections.ConfigDict:
       'trains the same model, data stream and steps.'
   )
   config.study.encoders = STUDY_ENCODERS
-  config.study.seeds = (0,)  # the quick start; the README's table: --config.study.seeds='(0,1,2,3,4)'
+  config.study.seeds = (0,)  # the README's quick start; docs/study's table: --config.study.seeds='(0,1,2,3,4)'
   config.study.split = 'test'  # what the table reports; choices are made on validation at length 64
   config.study.lr_grid = placeholder(tuple)  # e.g. --config.study.lr_grid='(1e-3,3e-3,1e-2)' (LR_GRID)
   config.study.selection_seed = placeholder(int)  # None: the grid trains at the first of the seeds

@@ -30,16 +30,16 @@ Every key (relpos_jax.study.resolution.Settings checks each; an error names the 
 The defaults are sized for minutes on a 2-core CPU (two synthetic tasks, six encoders, two seeds, a two-rate
 grid); the `fashion_mnist` variant runs the two image protocols instead. `study` is the committed study's
 protocol, sized for this 2-core CPU (320 runs, about 2 hours of two processes on a quiet machine): the ten grid
-encoders the README compares, two synthetic tasks and both Fashion-MNIST protocols, five seeds, a four-rate grid
-(1e-3 to 3e-2), 600 steps. `full` is every grid encoder on every task at 2,000 steps (700 runs per image-free variant;
-days on this CPU, hours on an accelerator).
+encoders docs/resolution_study compares, two synthetic tasks and both Fashion-MNIST protocols, five seeds, a
+four-rate grid (1e-3 to 3e-2), 600 steps. `full` is every grid encoder on every task at 2,000 steps (700 runs
+per image-free variant; days on this CPU, hours on an accelerator).
 """
 
 from __future__ import annotations
 
 import ml_collections
 
-# The encoders the README compares (spec strings of relpos_jax.nn.vit.ViT's grid encoders).
+# The encoders docs/resolution_study compares (spec strings of relpos_jax.nn.vit.ViT's grid encoders).
 ENCODERS = (
     'nope',
     'alibi2d',

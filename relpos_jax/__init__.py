@@ -8,9 +8,9 @@ so keys in the past have negative relative positions (the lecture's R[i, j] = j 
 only ever sees rel <= 0.
 
 "The lecture", wherever a module cites it, is the document this project started from: a lecture (in Chinese) on
-improving the generalization of relative position encodings. It is not part of the repository; what the code
-takes from it is listed here, section by section, and docs/lecture_variants.md records what making its learned
-tables extrapolate took. Its sections, as the modules cite them:
+improving the generalization of relative position encodings. It is not part of the repository: docs/lecture.md
+describes it, and what the code takes from it is listed here, section by section; docs/lecture_variants.md
+records what making its learned tables extrapolate took. Its sections, as the modules cite them:
   1   absolute vs relative encodings (`encoders.absolute`: sinusoids, learned tables)
   2   the relative distance matrix R[i, j] = j - i (`positions`; `encoders.distance`)
   3   a relative bias added to the attention scores: softmax(Q K^T / sqrt(d_k) + R) V (`nn.attention`)

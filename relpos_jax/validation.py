@@ -6,7 +6,7 @@ and what is allowed, in one format:
 
     ValueError: t5: bidirectional='no' is invalid; allowed: True or False.
 
-Supported positions (the README's "Positions" section): integers p with |p| <= MAX_POSITION = 2^30 - 1, so
+Supported positions (docs/guide, "The library"): integers p with |p| <= MAX_POSITION = 2^30 - 1, so
 that every relative position j - i of two of them, and its negation, fits in int32. Concrete arrays are checked
 here; traced ones (under `jax.jit`) can only be checked for their dtype, and values outside the range then
 wrap around silently, as int32 arithmetic does.

@@ -1,7 +1,7 @@
 """The README's and the docs pages' results are the committed reports', table row for row and number for number.
 
 So that no result is typed by hand:
-- every table marked `<!-- study-table: ... copied from docs/<study> -->` in README.md or a docs/*/README.md is
+- every table marked `<!-- study-table: ... copied from docs/<study> -->` on a page of PAGES is
   rows of what `relpos_jax.study.report` renders from that study's results.json today (and of the committed
   results.md beside it);
 - every suite table laid out by hand on a page (`<!-- suite-table: <name>, rendered from docs/<suite> ... -->`)
@@ -26,7 +26,8 @@ from relpos_jax.study import cross_corpus, report, suite_summary
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARKER = re.compile(r'<!-- study-table: .*copied from (docs/[\w/]+) -->')
-PAGES = ['README.md'] + sorted(
+# The README, docs/findings.md (the README's findings in full) and every study page.
+PAGES = ['README.md', 'docs/findings.md'] + sorted(
     os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, 'docs', '*', 'README.md'))
 )
 
@@ -58,7 +59,7 @@ def _rendered_rows(folder: str) -> list[str]:
 
 def test_the_pages_with_tables_are_found():
   marked = {page: {folder for folder, _ in _tables_after_markers(_read(page))} for page in PAGES}
-  assert marked['README.md'] >= {'docs/study'}
+  assert marked['docs/findings.md'] >= {'docs/study'}
   for study in (
       'study',
       'study_long',
@@ -351,12 +352,12 @@ CLAIMS = [
         ],
     ),
     (
-        'README.md',
-        '[docs/study_python_lecture](docs/study_python_lecture/README.md), {}x and {}x)',
+        'docs/findings.md',
+        '[docs/study_python_lecture](study_python_lecture/README.md), {}x and {}x)',
         lambda: [f2(ratio('study_python_lecture', n)) for n in ('sinusoidal', 'learned')],
     ),
     (
-        'README.md',
+        'docs/findings.md',
         'Shaw, t5-32 and multi-scale degrade less ({}x, {}x, {}x at the rate chosen there), piecewise-linear more '
         '({}x), and monotone-t5-32 − t5-32 = {} at 16x, resolved after Holm',
         lambda: [f2(ratio('study_python_lecture', n)) for n in ('shaw', 't5-32', 'multiscale', 'piecewise')]
@@ -433,7 +434,7 @@ CLAIMS = [
         lambda: [f'{_cpu_minutes("study_python_lecture"):.0f}'],
     ),
     (
-        'README.md',
+        ('docs/findings.md', 'README.md'),
         'the same rows stay flat on every seed (`distance` {} to {}, `monotone-lin` {} to {}), and stick-breaking '
         'against DAPE v2 is not resolved ({},',
         lambda: _at_each('study_long_context_seeds', ('distance', 'monotone-lin'), (1024, 16384))
@@ -550,7 +551,7 @@ CLAIMS = [
         ],
     ),
     (
-        'README.md',
+        ('docs/findings.md', 'README.md'),
         "{} against RoPE's {} at 16x, still {} bits behind KERPLE-log",
         lambda: [
             f3(at('study', 'rope+randomized', 1024)),
@@ -589,7 +590,7 @@ CLAIMS = [
         ],
     ),
     (
-        'README.md',
+        'docs/findings.md',
         'KERPLE-log and ALiBi are nearly flat (+{} and +{} from 128 to 1024)',
         lambda: [f3(rise('study', 'kerple_log')), f3(rise('study', 'alibi'))],
     ),
@@ -621,7 +622,7 @@ CLAIMS = [
         lambda: [f3(suite('suite', 'even_pairs/dape')['mean']), f3(suite('suite', 'even_pairs/dape')['std'])],
     ),
     (
-        'README.md',
+        'docs/findings.md',
         'DAPE on even_pairs ({} beyond the training lengths)',
         lambda: [f3(suite('suite', 'even_pairs/dape')['mean'])],
     ),
@@ -760,13 +761,13 @@ CLAIMS = [
         ],
     ),
     (
-        'README.md',
+        'docs/findings.md',
         'beats RoPE beyond the training lengths on each: even_pairs {} → {}, bucket_sort {} → {}, flip_flop {} → {}, '
         'cycle_navigation {} → {}.',
         lambda: _preset_randomized_gains(),
     ),
     (
-        'README.md',
+        ('docs/findings.md', 'README.md'),
         'RoPE with coupled positions gets {} and {} of whole sums right at 12 and 16 digits ({} and {} per digit), and '
         '{} at 24.',
         lambda: [f3(_preset_exact('addition_coupled', 'rope', n)) for n in (12, 16)]
@@ -788,7 +789,7 @@ CLAIMS = [
         lambda: _ruoss_exceptions(),
     ),
     (
-        'README.md',
+        ('docs/findings.md', 'README.md'),
         'reproduced on even_pairs ({} to {} beyond, at 2x), bucket_sort ({} to {}) and flip_flop ({} to {})',
         lambda: [
             f3(suite('suite_ruoss', f'{t}/{e}')['mean'])
@@ -821,9 +822,9 @@ CLAIMS = [
         'FoX, its bias-only form and stick-breaking read the same from 128 to 1024 to the third decimal',
         lambda: [] if all(flat('study_contextual', n) for n in ('fox', 'fox-bias', 'stick_breaking')) else ['?'],
     ),
-    # The README's headline findings.
+    # The headline findings (docs/findings.md; those the README's table repeats name both pages).
     (
-        'README.md',
+        ('docs/findings.md', 'README.md'),
         "The lecture's `distance` bias reads {} bits per byte at every length from 128 to 1024, and `monotone-lin` {} "
         '(resolved: {} at 16x)',
         lambda: [
@@ -835,7 +836,7 @@ CLAIMS = [
         ],
     ),
     (
-        'README.md',
+        ('docs/findings.md', 'README.md'),
         'FIRE rises to {}x its training-length loss (KERPLE-log − FIRE = {} at 16x, resolved), RoPE to {}x',
         lambda: [
             f2(ratio('study', 'fire')),
@@ -846,13 +847,13 @@ CLAIMS = [
         ],
     ),
     (
-        'README.md',
+        'docs/findings.md',
         'the sinusoidal and learned absolute encodings to {}x and {}x (one seed each here;',
         lambda: [f2(ratio('study', 'sinusoidal')), f2(ratio('study', 'learned'))]
         + ([] if _run('study', 'sinusoidal')['seeds'] == _run('study', 'learned')['seeds'] == [0] else ['more seeds']),
     ),
     (
-        'README.md',
+        ('docs/findings.md', 'README.md'),
         'Shaw, piecewise-linear, T5, multi-scale degrade {}x to {}x at 16x',
         lambda: [
             f2(min(ratio('study', n) for n in ('shaw', 'piecewise', 't5', 't5-32', 'multiscale'))),
@@ -860,12 +861,12 @@ CLAIMS = [
         ],
     ),
     (
-        'README.md',
+        ('docs/findings.md', 'README.md'),
         '`monotone-lin` still beats `distance` ({} at 16x), and T5 fails harder ({}x)',
         lambda: [interval('study_long', 'monotone-lin', 'distance'), f2(ratio('study_long', 't5'))],
     ),
     (
-        'README.md',
+        ('docs/findings.md', 'README.md'),
         'stick-breaking ({} at 16x), DAPE v2 ({}) and FoX stay flat like the decaying biases; stick-breaking against '
         'DAPE v2 is not resolved ({})',
         lambda: [
@@ -877,32 +878,32 @@ CLAIMS = [
         ],
     ),
     (
-        'README.md',
+        'docs/findings.md',
         "nor is FoX's data-dependent gate against its bias-only form",
         lambda: [] if not paired('study_contextual', 'fox', 'fox-bias')['resolved'] else ['resolved'],
     ),
     (
-        'README.md',
+        ('docs/findings.md', 'README.md'),
         "`monotone-lin`, this project's, has the lowest mean",
         lambda: [] if _by_mean_at('study', 1024)[0] == 'monotone-lin' else ['not the lowest'],
     ),
     (
-        'README.md',
+        ('docs/findings.md', 'README.md'),
         'FoX and stick-breaking solve flip-flop at 4x without a glitch',
         lambda: [] if all(_flawless_flip_flop(n) for n in ('fox', 'stick_breaking')) else ['a glitch'],
     ),
     (
-        'README.md',
+        'docs/findings.md',
         'stick-breaking solves multi-query associative recall at 4x the pairs\n  ({} per token)',
         lambda: [f3(_task_at('suite_contextual/mqar', 'stick_breaking', '32'))],
     ),
     (
-        'README.md',
+        'docs/findings.md',
         'CoPE copies every selective-copy answer exactly',
         lambda: [] if _exact_everywhere('selective_copy', 'cope', (8, 16, 32, 64)) else ['not exact'],
     ),
     (
-        'README.md',
+        ('docs/findings.md', 'README.md'),
         "NoPE counts furthest (Kazemnejad et al. 2023): count_copy exact match at 2x\n  {} against RoPE's {}, CoPE's {} "
         'and {} for ALiBi, FoX and stick-breaking',
         lambda: [
@@ -918,12 +919,12 @@ CLAIMS = [
         ],
     ),
     (
-        'README.md',
-        'at the better rates NoPE,\n  RoPE and CoPE are exact at the trained length',
+        'docs/findings.md',
+        'at the better rates NoPE,\n  RoPE and CoPE are exact at the training length',
         lambda: [] if _count_copy_exact_at_16() == ['nope', 'rope', 'cope'] else _count_copy_exact_at_16(),
     ),
     (
-        'README.md',
+        'docs/findings.md',
         "stick-breaking\n  counts furthest ({} at 4x against RoPE's {}) and CoPE ({}) is ahead of RoPE only at 2x",
         lambda: [f3(_task_at('suite_contextual/cope_counting', n, '128')) for n in ('stick_breaking', 'rope', 'cope')],
     ),
@@ -976,7 +977,7 @@ CLAIMS = [
     ),
     (
         'docs/suite_contextual/README.md',
-        '**At their chosen rates NoPE, RoPE and CoPE are exact on every sequence at the trained length** (ALiBi\n'
+        '**At their chosen rates NoPE, RoPE and CoPE are exact on every sequence at the training length** (ALiBi\n'
         '    {}, FoX {}, stick-breaking {})',
         lambda: [f3(_count_copy_exact(n, '16')) for n in ('alibi', 'fox', 'stick_breaking')]
         if _count_copy_exact_at_16() == ['nope', 'rope', 'cope']
@@ -1231,7 +1232,7 @@ CLAIMS = [
         else ['another rate'],
     ),
     (
-        'README.md',
+        ('docs/findings.md', 'README.md'),
         "(ReRoPE {}, Self-Extend {} at 16x, against RoPE's {}); frequency scalings do not (NTK holds to 4x, {}, then "
         'fails; YaRN {})',
         lambda: [
@@ -1240,7 +1241,7 @@ CLAIMS = [
         ],
     ),
     (
-        'README.md',
+        ('docs/findings.md', 'README.md'),
         '(`distance` {} to {}, `monotone-lin` {} to {}); DAPE v2 ({}) and stick-breaking ({})',
         lambda: [
             f3(at('study_long_context', 'distance', 1024)),
@@ -1292,7 +1293,7 @@ CLAIMS = [
         ],
     ),
     (
-        'README.md',
+        'docs/findings.md',
         "over the English bytes page's 21\ncomparisons monotone-lin against distance is not resolved (p = {}; p = {} over "
         "this table's six)",
         lambda: [
@@ -1301,7 +1302,7 @@ CLAIMS = [
         ],
     ),
     (
-        'README.md',
+        'docs/findings.md',
         "monotone-lin's edge is −{} bits on English bytes and −{}\nin BPE against −{} on Python",
         lambda: [
             f3(-paired('study_english', 'monotone-lin', 'distance')['mean']),
@@ -1310,17 +1311,17 @@ CLAIMS = [
         ],
     ),
     (
-        'README.md',
+        'docs/findings.md',
         'RoPE at 16x reads\n{}x its training-length loss, {}x on English bytes and {}x on Python bytes',
         lambda: [f2(ratio(study, 'rope')) for study in ('study_english_bpe', 'study_english', 'study_python')],
     ),
     (
-        'README.md',
+        ('docs/findings.md', 'README.md'),
         '{} of the six findings hold on every corpus',
         lambda: [_count_word(_cross_corpus_verdicts().count('holds on every corpus'))],
     ),
     (
-        'README.md',
+        'docs/findings.md',
         "FIRE against FIRE-512 is\nresolved on Python alone ({}, p = {} over this table's six; p = {} over the Python "
         "page's 21\ncomparisons, where it is not)",
         lambda: _fire_512_on_python(),
@@ -1405,7 +1406,7 @@ CLAIMS = [
     ),
     # The resolution study (docs/resolution_study): every "resolved" is Holm over the page's 96 comparisons.
     (
-        'README.md',
+        ('docs/findings.md', 'README.md'),
         "On life at 14×14 it scores {} against 2-D ALiBi's {}, and on direction at 28×28 {} against {}, both resolved",
         lambda: [
             *_grid_pair('life', 'swin_v2_cpb', 'alibi2d', 14, resolved=True),
@@ -1413,22 +1414,22 @@ CLAIMS = [
         ],
     ),
     (
-        'README.md',
+        'docs/findings.md',
         'axial RoPE falls to {} at 28×28, and RoPE-Mixed to {}',
         lambda: [f3(_grid('direction', 'rope_axial', 28)), f3(_grid('direction', 'rope_mixed', 28))],
     ),
     (
-        'README.md',
+        ('docs/findings.md', 'README.md'),
         'The difference goes the other way by t on life and direction, and no side is Holm-resolved',
         lambda: [] if _mixed_against_axial_by_t_only() else ['the verdict changed'],
     ),
     (
-        'README.md',
+        'docs/findings.md',
         'is reproduced** on upsampled Fashion-MNIST at 14×14 ({}, resolved)',
         lambda: [_grid_difference('fashion_mnist_upsample', 'alibi2d', 'rope_axial', 14, resolved=True)],
     ),
     (
-        'README.md',
+        'docs/findings.md',
         "five seeds, {} runs, {} CPU-minutes; Holm over the page's {} comparisons",
         lambda: [str(_grid_runs()), f'{_grid_results()["meta"]["run_seconds"] / 60:.0f}', str(_grid_family())],
     ),
@@ -1512,6 +1513,20 @@ CLAIMS = [
         "It is now resolved by t only. With Holm over the page's {} comparisons, p is {}.",
         lambda: [str(_grid_family())]
         + [f2(c['p_holm']) for c in [_grid_comparison('direction', 'rope_mixed', 'rope_axial', 14)] if _by_t_only(c)],
+    ),
+    # The README's findings table: the rows docs/findings.md does not state in the same words.
+    (
+        'README.md',
+        'A 5x budget probe on the {} tasks no encoder learned learns {} and {} in distribution',
+        lambda: [str(len(_preset_unlearned()))]
+        + sorted(t for t, yes in _json('docs/suite_probe/summary.json')['learned_in_distribution'].items() if yes),
+    ),
+    (
+        'README.md',
+        'Not learned in distribution by any pairing, so not tested at this scale',
+        lambda: []
+        if not any(c['learned'] for c in _json('docs/suite_abacus/summary.json')['cells'].values())
+        else ['learned'],
     ),
 ]
 
@@ -1805,7 +1820,7 @@ def _count_copy_exact(name: str, length: str) -> float:
 
 
 def _count_copy_exact_at_16() -> list[str]:
-  """The encoders exact on every count_copy sequence at the trained length (16), on every seed."""
+  """The encoders exact on every count_copy sequence at the training length (16), on every seed."""
   runs = _json('docs/suite_contextual/count_copy/results.json')['runs']
   return [r['name'] for r in runs if set(r['exact_match_by_length_per_seed']['16']) == {1.0}]
 
@@ -1939,17 +1954,25 @@ def _flat(text: str) -> str:
   return ' '.join(text.split())
 
 
-@pytest.mark.parametrize('page, fragment, numbers', CLAIMS, ids=[f'{c[0]}:{c[1][:40]}' for c in CLAIMS])
+def _pages(page) -> tuple[str, ...]:
+  """A claim's page, or its pages: a finding the README's table states in a line and docs/findings.md in full."""
+  return page if isinstance(page, tuple) else (page,)
+
+
+@pytest.mark.parametrize(
+    'page, fragment, numbers', CLAIMS, ids=[f'{"+".join(_pages(c[0]))}:{c[1][:40]}' for c in CLAIMS]
+)
 def test_the_prose_numbers_are_the_reports(page, fragment, numbers):
   values = numbers()
   # A claim whose condition fails returns a word where a number belongs, or one value too many: either fails here.
   assert len(values) == fragment.count('{}'), f'{page}: {fragment!r} is not what the report gives: {values}'
   expected = _flat(fragment.format(*values))
-  assert expected in _flat(_read(page)), f'{page} should say, from its report: {expected!r}'
+  for each in _pages(page):
+    assert expected in _flat(_read(each)), f'{each} should say, from its report: {expected!r}'
 
 
 def test_every_page_a_claim_names_exists_and_the_issue_34_fixes_are_covered():
-  pages = {c[0] for c in CLAIMS}
+  pages = {p for c in CLAIMS for p in _pages(c[0])}
   assert pages <= set(PAGES)
   # The six statements an audit of the reports found unsupported, each pinned above, and their old wording gone.
   gone = {
@@ -1976,12 +1999,12 @@ def test_the_readme_code_runs_as_written(capsys):
 
 
 def test_the_cross_corpus_tables_are_what_the_reports_give():
-  """docs/cross_corpus.md and the README's cross-corpus block are `relpos_jax.study.cross_corpus` of the
+  """docs/cross_corpus.md and docs/findings.md's cross-corpus block are `relpos_jax.study.cross_corpus` of the
   committed studies (`python -m relpos_jax.study.cross_corpus docs/` regenerates both)."""
   studies = cross_corpus.load(os.path.join(REPO, 'docs'))
   assert _read(os.path.join('docs', cross_corpus.OUT_FILE)) == cross_corpus.render(studies)
-  readme = _read('README.md')
-  assert cross_corpus.with_readme_table(readme, studies) == readme
+  findings = _read(os.path.join('docs', cross_corpus.FINDINGS_FILE))
+  assert cross_corpus.with_findings_table(findings, studies) == findings
 
 
 def test_the_resolution_study_tables_are_what_its_report_renders():

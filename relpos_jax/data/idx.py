@@ -1,4 +1,4 @@
-"""Fashion-MNIST from its standard IDX files, and the two resolution protocols of the resolution study.
+"""Fashion-MNIST from its standard IDX files, and the resolution study's two test protocols for it.
 
     data = load_fashion_mnist('/usr/share/datasets/fashion-mnist')   # the Debian package's directory
     data['train'].images   # uint8[55000, 28, 28]; validation 5000 carved from the train file; test 10000

@@ -1,7 +1,7 @@
 """The grid encoders' contract: the 1-D kinds, read at coordinates (..., axes) instead of positions (...).
 
-A grid encoder is an encoder of one of the existing kinds (DESIGN.md "Positions on a grid"): a grid bias is a
-SCALAR_BIAS, a grid rotary is a ROTARY, an absolute grid embedding is an ABSOLUTE, so the attention layer adds
+A grid encoder is an encoder of one of the existing kinds (the README's "Positions on a grid"): a grid bias is
+a SCALAR_BIAS, a grid rotary is a ROTARY, an absolute grid embedding is an ABSOLUTE, so the attention layer adds
 their terms where it adds the 1-D ones. What changes is how positions become offsets:
 
     params = encoder.init(rng, num_heads, head_dim=..., model_dim=...)

@@ -9,7 +9,7 @@ Sign convention of the grid encoders (relpos_jax/grid): the offset of key j seen
     delta[i, j] = p_i - p_j            (query minus key)
 
 as the grid references write it (iRPE's `diff = pos1 - pos2`, Swin's `coords[:, :, None] - coords[:, None, :]`,
-and /work/shared/DESIGN.md "Positions on a grid"). It is the opposite sign of the 1-D package's rel = j - i; the
+and the README's "Positions on a grid"). It is the opposite sign of the 1-D package's rel = j - i; the
 encoders that are symmetric (distances, ALiBi, KERPLE, FIRE) do not see the difference, the tables and iRPE's
 product method do (their index is the reference's).
 

@@ -482,7 +482,7 @@ def markdown(judged: Sequence[dict], link_prefix: str = '') -> str:
   ]
   for j in judged:
     c = j['claim']
-    link = f'{link_prefix}{c.report}/README.md'  # docs/claims.md links beside it; the README's copy, 'docs/'
+    link = f'{link_prefix}{c.report}/README.md'  # docs/claims.md links beside it; a copy at the root, 'docs/'
     report = f'[docs/{c.report}]({link})' + (' (absent)' if j.get('missing_report') else '')
     extent = where_text(j)
     lines.append(
@@ -523,12 +523,12 @@ HEADER = (
 )
 
 
-README_MARKER = '<!-- claims-table: python -m relpos_jax.study.claims docs/ (generated from the reports) -->'
-README_END = '<!-- /claims-table -->'
+TABLE_MARKER = '<!-- claims-table: python -m relpos_jax.study.claims docs/ (generated from the reports) -->'
+TABLE_END = '<!-- /claims-table -->'
 
 
-def summary_table(docs: str, link_prefix: str = 'docs/') -> str:
-  """The verdicts alone, one row per claim (the README's and docs/suite's copy; docs/claims.md has the cells):
+def summary_table(docs: str, link_prefix: str = '') -> str:
+  """The verdicts alone, one row per claim (docs/findings.md's and docs/suite's copy; docs/claims.md has the cells):
   the paper and its claim, the verdict by the rule of `HEADER`, and where it was tested."""
   reports = load_reports(docs)
   lines = ['| claim (paper) | verdict | report |', '|---|---|---|']
@@ -539,9 +539,9 @@ def summary_table(docs: str, link_prefix: str = 'docs/') -> str:
   return '\n'.join(lines)
 
 
-def with_summary_table(text: str, docs: str, link_prefix: str = 'docs/') -> str:
-  """`text` with the block between `README_MARKER` and `README_END` replaced by `summary_table`."""
-  start, end = text.index(README_MARKER) + len(README_MARKER), text.index(README_END)
+def with_summary_table(text: str, docs: str, link_prefix: str = '') -> str:
+  """`text` with the block between `TABLE_MARKER` and `TABLE_END` replaced by `summary_table`."""
+  start, end = text.index(TABLE_MARKER) + len(TABLE_MARKER), text.index(TABLE_END)
   return text[:start] + '\n' + summary_table(docs, link_prefix) + '\n' + text[end:]
 
 
@@ -566,15 +566,14 @@ def main(argv: Sequence[str]) -> int:
     return 2
   with cli.errors_in_one_line():  # a damaged report: its one-line message, exit status 1, nothing written
     print(write(argv[1]))
-  # The copies of the verdicts in the README and docs/suite/README.md, where they carry the marker.
-  root = os.path.dirname(os.path.abspath(argv[1].rstrip('/')))
+  # The copies of the verdicts in docs/findings.md and docs/suite/README.md, where they carry the marker.
   for page, prefix in (
-      (os.path.join(root, 'README.md'), 'docs/'),
+      (os.path.join(argv[1], 'findings.md'), ''),
       (os.path.join(argv[1], 'suite', 'README.md'), '../'),
   ):
     if os.path.exists(page):
       text = open(page, encoding='utf-8').read()
-      if README_MARKER in text:
+      if TABLE_MARKER in text:
         files.write_text_atomic(page, with_summary_table(text, argv[1], prefix))
         print(page)
   return 0

@@ -1,6 +1,6 @@
 """The same study on several corpora: which findings hold on every one, read from the committed reports.
 
-    python -m relpos_jax.study.cross_corpus docs/     # writes docs/cross_corpus.md, refreshes the README's table
+    python -m relpos_jax.study.cross_corpus docs/     # writes docs/cross_corpus.md, refreshes docs/findings.md's table
 
 A corpus is a study folder under docs/ (its results.json, written by `relpos_jax.study.report`); CORPORA names
 the folders and their labels, and each must have its report: a missing or damaged one is refused by name, never
@@ -30,6 +30,8 @@ from relpos_jax.train import cli
 from relpos_jax.train import config as config_lib
 
 OUT_FILE = 'cross_corpus.md'
+# The page beside it whose findings table (between TABLE_MARKER and TABLE_END) the command refreshes.
+FINDINGS_FILE = 'findings.md'
 # (label, folder under docs/): one protocol on three corpora (configs/studies/study_python.py, study_english.py and
 # study_english_bpe.py). The default study (docs/study) asks Python bytes more encoders under an older protocol.
 CORPORA = (
@@ -47,10 +49,8 @@ FINDINGS = (
     'kerple_log vs alibi',
     't5 vs distance',
 )
-README_MARKER = (
-    '<!-- cross-corpus-table: python -m relpos_jax.study.cross_corpus docs/ (generated from the reports) -->'
-)
-README_END = '<!-- /cross-corpus-table -->'
+TABLE_MARKER = '<!-- cross-corpus-table: python -m relpos_jax.study.cross_corpus docs/ (generated from the reports) -->'
+TABLE_END = '<!-- /cross-corpus-table -->'
 
 
 def load(docs: str, corpora: Sequence[tuple[str, str]] = CORPORA) -> dict[str, dict]:
@@ -184,22 +184,22 @@ def render(studies: dict[str, dict]) -> str:
   )
 
 
-def with_readme_table(text: str, studies: dict[str, dict]) -> str:
-  """`text` with the findings table between README_MARKER and README_END replaced (ValueError without them)."""
-  start, end = text.find(README_MARKER), text.find(README_END)
+def with_findings_table(text: str, studies: dict[str, dict]) -> str:
+  """`text` with the findings table between TABLE_MARKER and TABLE_END replaced (ValueError without them)."""
+  start, end = text.find(TABLE_MARKER), text.find(TABLE_END)
   if start < 0 or end < start:
-    raise ValueError(f'cross_corpus: no {README_MARKER!r} ... {README_END!r} block to refresh.')
-  return text[: start + len(README_MARKER)] + '\n' + findings_table(studies) + text[end:]
+    raise ValueError(f'cross_corpus: no {TABLE_MARKER!r} ... {TABLE_END!r} block to refresh.')
+  return text[: start + len(TABLE_MARKER)] + '\n' + findings_table(studies) + text[end:]
 
 
-def write(docs: str, readme: str | None = None) -> str:
+def write(docs: str, findings_page: str | None = None) -> str:
   studies = load(docs)
   path = os.path.join(docs, OUT_FILE)
   files.write_text_atomic(path, render(studies))
-  if readme is not None and os.path.exists(readme):
-    with open(readme) as f:
+  if findings_page is not None and os.path.exists(findings_page):
+    with open(findings_page) as f:
       text = f.read()
-    files.write_text_atomic(readme, with_readme_table(text, studies))
+    files.write_text_atomic(findings_page, with_findings_table(text, studies))
   return path
 
 
@@ -208,9 +208,8 @@ def main(argv: Sequence[str]) -> int:
     print('usage: python -m relpos_jax.study.cross_corpus <docs directory>', file=sys.stderr)
     return 2
   docs = argv[1]
-  readme = os.path.join(os.path.dirname(os.path.abspath(docs.rstrip('/'))), 'README.md')
   with cli.errors_in_one_line():  # a missing or damaged report: its one-line message, exit status 1
-    print(write(docs, readme))
+    print(write(docs, os.path.join(docs, FINDINGS_FILE)))
   return 0
 
 

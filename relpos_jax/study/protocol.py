@@ -1,4 +1,5 @@
-"""How a study evaluates one trained run: the protocol every study result records.
+"""How a study evaluates one trained run: the evaluation part of the protocol every study result records
+(docs/guide, "Words": a protocol is everything besides the encoder that decides a number).
 
     record = evaluate_run(model, data, lengths=[64, ..., 1024], split='test', train_length=64, seed=0,
                           draws=4, sequential_row=True)

@@ -1,5 +1,5 @@
 """The suite's summary across tasks: what `run_suite` writes once every task's study has run, and what
-`relpos_jax.study.claims` and the README's tables read back.
+`relpos_jax.study.claims` and the docs pages' tables read back.
 
     summary = summarize(load_results(workdir, tasks), title, statistic)
     write_summary(summary, workdir)   # summary.json, README.md (kept below NOTES_MARKER), heatmap.png

@@ -38,6 +38,8 @@ from relpos_jax.train import streams
 from relpos_jax.train.objectives import BATCH_KEYS, Objective
 
 EVAL_SPLITS = ('validation', 'test')
+# A scored set's scoring rule, recorded under its key 'protocol' (the part of the protocol that says which targets
+# are scored; committed results read the key).
 SAME_TARGETS = 'same_targets: windows ending at common anchors, scored tail T'
 # Evaluation sets kept in memory (reused by every in-training evaluation); a sweep over hundreds of
 # lengths (the published protocol) regenerates them instead of holding gigabytes.
@@ -62,7 +64,7 @@ class Data(Protocol):
     ...
 
   def scored_set(self, length: int, split: str = 'validation') -> dict:
-    """What the evaluation set of `length` scores: split, count, fingerprint (and the protocol)."""
+    """What the evaluation set of `length` scores: split, count, fingerprint (and its scoring rule, 'protocol')."""
 
   def describe(self) -> dict:
     ...

@@ -35,6 +35,33 @@ def test_the_chomsky_suite_has_its_fifteen_tasks():
   )
 
 
+def test_the_one_task_list_is_what_the_suite_and_the_docs_read():
+  """relpos_jax/data/tasks/registry.py is the one list: the suite's config derives its tasks from it (every task
+  but `shift` and RULER's two, in the registry's order), and the guide names every registered task with the count the guide and
+  the README state."""
+  import os
+  import re
+
+  from relpos_jax import resources
+  from relpos_jax.data.tasks import OTHER_TASKS, TASKS
+
+  algorithmic = resources.config_module('algorithmic')
+  assert algorithmic.SUITE_CHOMSKY + algorithmic.SUITE_OTHER == CHOMSKY_TASKS + tuple(
+      t for t in OTHER_TASKS if t not in ('shift', 'variable_tracking', 'common_words')
+  )
+  assert set(CHOMSKY_TASKS + OTHER_TASKS) == set(TASKS) and len(CHOMSKY_TASKS + OTHER_TASKS) == len(TASKS)
+  repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  with open(os.path.join(repo, 'docs', 'guide', 'README.md'), encoding='utf-8') as f:
+    guide = f.read()
+  start = guide.index('- `relpos_jax.data`:')  # the bullet, up to the next bullet or paragraph
+  paragraph = ' '.join(re.split(r'\n- |\n\n', guide[start + 1 :])[0].split())
+  assert f'{len(TASKS)} length-generalization tasks' in paragraph
+  assert not [t for t in TASKS if f'`{t}`' not in paragraph], 'docs/guide does not name every registered task'
+  with open(os.path.join(repo, 'README.md'), encoding='utf-8') as f:
+    readme = ' '.join(f.read().split())
+  assert re.search(rf'\b{len(TASKS)} length-generalization tasks', readme)
+
+
 def _outputs(task, n, seed=0, batch=64):
   b = task.sample(np.random.default_rng(seed), batch, n)
   k = task.input_length(n)

@@ -36,7 +36,7 @@ def test_knots_are_the_first_distance_of_each_bucket():
   t5_32 = make('t5', bidirectional=False, num_buckets=16, max_distance=32)
   assert knot_distances(t5_32, -1).tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 23, 27]
   # T5's published causal layout trained at length 64: the bucket starting at 67 is the first one no
-  # distance < 64 reaches (the README's sentence about untrained buckets).
+  # distance < 64 reaches (docs/lecture_variants.md's diagnosis: untrained far buckets).
   published = knot_distances(make('t5', bidirectional=False), -1).tolist()
   assert published[-7:] == [52, 59, 67, 77, 87, 99, 113]
   assert [k for k in published if k >= 64][0] == 67

@@ -127,7 +127,7 @@ def test_content_kinds_tile_like_the_explicit_path(spec, block):
 
 def test_dape_v2_tiles_bidirectional_and_refuses_what_it_cannot_tile():
   """Bidirectional too (the halo reads keys on both sides); a key tile narrower than the halo, or two halos, is
-  a clear error naming the encoder (beside a normalizer it tiles: tests/nn/test_hostile_round4_nn.py)."""
+  a clear error naming the encoder (beside a normalizer it tiles: tests/nn/test_composed_parts.py)."""
   encoder = encoders.from_spec('dape(alibi, version=2, kernel_size=5)')
   padding = jnp.array([[False] * 2 + [True] * (L - 2), [True] * (L - 3) + [False] * 3])
   fast, slow = _layers(encoder, causal=False)
@@ -136,7 +136,7 @@ def test_dape_v2_tiles_bidirectional_and_refuses_what_it_cannot_tile():
   fast.block_size = (3, 2)
   with pytest.raises(ValueError, match=r"key tiles of 2 are narrower than the 4 neighbouring keys 'dape'"):
     fast(_x())
-  # Two halos: refused when composed (tests/nn/test_hostile_round4_nn.py), and by attention for parts given
+  # Two halos: refused when composed (tests/nn/test_composed_parts.py), and by attention for parts given
   # directly.
   two = (encoders.from_spec('dape(alibi, version=2)'), encoders.from_spec('dape(t5, version=2, kernel_size=5)'))
   with pytest.raises(ValueError, match=r"'dape' and 'dape' each read neighbouring keys .*\(2 and 4\); allowed: one"):

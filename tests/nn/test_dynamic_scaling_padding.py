@@ -1,6 +1,6 @@
 """Length-dependent rotary rules (dynamic NTK, dynamic YaRN, LongRoPE) read each row's real length: padding does
-not change the real tokens' outputs (the README promises the scores of the unpadded
-sequences). Before, the padded length picked the scaling and moved the outputs by 0.02-0.08."""
+not change the real tokens' outputs (docs/guide promises padded tokens are
+transparent). Before, the padded length picked the scaling and moved the outputs by 0.02-0.08."""
 
 from __future__ import annotations
 

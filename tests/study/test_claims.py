@@ -226,12 +226,12 @@ def test_the_committed_claims_table_is_the_generators_output(tmp_path):
   assert claims.main(['claims', str(tmp_path / 'nowhere')]) == 2
 
 
-@pytest.mark.parametrize('page, prefix', [('README.md', 'docs/'), ('docs/suite/README.md', '../')])
+@pytest.mark.parametrize('page, prefix', [('docs/findings.md', ''), ('docs/suite/README.md', '../')])
 def test_the_pages_verdict_tables_are_the_generators_output(page, prefix):
-  """The README's and docs/suite's claims tables are `summary_table` of the committed reports, between the
+  """docs/findings.md's and docs/suite's claims tables are `summary_table` of the committed reports, between the
   markers (regenerate with `python -m relpos_jax.study.claims docs/`)."""
   text = open(os.path.join(REPO, page), encoding='utf-8').read()
-  assert claims.README_MARKER in text and claims.README_END in text, f'{page} lost its claims-table markers'
+  assert claims.TABLE_MARKER in text and claims.TABLE_END in text, f'{page} lost its claims-table markers'
   assert text == claims.with_summary_table(
       text, os.path.join(REPO, 'docs'), prefix
   ), f'{page}: the claims table is stale: run `python -m relpos_jax.study.claims docs/`'

@@ -73,17 +73,17 @@ def test_tables_rank_the_shared_encoders_per_corpus_and_say_the_verdict():
 
 
 def _docs(tmp_path, studies=(ONE, TWO, ONE)):
-  """A docs folder with a report per corpus of CORPORA (None: that corpus's folder left out) and a README."""
+  """A docs folder with a report per corpus of CORPORA (None: that corpus's folder left out) and a findings page."""
   for (_, folder), results in zip(cross_corpus.CORPORA, studies):
     if results is not None:
       (tmp_path / folder).mkdir()
       (tmp_path / folder / 'results.json').write_text(json.dumps(results))
-  readme = tmp_path / 'README.md'
-  readme.write_text(f'intro\n{cross_corpus.README_MARKER}\nold table\n{cross_corpus.README_END}\nrest\n')
+  readme = tmp_path / cross_corpus.FINDINGS_FILE
+  readme.write_text(f'intro\n{cross_corpus.TABLE_MARKER}\nold table\n{cross_corpus.TABLE_END}\nrest\n')
   return readme
 
 
-def test_write_reads_the_folders_and_refreshes_the_readme_block(tmp_path):
+def test_write_reads_the_folders_and_refreshes_the_findings_block(tmp_path):
   readme = _docs(tmp_path)
   path = cross_corpus.write(str(tmp_path), str(readme))
   text = open(path).read()

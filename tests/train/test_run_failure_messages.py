@@ -1,6 +1,8 @@
-"""Issue 36, part A, the training side: what a hostile probe found in checkpoint writes and the entry points.
+"""A training run's failures are one message naming their cause: a failed background checkpoint save, Ctrl-C
+during a compile, --multihost without a cluster, a read-only directory, orbax's errors, and a causal-form bias in
+a bidirectional task model.
 
-Each test failed on the code before its fix (the issue's item number is in the test's name)."""
+Each test failed on the code before its fix (issue 36, part A)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from relpos_jax.train.checkpoint import CheckpointWriteError
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def test_item12_a_failed_background_save_is_named_by_its_own_step(tmp_path, lm_config, lm_data, monkeypatch):
+def test_a_failed_background_save_is_named_by_its_own_step(tmp_path, lm_config, lm_data, monkeypatch):
   """orbax's save() first waits for the save in flight and raises its error: that error is the earlier step's
   (5), not the step being saved (10)."""
   original = ocp.CheckpointManager.wait_until_finished
@@ -47,7 +49,7 @@ def get_config():
 
 
 @pytest.mark.parametrize('module', ['experiments.length_generalization', 'experiments.suite'])
-def test_item12_ctrl_c_during_a_study_or_suite_compile_exits_at_once_with_a_message(
+def test_ctrl_c_during_a_study_or_suite_compile_exits_at_once_with_a_message(
     tmp_path, task_config, module, interrupt_when
 ):
   config = task_config()
@@ -71,7 +73,7 @@ def test_item12_ctrl_c_during_a_study_or_suite_compile_exits_at_once_with_a_mess
 
 
 @pytest.mark.parametrize('spec', ['alibi', 'sandwich', 't5(bidirectional=False)', 'randomized(alibi, max_position=64)'])
-def test_item12_a_causal_form_bias_in_a_bidirectional_task_model_is_not_silent(task_config, spec):
+def test_a_causal_form_bias_in_a_bidirectional_task_model_is_not_silent(task_config, spec):
   from relpos_jax.train import config as config_lib
 
   config = task_config()
@@ -80,7 +82,7 @@ def test_item12_a_causal_form_bias_in_a_bidirectional_task_model_is_not_silent(t
     config_lib.validate(config)
 
 
-def test_item12_the_bidirectional_form_in_a_bidirectional_task_model_is_quiet(task_config):
+def test_the_bidirectional_form_in_a_bidirectional_task_model_is_quiet(task_config):
   import warnings
 
   from relpos_jax.train import config as config_lib
@@ -101,7 +103,7 @@ def test_item12_the_bidirectional_form_in_a_bidirectional_task_model_is_quiet(ta
         ('experiments.length_generalization', ['--multihost', '--num_processes=2']),
     ],
 )
-def test_item12_multihost_without_a_cluster_is_one_message(tmp_path, module, args):
+def test_multihost_without_a_cluster_is_one_message(tmp_path, module, args):
   env = {k: v for k, v in os.environ.items() if k not in ('XLA_FLAGS', 'JAX_COORDINATOR_ADDRESS')}
   done = subprocess.run(
       [sys.executable, '-m', module, f'--workdir={tmp_path / "run"}', *args],
@@ -113,7 +115,7 @@ def test_item12_multihost_without_a_cluster_is_one_message(tmp_path, module, arg
   assert not os.path.exists(tmp_path / 'run')
 
 
-def test_item12_a_finished_run_in_a_read_only_directory_is_one_message(tmp_path, monkeypatch):
+def test_a_finished_run_in_a_read_only_directory_is_one_message(tmp_path, monkeypatch):
   """Root reads and writes whatever the mode says, so the read-only file system is simulated at os.open."""
   from relpos_jax.train import workdir_lock
 
@@ -133,7 +135,7 @@ def test_item12_a_finished_run_in_a_read_only_directory_is_one_message(tmp_path,
       pass
 
 
-def test_item12_orbax_errors_are_one_line_each_not_a_traceback():
+def test_orbax_errors_are_one_line_each_not_a_traceback():
   """A full disk: orbax logs the same ENOSPC from four threads, each with a traceback (330 lines of stderr
   around the one CheckpointWriteError line, measured on a 600 KiB tmpfs)."""
   import logging as python_logging

@@ -1,4 +1,4 @@
-"""Issue 36 (round 4), part B, item 8: a task's own positions are held to the encoder before any run (a learned
+"""A task's own positions are held to the encoder before any run (a learned
 table read past its end used to end as a DivergedError telling the user to lower the learning rate), and
 positions that would wrap in int32 are refused when the task is built (max_offset=3e9 trained with exit 0)."""
 
@@ -114,7 +114,7 @@ def test_the_suite_leaves_randomized_entries_out_of_tasks_with_their_own_positio
   from relpos_jax.study import suite
   from relpos_jax.study.runner import parse_entries
 
-  spec = importlib.util.spec_from_file_location('_algorithmic_round4', os.path.join(REPO, 'configs', 'algorithmic.py'))
+  spec = importlib.util.spec_from_file_location('_algorithmic_config', os.path.join(REPO, 'configs', 'algorithmic.py'))
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   base, section, protocols = suite.split_config(module.get_config('suite'))

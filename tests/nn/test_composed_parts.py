@@ -1,5 +1,7 @@
-"""Issue 36 (round 4), part B: compositions that ran something other than what they said, positions unchecked
-against the encoder, and the tiled stick-breaking backward's precision. Each test failed before its fix."""
+"""Attention parts composed: compositions that ran something other than what they said (remaps over bases whose
+frequencies follow the length, two score transforms reading neighbouring keys, stick-breaking beside DAPE v2),
+CoPE tiled under x64, and the tiled stick-breaking backward's precision. Each test failed before its fix
+(issue 36, part B)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from relpos_jax.nn import functional, terms
 from relpos_jax.nn import call
 
 # ---------------------------------------------------------------------------------------------------------
-# Item 11: the tiled stick-breaking backward against a float64 reference.
+# The tiled stick-breaking backward against a float64 reference.
 
 
 def _stick_breaking_grads(q, k, v, cotangent, implementation, dtype, spec='stick_breaking'):
@@ -88,7 +90,7 @@ def test_tiled_cope_runs_under_enable_x64(spec):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Item 10: stick-breaking beside DAPE version 2 (a score transform reading neighbouring keys).
+# Stick-breaking beside DAPE version 2 (a score transform reading neighbouring keys).
 
 
 def _layer_pair(spec, causal=True, block=(4, 3)):
@@ -150,7 +152,7 @@ def test_stick_breaking_beside_dape_v2_runs_on_both_paths(spec):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Item 5: remaps over a rotary base whose frequencies follow the current length.
+# Remaps over a rotary base whose frequencies follow the current length.
 
 _LENGTH_DEPENDENT_ROPES = [
     'rope(scaling="dynamic", factor=2.0, original_max_position=4)',

@@ -1,6 +1,8 @@
-"""Issue 36, part A: what a hostile probe found in the study, suite, training config and entry points.
+"""The study, suite, training config and corpus refuse what would silently go wrong: a re-evaluation into its
+own workdir, a resume on another split, diverged seeds in a summary, writes outside the workdir lock, seeds
+beyond 32 bits, sizes beyond memory, a corpus with nothing held out or that is not text.
 
-Each test failed on the code before its fix (the issue's item number is in the test's name)."""
+Each test failed on the code before its fix (issue 36, part A)."""
 
 from __future__ import annotations
 
@@ -102,8 +104,8 @@ def _fake_evaluate(model, data, *, lengths, split, train_length, metric, seed, d
   return record
 
 
-# ----------------------------------------------------------------------------------------------- item 1
-def test_item1_a_reevaluation_into_the_trained_studys_own_workdir_is_refused_and_writes_nothing(tmp_path):
+# ------------------------------------------------------------------------------------------- a re-evaluation's workdir
+def test_a_reevaluation_into_the_trained_studys_own_workdir_is_refused_and_writes_nothing(tmp_path):
   trained = tmp_path / 'trained'
   config = tiny_study_config()
   runner.run_study(config, trained)  # a real tiny study: config.json, checkpoints, result.json
@@ -120,8 +122,8 @@ def test_item1_a_reevaluation_into_the_trained_studys_own_workdir_is_refused_and
   assert _snapshot(trained)['runs/alibi/seed0/result.json'] == before['runs/alibi/seed0/result.json']
 
 
-# ----------------------------------------------------------------------------------------------- item 2
-def test_item2_a_study_resumed_on_another_split_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+# ------------------------------------------------------------------------------------------------------------ resuming
+def test_a_study_resumed_on_another_split_is_refused_before_anything_is_written(tmp_path, monkeypatch):
   monkeypatch.setattr(protocol, 'evaluate_run', _fake_evaluate)
   monkeypatch.setattr(
       runner, 'document_totals_record', lambda ctx, model, token_nll=None: None
@@ -138,8 +140,8 @@ def test_item2_a_study_resumed_on_another_split_is_refused_before_anything_is_wr
     assert _snapshot(tmp_path) == before
 
 
-# ----------------------------------------------------------------------------------------------- item 4
-def test_item4_seeds_the_study_marks_diverged_do_not_count_in_the_suite_summary():
+# ------------------------------------------------------------------------------------------------------ diverged seeds
+def test_seeds_the_study_marks_diverged_do_not_count_in_the_suite_summary():
   marker = {'step': 3, 'message': 'evaluation beyond chance', 'beyond_chance': True}
   run = {
       'name': 'rope',
@@ -163,8 +165,8 @@ def test_item4_seeds_the_study_marks_diverged_do_not_count_in_the_suite_summary(
   assert '| even_pairs (not learned) | diverged |' in suite_summary.markdown(summary)
 
 
-# ----------------------------------------------------------------------------------------------- item 7
-def test_item7_finished_only_writes_nothing_in_a_workdir(tmp_path, monkeypatch):
+# ----------------------------------------------------------------------------------------------- writes under the lock
+def test_finished_only_writes_nothing_in_a_workdir(tmp_path, monkeypatch):
   monkeypatch.setattr(protocol, 'evaluate_run', _fake_evaluate)
   monkeypatch.setattr(
       runner, 'document_totals_record', lambda ctx, model, token_nll=None: None
@@ -178,7 +180,7 @@ def test_item7_finished_only_writes_nothing_in_a_workdir(tmp_path, monkeypatch):
   assert [r['name'] for r in results['runs']] == ['alibi']
 
 
-def test_item7_the_study_command_writes_its_outputs_only_under_the_lock(tmp_path, monkeypatch):
+def test_the_study_command_writes_its_outputs_only_under_the_lock(tmp_path, monkeypatch):
   """The entry point wrote results.* again after run_study had released the lock; with --finished_only it
   wrote them into a workdir another process held."""
   config = tiny_study_config()
@@ -196,10 +198,10 @@ def test_item7_the_study_command_writes_its_outputs_only_under_the_lock(tmp_path
   assert '| encoder |' in done.stdout  # the table is printed, not written
 
 
-# ----------------------------------------------------------------------------------------------- item 9
+# --------------------------------------------------------------------------------------------------------------- seeds
 @pytest.mark.parametrize('key', ['seed', 'eval.seed'])
 @pytest.mark.parametrize('value', [2**32, 2**63])
-def test_item9_seeds_beyond_32_bits_are_refused_naming_the_key(key, value):
+def test_seeds_beyond_32_bits_are_refused_naming_the_key(key, value):
   config = tiny_study_config()
   del config['study']
   config_files.override(config, key, value)
@@ -211,15 +213,15 @@ def test_item9_seeds_beyond_32_bits_are_refused_naming_the_key(key, value):
   config_lib.validate(config)
 
 
-def test_item9_study_seeds_beyond_32_bits_are_refused():
+def test_study_seeds_beyond_32_bits_are_refused():
   config = tiny_study_config()
   config.study.seeds = (0, 2**32)
   with pytest.raises(config_lib.ConfigError, match=r'config.study.seeds=\(0, 4294967296\) is invalid: .*< 4294967296'):
     runner.validate_study(config)
 
 
-# ---------------------------------------------------------------------------------------------- item 12
-def test_item12_a_lock_file_that_is_a_symlink_is_refused_and_its_target_left_alone(tmp_path):
+# ------------------------------------------------------------------------------------------------------- the lock file
+def test_a_lock_file_that_is_a_symlink_is_refused_and_its_target_left_alone(tmp_path):
   target = tmp_path / 'precious.txt'
   target.write_text('do not truncate me')
   workdir = tmp_path / 'run'
@@ -239,7 +241,7 @@ def test_item12_a_lock_file_that_is_a_symlink_is_refused_and_its_target_left_alo
       pass
 
 
-# ----------------------------------------------------------------------------------------------- item 6
+# ------------------------------------------------------------------------------------------------ sizes against memory
 def _run_config(**overrides):
   config = tiny_study_config()
   del config['study']
@@ -258,7 +260,7 @@ def _run_config(**overrides):
         ('eval.batch_size', 2**40, rf'an int >= 1 and <= {config_lib.MAX_BATCH}'),
     ],
 )
-def test_item6_model_and_batch_sizes_have_an_upper_bound_named_with_the_key(key, value, allowed):
+def test_model_and_batch_sizes_have_an_upper_bound_named_with_the_key(key, value, allowed):
   with pytest.raises(config_lib.ConfigError, match=rf'config.{key}={value!r} is invalid.*allowed: {allowed}'):
     config_lib.validate(_run_config(**{key: value}))
 
@@ -272,12 +274,12 @@ def test_item6_model_and_batch_sizes_have_an_upper_bound_named_with_the_key(key,
         ({'eval.lengths': (8, 2**28), 'eval.max_tokens_per_batch': None}, 'evaluation at length 268435456'),
     ],
 )
-def test_item6_a_run_that_cannot_fit_in_memory_is_refused_with_the_estimate(overrides, named):
+def test_a_run_that_cannot_fit_in_memory_is_refused_with_the_estimate(overrides, named):
   with pytest.raises(config_lib.ConfigError, match=rf'needs at least .* GiB .*{named}.* has .* GiB'):
     config_lib.validate(_run_config(**overrides))
 
 
-def test_item6_task_lengths_beyond_memory_are_refused_before_training():
+def test_task_lengths_beyond_memory_are_refused_before_training():
   config = _run_config()
   config.data = ml_collections.ConfigDict(
       dict(source='task', task='even_pairs', task_kwargs={}, min_length=1, max_length=10**9, num_buckets=1,
@@ -297,7 +299,7 @@ def _corpus_config(corpus, **overrides):
   return config
 
 
-def test_item12_a_single_file_corpus_says_nothing_is_held_out(tmp_path):
+def test_a_single_file_corpus_says_nothing_is_held_out(tmp_path):
   from relpos_jax.train import data_sources
 
   (tmp_path / 'one.txt').write_text('hello world, some text. ' * 400)
@@ -308,13 +310,13 @@ def test_item12_a_single_file_corpus_says_nothing_is_held_out(tmp_path):
     data_sources.build_data(config_lib.parse(_corpus_config(tmp_path / 'one.txt')))
 
 
-def test_item12_a_fifo_corpus_is_named_as_what_it_is(tmp_path):
+def test_a_fifo_corpus_is_named_as_what_it_is(tmp_path):
   os.mkfifo(tmp_path / 'fifo')
   with pytest.raises(config_lib.ConfigError, match=r"config.data.corpus=.*fifo' is invalid: .*is not a regular file"):
     config_lib.validate(_corpus_config(tmp_path / 'fifo'))
 
 
-def test_item12_a_corpus_file_that_is_not_text_says_why(tmp_path):
+def test_a_corpus_file_that_is_not_text_says_why(tmp_path):
   from relpos_jax.train import data_sources
 
   (tmp_path / 'latin1.txt').write_bytes('caf\xe9 '.encode('latin-1') * 100)
@@ -322,7 +324,7 @@ def test_item12_a_corpus_file_that_is_not_text_says_why(tmp_path):
     data_sources.build_data(config_lib.parse(_corpus_config(tmp_path / 'latin1.txt')))
 
 
-def test_item12_a_train_length_beyond_the_train_split_is_refused_before_training():
+def test_a_train_length_beyond_the_train_split_is_refused_before_training():
   from relpos_jax.train import data_sources
 
   with pytest.raises(
