@@ -928,6 +928,16 @@ CLAIMS = [
         lambda: [f3(_task_at('suite_contextual/cope_counting', n, '128')) for n in ('stick_breaking', 'rope', 'cope')],
     ),
     (
+        'README.md',
+        "is ahead of RoPE only at 2x, by a\n  difference that is {} after Holm's correction over the claim's cells",
+        lambda: [_claim_cell('Golovneva', 'cope_counting', 'cope vs rope', '64 (2x)')['status']],
+    ),
+    (
+        'README.md',
+        'Cho et al.\'s claim is now "{}" at this scale',
+        lambda: [_claim_judged('Cho')['verdict']],
+    ),
+    (
         'docs/suite_contextual/README.md',
         '**Stick-breaking counts furthest** ({} at 2x, {} at 4x)',
         lambda: [f3(_task_at('suite_contextual/cope_counting', 'stick_breaking', n)) for n in ('64', '128')],
@@ -1813,6 +1823,20 @@ def _count_copy_exact_at_16() -> list[str]:
 def _count_copy_grid(name: str) -> dict[str, float]:
   """{rate: validation loss at seed 0} of count_copy's own grid for `name`."""
   return _task_run('suite_contextual/count_copy', name)['lr_grid']
+
+
+def _claim_judged(paper: str) -> dict:
+  """The one claim of `relpos_jax.study.claims.CLAIMS` whose paper starts with `paper`, judged from docs/."""
+  from relpos_jax.study import claims
+
+  (claim,) = [c for c in claims.CLAIMS if c.paper.startswith(paper)]
+  return claims.judge(claim, claims.load_reports(os.path.join(REPO, 'docs')))
+
+
+def _claim_cell(paper: str, task: str, who: str, where: str) -> dict:
+  """One cell of that claim (its 'status', 'diff', 'p_holm')."""
+  (cell,) = [c for c in _claim_judged(paper)['cells'] if (c['task'], c['who'], c['where']) == (task, who, where)]
+  return cell
 
 
 def _claims_md_interval(cell: str) -> str:
