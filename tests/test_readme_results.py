@@ -933,6 +933,18 @@ CLAIMS = [
         lambda: [_claim_cell('Golovneva', 'cope_counting', 'cope vs rope', '64 (2x)')['status']],
     ),
     (
+        'docs/suite_contextual/README.md',
+        "with Holm's correction over\n  each claim's cells (docs/claims.md) {} of the counting differences resolves",
+        lambda: ['none']
+        if not any(
+            c['status'] in ('reproduced', 'contradicted')
+            for paper in ('Golovneva', 'Lin')
+            for c in _claim_judged(paper)['cells']
+            if c['task'] == 'cope_counting'
+        )
+        else ['some'],
+    ),
+    (
         'README.md',
         'Cho et al.\'s claim is now "{}" at this scale',
         lambda: [_claim_judged('Cho')['verdict']],
