@@ -347,7 +347,9 @@ def comparisons_table(results: Results) -> str:
         'Seed × document bootstrap: the paired seeds and the test documents both resampled with replacement, one '
         'document draw for every drawn seed, as every seed scores the same documents (Owen 2007, the pigeonhole '
         f'bootstrap; percentile interval, {stats.BOOTSTRAP_RESAMPLES} resamples): the seed and the text-sample '
-        'variance at once. — (one seed): nothing to resample.'
+        'variance at once. With a handful of seeds it can read narrower than the t interval (a percentile '
+        "bootstrap has no small-sample correction); the verdicts read the t interval and Holm's p. — (one seed): "
+        'nothing to resample.'
     )
   lines = [
       f'## Paired differences\n\nA − B in {results["metric"]} ({better}) per seed, over the seeds both have (the '
@@ -537,3 +539,4 @@ def plot_positions(results: Results, path: str) -> str | None:
   fig.tight_layout()
   fig.savefig(path)
   return path
+

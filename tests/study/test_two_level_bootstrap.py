@@ -1,13 +1,19 @@
 """The seed x document bootstrap (stats.two_level_bootstrap): a hand loop over the same draws, its two limits
 (identical seeds: the document bootstrap; alike documents: a seed bootstrap), bad input named, and the report's
-column."""
+column, in the committed reports that store document totals (via `rereport`)."""
 
 from __future__ import annotations
+
+import json
+import os
 
 import numpy as np
 import pytest
 
-from relpos_jax.study import report, stats
+from relpos_jax.study import report, rereport, stats
+from relpos_jax.train import config as config_lib
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _seeds_by_documents(seeds=3, documents=5, seed=0):
@@ -123,3 +129,35 @@ def test_the_report_puts_it_beside_the_document_bootstrap():
   # Comparisons stored before it render without its column.
   old = [{k: v for k, v in c.items() if not k.startswith('two_level')} for c in (at8, ood)]
   assert 'seed × document' not in report.comparisons_table({**results, 'comparisons': old})
+
+
+STUDIES_WITH_TOTALS = ('study_python', 'study_english', 'study_english_bpe', 'study_python_lecture')
+
+
+@pytest.mark.parametrize('study', STUDIES_WITH_TOTALS)
+def test_the_committed_reports_with_document_totals_carry_it_as_the_report_computes_it(study):
+  """docs/<study>/results.json is what `rereport` writes from it: its comparisons (the seed x document bootstrap
+  among them) are today's `report.comparisons` of its stored values, and results.md its rendering."""
+  folder = os.path.join(REPO, 'docs', study)
+  committed = report.load_json(os.path.join(folder, 'results.json'))
+  assert any('two_level' in c for c in committed['comparisons']), f'docs/{study}: run the rereport command'
+  again = json.loads(json.dumps(report.comparisons(committed)))
+  assert again == committed['comparisons'], f'docs/{study}: stale; `python -m relpos_jax.study.rereport docs/{study}`'
+  with open(os.path.join(folder, 'results.md'), encoding='utf-8') as f:
+    assert report.comparisons_table(committed) in f.read()
+
+
+def test_rereport_rewrites_a_copy_and_names_a_folder_without_results(tmp_path, capsys):
+  source = os.path.join(REPO, 'docs', 'study_python_lecture', 'results.json')
+  results = report.load_json(source)
+  for c in results['comparisons']:  # a report from before the two-level bootstrap
+    c.pop('two_level', None), c.pop('two_level_missing', None)
+  report.write_json(results, str(tmp_path / 'results.json'))
+  assert rereport.main(['rereport', str(tmp_path)]) == 0
+  again = report.load_json(str(tmp_path / 'results.json'))
+  assert again['comparisons'] == report.load_json(source)['comparisons'] and again['runs'] == results['runs']
+  assert (tmp_path / 'results.md').exists() and not (tmp_path / 'results.png').exists()
+  assert rereport.main(['rereport', str(tmp_path / 'nowhere')]) == 2
+  assert 'usage: python -m relpos_jax.study.rereport' in capsys.readouterr().err
+  with pytest.raises(config_lib.ConfigError, match='nowhere/results.json does not exist'):
+    rereport.rereport(str(tmp_path / 'nowhere'))
