@@ -533,6 +533,26 @@ CLAIMS = [
         lambda: _unresolved_interval('study_long_context_contextual_seeds', 'fox', 'fox-bias'),
     ),
     (
+        'docs/study_english_bpe/README.md',
+        'the scored set is defined in characters: **{} characters**\n({} tokens) per length, the same at every length',
+        lambda: [f'{_scored("study_english_bpe", "num_characters"):,}', f'{_scored("study_english_bpe", "num_scored"):,}'],
+    ),
+    (
+        'docs/findings.md',
+        'seeds, {} scored characters per length, {} in BPE tokens)',
+        lambda: [f'{_scored(s, "num_scored"):,}' for s in ('study_python', 'study_english')][
+            : 1 if _scored('study_python', 'num_scored') == _scored('study_english', 'num_scored') else 2
+        ]
+        + [f'{_scored("study_english_bpe", "num_characters"):,}'],
+    ),
+    (
+        'docs/study_long_context_contextual_seeds/README.md',
+        "**RoPE's row is not that page's**: it is the H200-trained\nRoPE (`trained_in` {}), evaluated in this call "
+        "({} at 256x), the row that page showed before RoPE was\nretrained on the CPU; that page's RoPE row is now "
+        "the CPU retrain's ({} at 256x, `trained_in` {}).",
+        lambda: _long_context_rope_rows(),
+    ),
+    (
         'docs/study_long_context_contextual_seeds/README.md',
         'Every row ran on all three seeds; {} device-minutes',
         lambda: [
@@ -904,19 +924,10 @@ CLAIMS = [
     ),
     (
         ('docs/findings.md', 'README.md'),
-        "NoPE counts furthest (Kazemnejad et al. 2023): count_copy exact match at 2x\n  {} against RoPE's {}, CoPE's {} "
-        'and {} for ALiBi, FoX and stick-breaking',
-        lambda: [
-            _plus_minus(_task_run('suite_contextual/count_copy', 'nope')['exact_match_by_length_per_seed']['32']),
-            _plus_minus(_task_run('suite_contextual/count_copy', 'rope')['exact_match_by_length_per_seed']['32']),
-            f3(_task_run('suite_contextual/count_copy', 'cope')['exact_match_by_length']['32']),
-            f3(
-                max(
-                    _task_run('suite_contextual/count_copy', n)['exact_match_by_length']['32']
-                    for n in ('alibi', 'fox', 'stick_breaking')
-                )
-            ),
-        ],
+        "NoPE counts furthest (Kazemnejad et al. 2023): count_copy exact match at {}\n  {} and {} against RoPE's {} "
+        'and {} (NoPE − RoPE resolved there after\n  Holm, not at {}, where RoPE\'s seeds spread), CoPE\'s {} and {} '
+        'and {} for ALiBi, FoX and\n  stick-breaking',
+        lambda: _kazemnejad_resolved(),
     ),
     (
         'docs/findings.md',
@@ -927,6 +938,28 @@ CLAIMS = [
         'docs/findings.md',
         "stick-breaking\n  counts furthest ({} at 4x against RoPE's {}) and CoPE ({}) is ahead of RoPE only at 2x",
         lambda: [f3(_task_at('suite_contextual/cope_counting', n, '128')) for n in ('stick_breaking', 'rope', 'cope')],
+    ),
+    (
+        'docs/findings.md',
+        "is ahead of RoPE only at 2x, by a\n  difference that is {} after Holm's correction over the claim's cells",
+        lambda: [_claim_cell('Golovneva', 'cope_counting', 'cope vs rope', '64 (2x)')['status']],
+    ),
+    (
+        'docs/suite_contextual/README.md',
+        "with Holm's correction over\n  each claim's cells (docs/claims.md) {} of the counting differences resolves",
+        lambda: ['none']
+        if not any(
+            c['status'] in ('reproduced', 'contradicted')
+            for paper in ('Golovneva', 'Lin')
+            for c in _claim_judged(paper)['cells']
+            if c['task'] == 'cope_counting'
+        )
+        else ['some'],
+    ),
+    (
+        'docs/findings.md',
+        'Cho et al.\'s claim is now "{}" at this scale',
+        lambda: [_claim_judged('Cho')['verdict']],
     ),
     (
         'docs/suite_contextual/README.md',
@@ -1828,6 +1861,70 @@ def _count_copy_exact_at_16() -> list[str]:
 def _count_copy_grid(name: str) -> dict[str, float]:
   """{rate: validation loss at seed 0} of count_copy's own grid for `name`."""
   return _task_run('suite_contextual/count_copy', name)['lr_grid']
+
+
+def _claim_judged(paper: str) -> dict:
+  """The one claim of `relpos_jax.study.claims.CLAIMS` whose paper starts with `paper`, judged from docs/."""
+  from relpos_jax.study import claims
+
+  (claim,) = [c for c in claims.CLAIMS if c.paper.startswith(paper)]
+  return claims.judge(claim, claims.load_reports(os.path.join(REPO, 'docs')))
+
+
+def _claim_cell(paper: str, task: str, who: str, where: str) -> dict:
+  """One cell of that claim (its 'status', 'diff', 'p_holm')."""
+  (cell,) = [c for c in _claim_judged(paper)['cells'] if (c['task'], c['who'], c['where']) == (task, who, where)]
+  return cell
+
+
+def _scored(study: str, key: str) -> int:
+  """The one value of `key` ('num_scored': scored tokens, which are bytes at byte level; 'num_characters': the
+  characters a BPE study's scored tokens hold) over every run and length of a study's scored sets."""
+  values = {s.get(key) for run in _json(f'docs/{study}/results.json')['runs'] for s in run['scored_sets'].values()}
+  assert len(values) == 1 and None not in values, f'docs/{study}: scored sets disagree on {key}: {values}'
+  return values.pop()
+
+
+def _kazemnejad_resolved() -> list[str]:
+  """count_copy exact match at the lengths where the claims rule resolves NoPE − RoPE (Kazemnejad et al.'s
+  claim): those multiples, NoPE's and RoPE's mean ± sd there, the multiples it leaves unresolved, CoPE's mean
+  and the best of ALiBi, FoX and stick-breaking there."""
+  cells = [c for c in _claim_judged('Kazemnejad')['cells'] if (c['task'], c['who']) == ('count_copy', 'nope vs rope')]
+  resolved = [c['where'] for c in cells if c['status'] == 'reproduced']
+  lengths = [w.split()[0] for w in resolved]
+  multiples = [w[w.index('(') + 1 : -1] for w in resolved]
+  others = [w[w.index('(') + 1 : -1] for w in (c['where'] for c in cells if c['status'] != 'reproduced')]
+  exact = lambda name: _task_run('suite_contextual/count_copy', name)['exact_match_by_length_per_seed']
+  return (
+      [' and '.join(multiples)]
+      + [_plus_minus(exact('nope')[n]) for n in lengths]
+      + [_plus_minus(exact('rope')[n]) for n in lengths]
+      + [' or '.join(others)]
+      + [f3(_task_run('suite_contextual/count_copy', 'cope')['exact_match_by_length'][n]) for n in lengths]
+      + [
+          f3(
+              max(
+                  _task_run('suite_contextual/count_copy', name)['exact_match_by_length'][n]
+                  for name in ('alibi', 'fox', 'stick_breaking')
+                  for n in lengths
+              )
+          )
+      ]
+  )
+
+
+def _long_context_rope_rows() -> list[str]:
+  """docs/study_long_context_contextual_seeds's RoPE row and docs/study_long_context_seeds's are different runs
+  (where each was trained, and each at 256x); the other shared baselines are the same evaluations."""
+  pages = ('study_long_context_contextual_seeds', 'study_long_context_seeds')
+  for name in ('kerple_log', 'alibi', 'nope'):
+    if len({json.dumps(_run(p, name)['by_length_per_seed']) for p in pages}) != 1:
+      return [f'{name} differs']
+  out = []
+  for page in pages:
+    trained = {os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(d)))) for d in _run(page, 'rope')['trained_in']}
+    out.append((trained.pop() + '/' if len(trained) == 1 else str(trained), f3(at(page, 'rope', 16384))))
+  return [out[0][0], out[0][1], out[1][1], out[1][0]]
 
 
 def _claims_md_interval(cell: str) -> str:

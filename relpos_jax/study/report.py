@@ -219,21 +219,23 @@ def _totals_length(results: Results, statistic) -> int | None:
   return lengths[-1] if statistic == 'longest' else int(statistic)
 
 
-def _pooled_totals(run: dict, length: int, seeds) -> tuple | None:
-  """(bits, characters) per document of `run` at `length`, summed over `seeds`, as dense arrays over the
-  split's documents; None unless every one of those seeds stored totals at that length."""
+def _seed_totals(run: dict, length: int, seeds) -> tuple | None:
+  """(bits, characters) per seed and document of `run` at `length`: dense arrays of shape (len(seeds), the
+  split's documents); None unless every one of those seeds stored totals at that length."""
   found = [((run.get('document_totals_per_seed') or {}).get(str(seed)) or {}).get(str(length)) for seed in seeds]
   if not found or any(t is None for t in found) or len({t['num_documents'] for t in found}) != 1:
     return None
-  bits, characters = np.zeros(found[0]['num_documents']), np.zeros(found[0]['num_documents'])
-  for t in found:
-    np.add.at(bits, np.asarray(t['documents'], np.int64), np.asarray(t['bits'], np.float64))
-    np.add.at(characters, np.asarray(t['documents'], np.int64), np.asarray(t['characters'], np.float64))
+  bits, characters = np.zeros((len(found), found[0]['num_documents'])), np.zeros((len(found), found[0]['num_documents']))
+  for row, t in enumerate(found):
+    np.add.at(bits[row], np.asarray(t['documents'], np.int64), np.asarray(t['bits'], np.float64))
+    np.add.at(characters[row], np.asarray(t['documents'], np.int64), np.asarray(t['characters'], np.float64))
   return bits, characters
 
 
-def _document_bootstrap(results: Results, a_run: dict, b_run: dict, statistic, seeds) -> tuple[dict | None, str]:
-  """The document bootstrap of A - B over `seeds` (the paired ones), or None and why there is none.
+def _bootstraps(results: Results, a_run: dict, b_run: dict, statistic, seeds) -> dict:
+  """The document bootstrap of A - B over `seeds` (the paired ones) as 'bootstrap', and the seed x document
+  bootstrap (`stats.two_level_bootstrap`) as 'two_level'; where either has none, 'bootstrap_missing' /
+  'two_level_missing' say why (the two-level one needs 2 seeds: 'one seed').
 
   Pooled over the seeds: each side's per-document bits and characters are summed over the seeds, then one
   bootstrap resamples documents (`stats.document_bootstrap`). Why pooled rather than one bootstrap per seed,
@@ -243,22 +245,32 @@ def _document_bootstrap(results: Results, a_run: dict, b_run: dict, statistic, s
   sum_s bits_s / (S chars) = the mean over seeds of bits per character (the characters of a document are the
   same for every seed), i.e. exactly the seed table's mean difference. The interval measures the text-sample
   variance of that mean with the trained models held fixed; the seed interval measures the seed variance with
-  the text held fixed: they answer different questions and are reported side by side."""
+  the text held fixed: they answer different questions and are reported side by side, with the seed x document
+  bootstrap beside them, which resamples both (`stats.two_level_bootstrap`)."""
   length = _totals_length(results, statistic)
-  if length is None:
-    return None, 'several lengths'
   random = [r['name'] for r in (a_run, b_run) if str(r.get('positions', '')).startswith('random')]
-  if random:
-    return None, 'random positions'
-  if len(seeds) < 1:
-    return None, 'no seeds'
-  a, b = _pooled_totals(a_run, length, seeds), _pooled_totals(b_run, length, seeds)
-  if a is None or b is None or a[0].size != b[0].size:
-    return None, 'no totals'
+  a = b = None
+  if length is None:
+    missing = 'several lengths'
+  elif random:
+    missing = 'random positions'
+  elif len(seeds) < 1:
+    missing = 'no seeds'
+  else:
+    a, b = _seed_totals(a_run, length, seeds), _seed_totals(b_run, length, seeds)
+    missing = 'no totals' if a is None or b is None or a[0].shape != b[0].shape else ''
+  if missing:
+    return {'bootstrap_missing': missing, 'two_level_missing': missing}
+  out = {}
   try:
-    return stats.document_bootstrap(a[0], a[1], b[0], b[1]), ''
+    out['bootstrap'] = stats.document_bootstrap(*(x.sum(0) for x in (a[0], a[1], b[0], b[1])))
   except ValueError:  # fewer than two scored documents: no interval
-    return None, 'under 2 documents'
+    return {'bootstrap_missing': 'under 2 documents', 'two_level_missing': 'under 2 documents'}
+  if len(seeds) < 2:
+    out['two_level_missing'] = 'one seed'
+  else:
+    out['two_level'] = stats.two_level_bootstrap(a[0], a[1], b[0], b[1])
+  return out
 
 
 def comparisons(results: Results) -> list[dict]:
@@ -270,9 +282,10 @@ def comparisons(results: Results) -> list[dict]:
   (`stats.holm`): 'p_holm' and 'resolved_holm' (p_holm < 0.05), present when at least one comparison has a
   p-value (two seeds or more). Where both sides stored per-document totals for the paired seeds at the one
   length the statistic reads, 'bootstrap': the document bootstrap of the difference pooled over those seeds
-  (`_document_bootstrap` says why pooled); where the study has totals but a comparison has none,
-  'bootstrap_missing' says why ('random positions': an encoder evaluated at random positions stores none;
-  'several lengths': the out-of-distribution mean; 'no totals': a side finished without them)."""
+  (`_bootstraps` says why pooled), and 'two_level': the seed x document bootstrap; where the study has totals but
+  a comparison has none, 'bootstrap_missing' / 'two_level_missing' say why ('random positions': an encoder
+  evaluated at random positions stores none; 'several lengths': the out-of-distribution mean; 'no totals': a side
+  finished without them; 'one seed', the two-level one only: no seeds to resample)."""
   rows = {run['name']: run for run in results['runs']}
   with_totals = any(run.get('document_totals_per_seed') for run in results['runs'])
   out = []
@@ -296,8 +309,7 @@ def comparisons(results: Results) -> list[dict]:
           'p_value': stats.paired_p_value([a[seed] for seed in seeds], [b[seed] for seed in seeds]),
       }
       if with_totals:
-        bootstrap, missing = _document_bootstrap(results, rows[request['a']], rows[request['b']], statistic, paired)
-        row.update({'bootstrap': bootstrap} if bootstrap is not None else {'bootstrap_missing': missing})
+        row.update(_bootstraps(results, rows[request['a']], rows[request['b']], statistic, paired))
       out.append(row)
   family = stats.holm([row['p_value'] for row in out])
   if family['m']:
@@ -322,6 +334,7 @@ def comparisons_table(results: Results) -> str:
   better = 'lower is better' if results.get('lower_is_better', True) else 'higher is better'
   holm = any(c.get('p_holm') is not None for c in found)
   bootstrap = any('bootstrap' in c or 'bootstrap_missing' in c for c in found)
+  two_level = any('two_level' in c or 'two_level_missing' in c for c in found)  # not in reports from before it
   header = '| A | B | at | seeds | A | B | A − B | 95% interval | resolved |'
   notes = []
   if holm:  # Results computed before these columns existed have neither: their table reads as it did.
@@ -340,6 +353,16 @@ def comparisons_table(results: Results) -> str:
         'fixed. — (random positions): an encoder evaluated at random positions stores no per-document totals '
         '(they score 0..L-1 only); — (several lengths): the out-of-distribution mean; — (no totals): a side has '
         'none (a run finished before totals were stored, or the 0..L-1 row of a randomized encoder).'
+    )
+  if two_level:
+    header += ' seed × document bootstrap 95% |'
+    notes.append(
+        'Seed × document bootstrap: the paired seeds and the test documents both resampled with replacement, one '
+        'document draw for every drawn seed, as every seed scores the same documents (Owen 2007, the pigeonhole '
+        f'bootstrap; percentile interval, {stats.BOOTSTRAP_RESAMPLES} resamples): the seed and the text-sample '
+        'variance at once. With a handful of seeds it can read narrower than the t interval (a percentile '
+        "bootstrap has no small-sample correction); the verdicts read the t interval and Holm's p. — (one seed): "
+        'nothing to resample.'
     )
   lines = [
       f'## Paired differences\n\nA − B in {results["metric"]} ({better}) per seed, over the seeds both have (the '
@@ -367,6 +390,9 @@ def comparisons_table(results: Results) -> str:
         line += f' — | — ({c.get("bootstrap_missing", "no totals")}) |'
       else:
         line += f' {b["n_documents"]} | [{b["low"]:+.3f}, {b["high"]:+.3f}] |'
+    if two_level:
+      t = c.get('two_level')
+      line += f' — ({c.get("two_level_missing", "no totals")}) |' if t is None else f' [{t["low"]:+.3f}, {t["high"]:+.3f}] |'
     lines.append(line)
   return '\n'.join(lines) + '\n'
 
@@ -526,3 +552,4 @@ def plot_positions(results: Results, path: str) -> str | None:
   fig.tight_layout()
   fig.savefig(path)
   return path
+

@@ -24,6 +24,16 @@ replacement (Efron & Tibshirani 1993, "An Introduction to the Bootstrap", ch. 13
 recomputes the paired difference in bits per character, total bits over total characters of the resample, for
 each; its interval is the (1 - c)/2 and (1 + c)/2 quantiles of those replicates, from a fixed seed.
 
+Both sources at once: the seed interval holds the text fixed and the document bootstrap holds the trained models
+fixed, so each omits the other's variance. `two_level_bootstrap` resamples both: the seeds with replacement, and
+the documents with replacement within the drawn seeds, then recomputes the pooled difference in bits per
+character, A and B read at the same draws (paired); its interval is the percentile interval of those replicates,
+from a fixed seed. The seeds and documents are crossed, not nested: every seed scores the same test documents,
+so one document draw serves every drawn seed of a replicate (the pigeonhole bootstrap of a crossed design, Owen
+2007, "The pigeonhole bootstrap", Ann. Appl. Statist. 1:386-411, which resamples rows and columns independently
+and errs wide). Independent document draws per seed would treat one text as several and shrink its variance by
+about the square root of the number of seeds; that is why `document_bootstrap` pools the seeds too.
+
 A family of comparisons: `holm` (Holm 1979, "A simple sequentially rejective multiple test procedure",
 Scand. J. Statist. 6:65-70) adjusts the p-values of m comparisons: sorted p_(1) <= ... <= p_(m), the adjusted
 p_(i) = max_{j <= i} min(1, (m - j + 1) p_(j)). A comparison is *resolved after Holm* iff its adjusted p-value
@@ -143,10 +153,7 @@ def document_bootstrap(
     raise ValueError('document_bootstrap needs finite, non-negative bits and characters')
   if arrays[1].sum() <= 0 or arrays[3].sum() <= 0:
     raise ValueError('document_bootstrap needs scored characters on each side (a_chars and b_chars sum to > 0)')
-  if isinstance(num_resamples, bool) or not isinstance(num_resamples, int) or num_resamples < 1:
-    raise ValueError(f'num_resamples must be a positive int, got num_resamples={num_resamples!r}')
-  if not 0 < confidence < 1:
-    raise ValueError(f'confidence must be in (0, 1), got confidence={confidence!r}')
+  _check_resampling(num_resamples, confidence)
   scored = (arrays[1] > 0) | (arrays[3] > 0)  # a document no window reached is not in the sample
   a_bits, a_chars, b_bits, b_chars = (x[scored] for x in arrays)
   n = int(scored.sum())
@@ -155,21 +162,97 @@ def document_bootstrap(
   index = np.random.default_rng(seed).integers(0, n, size=(num_resamples, n))
   with np.errstate(invalid='ignore', divide='ignore'):  # a resample of unscored documents only: left out
     replicates = a_bits[index].sum(1) / a_chars[index].sum(1) - b_bits[index].sum(1) / b_chars[index].sum(1)
-  replicates = replicates[np.isfinite(replicates)]
-  low, high = (float(q) for q in np.quantile(replicates, [(1 - confidence) / 2, (1 + confidence) / 2]))
-  p_value = min(1.0, 2 * min(float(np.mean(replicates <= 0)), float(np.mean(replicates >= 0))))
   return {
       'n_documents': n,
       'mean': float(a_bits.sum() / a_chars.sum() - b_bits.sum() / b_chars.sum()),
-      'low': low,
-      'high': high,
-      'half_width': (high - low) / 2,
-      'resolved': low > 0 or high < 0,
-      'p_value': p_value,
+      **_percentile_summary(replicates, confidence),
       'num_resamples': num_resamples,
       'seed': seed,
       'confidence': confidence,
       'method': 'document bootstrap, percentile interval of the difference in total bits / total characters',
+  }
+
+
+def _percentile_summary(replicates: np.ndarray, confidence: float) -> dict:
+  """{'low', 'high', 'half_width', 'resolved', 'p_value'} of a bootstrap's replicates (non-finite ones left out):
+  the percentile interval and the two-sided bootstrap p-value 2 min(P*(d <= 0), P*(d >= 0)), capped at 1."""
+  replicates = replicates[np.isfinite(replicates)]
+  low, high = (float(q) for q in np.quantile(replicates, [(1 - confidence) / 2, (1 + confidence) / 2]))
+  p_value = min(1.0, 2 * min(float(np.mean(replicates <= 0)), float(np.mean(replicates >= 0))))
+  return {'low': low, 'high': high, 'half_width': (high - low) / 2, 'resolved': low > 0 or high < 0, 'p_value': p_value}
+
+
+def _check_resampling(num_resamples, confidence) -> None:
+  if isinstance(num_resamples, bool) or not isinstance(num_resamples, int) or num_resamples < 1:
+    raise ValueError(f'num_resamples must be a positive int, got num_resamples={num_resamples!r}')
+  if not 0 < confidence < 1:
+    raise ValueError(f'confidence must be in (0, 1), got confidence={confidence!r}')
+
+
+def two_level_bootstrap(
+    a_bits: Sequence[Sequence[float]],
+    a_chars: Sequence[Sequence[float]],
+    b_bits: Sequence[Sequence[float]],
+    b_chars: Sequence[Sequence[float]],
+    *,
+    num_resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    confidence: float = CONFIDENCE,
+) -> dict:
+  """Seed x document bootstrap interval of the difference in bits per character, A - B (module docstring).
+
+  Inputs have shape (S seeds, D documents), rows aligned by seed (the seeds both sides have) and columns by
+  document: each seed's total bits and characters on each test document. With `rng = np.random.default_rng(seed)`,
+  replicate r draws D documents with replacement (`rng.integers(0, D, size=(num_resamples, D))`, row r: the
+  draws `document_bootstrap` makes from the same seed), then S seeds (`rng.integers(0, S, size=(num_resamples,
+  S))`), and computes sum(a_bits) / sum(a_chars) - sum(b_bits) / sum(b_chars) over the drawn (seed, document)
+  cells, every drawn seed reading the same drawn documents. So with S identical seeds it is `document_bootstrap`,
+  and with documents that all read alike it is a bootstrap of the seeds. A document with no scored characters in any seed on either side is left
+  out first, as in `document_bootstrap`. The point estimate ('mean') is the pooled difference on every seed and
+  document: the mean over seeds of the seed table's difference when every seed scores the same characters.
+
+  Returns {'n_seeds', 'n_documents', 'mean', 'low', 'high', 'half_width', 'resolved', 'p_value',
+  'num_resamples', 'seed', 'confidence', 'method'}. Needs at least 2 seeds (with one it is the document
+  bootstrap) and 2 scored documents.
+  """
+  arrays = [np.asarray(x, np.float64) for x in (a_bits, a_chars, b_bits, b_chars)]
+  shapes = {x.shape for x in arrays}
+  if len(shapes) != 1 or arrays[0].ndim != 2:
+    raise ValueError(
+        'two_level_bootstrap needs four arrays of one shape (seeds, documents), got shapes '
+        f'a_bits={arrays[0].shape}, a_chars={arrays[1].shape}, b_bits={arrays[2].shape}, b_chars={arrays[3].shape}'
+    )
+  if any(np.any(x < 0) or not np.all(np.isfinite(x)) for x in arrays):
+    raise ValueError('two_level_bootstrap needs finite, non-negative bits and characters')
+  _check_resampling(num_resamples, confidence)
+  scored = ((arrays[1] > 0) | (arrays[3] > 0)).any(axis=0)  # a document no window reached in any seed: left out
+  a_bits, a_chars, b_bits, b_chars = (x[:, scored] for x in arrays)
+  n_seeds, n_documents = a_bits.shape
+  if n_seeds < 2:
+    raise ValueError(f'two_level_bootstrap needs at least 2 seeds, got {n_seeds} (with one, use document_bootstrap)')
+  if n_documents < 2:
+    raise ValueError(f'two_level_bootstrap needs at least 2 scored documents (characters > 0), got {n_documents}')
+  if a_chars.sum() <= 0 or b_chars.sum() <= 0:
+    raise ValueError('two_level_bootstrap needs scored characters on each side (a_chars and b_chars sum to > 0)')
+  rng = np.random.default_rng(seed)
+  documents = rng.integers(0, n_documents, size=(num_resamples, n_documents))[:, None, :]
+  seeds = rng.integers(0, n_seeds, size=(num_resamples, n_seeds))[:, :, None]
+
+  def pooled(bits, characters):  # total bits over total characters of each replicate's (seed, document) cells
+    return bits[seeds, documents].sum((1, 2)) / characters[seeds, documents].sum((1, 2))
+
+  with np.errstate(invalid='ignore', divide='ignore'):  # a draw of unscored documents only: left out
+    replicates = pooled(a_bits, a_chars) - pooled(b_bits, b_chars)
+  return {
+      'n_seeds': n_seeds,
+      'n_documents': n_documents,
+      'mean': float(a_bits.sum() / a_chars.sum() - b_bits.sum() / b_chars.sum()),
+      **_percentile_summary(replicates, confidence),
+      'num_resamples': num_resamples,
+      'seed': seed,
+      'confidence': confidence,
+      'method': 'seed x document bootstrap (seeds and documents resampled, crossed), percentile interval of the '
+      'difference in total bits / total characters',
   }
 
 

@@ -7,6 +7,8 @@ import os
 
 import pytest
 
+from scipy import stats as scipy_stats
+
 from relpos_jax.study import claims, suite_summary
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -44,7 +46,7 @@ def _claim(**kwargs):
   return claims.Claim(**{**defaults, **kwargs})
 
 
-def test_a_comparison_reproduces_only_where_both_learn_and_the_paired_interval_excludes_zero():
+def test_a_comparison_reproduces_only_where_both_learn_and_holms_adjusted_p_value_is_below_005():
   report = _report(
       {
           't': [
@@ -53,6 +55,7 @@ def test_a_comparison_reproduces_only_where_both_learn_and_the_paired_interval_e
               _run('a', {8: [1.0, 1.0, 1.0], 16: [0.90, 0.92, 0.94], 32: [0.6, 0.4, 0.8]}),
               _run('b', {8: [1.0, 0.98, 0.96], 16: [0.60, 0.60, 0.60], 32: [0.5, 0.5, 0.5]}),
               _run('worse', {8: [1.0, 1.0, 1.0], 16: [0.99, 0.99, 0.99], 32: [0.9, 0.9, 0.9]}),
+              _run('perfect', {8: [1.0, 1.0, 1.0], 16: [1.0, 1.0, 1.0], 32: [1.0, 1.0, 1.0]}),
               _run('unlearned', {8: [0.9, 0.9, 0.8], 16: [0.1, 0.1, 0.1], 32: [0.1, 0.1, 0.1]}),
           ]
       }
@@ -64,14 +67,23 @@ def test_a_comparison_reproduces_only_where_both_learn_and_the_paired_interval_e
   assert at16['status'] == 'reproduced' and at16['diff']['mean'] == pytest.approx(0.32)
   assert at16['diff']['low'] == pytest.approx(0.32 - 4.302653 * 0.02 / 3**0.5, abs=1e-6)
   assert by_where['32 (4x)']['status'] == 'not resolved'
-  assert judged['verdict'] == 'partly reproduced'
+  # Holm over the claim's two tested cells: the smaller p-value (t = 0.32 / (0.02 / sqrt 3) = 27.7, df 2)
+  # doubled, the larger one (t = 1.73) kept, as it is above the first's adjusted value.
+  p16, p32 = (2 * scipy_stats.t.sf(t, 2) for t in (0.32 / (0.02 / 3**0.5), 0.1 / (0.2 / 3**0.5)))
+  assert at16['p_holm'] == pytest.approx(2 * p16) and by_where['32 (4x)']['p_holm'] == pytest.approx(p32)
+  assert judged['verdict'] == 'mixed'  # 1 reproduced, 1 not resolved: neither more than half
+  assert claims.counts_text(judged) == '1 reproduced, 0 contradicted, 1 not resolved'
   assert claims.where_text(judged) == 'reproduced: t (a vs b at 2x). not resolved: t (a vs b at 4x)'
-  # the other side of zero contradicts; a side below the threshold (mean 0.867 < 0.9) is not tested
-  # (a - worse at 16: -0.09, -0.07, -0.05, so the interval [-0.120, -0.020] is below zero)
+  # Holm decides, not the uncorrected interval: a - worse at 16 is -0.09, -0.07, -0.05 (its interval
+  # [-0.120, -0.020] excludes zero, p = 0.026), but doubled over the family of 2 that p-value is 0.052.
   worse = claims.judge(_claim(baselines=('worse',)), {'r': report})
-  assert [c['status'] for c in worse['cells']] == ['contradicted', 'not resolved'] and worse['verdict'] == (
-      'not reproduced'
-  )
+  assert worse['cells'][0]['diff']['high'] < 0 and worse['cells'][0]['p_holm'] == pytest.approx(0.0521, abs=1e-3)
+  assert [c['status'] for c in worse['cells']] == ['not resolved', 'not resolved']
+  assert worse['verdict'] == 'not resolved'
+  # the other side of zero contradicts (a - perfect at 16: -0.10, -0.08, -0.06, p 0.013, 0.026 after Holm)
+  perfect = claims.judge(_claim(baselines=('perfect',)), {'r': report})
+  assert [c['status'] for c in perfect['cells']] == ['contradicted', 'not resolved'] and perfect['verdict'] == 'mixed'
+  # a side below the threshold (mean 0.867 < 0.9) is not tested
   untested = claims.judge(_claim(baselines=('unlearned',)), {'r': report})
   assert [c['status'] for c in untested['cells']] == ['not tested', 'not tested']
   assert untested['cells'][0]['why'] == 'unlearned 0.867' and untested['verdict'] == 'not tested at this scale'
@@ -134,12 +146,48 @@ def test_exact_match_and_per_token_tasks():
           ]
       }
   )
+  _exact_summary(report)
   assert claims.judge(_claim(level='sequence'), {'r': report})['verdict'] == 'reproduced'
   same = claims.judge(_claim(level='sequence', token_tasks=('t',)), {'r': report})  # per token: equal
-  assert [c['status'] for c in same['cells']] == ['not resolved', 'not resolved']
+  assert [c['status'] for c in same['cells']] == ['not resolved', 'not resolved'] and same['verdict'] == (
+      'not resolved'
+  )
 
 
-def test_glitches_need_an_error_in_every_seed_and_a_clean_run_states_its_bound():
+def _exact_summary(report: dict) -> None:
+  """The suite summary's exact-match cell ('sequence') of every run, from its exact match at 8 (in place)."""
+  for task, results in report['results'].items():
+    for run in results['runs']:
+      within = run['exact_match_by_length_per_seed']['8']
+      report['summary']['cells'][f'{task}/{run["name"]}']['sequence'] = {
+          'in_distribution': {'mean': sum(within) / len(within)}
+      }
+
+
+def test_the_learned_gate_reads_the_claims_own_metric():
+  """Right on every token in distribution is not learned for a sequence-level claim unless whole answers are:
+  b is 0.99 per token at 8 but exact on 0.5 of the sequences, so an exact-match claim does not test it."""
+  exact = {8: [1.0] * 3, 16: [1.0] * 3, 32: [1.0] * 3}
+  report = _report(
+      {
+          't': [
+              _run('a', {8: [1.0] * 3, 16: [0.9] * 3, 32: [0.9] * 3}, exact=exact),
+              _run('b', {8: [0.99] * 3, 16: [0.5] * 3, 32: [0.5] * 3}, exact={**exact, 8: [0.5] * 3}),
+          ]
+      }
+  )
+  _exact_summary(report)
+  by_sequence = claims.judge(_claim(level='sequence'), {'r': report})
+  assert [c['status'] for c in by_sequence['cells']] == ['not tested', 'not tested']
+  assert by_sequence['cells'][0]['why'] == 'b 0.500 exact' and by_sequence['verdict'] == 'not tested at this scale'
+  by_token = claims.judge(_claim(), {'r': report})  # per token b learned it (0.99), and a - b is +0.4 everywhere
+  assert [c['status'] for c in by_token['cells']] == ['reproduced', 'reproduced']
+  # a run that stored no exact match is not learned by it
+  del report['summary']['cells']['t/a']['sequence']
+  assert claims.judge(_claim(level='sequence'), {'r': report})['cells'][0]['why'] == 'a —, b 0.500 exact'
+
+
+def test_glitches_need_a_rare_error_in_every_seed_and_a_clean_run_states_its_bound():
   report = _report(
       {'flip_flop': [_run(e, {8: [1.0, 1.0], 16: [1.0, 1.0], 32: [1.0, 1.0]}, seeds=(0, 1)) for e in 'ab']}
   )
@@ -153,10 +201,13 @@ def test_glitches_need_an_error_in_every_seed_and_a_clean_run_states_its_bound()
           'a': {'dense': held([1.5, 0.5], [30_000.0, 30_000.0]), 'sparse': held([0.0, 0.0], [1_363.0, 1_363.0])},
           'b': {'dense': held([0.0, 0.0], [30_000.0, 30_000.0]), 'sparse': held([0.0, 0.7], [1_363.0, 1_363.0])},
           'c': {'dense': held([5.0, 5.0], [30_000.0, 30_000.0])},
+          # 1% of reads or more in a seed is failure, not a glitch (a 9.99 seed beside it does not save it)
+          'd': {'dense': held([10.0, 9.99], [30_000.0, 30_000.0])},
       }
   }
+  report['summary']['cells']['flip_flop/d'] = {'learned': True, 'in_distribution': 0.97}
   judged = claims.judge(
-      _claim(kind='glitches', tasks=('flip_flop',), encoders=('a', 'b', 'c'), baselines=()), {'r': report}
+      _claim(kind='glitches', tasks=('flip_flop',), encoders=('a', 'b', 'c', 'd'), baselines=()), {'r': report}
   )
   cells = {(c['who'], c['where']): c for c in judged['cells']}
   assert cells[('a', 'dense')]['status'] == 'reproduced'
@@ -165,25 +216,41 @@ def test_glitches_need_an_error_in_every_seed_and_a_clean_run_states_its_bound()
   assert cells[('b', 'dense')]['bound'] == pytest.approx(0.1)  # 30,000 clean reads: below 0.1 per 1,000
   assert cells[('b', 'sparse')]['status'] == 'not resolved'
   assert cells[('c', 'dense')]['status'] == 'not tested'  # c did not learn flip-flop
-  assert judged['verdict'] == 'partly reproduced'
+  assert cells[('d', 'dense')]['status'] == 'not tested' and claims.GLITCH_RARE == 0.01
+  assert judged['verdict'] == 'mixed'  # 1 reproduced, 2 contradicted, 1 not resolved of 4: none more than half
+  assert claims.counts_text(judged) == '1 reproduced, 2 contradicted, 1 not resolved; 2 not tested'
   assert claims.where_text(judged) == (
       'reproduced (a glitch in every seed): flip_flop (a on dense). no glitch in any seed: flip_flop (a on sparse; '
-      'b on dense). glitches in some seeds only: flip_flop (b on sparse)'
+      'b on dense). glitches in some seeds only: flip_flop (b on sparse). errors not rare (≥ 10 per 1,000 in a '
+      'seed): flip_flop (d on dense)'
   )
   text = claims.markdown([judged])
   assert 'no glitch in any seed: flip_flop a sparse (0 in every seed: below 2.2 per 1,000)' in text
   assert 'flip_flop b dense (0 in every seed: below 0.1 per 1,000)' in text
   assert 'reproduced (a glitch in every seed): flip_flop a dense (1.50, 0.50 per 1,000)' in text
+  assert 'flip_flop d dense (10.00, 9.99 per 1,000: not rare, a seed at 10 or more)' in text
 
 
-def test_verdicts_from_cells():
-  cell = lambda status: {'status': status}
-  assert claims.verdict([cell('reproduced'), cell('reproduced')]) == 'reproduced'
-  assert claims.verdict([cell('reproduced'), cell('not tested'), cell('no result')]) == 'reproduced where tested'
-  assert claims.verdict([cell('reproduced'), cell('not resolved')]) == 'partly reproduced'
-  assert claims.verdict([cell('contradicted'), cell('not resolved')]) == 'not reproduced'
-  assert claims.verdict([cell('not tested'), cell('no result')]) == 'not tested at this scale'
-  assert claims.verdict([]) == 'not tested at this scale'
+def test_verdicts_from_the_counts_of_tested_cells():
+  def verdict(*statuses):
+    return claims.verdict([{'status': s} for s in statuses])
+
+  assert verdict('reproduced', 'reproduced') == 'reproduced'
+  assert verdict('reproduced', 'not tested', 'no result') == 'reproduced where tested'
+  assert verdict('contradicted', 'contradicted') == 'contradicted'
+  assert verdict('contradicted', 'not tested') == 'contradicted where tested'
+  assert verdict('not resolved', 'not tested') == 'not resolved'
+  # More than half of the tested cells decides; "mostly reproduced" and "mostly contradicted" never share a
+  # word, whatever the untested cells.
+  assert verdict('reproduced', 'reproduced', 'contradicted', 'not tested', 'not tested') == 'mostly reproduced'
+  assert verdict('reproduced', 'contradicted', 'contradicted', 'not resolved', 'contradicted') == (
+      'mostly contradicted'
+  )
+  assert verdict('reproduced', 'not resolved', 'not resolved') == 'mostly not resolved'
+  assert verdict('reproduced', 'contradicted') == 'mixed'
+  assert verdict('reproduced', 'not resolved') == 'mixed'  # half is not more than half
+  assert verdict('not tested', 'no result') == 'not tested at this scale'
+  assert verdict() == 'not tested at this scale'
 
 
 def test_a_bad_claim_is_named():
@@ -220,7 +287,7 @@ def test_the_committed_claims_table_is_the_generators_output(tmp_path):
       (docs / 'suite_abacus' / name).write_text(f.read(), encoding='utf-8')
   assert claims.main(['claims', str(docs)]) == 0
   text = (docs / claims.CLAIMS_FILE).read_text(encoding='utf-8')
-  assert '**McLeish et al. 2024 (Abacus)** (not tested at this scale)' in text
+  assert '**McLeish et al. 2024 (Abacus)** (not tested at this scale: 0 reproduced' in text
   assert '[docs/suite_ruoss](suite_ruoss/README.md) (absent)' in text  # links beside docs/claims.md
   assert '[docs/suite_abacus](docs/suite_abacus/README.md)' in claims.render(str(docs), link_prefix='docs/')
   assert claims.main(['claims', str(tmp_path / 'nowhere')]) == 2
