@@ -77,7 +77,8 @@ __all__ = [
 ]
 
 
-def _tokenizers():
+def require_tokenizers():
+  """The tokenizers module, or an ImportError saying how to install it (the one place it is imported)."""
   try:
     import tokenizers
   except ImportError:
@@ -191,7 +192,7 @@ def train(corpus, vocab_size: int, min_frequency: int = MIN_FREQUENCY) -> BPE:
   ValueError naming `vocab_size` when it is below the 256 byte symbols, or larger than the training text
   supports (training stopped with fewer symbols: no pair left that occurs `min_frequency` times).
   """
-  tokenizers = _tokenizers()
+  tokenizers = require_tokenizers()
   validation.positive_int('bpe', 'vocab_size', vocab_size)
   validation.positive_int('bpe', 'min_frequency', min_frequency)
   if vocab_size < 256:
@@ -252,7 +253,7 @@ def load_or_train(corpus, vocab_size: int, cache: str | os.PathLike, min_frequen
   ValueError naming the key when the cached file was trained on other text (its train fingerprint differs from
   the corpus's), for another `vocab_size` or `min_frequency`, or no longer matches its own fingerprint.
   """
-  tokenizers = _tokenizers()
+  tokenizers = require_tokenizers()
   path = cache_path(cache, corpus, vocab_size)
   train_fingerprint = corpus.describe()['split_fingerprints']['train']
   if os.path.exists(path):

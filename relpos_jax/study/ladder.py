@@ -17,7 +17,6 @@ the key named.
 
 from __future__ import annotations
 
-import importlib
 import os
 import shutil
 from typing import Iterable
@@ -96,7 +95,7 @@ def check_tokenizer(config: dict) -> None:
   if config['data'].get('tokenizer') != 'bpe':
     return
   try:
-    importlib.import_module('tokenizers')  # only whether it imports
+    bpe.require_tokenizers()  # only whether it imports
   except ImportError:
     raise config_lib.ConfigError(
         f"config.data.tokenizer='bpe' needs the package tokenizers, which is not installed: install it with "
