@@ -269,6 +269,21 @@ def suite(folder: str, cell: str, measure: str = 'token', split: str = 'out_of_d
   return _json(f'docs/{folder}/summary.json')['cells'][cell][measure][split]
 
 
+
+def _ladder_monotone_vs_distance() -> list[str]:
+  """The scale ladder's first finding at d128 and d64 (docs/study_scale_ladder, as its page reads the rungs), and
+  that no other finding has a d128 row yet."""
+  from relpos_jax.study import ladder_page  # pylint: disable=g-import-not-at-top
+
+  found = ladder_page.per_rung_findings(ladder_page.load('docs/study_scale_ladder'), ladder_page.findings_wanted())
+  others = [f for f in ladder_page.findings_wanted() if f != 'monotone-lin vs distance' and found['d128'].get(f)]
+  assert not others, f'the README says no other finding has a d128 row; these do: {others}'
+  out = [str(found['d128']['monotone-lin vs distance']['n'])]
+  for rung in ('d128', 'd64'):
+    c = found[rung]['monotone-lin vs distance']
+    out += [f'{c["mean"]:+.3f} [{c["low"]:+.3f}, {c["high"]:+.3f}]'.lstrip('+'), 'resolved' if c['resolved_holm'] else 'not resolved']
+  return out
+
 def f3(x: float) -> str:
   return f'{x:.3f}'
 
@@ -292,6 +307,12 @@ _PROBE_NOT_LEARNED = (
 # (page, sentence fragment with {} for each number, a function returning the numbers as the page writes them).
 # The fragment is looked up in the page with its line breaks read as spaces.
 CLAIMS = [
+    (
+        'README.md',
+        'at 4 x 128 (1.05M parameters, {} seeds) `monotone-lin` − `distance` at 16x is {}, {}, where at 2 x 64 it is '
+        '{}, {}; the other six findings have no larger rung yet',
+        lambda: _ladder_monotone_vs_distance(),
+    ),
     (
         'docs/suite_contextual/README.md',
         'cope_counting: 11 runs, {} CPU-minutes; mqar, flip_flop: 10\n  runs, {} CPU-minutes; selective_copy, addition: 11 runs, {} '
@@ -2092,7 +2113,7 @@ def test_the_readme_code_runs_as_written(capsys):
   blocks = re.findall(r'```python\n(.*?)```', text, flags=re.S)
   assert len(blocks) == 1, 'README.md: expected one python block (Using the pieces)'
   exec(compile(blocks[0], 'README.md', 'exec'), {'__name__': 'readme_example'})
-  assert capsys.readouterr().out.split('\n')[:2] == ['(2, 32, 64)', '(2, 48, 256)']
+  assert capsys.readouterr().out.split('\n')[:3] == ['(2, 32, 64)', '(2, 48, 256)', 'llama3']
 
 
 def test_the_cross_corpus_tables_are_what_the_reports_give():
