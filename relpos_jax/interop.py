@@ -35,9 +35,13 @@ Rope types, and the quirks a faithful import keeps (field names as in the config
   mrope_section (Qwen2-VL chunked; Qwen3-VL with mrope_interleaved): the grid encoder `mrope`
                (relpos_jax.grid), sections as given
 
-Not imported, refused by name: Ministral / Mistral 4's `llama_4_scaling_beta` (a query scale
-1 + beta ln(1 + floor(p / L_orig)) at query position p, transformers' `get_llama_4_attn_scale`: an attention-level
-temperature relpos_jax does not have yet), and every rope type not listed. DeepSeek's extra softmax scale
+Beside the rope, any type may carry:
+  llama_4_scaling_beta  (Ministral 3, Mistral 4) the query scale 1 + beta ln(1 + floor(p / L_orig)) at query
+               position p, transformers' `get_llama_4_attn_scale`, L_orig the dict's
+               original_max_position_embeddings: the encoder is `rope(...) + llama4_scale(beta, original_max_position)`
+               (relpos_jax.encoders.temperature), and to_hf writes such a sum back.
+
+Not imported: every rope type not listed (refused by name). DeepSeek's extra softmax scale
 mscale(s, mscale_all_dim)^2 (`yarn_apply_mscale`) multiplies every dimension of the logits, so it belongs to the
 attention's scale, not to the encoder: `HFRope.softmax_scale_factor` reports it.
 """
@@ -49,7 +53,9 @@ import math
 from typing import Any, Mapping
 
 from relpos_jax.encoders import contract
+from relpos_jax.encoders.combine import Combined, combine
 from relpos_jax.encoders import rope as rope_1d
+from relpos_jax.encoders.temperature import Llama4Scale
 from relpos_jax.grid.encoders.rope import MRope
 
 WHO = 'from_hf'
@@ -58,9 +64,8 @@ ROPE_TYPES = ('default', 'linear', 'dynamic', 'yarn', 'llama3', 'longrope', 'pro
 LAYER_TYPES = ('full_attention', 'sliding_attention', 'chunked_attention', 'linear_attention')
 # Keys a rope dict may carry that are not the encoder's: transformers copies these in, or uses them elsewhere.
 _IGNORED = frozenset({'type', 'rope_type', 'rope_theta', 'max_position_embeddings', 'mrope_interleaved'})
-_REFUSED = {
-    'llama_4_scaling_beta': 'Llama 4 / Ministral query scaling, an attention temperature relpos_jax does not have',
-}
+# Keys any rope type may carry that add a part beside the rope (see the module docstring).
+_BESIDE = frozenset({'llama_4_scaling_beta'})
 # The rope dict keys each type reads (beyond rope_type and rope_theta).
 _KEYS = {
     'default': {'partial_rotary_factor', 'mrope_section'},
@@ -212,10 +217,10 @@ def rope_from_parameters(
   rope_type = params.get('rope_type', 'default')
   if rope_type not in ROPE_TYPES:
     raise _error("rope_parameters['rope_type']", rope_type, f'one of {ROPE_TYPES}')
-  for key, why in _REFUSED.items():
-    if params.get(key) is not None:
-      raise _error(f'rope_parameters[{key!r}]', params[key], f'None: not imported ({why})')
-  unknown = sorted(set(params) - _IGNORED - _KEYS[rope_type])
+  known = _KEYS[rope_type] | _BESIDE
+  if params.get('llama_4_scaling_beta') is not None:
+    known = known | {'original_max_position_embeddings'}  # the query scale's L_orig, whatever the type
+  unknown = sorted(set(params) - _IGNORED - known)
   if unknown:
     raise _error(
         f'rope_parameters[{unknown[0]!r}]',
@@ -248,6 +253,11 @@ def rope_from_parameters(
     )
 
   if f('mrope_section') is not None:
+    if f('llama_4_scaling_beta') is not None:
+      raise _error(
+          "rope_parameters['llama_4_scaling_beta']", f('llama_4_scaling_beta'), 'None beside mrope_section (no '
+          'published model has both; the query scale is imported beside a 1-D rope)'
+      )
     sections = f('mrope_section')
     ok = isinstance(sections, (list, tuple)) and len(sections) == 3 and sum(sections) == head_dim // 2
     if not ok:
@@ -313,7 +323,14 @@ def rope_from_parameters(
     encoder.check_dims(_Dims(head_dim))
   except ValueError as e:
     raise ValueError(f'{WHO}: {e}') from None
-  return encoder
+  beta = f('llama_4_scaling_beta')
+  if beta is None:
+    return encoder
+  beta = _number("rope_parameters['llama_4_scaling_beta']", beta, minimum=0)
+  original = _int(
+      "rope_parameters['original_max_position_embeddings']", required('original_max_position_embeddings')
+  )
+  return combine(encoder, Llama4Scale(beta=beta, original_max_position=original))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -366,6 +383,8 @@ def to_hf(encoder: contract.Encoder) -> dict:
   """The config fields (`rope_parameters`, and `max_position_embeddings` / `rope_interleave` where the rule reads
   them) of an encoder Hugging Face knows: `rope` with the rules above, and `mrope`. Others are refused by name."""
   who = 'to_hf'
+  if isinstance(encoder, Combined):
+    return _rope_with_query_scale(encoder)
   if isinstance(encoder, MRope):
     if encoder.sections is None:
       raise ValueError(
@@ -424,4 +443,25 @@ def to_hf(encoder: contract.Encoder) -> dict:
   if e.layout == 'interleaved':
     out['rope_interleave'] = True
   out['rope_parameters'] = params
+  return out
+
+
+def _rope_with_query_scale(encoder: Combined) -> dict:
+  """`rope(...) + llama4_scale(...)` (in either order) as one rope dict with llama_4_scaling_beta."""
+  scales = [p for p in encoder.parts if isinstance(p, Llama4Scale)]
+  ropes = [p for p in encoder.parts if type(p) is rope_1d.Rope]
+  if len(encoder.parts) != 2 or len(scales) != 1 or len(ropes) != 1:
+    raise ValueError(
+        f'to_hf: encoder {encoder!r} is not allowed; allowed: a rope alone, or a rope plus llama4_scale (the one sum '
+        'a Hugging Face rope config describes).'
+    )
+  (scale,), out = scales, to_hf(ropes[0])
+  params = out['rope_parameters']
+  original = params.setdefault('original_max_position_embeddings', scale.original_max_position)
+  if original != scale.original_max_position:
+    raise ValueError(
+        f'to_hf: llama4_scale original_max_position = {scale.original_max_position} is not allowed beside a rope '
+        f'whose original_max_position is {original}; allowed: the same length (one config key holds both).'
+    )
+  params['llama_4_scaling_beta'] = scale.beta
   return out

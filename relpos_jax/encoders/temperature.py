@@ -1,4 +1,4 @@
-"""Length-aware temperature: logits scaled by the log of the number of keys a query sees.
+"""Length-aware temperature: logits scaled by the log of the number of keys a query sees (or of its position).
 
 With n_i the number of keys query i attends over (i + 1 in a causal model without padding, the sequence
 length in a bidirectional one), softmax(z) over n_i keys flattens as n_i grows: the largest weight falls
@@ -17,6 +17,15 @@ grows with log n_i, so the peak stays sharp on longer contexts.
           (Qwen's `seq_length`; default 2048, Qwen-7B's first training context). Qwen scales the queries of a
           model with no additive bias; here the factor multiplies the whole logit (content and any bias
           term), which is the same thing when nothing else is added.
+
+  llama4_scale  Llama 4's and Ministral 3's query scaling (transformers, models/ministral3/modeling_ministral3.py,
+          `get_llama_4_attn_scale`; configs' `rope_parameters['llama_4_scaling_beta']`): queries multiplied by
+              t_i = 1 + beta ln(1 + floor(p_i / L_orig)),
+          p_i the query's position (its key index q_offset + i, transformers' position_ids for a sequence
+          without padding), L_orig `original_max_position` (the config's original_max_position_embeddings).
+          Parameter-free; 1 below L_orig, then a step at each multiple of it. Applied to the rotated query, so it
+          multiplies the content logit: the same as the whole logit here when nothing else is added (Ministral
+          has no bias). Ministral 3 uses beta = 0.1, L_orig = 16384.
 
 Kind TEMPERATURE: composes with any other encoder (`rope + ssmax`, `nope + logn`), causal or not. n_i counts
 the keys the mask leaves (padding excluded), so padded and unpadded sequences agree, and cached decoding
@@ -77,3 +86,27 @@ class LogN(contract.TemperatureEncoder):
     del q_index
     factor = jnp.maximum(log_count(num_visible) / math.log(self.train_length), 1.0)  # (B, Lq)
     return jnp.broadcast_to(factor[:, None, :], (factor.shape[0], contract.dims(params).num_heads, factor.shape[1]))
+
+
+@register('llama4_scale')
+@dataclasses.dataclass(frozen=True)
+class Llama4Scale(contract.TemperatureEncoder):
+  beta: float = 0.1
+  original_max_position: int = 16384
+
+  carries_position = False  # It scales queries by where they are; the order of keys is still not told.
+
+  def __post_init__(self):
+    validation.require(
+        isinstance(self.beta, (int, float)) and not isinstance(self.beta, bool) and math.isfinite(self.beta)
+        and self.beta >= 0,
+        self.name, 'beta', self.beta, 'a finite number >= 0',
+    )
+    validation.positive_int(self.name, 'original_max_position', self.original_max_position)
+
+  def temperature(self, params, num_visible, q_index):
+    # floor(p / L) in integers (exact at any position; transformers divides in float, the same below 2^24).
+    steps = (jnp.asarray(q_index, jnp.int32) // self.original_max_position).astype(jnp.float32)
+    factor = 1.0 + self.beta * jnp.log1p(steps)  # (Lq,)
+    batch, heads = num_visible.shape[0], contract.dims(params).num_heads
+    return jnp.broadcast_to(factor[None, None, :], (batch, heads, factor.shape[0]))

@@ -582,6 +582,27 @@ def test_ssmax_and_logn_match_their_formulas():
     _check_values_and_grad(lambda qq, enc=enc, p=p: _attend(enc, p, qq, k, v, x), ref, q)
 
 
+def test_llama4_scale_matches_its_formula_and_refuses_bad_fields():
+  """Ministral 3's query scale 1 + beta ln(1 + floor(p / L_orig)), by hand at beta 0.5, L_orig 4: 1 for p < 4,
+  1 + 0.5 ln 2 for 4 <= p < 8, 1 + 0.5 ln 3 from 8 (every head alike); against transformers in tests/reference."""
+  q, k, v, x = _inputs(length=12)
+  enc = encoders.make('llama4_scale', beta=0.5, original_max_position=4)
+  params = enc.init(jax.random.key(0), H)
+  factors = [1.0] * 4 + [1 + 0.5 * math.log(2)] * 4 + [1 + 0.5 * math.log(3)] * 4
+
+  def ref(qq):
+    def head(qh, kh, vh, b, h):
+      logits = qh @ kh.T / math.sqrt(D) * np.asarray(factors)[:, None]
+      return _np_softmax_attend(logits, _causal(12), vh)
+
+    return _per_head(head, qq, k, v)
+
+  _check_values_and_grad(lambda qq: _attend(enc, params, qq, k, v, x), ref, q)
+  for field, value in (('beta', -0.1), ('beta', float('nan')), ('original_max_position', 0)):
+    with pytest.raises(ValueError, match=f'{field}'):
+      encoders.make('llama4_scale', **{field: value})
+
+
 def test_temperature_counts_only_real_keys():
   """n_i counts the keys query i sees: left padding changes nothing for the real tokens."""
   enc = encoders.make('ssmax')

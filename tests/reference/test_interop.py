@@ -49,7 +49,15 @@ LLAMA3 = {'rope_type': 'llama3', 'factor': 8.0, 'low_freq_factor': 1.0, 'high_fr
         ),
         ({**LLAMA, 'rope_scaling': {'rope_type': 'default', 'mrope_section': [8, 8, 8]}}, "['mrope_section']"),
         (
-            {**LLAMA, 'rope_parameters': {'rope_type': 'yarn', 'factor': 16.0, 'llama_4_scaling_beta': 0.1}},
+            {**LLAMA, 'rope_parameters': {'rope_type': 'default', 'llama_4_scaling_beta': 0.1}},
+            "rope_parameters['original_max_position_embeddings'] = None",
+        ),
+        (
+            {**LLAMA, 'rope_parameters': {'llama_4_scaling_beta': -0.1, 'original_max_position_embeddings': 8}},
+            "rope_parameters['llama_4_scaling_beta'] = -0.1",
+        ),
+        (
+            {**LLAMA, 'rope_parameters': {'mrope_section': [8, 12, 12], 'llama_4_scaling_beta': 0.1}},
             "rope_parameters['llama_4_scaling_beta'] = 0.1",
         ),
         ({'head_dim': 64}, 'rope_parameters = None'),
@@ -77,3 +85,27 @@ def test_to_hf_refuses_what_hugging_face_has_no_rope_parameters_for(encoder, nam
 
   with pytest.raises(ValueError, match=f'^to_hf: .*{named}'):
     to_hf(from_spec(encoder))
+
+
+def test_the_query_scale_beside_a_rope_imports_and_writes_back():
+  """Ministral 3's llama_4_scaling_beta: rope + llama4_scale, and back; a sum Hugging Face cannot describe, or one
+  whose two original lengths differ, is refused by name."""
+  from relpos_jax import encoders  # pylint: disable=g-import-not-at-top
+  from relpos_jax.encoders.temperature import Llama4Scale  # pylint: disable=g-import-not-at-top
+
+  cfg = {**LLAMA, 'rope_parameters': {'rope_theta': 1e6, 'llama_4_scaling_beta': 0.1, 'original_max_position_embeddings': 16384}}
+  encoder = from_hf(cfg).encoder()
+  assert encoder == encoders.combine(Rope(base=1e6), Llama4Scale(beta=0.1, original_max_position=16384))
+  assert to_hf(encoder) == {
+      'rope_parameters': {
+          'rope_type': 'default',
+          'rope_theta': 1e6,
+          'original_max_position_embeddings': 16384,
+          'llama_4_scaling_beta': 0.1,
+      }
+  }
+  with pytest.raises(ValueError, match=r'^to_hf: encoder .* a rope plus llama4_scale'):
+    to_hf(encoders.from_spec('rope + alibi'))
+  yarn = Rope(scaling='yarn', factor=4.0, original_max_position=4096)
+  with pytest.raises(ValueError, match=r'^to_hf: llama4_scale original_max_position = 8 .* 4096'):
+    to_hf(encoders.combine(yarn, Llama4Scale(beta=0.1, original_max_position=8)))
