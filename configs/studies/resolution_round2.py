@@ -31,11 +31,15 @@ What changed from docs/resolution_study (configs/resolution.py:study), and why:
 
 Size: 12 encoders on 4 tasks + 5 class-token rows on the 3 classification tasks = 63 (task, row) pairs, each 4
 selection runs + 5 reported seeds (567 runs) + at most 63 edge runs: at most 630 runs.
-Cost, measured on this 2-core CPU (shared, load average about 6) with `date` around one run (direction,
-rope_axial, 600 steps, this model): 80 s of training, 335 s of evaluation (2,000 examples at 7, 14, 21 and 28
-tokens per side, the 28 x 28 grid the most of it): 418 s for a reported run; a selection run trains and scores
-validation at 7 x 7 only (about 95 s). Estimated total: 315 x 418 s + 252 x 95 s + 63 x 95 s = 43 CPU-hours
-(about 22 hours of two processes on that loaded machine; less on a quiet one).
+Cost, measured on this 2-core CPU (shared with other jobs, load average about 7) by timing, with `date`, the
+study engine on this config cut to one task, encoder and rate (direction, rope_axial, 3e-3: one selection run at
+seed 100 and one reported run at seed 0; 18:17:41 to 18:25:50 UTC, 489 s with start-up and the up-front model
+checks): a reported run 408 s (68.6 s of training, 339.3 s of evaluation: 2,000 examples at 7, 14, 21 and 28
+tokens per side, the 28 x 28 grid most of it), a selection run 70 s (66.3 s of training, 4.1 s of validation).
+Estimated total: 315 x 408 s + (252 + at most 63) x 70 s = about 150,000 s, 42 CPU-hours (about 21 hours as two
+processes on that loaded machine; less on a quiet one). Fashion-MNIST's runs were not timed (its files are not
+on this machine); they have the same token grids, so the same cost is assumed. The other encoders were not timed
+one by one.
 """
 
 import ml_collections

@@ -15,7 +15,14 @@ relpos_jax.data.grid_tasks, 4 for Fashion-MNIST, whose 28 x 28 image is 7 x 7 pa
 Learning rate per (task, encoder), at equal budget: with `config.lr_grid` every rate of the grid trains at the
 first seed, the lowest validation loss at the training side wins ('grid'; ties: the first rate of the grid)
 and the other seeds train with it; `config.lr_grid=None` trains every run at `config.learning_rate` ('fixed').
-Validation is its own seed stream (`data_seed`), never the test examples.
+Validation is its own seed stream (`data_seed`), never the test examples. Issue 49's protocol
+(configs/studies/resolution_round2.py): with `config.selection_seed` the grid trains at that seed instead, outside
+the reported seeds, and its runs score validation only (`selection_only` in their record); `config.edge_rates`
+trains rates past the grid's top there for a row that chose the top (`edge_check_row`: the page says whether the
+edge holds); `config.extra_pools` adds rows '<label>@<pool>' (a class token beside mean pooling) on the
+classification tasks; `config.family_tasks` makes the Holm family the comparisons on those tasks less degenerate
+pairs and duplicates of shared runs (`holm_family`, stated on the page); the page then prints each accuracy's
+binomial standard error beside its seed spread.
 
 Reported per task and encoder, at each side: test accuracy (per cell for per-cell tasks, which also report
 the per-board exact match), the test loss, and the mean attention entropy per layer (the model's
