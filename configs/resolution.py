@@ -26,6 +26,12 @@ Every key (relpos_jax.study.resolution.Settings checks each; an error names the 
                   examples (the model rebuilds its attention weights for it: a batch costs about twice)
   comparisons     'A vs B' (at every side) or 'A vs B at <side>': paired differences over seeds, 95% t
   model           model_dim, num_heads, num_layers, mlp_ratio, pool ('mean' | 'cls'; per-cell tasks: 'none')
+  selection_seed  None (the rate grid trains at the first seed, reported too) or a seed outside `seeds`: the grid
+                  trains there, scored on validation only (issue 49's protocol, configs/studies/resolution_round2.py)
+  edge_rates      rates above the grid's top, trained at selection_seed where a row chose the top (the edge check)
+  extra_pools     {pool: labels}: those encoders also run with that pool, rows '<label>@<pool>' (classification)
+  family_tasks    None (Holm over every comparison of the page) or the tasks whose comparisons form the Holm
+                  family, less degenerate pairs and duplicates of shared runs (stated on the page)
 
 The defaults are sized for minutes on a 2-core CPU (two synthetic tasks, six encoders, two seeds, a two-rate
 grid); the `fashion_mnist` variant runs the two image protocols instead. `study` is the committed study's

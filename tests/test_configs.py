@@ -19,7 +19,7 @@ import os
 import pytest
 
 from relpos_jax import resources
-from relpos_jax.study import runner, suite
+from relpos_jax.study import resolution, runner, suite
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import config_files
 
@@ -126,10 +126,14 @@ def test_the_differences_name_the_key_and_both_values():
 @pytest.mark.parametrize('path', STUDIES)
 @pytest.mark.usefixtures('austen_laid_out_if_absent')
 def test_each_studies_file_passes_its_prevalidation(path):
-  """The checks a study or suite runs before it trains anything (encoders, protocol, comparisons, grid); the
+  """The checks a study or suite runs before it trains anything (encoders, protocol, comparisons, grid; a grid
+  study's config keys, relpos_jax.study.resolution.parse_config); the
   English studies' corpus, an optional system package, laid out where it is absent (tests/conftest.py)."""
   config = config_files.config_from_file(os.path.join(REPO, path))
-  if 'suite' in config:
+  if 'study' not in config and 'suite' not in config:  # a grid study (relpos_jax.study.resolution): its keys
+    settings = resolution.parse_config(config)
+    assert len(resolution.parse_encoders(settings)) == len(config.encoders)
+  elif 'suite' in config:
     studies = suite.validate_suite(config)
     assert len(studies) == len(config.suite.tasks)
   else:

@@ -19,6 +19,7 @@ The attention layer takes coordinates (batch, length, axes) or a static `grid_sh
   alibi2d        -m_h |delta|_2 with ALiBi's slopes (CROMA's 2D-ALiBi)
   kerple2d       -r1_h log(1 + r2_h |delta|_2) (KERPLE's log kernel on the Euclidean distance)
   augment_coords DINOv3's coordinate augmentation in training (shift, jitter, rescale) around any of them
+  randomize_coords  Ruoss et al.'s randomized positions per axis in training (coordinates drawn from a larger grid)
   fire2d         FIRE's MLP on psi(|delta|_2) / psi(max(|p_i|_2, L)) (query-dependent)
   lookhere       LookHere (Fuller et al. 2024): each head masked outside a 2-D direction cone, distance penalty inside
   pape           PaPE (Øhrstrøm et al. 2026): sum_m -a_i (w_m . delta)^2 + b_i (w_m . delta), a_i, b_i from the query's
@@ -29,7 +30,9 @@ The attention layer takes coordinates (batch, length, axes) or a static `grid_sh
   mrope          Qwen2-VL's M-RoPE (chunked sections) or Qwen3-VL's interleaved layout
   videorope      VideoRoPE (Wei et al. 2025): M-RoPE's (t, h, w) with t on the lowest frequencies, h / w interleaved
   sincos2d       MAE's fixed 2-D sin-cos absolute embedding (not relative)
-  learned2d      ViT's learned absolute embedding, a table of max_size^2 rows (refuses larger grids)
+  learned2d      ViT's learned absolute embedding, a table of max_size^2 rows (refuses larger grids; with
+                 resize=bicubic it is resized to the grid, as is sincos2d(resize=bicubic, size=n) and swin's table:
+                 relpos_jax.grid.resize)
 
 `mrope_index.get_rope_index` builds the (t, h, w) ids of packed text + image / video sequences as Qwen2-VL does;
 `mrope_index.get_videorope_index` VideoRoPE's (diagonal layout, frames scale_factor apart).
@@ -50,4 +53,4 @@ from relpos_jax.grid.positions import (
 )
 from relpos_jax.grid.registry import from_spec, make, names, to_spec
 from relpos_jax.grid import encoders  # noqa: E402,F401  (registers the families)
-from relpos_jax.grid.encoders.augment import augments, check_augmentation, train_coordinates
+from relpos_jax.grid.encoders.augment import augments, check_augmentation, check_train_grid, train_coordinates

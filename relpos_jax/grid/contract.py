@@ -86,6 +86,12 @@ class GridBiasEncoder(GridEncoder, contract.ScalarBiasEncoder):
     """Offsets delta = p_i - p_j (..., axes), int or float -> float32 (..., num_heads)."""
     raise NotImplementedError
 
+  def grid_offset_bias(self, params, shape) -> jax.Array:
+    """(P, num_heads): the bias at the P distinct offsets of the grid `shape` (`positions.distinct_offsets` order),
+    what the grid's bias table is built from (relpos_jax.grid.matrices). A table resized to the grid (Swin v1's,
+    `resize`) overrides it; every other encoder reads `bias` there."""
+    return self.bias(params, positions_lib.distinct_offsets(shape))
+
   def query_bias(self, params, q_pos, k_pos):
     """The bias of a query-dependent encoder (is_toeplitz False: FIRE-2D); coordinates broadcast."""
     raise NotImplementedError
@@ -175,6 +181,12 @@ class GridAbsoluteEncoder(GridEncoder, contract.AbsoluteEncoder):
 
   def __post_init__(self):
     check_axes(self.name, self.axes)
+
+  def embed_grid(self, params, shape, *, class_token: bool = False) -> jax.Array:
+    """(N, model_dim): the embedding of every token of the grid `shape` in raster order (N = prod(shape), + 1
+    with a class token first), what relpos_jax.nn.vit.ViT adds at evaluation. A table resized to the grid
+    (learned2d / sincos2d with `resize`) overrides it; every other encoder reads `embed` at the grid's positions."""
+    return self.embed(params, positions_lib.grid_positions(shape, class_token=class_token))
 
 
 def is_grid(encoder) -> bool:

@@ -25,7 +25,9 @@ Attention entropy (`return_entropy`): per layer, the mean over batch, heads and 
 of the attention distribution (nats), rebuilt explicitly by `RelativeMultiHeadAttention.attention_weights`
 (rotary, scalar-bias and position-free encoders; others are refused by name when asked). The model has no
 dropout: `train=True` changes only an encoder that augments its coordinates in training (grid augment_coords,
-DINOv3's shift / jitter / rescale), which then needs `rng` (one draw per call, shared by the layers).
+DINOv3's shift / jitter / rescale; randomize_coords, Ruoss et al.'s positions drawn from a larger grid), which then
+needs `rng` (one draw per call, shared by the layers). An absolute table with `resize` (learned2d, sincos2d;
+relpos_jax.grid.resize) is resized to the patch grid it meets (`embed_grid`), as ViTs are at a new resolution.
 """
 
 from __future__ import annotations
@@ -219,6 +221,7 @@ class ViT(nnx.Module):
     """A layer's positions in training when its encoder augments coordinates (grid augment_coords): the grid's
     coordinates, augmented with `rng` (the same key for every layer: one draw shared by the model)."""
     shape = grid_hw if axes == 2 else (1,) + grid_hw
+    grid.check_train_grid(encoder, shape)  # randomize_coords: its draw range covers the grid (refused by name)
     coords = grid.train_coordinates(encoder, rng, grid.grid_positions(shape, class_token=self.pool == 'cls'))
     return call.Coordinates(jnp.broadcast_to(coords, (b,) + coords.shape))
 
@@ -243,10 +246,12 @@ class ViT(nnx.Module):
       for part, p in zip(self.input_parts, params):
         if grid.is_grid(part):
           shape = grid_hw if part.axes == 2 else (1,) + grid_hw
-          part.check_grid(shape)  # a learned table refuses a grid beyond it
-          coords = grid.grid_positions(shape, class_token=cls)
-          if augmenting[0]:
-            coords = grid.train_coordinates(self.layer_encoders[0], rng, coords)
+          part.check_grid(shape)  # a learned table refuses a grid beyond it (unless it is resized to it)
+          if not augmenting[0]:  # the grid's embedding: a table with `resize` is resized to the grid here
+            emb = emb + jnp.asarray(part.embed_grid(p, shape, class_token=cls), jnp.float32)
+            continue
+          grid.check_train_grid(self.layer_encoders[0], shape)
+          coords = grid.train_coordinates(self.layer_encoders[0], rng, grid.grid_positions(shape, class_token=cls))
         else:
           part.check_positions(n + int(cls))  # a learned 1-D table refuses a grid with more tokens than it has
           coords = jnp.arange(n + int(cls), dtype=jnp.int32)

@@ -15,7 +15,14 @@ relpos_jax.data.grid_tasks, 4 for Fashion-MNIST, whose 28 x 28 image is 7 x 7 pa
 Learning rate per (task, encoder), at equal budget: with `config.lr_grid` every rate of the grid trains at the
 first seed, the lowest validation loss at the training side wins ('grid'; ties: the first rate of the grid)
 and the other seeds train with it; `config.lr_grid=None` trains every run at `config.learning_rate` ('fixed').
-Validation is its own seed stream (`data_seed`), never the test examples.
+Validation is its own seed stream (`data_seed`), never the test examples. Issue 49's protocol
+(configs/studies/resolution_round2.py): with `config.selection_seed` the grid trains at that seed instead, outside
+the reported seeds, and its runs score validation only (`selection_only` in their record); `config.edge_rates`
+trains rates past the grid's top there for a row that chose the top (`edge_check_row`: the page says whether the
+edge holds); `config.extra_pools` adds rows '<label>@<pool>' (a class token beside mean pooling) on the
+classification tasks; `config.family_tasks` makes the Holm family the comparisons on those tasks less degenerate
+pairs and duplicates of shared runs (`holm_family`, stated on the page); the page then prints each accuracy's
+binomial standard error beside its seed spread.
 
 Reported per task and encoder, at each side: test accuracy (per cell for per-cell tasks, which also report
 the per-board exact match), the test loss, and the mean attention entropy per layer (the model's
@@ -71,7 +78,9 @@ import optax
 from absl import logging
 from flax import nnx
 
+from relpos_jax import grid as grid_lib
 from relpos_jax.data import grid_tasks, idx
+from relpos_jax.encoders import contract as encoder_contract
 from relpos_jax.nn import vit
 from relpos_jax.study import record, report, stats
 from relpos_jax.study.plan import Entry, parse_entries, rate_name
@@ -137,6 +146,14 @@ class Settings:
   eval_batch_size: int = key(64, ge=1, le=config_lib.MAX_BATCH)
   entropy_examples: int = key(32, ge=1, le=MAX_EVAL_EXAMPLES)
   comparisons: tuple[str, ...] = key(())
+  # The protocol of issue 49 (configs/studies/resolution_round2.py); each None / () keeps the committed study's.
+  # The rate grid trains at selection_seed, outside the reported seeds, scored on validation only; edge_rates
+  # are rates past the grid's top, trained there where a row chose the top; extra_pools {pool: labels} adds rows
+  # '<label>@<pool>' on the classification tasks; family_tasks: the tasks whose comparisons form the Holm family.
+  selection_seed: int | None = key(None, ge=0, lt=config_lib.SEED_LIMIT)
+  edge_rates: tuple[float, ...] = key((), gt=0)
+  extra_pools: dict | None = key(None)
+  family_tasks: tuple[str, ...] | None = key(None)
 
 
 def parse_config(config) -> Settings:
@@ -172,8 +189,88 @@ def parse_config(config) -> Settings:
         f'config.warmup_steps={settings.warmup_steps} is invalid with config.steps={settings.steps}: allowed: '
         'fewer warmup steps than steps.'
     )
+  check_protocol(settings)
   parse_comparisons(settings)
   return settings
+
+
+def check_protocol(settings: Settings) -> None:
+  """The keys of the selection-seed protocol (issue 49), each refused by name with what is allowed."""
+  seeds = tuple(settings.seeds)
+  if settings.selection_seed is not None:
+    if settings.lr_grid is None:
+      raise ConfigError(
+          f'config.selection_seed={settings.selection_seed!r} is invalid without config.lr_grid: it is the seed the '
+          'rate grid trains at; allowed: None with a fixed rate, or a config.lr_grid.'
+      )
+    if int(settings.selection_seed) in seeds:
+      raise ConfigError(
+          f'config.selection_seed={settings.selection_seed!r} is one of the reported seeds {seeds}: the rate would be '
+          'chosen on a run that is also reported; allowed: a seed outside config.seeds.'
+      )
+  if settings.edge_rates:
+    top = max(settings.lr_grid) if settings.lr_grid else None
+    if settings.selection_seed is None or top is None:
+      raise ConfigError(
+          f'config.edge_rates={settings.edge_rates!r} is invalid without config.selection_seed and config.lr_grid: '
+          'the edge runs train at the selection seed, past the grid; allowed: () or a selection seed and a grid.'
+      )
+    if len(set(settings.edge_rates)) != len(settings.edge_rates) or min(settings.edge_rates) <= top:
+      raise ConfigError(
+          f'config.edge_rates={settings.edge_rates!r} is invalid: allowed: distinct rates above the top of '
+          f'config.lr_grid ({top:g}).'
+      )
+  labels = [e.label for e in parse_encoders(settings)]
+  for pool, chosen in (settings.extra_pools or {}).items():
+    if pool not in POOLS or pool == settings.model.pool:
+      raise ConfigError(
+          f'config.extra_pools.{pool} is invalid: allowed: a pool of {POOLS} other than config.model.pool='
+          f'{settings.model.pool!r}.'
+      )
+    if isinstance(chosen, str) or not chosen or len(set(chosen)) != len(chosen) or set(chosen) - set(labels):
+      raise ConfigError(
+          f'config.extra_pools.{pool}={chosen!r} is invalid: allowed: a non-empty tuple of distinct labels of '
+          f'config.encoders {labels}.'
+      )
+  if settings.family_tasks is not None:
+    family = tuple(settings.family_tasks)
+    if not family or len(set(family)) != len(family) or set(family) - set(settings.tasks):
+      raise ConfigError(
+          f'config.family_tasks={family!r} is invalid: allowed: None (every comparison of the page) or a non-empty '
+          f'tuple of distinct tasks of config.tasks {tuple(settings.tasks)}.'
+      )
+  for entry in parse_encoders(settings):
+    check_draw_range(settings, entry)
+
+
+def check_draw_range(settings: Settings, entry: Entry) -> None:
+  """An encoder that draws its training coordinates from a larger grid (grid randomize_coords) covers the training
+  side and, as Ruoss et al.'s L covers the test lengths, every evaluation side; refused naming the entry."""
+  try:
+    encoder = grid_lib.from_spec(entry.spec)
+  except ValueError:
+    return  # not a grid spec alone (a 1-D or a stand-in's): the model's own check reads it
+  need = max((settings.train_side,) + tuple(settings.eval_sides))
+  for node in encoder_contract.walk(encoder):
+    side = getattr(node, 'max_side', None)
+    if getattr(node, 'check_train_grid', None) is not None and side is not None and side < need:
+      raise ConfigError(
+          f'config.encoders entry {entry.label!r} ({entry.spec}) draws training coordinates from [0, max_side={side}) '
+          f'per axis: a grid side it must cover (config.train_side={settings.train_side}, and config.eval_sides '
+          f'{tuple(settings.eval_sides)}, as Ruoss et al.\'s range covers the test lengths) is larger; allowed: '
+          f'max_side >= {need}.'
+      )
+
+
+def pool_rows(settings: Settings, task, entries: Sequence[Entry]) -> list[tuple[Entry, str | None]]:
+  """The rows of a task: every entry at config.model.pool (None: the model's), then, on a classification task,
+  the entries of config.extra_pools at their pool, labelled '<label>@<pool>' (a per-cell task pools nothing)."""
+  rows = [(entry, None) for entry in entries]
+  if task is not None and getattr(task, 'per_cell', False):
+    return rows
+  for pool, labels in (settings.extra_pools or {}).items():
+    rows += [(dataclasses.replace(e, label=f'{e.label}@{pool}'), pool) for e in entries if e.label in labels]
+  return rows
 
 
 def parse_encoders(settings: Settings) -> list[Entry]:
@@ -197,7 +294,7 @@ def parse_encoders(settings: Settings) -> list[Entry]:
 
 def parse_comparisons(settings: Settings) -> list[dict]:
   """'A vs B' (every evaluation side) or 'A vs B at <side>' as [{'a', 'b', 'sides'}]."""
-  labels = [e.label for e in parse_encoders(settings)]
+  labels = [e.label for e, _ in pool_rows(settings, None, parse_encoders(settings))]
   allowed = (
       f"allowed: 'A vs B' or 'A vs B at S', A and B labels of config.encoders {labels}, S one of "
       f'config.eval_sides {settings.eval_sides}'
@@ -325,13 +422,17 @@ def vit_model(*, encoder: str, num_classes: int, patch_size: int, in_channels: i
   )
 
 
-def _build(model_fn, settings: Settings, task: grid_tasks.GridTask, spec: str, seed: int):
+def _pool(settings: Settings, task, pool: str | None) -> str:
+  return 'none' if task.per_cell else (pool or settings.model.pool)
+
+
+def _build(model_fn, settings: Settings, task: grid_tasks.GridTask, spec: str, seed: int, pool: str | None = None):
   return model_fn(
       encoder=spec,
       num_classes=task.num_classes,
       patch_size=task.patch_size,
       in_channels=task.in_channels,
-      pool='none' if task.per_cell else settings.model.pool,
+      pool=_pool(settings, task, pool),
       rngs=nnx.Rngs(seed),
       model_dim=settings.model.model_dim,
       num_heads=settings.model.num_heads,
@@ -347,13 +448,13 @@ def check_models(settings: Settings, tasks: dict, entries: Sequence[Entry], mode
   model the size keys cannot make, or one that cannot be evaluated at a side (a learned2d table smaller than
   it, an encoder without attention entropy) fails in seconds, before any training, naming the key."""
   for name, task in tasks.items():
-    for entry in entries:
+    for entry, pool in pool_rows(settings, task, entries):
       where = (
           f'config.encoders entry {entry.label!r} (encoder {entry.spec!r}, task {name!r}, config.model '
           f'{dataclasses.asdict(settings.model)})'
       )
       try:
-        abstract = nnx.eval_shape(functools.partial(_build, model_fn, settings, task, entry.spec, 0))
+        abstract = nnx.eval_shape(functools.partial(_build, model_fn, settings, task, entry.spec, 0, pool))
       except ConfigError:
         raise
       except Exception as e:  # pylint: disable=broad-except
@@ -526,14 +627,26 @@ def majority_baseline(settings: Settings, task, pixels: int, split: str = 'test'
   return float(counts.max() / counts.sum())
 
 
-def run_config(settings: Settings, task: grid_tasks.GridTask, entry: Entry, seed: int, lr: float) -> dict:
-  """What one run computes (recorded in its result; a saved result is reused only for an equal one)."""
+def run_config(
+    settings: Settings,
+    task: grid_tasks.GridTask,
+    entry: Entry,
+    seed: int,
+    lr: float,
+    pool: str | None = None,
+    selection_only: bool = False,
+) -> dict:
+  """What one run computes (recorded in its result; a saved result is reused only for an equal one). A selection
+  run (at config.selection_seed) is scored on validation only, and says so; a row of config.extra_pools records
+  its pool in its model."""
+  extra = {'selection_only': True} if selection_only else {}
   return {
       'task': task.describe(),
       'encoder': entry.spec,
       'seed': seed,
       'learning_rate': lr,
-      'model': dataclasses.asdict(settings.model),
+      'model': {**dataclasses.asdict(settings.model), **({'pool': pool} if pool else {})},
+      **extra,
       **{
           k: getattr(settings, k)
           for k in ('train_side', 'steps', 'batch_size', 'warmup_steps', 'weight_decay', 'grad_clip_norm')
@@ -545,9 +658,12 @@ def run_config(settings: Settings, task: grid_tasks.GridTask, entry: Entry, seed
   }
 
 
-def train_and_evaluate(settings: Settings, task, entry: Entry, seed: int, lr: float, model_fn) -> dict:
-  """Trains one model (seed: the initialisation and the training stream) and evaluates it."""
-  model = _build(model_fn, settings, task, entry.spec, seed)
+def train_and_evaluate(
+    settings: Settings, task, entry: Entry, seed: int, lr: float, model_fn, pool=None, selection_only=False
+) -> dict:
+  """Trains one model (seed: the initialisation and the training stream) and evaluates it (selection_only: on
+  validation at the training side only, what the rate is chosen on; no test example is scored)."""
+  model = _build(model_fn, settings, task, entry.spec, seed, pool)
   num_params = int(sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param))))
   tx = _optimizer(settings.steps, settings.warmup_steps, settings.weight_decay, settings.grad_clip_norm)
   optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
@@ -572,12 +688,12 @@ def train_and_evaluate(settings: Settings, task, entry: Entry, seed: int, lr: fl
   started = time.perf_counter()
   validation = _evaluate(model, eval_step, task, pixels, settings, 'validation', entropy=False)
   by_side = {}
-  for side in settings.eval_sides:
+  for side in [] if selection_only else settings.eval_sides:
     by_side[str(side)] = _evaluate(model, eval_step, task, side * task.patch_size, settings, 'test', entropy=True)
   tail = train_losses[-max(1, len(train_losses) // 10) :]
   return {
       'validation': validation,
-      'test': by_side,
+      **({} if selection_only else {'test': by_side}),
       'train_loss': float(np.mean(tail)),
       'num_params': num_params,
       'train_seconds': round(train_seconds, 2),
@@ -596,11 +712,24 @@ def run_dir(workdir: str, task_name: str, label: str, lr: float, seed: int) -> s
   return os.path.join(workdir, 'runs', task_name, label, f'lr{rate_name(lr)}', f'seed{seed}')
 
 
-def _run(settings, workdir, task_name, task, entry, seed, lr, model_fn, counter, finished_only=False) -> dict | None:
+def _run(
+    settings,
+    workdir,
+    task_name,
+    task,
+    entry,
+    seed,
+    lr,
+    model_fn,
+    counter,
+    finished_only=False,
+    pool=None,
+    selection_only=False,
+) -> dict | None:
   """The saved result of one run, or the run trained, evaluated and saved (finished_only: None instead)."""
   directory = run_dir(workdir, task_name, entry.label, lr, seed)
   path = os.path.join(directory, RESULT_FILE)
-  config = run_config(settings, task, entry, seed, lr)
+  config = run_config(settings, task, entry, seed, lr, pool, selection_only)
   fingerprint = task.data_fingerprint()
   if os.path.exists(path):
     saved = read_result(path)
@@ -624,7 +753,10 @@ def _run(settings, workdir, task_name, task, entry, seed, lr, model_fn, counter,
   if finished_only:
     return None
   logging.info('resolution study: %s / %s / lr %g / seed %d', task_name, entry.label, lr, seed)
-  result = {'run_config': config, **train_and_evaluate(settings, task, entry, seed, lr, model_fn)}
+  result = {
+      'run_config': config,
+      **train_and_evaluate(settings, task, entry, seed, lr, model_fn, pool=pool, selection_only=selection_only),
+  }
   if fingerprint is not None:
     result[DATA_FINGERPRINT] = fingerprint
   os.makedirs(directory, exist_ok=True)
@@ -712,6 +844,29 @@ def merge_seeds(settings: Settings, entry: Entry, per_seed: Sequence[dict], lr: 
   return row
 
 
+def edge_check_row(settings: Settings, grid: dict, lr: float, edge: dict) -> dict:
+  """A row's selection: its seed, and where it chose the grid's top, the edge rates' validation losses at that
+  seed (None: diverged; not yet run under finished_only) and whether one of them is lower (the edge binds: the
+  grid's choice is reported, marked)."""
+  out = {'selection_seed': settings.selection_seed, 'edge': None, 'edge_binds': None}
+  if not settings.edge_rates or lr != max(settings.lr_grid):
+    return out
+  losses = {r: (None if r_result is None else _selection_loss(r_result)) for r, r_result in edge.items()}
+  out['edge'] = {rate_name(r): (None if v is None or math.isinf(v) else v) for r, v in losses.items()}
+  chosen = _selection_loss(grid[lr])
+  finished = [v for v in losses.values() if v is not None]
+  out['edge_binds'] = None if len(finished) < len(losses) else any(v < chosen for v in finished)
+  return out
+
+
+def binomial_se(accuracy: float | None, n: int) -> float | None:
+  """sqrt(p (1 - p) / n): the standard error of an accuracy p measured on n independent test examples (per-cell
+  accuracy: n boards, a bound that treats a board as one trial)."""
+  if accuracy is None or n < 1:
+    return None
+  return math.sqrt(max(accuracy * (1 - accuracy), 0.0) / n)
+
+
 def comparisons(results: dict, task_name: str) -> list[dict]:
   """The paired differences of test accuracy asked for in `config.comparisons`, on one task."""
   rows = {r['name']: r for r in results['tasks'][task_name]['runs']}
@@ -740,10 +895,60 @@ def comparisons(results: dict, task_name: str) -> list[dict]:
   return out
 
 
+def holm_family(results: dict) -> list[tuple[dict, str | None]]:
+  """Every comparison of the page, each with why it is left out of the Holm family (None: a member), in order:
+
+    'task outside the family'  its task is not in protocol.family_tasks (e.g. the canvas, whose fall with size
+                               measures the mean pool's dilution by blank tokens, not position);
+    'degenerate'               A and B scored the same at every seed (bit-identical runs, e.g. two encoders the
+                               task cannot tell apart): a difference of exactly 0, the same test as no test;
+    'duplicate of <task> ...'  its per-seed values of A and B are those of a member already counted (shared runs:
+                               two protocols whose training side is the same images), so counting it again would
+                               count one test twice;
+    'no p-value'               fewer than two seeds.
+
+  Without protocol.family_tasks (the committed study) every comparison with a p-value is a member."""
+  family_tasks = results['protocol'].get('family_tasks')
+  rows = [(name, c) for name, task in _tasks_in_order(results) for c in task['comparisons']]
+  if family_tasks is None:
+    return [(c, None if c.get('p_value') is not None else 'no p-value') for _, c in rows]
+  out, seen = [], {}
+  for name, c in rows:
+    task = results['tasks'][name]
+    by_name = {r['name']: r for r in task['runs']}
+    s = str(c['side'])
+    values = tuple(
+        tuple(by_name[x]['accuracy_per_seed'][s][by_name[x]['seeds'].index(seed)] for seed in c['seeds'])
+        for x in (c['a'], c['b'])
+    )
+    if name not in family_tasks:
+      why = 'task outside the family'
+    elif values[0] == values[1]:
+      why = 'degenerate (A and B identical at every seed)'
+    elif (c['a'], c['b'], values) in seen:
+      why = f'duplicate of {seen[(c["a"], c["b"], values)]} (the same runs)'
+    elif c.get('p_value') is None:
+      why = 'no p-value'
+    else:
+      why = None
+      seen[(c['a'], c['b'], values)] = f'{name} at {s}'
+    out.append((c, why))
+  return out
+
+
 def adjust_over_page(results: dict) -> dict:
   """Holm over every comparison of the page (every task, every side): sets each comparison's `p_holm` and
   `resolved_holm`, and `protocol.holm_family` (m). A claim that reads one comparison among the page's many is a
-  multiple test; the page is the family, as in the LM study's reports (relpos_jax.study.report)."""
+  multiple test; the page is the family, as in the LM study's reports (relpos_jax.study.report). With
+  protocol.family_tasks (issue 49) the family is `holm_family`'s members: each comparison records `family` (None:
+  a member; else why not), the others get p_holm None."""
+  if results['protocol'].get('family_tasks') is not None:
+    members = holm_family(results)
+    adjusted = stats.holm([c.get('p_value') if why is None else None for c, why in members])
+    for (c, why), p, resolved in zip(members, adjusted['adjusted'], adjusted['resolved']):
+      c['family'], c['p_holm'], c['resolved_holm'] = why, p, bool(resolved)
+    results['protocol']['holm_family'] = adjusted['m']
+    return results
   rows = [c for task in results['tasks'].values() for c in task['comparisons']]
   family = stats.holm([c.get('p_value') for c in rows])
   for c, adjusted, resolved in zip(rows, family['adjusted'], family['resolved']):
@@ -829,24 +1034,44 @@ def _run_study(settings, config_json: dict, tasks, entries, workdir, model_fn, o
       'tasks': {name: _task_summary(settings, task) for name, task in tasks.items()},
       'meta': {'config': json.loads(json.dumps(config_json, default=str)), **environment()},
   }
+  selection = settings.selection_seed
+  if selection is not None:  # the protocol of issue 49, stated on the page; absent from the committed study's
+    results['protocol'].update(
+        selection_seed=selection,
+        selection=(
+            f'validation loss at the training side {settings.train_side}, at seed {selection} (not reported)'
+        ),
+        edge_rates=list(settings.edge_rates),
+        eval_examples=settings.eval_examples,
+    )
+  if settings.extra_pools:
+    results['protocol']['extra_pools'] = {k: list(v) for k, v in settings.extra_pools.items()}
+  if settings.family_tasks is not None:
+    results['protocol']['family_tasks'] = list(settings.family_tasks)
   if finished_only:
     results['unfinished'] = []
   seeds = list(settings.seeds)
   run = functools.partial(_run, settings, workdir, model_fn=model_fn, counter=counter, finished_only=finished_only)
+  grid_seed = seeds[0] if selection is None else int(selection)
   for name, task in tasks.items():
-    for entry in entries:
-      grid = {}
+    for entry, pool in pool_rows(settings, task, entries):
+      grid, edge = {}, {}
+      chosen_only = selection is not None  # selection runs are scored on validation alone
       if settings.lr_grid is not None:
         for lr in settings.lr_grid:
-          grid[lr] = run(name, task, entry, seeds[0], lr)
+          grid[lr] = run(name, task, entry, grid_seed, lr, pool=pool, selection_only=chosen_only)
         if any(r is None for r in grid.values()):  # finished_only: the rate is not chosen yet
           results['unfinished'].append({'task': name, 'encoder': entry.label, 'finished_seeds': []})
           continue
         lr = min(grid, key=lambda v: _selection_loss(grid[v]))  # ties: the first rate of the grid
         how = 'grid'
+        if settings.edge_rates and lr == max(settings.lr_grid):  # the choice at the top: checked past it
+          edge = {r: run(name, task, entry, grid_seed, r, pool=pool, selection_only=True) for r in settings.edge_rates}
       else:
         lr, how = settings.learning_rate, 'fixed'
-      per_seed = [grid[lr] if seed == seeds[0] and lr in grid else run(name, task, entry, seed, lr) for seed in seeds]
+      per_seed = [
+          grid[lr] if seed == grid_seed and lr in grid else run(name, task, entry, seed, lr, pool=pool) for seed in seeds
+      ]
       finished = [r for r in per_seed if r is not None]
       if len(finished) < len(per_seed):
         results['unfinished'].append(
@@ -854,7 +1079,12 @@ def _run_study(settings, config_json: dict, tasks, entries, workdir, model_fn, o
         )
       if not finished:
         continue
-      results['tasks'][name]['runs'].append(merge_seeds(settings, entry, finished, lr, how, grid))
+      row = merge_seeds(settings, entry, finished, lr, how, grid)
+      if selection is not None:
+        row.update(edge_check_row(settings, grid, lr, edge))
+      if pool is not None:
+        row['pool'] = pool
+      results['tasks'][name]['runs'].append(row)
       results['tasks'][name]['comparisons'] = comparisons(results, name)
       adjust_over_page(results)
       results['meta'].update(counter, wall_seconds=round(time.perf_counter() - started, 1))
@@ -888,6 +1118,39 @@ def _seeds_note(row: dict, results: dict) -> str:
   return '' if row['seeds'] == results['seeds'] else f' [seeds {", ".join(map(str, row["seeds"]))}]'
 
 
+def _se(accuracy, n_test) -> str:
+  se = binomial_se(accuracy, n_test) if n_test is not None else None
+  return '' if se is None else f' (SE {se:.3f})'
+
+
+def _edge_note(row: dict) -> str:
+  if row.get('edge') is None:
+    return ''
+  if row.get('edge_binds') is None:
+    return '; edge not yet checked'
+  return '; edge binds' if row['edge_binds'] else '; edge holds'
+
+
+def family_statement(results: dict) -> str:
+  """The Holm family in words: its tasks, its size, and every comparison left out with why (`holm_family`)."""
+  members = holm_family(results)
+  family = results['protocol']['family_tasks']
+  out = [
+      f'**The Holm family** ({sum(why is None for _, why in members)} comparisons): the paired comparisons of '
+      f'config.comparisons on {", ".join(family)}, every side, less those that test nothing or test again what a '
+      'member tests.'
+  ]
+  where = {id(c): name for name, task in results['tasks'].items() for c in task['comparisons']}
+  left = {}
+  for c, why in members:
+    if why is not None:
+      reason = why.split(' (')[0] if why.startswith(('degenerate', 'duplicate')) else why
+      left.setdefault(reason, []).append(f'{c["a"]} vs {c["b"]} on {where.get(id(c))} at {c["side"]}')
+  for why, cs in left.items():
+    out.append(f'Left out, {why}: {len(cs)} ({"; ".join(cs)}).')
+  return ' '.join(out)
+
+
 def markdown(results: dict) -> str:
   """results.md: per task, accuracy (and exact match) by side, entropy per layer by side, the comparisons."""
   sides = [str(s) for s in results['eval_sides']]
@@ -895,14 +1158,38 @@ def markdown(results: dict) -> str:
   lines = [f'# {results["title"]}', '']
   if results.get('description'):
     lines += [results['description'], '']
-  grid = results['protocol']['lr_grid']
+  protocol = results['protocol']
+  grid = protocol['lr_grid']
   rate = f'chosen per encoder on validation loss at the training side from {grid}' if grid else 'fixed'
+  if protocol.get('selection_seed') is not None:
+    rate = (
+        f'chosen per encoder on validation loss at the training side, at seed {protocol["selection_seed"]} (not '
+        f'reported; its runs score no test example), from {grid}'
+    )
+    if protocol.get('edge_rates'):
+      rate += (
+          f'; a row that chose the top, {max(grid):g}, was also trained at {protocol["edge_rates"]} at that seed (the '
+          'edge check: "edge holds" where none of them has a lower validation loss, "edge binds" where one has)'
+      )
   lines += [
       f'Trained at {results["train_side"]}×{results["train_side"]} tokens, evaluated on the test split at '
       f'{", ".join(f"{s}×{s}" for s in sides)} tokens; seeds {results["seeds"]}; cells: {stats.PLUS_MINUS}. '
       f'Learning rate: {rate}.',
       '',
   ]
+  n_test = protocol.get('eval_examples')
+  if n_test is not None:
+    lines += [
+        f'Every side scores the same {n_test:,} test examples for every encoder and seed; a cell\'s "(SE x)" is the '
+        'binomial standard error sqrt(p (1 - p) / n) of its mean accuracy p on those n examples (per-cell tasks: '
+        'n boards, treating a board as one trial), to read beside the seed spread.',
+        '',
+    ]
+  if protocol.get('extra_pools'):
+    pools = '; '.join(f'{", ".join(v)} also pooled by {k} (rows <label>@{k})' for k, v in protocol['extra_pools'].items())
+    lines += [f'Pooling: {pools}, on the classification tasks (per-cell tasks pool nothing).', '']
+  if protocol.get('family_tasks') is not None:
+    lines += [family_statement(results), '']
   if results.get('unfinished'):
     rows = ', '.join(
         f'{u["task"]} / {u["encoder"]} ({len(u["finished_seeds"])} of {len(results["seeds"])} seeds)'
@@ -928,8 +1215,10 @@ def markdown(results: dict) -> str:
       elif metric == 'accuracy' and task.get('data_absent'):
         lines.append(f'| majority class (the floor) | {" | ".join("n/a" for _ in sides)} | |')
       for row in runs:
-        cells = ' | '.join(_cell(row[metric][s], row[f'{metric}_per_seed'][s]) for s in sides)
-        lr = f'{row["learning_rate"]:g} ({row["lr_choice"]})'
+        cells = ' | '.join(
+            _cell(row[metric][s], row[f'{metric}_per_seed'][s]) + _se(row[metric][s], n_test) for s in sides
+        )
+        lr = f'{row["learning_rate"]:g} ({row["lr_choice"]}{_edge_note(row)})'
         lines.append(f'| {row["name"]} (`{row["spec"]}`){_seeds_note(row, results)} | {cells} | {lr} |')
       lines.append('')
     if any('entropy' in row for row in runs):
@@ -959,10 +1248,12 @@ def markdown(results: dict) -> str:
       for c in task['comparisons']:
         interval = f'[{c["low"]:+.3f}, {c["high"]:+.3f}]' if c['low'] is not None else 'n/a (< 2 seeds)'
         diff = f'{c["mean"]:+.3f}' if c['mean'] is not None else 'n/a'
+        holm = f'{_p(c.get("p_holm"))}{" (resolved)" if c.get("resolved_holm") else ""}'
+        if c.get('family'):  # issue 49's family: out of it, and why
+          holm = f'not in the family: {c["family"]}'
         lines.append(
             f'| {c["a"]} | {c["b"]} | {c["side"]} | {c["n"]} | {_cell(c["a_mean"], [])} | {_cell(c["b_mean"], [])} | '
-            f'{diff} | {interval} | {"yes" if c["resolved"] else "no"} | {_p(c.get("p_value"))} | '
-            f'{_p(c.get("p_holm"))}{" (resolved)" if c.get("resolved_holm") else ""} |'
+            f'{diff} | {interval} | {"yes" if c["resolved"] else "no"} | {_p(c.get("p_value"))} | {holm} |'
         )
       lines.append('')
   meta = results['meta']

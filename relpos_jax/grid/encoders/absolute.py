@@ -18,6 +18,7 @@ import numpy as np
 
 from relpos_jax import validation
 from relpos_jax.grid import positions as positions_lib
+from relpos_jax.grid import resize as resize_lib
 from relpos_jax.grid.contract import GridAbsoluteEncoder
 from relpos_jax.grid.registry import register
 
@@ -25,10 +26,32 @@ from relpos_jax.grid.registry import register
 @register('sincos2d')
 @dataclasses.dataclass(frozen=True)
 class SinCos2D(GridAbsoluteEncoder):
+  """`sincos2d`: the sinusoids at every grid's own coordinates (they extrapolate); `sincos2d(resize=bicubic,
+  size=7)`: the table of the size x size training grid, resized to the grid met by bicubic interpolation
+  (relpos_jax.grid.resize), as MAE / DeiT fine-tune their position table at a new resolution (`embed_grid`;
+  explicit coordinates read the sinusoids)."""
+
+  resize: str | None = None
+  size: int | None = None
 
   def __post_init__(self):
     super().__post_init__()
     validation.require(self.axes == 2, self.name, 'axes', self.axes, '2 (MAE embeds rows and columns)')
+    if self.resize is None:
+      validation.require(
+          self.size is None, self.name, 'size', self.size, 'None without resize (the grid it resizes from)'
+      )
+    else:
+      resize_lib.check_method(self.name, self.resize)
+      validation.require(
+          self.size is not None, self.name, 'size', self.size, 'the training grid side the table is resized from'
+      )
+      validation.positive_int(self.name, 'size', self.size, maximum=1024)
+
+  def embed_grid(self, params, shape, *, class_token: bool = False):
+    if self.resize is None:
+      return super().embed_grid(params, shape, class_token=class_token)
+    return _resized_embedding(self, params, (self.size, self.size), shape, class_token)
 
   def check_dims(self, dims_):
     validation.require(dims_.model_dim % 4 == 0, self.name, 'model_dim', dims_.model_dim, 'a multiple of 4')
@@ -61,10 +84,22 @@ class Learned2D(GridAbsoluteEncoder):
   any_size = False
 
   max_size: int = 16
+  resize: str | None = None
 
   def __post_init__(self):
     super().__post_init__()
     validation.positive_int(self.name, 'max_size', self.max_size, maximum=1024)
+    if self.resize is not None:
+      resize_lib.check_method(self.name, self.resize)
+
+  def embed_grid(self, params, shape, *, class_token: bool = False):
+    """With `resize` (learned2d(max_size=7, resize=bicubic)): the max_size^axes table resized to the grid `shape` by
+    bicubic interpolation (relpos_jax.grid.resize), ViT's "2D interpolation of the pre-trained position embeddings"
+    at a new resolution (larger or smaller; the table itself at its own grid). Without: the table read at the
+    grid's coordinates (its top-left corner; a side above max_size refused)."""
+    if self.resize is None:
+      return super().embed_grid(params, shape, class_token=class_token)
+    return _resized_embedding(self, params, (self.max_size,) * self.axes, shape, class_token)
 
   @property
   def max_length(self):
@@ -72,6 +107,9 @@ class Learned2D(GridAbsoluteEncoder):
 
   def check_grid(self, shape) -> None:
     shape = positions_lib.check_shape(self.name, shape)
+    if self.resize is not None:  # resized to any grid (`embed_grid`)
+      resize_lib.check_grid_shape(self.name, 'grid shape', shape, axes=self.axes)
+      return
     if max(shape) > self.max_size:
       raise ValueError(
           f'{self.name}: the grid {shape} has a side above the learned table of max_size={self.max_size} per axis; '
@@ -100,3 +138,14 @@ class Learned2D(GridAbsoluteEncoder):
     emb = jnp.take(params['table'], index, axis=0)
     emb = jnp.where(inside[..., None], emb, jnp.nan)  # traced coordinates beyond the table: NaN, not a clip
     return jnp.where(cls[..., None], 0.0, emb)
+
+
+def _resized_embedding(encoder, params, from_shape, shape, class_token):
+  """(N, D): the encoder's table on the grid `from_shape` (its `embed` there) resized to the grid `shape`, in
+  raster order; a class token's row (zeros, as `embed` gives it) first."""
+  shape = resize_lib.check_grid_shape(encoder.name, 'shape', shape, axes=encoder.axes)
+  table = encoder.embed(params, positions_lib.grid_positions(from_shape))
+  out = resize_lib.resize_table(table, from_shape, shape, encoder.resize, who=encoder.name)
+  if class_token:
+    out = jnp.concatenate([jnp.zeros((1, out.shape[1]), out.dtype), out], axis=0)
+  return out

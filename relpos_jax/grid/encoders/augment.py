@@ -196,3 +196,12 @@ def train_coordinates(encoder, rng, coordinates):
 def augments(encoder) -> bool:
   """Whether training moves the coordinates of `encoder` (its tree holds an augment_coords)."""
   return any(getattr(node, 'augments_coordinates', False) for node in contract.walk(encoder))
+
+
+def check_train_grid(encoder, shape) -> None:
+  """Refuses, naming the key, a training grid the encoder's coordinate draw cannot cover (randomize_coords: a side
+  above its max_side); nothing for the other encoders. Called where the grid is static, before the draw."""
+  for node in contract.walk(encoder):
+    check = getattr(node, 'check_train_grid', None)
+    if check is not None:
+      check(shape)

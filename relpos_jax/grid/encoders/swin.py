@@ -36,6 +36,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from relpos_jax import validation
+from relpos_jax.grid import positions as positions_lib
+from relpos_jax.grid import resize as resize_lib
 from relpos_jax.grid.contract import GridBiasEncoder
 from relpos_jax.grid.registry import register
 
@@ -43,16 +45,45 @@ from relpos_jax.grid.registry import register
 @register('swin')
 @dataclasses.dataclass(frozen=True)
 class Swin(GridBiasEncoder):
+  """`swin(window=7)`; `swin(window=7, resize=bicubic)`: at a grid of sides n_a the table, (2M - 1) rows per axis,
+  is resized to (2 n_a - 1) rows per axis by bicubic interpolation (relpos_jax.grid.resize), as Swin v1 fine-tunes
+  at a new window ("bi-cubic interpolation" of the relative position bias, Liu et al. 2021, section 4.1). The
+  grid is the one the layer is given (`grid_shape`, the ViT's patch grid); at the window's own grid the table is
+  itself. Explicit coordinates (`pair_bias`, `bias`) read the unresized table, within the window."""
+
   any_size = False
 
   window: int = 7
+  resize: str | None = None
 
   def __post_init__(self):
     super().__post_init__()
     validation.positive_int(self.name, 'window', self.window, maximum=1024)
+    if self.resize is not None:
+      resize_lib.check_method(self.name, self.resize)
 
   def max_offset(self):
     return self.window - 1
+
+  def check_grid(self, shape) -> None:
+    if self.resize is None:
+      return super().check_grid(shape)
+    shape = positions_lib.check_shape(self.name, shape)
+    validation.require(
+        len(shape) == self.axes, self.name, 'grid shape', shape, f'{self.axes} axes (the encoder has axes={self.axes})'
+    )
+    resize_lib.check_grid_shape(self.name, 'grid shape', tuple(2 * n - 1 for n in shape), axes=self.axes)
+
+  def grid_offset_bias(self, params, shape):
+    """(P, H) at the distinct offsets of `shape`: the table resized to (2 n_a - 1) rows per axis (`resize`), or
+    read at the offsets (no `resize`: the window's table, which refuses offsets beyond it)."""
+    if self.resize is None:
+      return super().grid_offset_bias(params, shape)
+    self.check_grid(shape)
+    window = (2 * self.window - 1,) * self.axes
+    return resize_lib.resize_table(
+        params['table'], window, tuple(2 * n - 1 for n in shape), self.resize, who=self.name
+    )
 
   def init_params(self, rng, dims_):
     size = (2 * self.window - 1) ** self.axes
