@@ -1,14 +1,16 @@
 """Measurement 4m-4n: blockwise attention on a grid (2-D positions), against the explicit path and plain attention.
 
-Every contender is the layer's grid attention core (`relpos_jax.nn.attention.grid_inputs` with a static
-`grid_shape`, between the projections): a grid rotary encoder rotates q and k at the grid's coordinates in raster
-order; a grid bias encoder is evaluated on the (2H - 1)(2W - 1) distinct offsets only (fire2d: per pair), then
+Every contender is the layer's grid attention core (what `relpos_jax.nn.attention.self_attention_inputs` hands
+`functional.attend` for a static `grid_shape`, between the projections): a grid rotary encoder rotates q and k at
+the grid's coordinates in raster order; a grid bias encoder is handed to attend with `positions=call.Grid(shape)`,
+whose Term (`terms.grid.GridTableBias`) evaluates it on the (2H - 1)(2W - 1) distinct offsets only (its `prepare`;
+fire2d: `GridPairBias`, per pair), then
 
-  explicit              implementation 'einsum' with the (H, L, L) bias (the table's `dense()` expansion, what
-                        functional.attend does for the untiled paths): (B, H, L, L) scores.
-  blockwise             implementation 'blockwise' given the table (`terms.GridTable`): each tile gathers its
-                        (H, bq, bk) block from the (H, P) table at its flattened indices, or (fire2d, no table:
-                        its normaliser reads |p_i|) evaluates the encoder on its own pairs (what the layer does).
+  explicit              implementation 'einsum': the one tile of every pair gathers the (H, L, L) bias from the
+                        table: (B, H, L, L) scores.
+  blockwise             implementation 'blockwise': each tile gathers its (H, bq, bk) block from the (H, P) table at
+                        its flattened indices, or (fire2d, no table: its normaliser reads |p_i|) evaluates the
+                        encoder on its own pairs (what the layer does).
   blockwise (L x L)     'blockwise' given the (H, L, L) matrix, sliced per tile: the layer's path before the
                         per-tile gather, for the memory column only.
 
@@ -53,23 +55,24 @@ def plain_attention(q, k, v, params):
 def core(encoder, shape, implementation, bias_form='table'):
   """(q, k, v, params) -> out: the layer's grid core for one grid encoder over `shape` (see the docstring)."""
 
+  where = call.Grid(tuple(shape))
+  n = where.num_tokens
+
   def fn(q, k, v, params):
     b = q.shape[0]
-    bias = None
+    parts, part_params, bias = (encoder,), [params], None
     if encoder.kind is contract.Kind.ROTARY:
-      coords = jnp.broadcast_to(grid_lib.grid_positions(shape), (b, int(np.prod(shape)), len(shape)))
+      coords = jnp.broadcast_to(grid_lib.grid_positions(shape), (b, n, len(shape)))
       q = encoder.rotate_queries(params, q, coords)
       k = encoder.rotate_keys(params, k, coords)
-    elif encoder.is_toeplitz:
-      bias = terms.GridTable(grid_lib.grid_bias_table(encoder, params, shape), shape)
-    else:  # fire2d: no table of offsets (its normaliser reads |p_i|); each tile evaluates its own pairs
-      bias = terms.GridTable(None, shape, pair_parts=(encoder,), pair_params=(params,))
-    if bias is not None and bias_form == 'dense':
-      bias = bias.dense()  # the (H, L, L) expansion, traced (grid_bias_matrix's numpy index is a constant)
+      parts, part_params = (), []
+    elif bias_form == 'dense':  # the (H, L, L) expansion, traced, handed to attend as a precomputed bias
+      bias = terms.parts.scalar_bias(parts, part_params, n, n, where=where)
+      parts, part_params = (), []
     return functional.attend(
-        call.AttentionInputs.checked(q, k, v, bias=bias),
-        (),
-        [],
+        call.AttentionInputs.checked(q, k, v, where if parts else None, bias=bias),
+        parts,
+        part_params,
         call.AttentionSettings.checked(
             implementation=implementation, block_size=BLOCK_SIZE if implementation == 'blockwise' else None
         ),

@@ -187,6 +187,66 @@ def test_no_kind_switch_outside_the_term_selection():
   assert not found, "kind switches outside relpos_jax/nn/terms/select.py (ask the part's Term):\n" + '\n'.join(found)
 
 
+# The modules of relpos_jax/nn that may ask whether a part reads coordinates (a grid encoder's) or dispatch on
+# the type of where the tokens sit (1-D `Positions`, `Grid`, `Coordinates`), each with its reason.
+GRID_DISPATCH_ALLOWED = {
+    KIND_SELECTION: "chooses each part its Term by its kind and the positions' type (a grid bias on a Grid: a table)",
+    ROOT / 'relpos_jax' / 'nn' / 'call.py': 'builds the position values from the layer keywords and checks them',
+}
+GRID_TYPES = ('Grid', 'Coordinates', 'GridTable')
+
+
+def grid_dispatches(source: str) -> list[int]:
+  """The lines of `source` that dispatch on the grid outside the Terms: asking whether a part is a grid's
+  (`grid.is_grid(part)`, `part.is_grid`, `getattr(part, 'is_grid', False)`) or an `isinstance` naming a grid's
+  value type (`Grid`, `Coordinates`, the old `GridTable`, bare or dotted, alone or in a tuple)."""
+  lines = set()
+  for node in ast.walk(ast.parse(source)):
+    if isinstance(node, ast.Attribute) and node.attr == 'is_grid':
+      lines.add(node.lineno)
+    elif isinstance(node, ast.Name) and node.id == 'is_grid':
+      lines.add(node.lineno)
+    elif isinstance(node, ast.Constant) and node.value == 'is_grid':
+      lines.add(node.lineno)
+    elif isinstance(node, ast.Call) and getattr(node.func, 'id', None) == 'isinstance' and len(node.args) == 2:
+      named = [getattr(n, 'attr', getattr(n, 'id', None)) for n in ast.walk(node.args[1])]
+      if any(name in GRID_TYPES for name in named):
+        lines.add(node.lineno)
+  return sorted(lines)
+
+
+def test_the_grid_dispatch_finder_sees_the_old_grid_path():
+  """It can fail: the checks the grid path made beside the Terms before (attention.on_grid, grid_inputs, decode's
+  refusal, attend's and the blockwise kernel's GridTable, the layer's position keywords) are each found; reading a
+  grid's shape or an isinstance of 1-D Positions is not."""
+  old = (
+      'grid = grid_lib.is_grid(part)\n'
+      "grid_parts = [p.name for p in parts if getattr(p, 'is_grid', False)]\n"
+      'table = isinstance(position_bias, terms.grid.GridTable)\n'
+      'value = isinstance(positions, call.Grid)\n'
+      'x = isinstance(p, (Grid, Coordinates))\n'
+      'shape = where.shape\n'
+      'y = isinstance(p, Positions)\n'
+      'z = any(p.is_grid for p in parts)\n'
+  )
+  assert grid_dispatches(old) == [1, 2, 3, 4, 5, 8]
+
+
+def test_no_grid_dispatch_outside_the_term_selection():
+  """A grid goes through the Terms: whether a part reads coordinates, and on which grid, is decided where its
+  Term is chosen (terms/select.py) from the positions' type, which call.py builds; the layers, paths and kernels
+  ask the Term (GRID_DISPATCH_ALLOWED says why each exception may)."""
+  nn = ROOT / 'relpos_jax' / 'nn'
+  assert all(path.exists() for path in GRID_DISPATCH_ALLOWED)
+  found = [
+      f'{path.relative_to(ROOT)}:{line}'
+      for path in sorted(nn.rglob('*.py'))
+      if path not in GRID_DISPATCH_ALLOWED
+      for line in grid_dispatches(path.read_text())
+  ]
+  assert not found, "grid dispatch outside relpos_jax/nn/terms/select.py (ask the part's Term):\n" + '\n'.join(found)
+
+
 def test_positions_is_the_ground_floor():
   """relpos_jax.positions (relative positions, the Toeplitz expansion) imports no encoder and no layer: the
   encoders build on it (encoders.matrices.bias_matrix), never the reverse; no function-local import hides a

@@ -60,9 +60,9 @@ def test_the_docs_index_lists_every_page_and_folder():
 
 # Names of places outside the repository that pages and docstrings once cited.
 OUTSIDE = re.compile(r'shared/seed|shared/DESIGN|\.\./shared|DESIGN\.md')
-# relpos_jax/nn/ is rewritten in this same round (issue 51, item 1) by another change, which owns this docstring's
-# line; the exemption fails as soon as that file no longer needs it, so it cannot outlive the fix.
-STILL_CITED_IN = {'relpos_jax/nn/attention.py'}
+# Files still allowed to cite outside the repository (none: relpos_jax/nn/attention.py's grid path, which cited
+# DESIGN.md, went through the Terms in issue 51 item 1 and its docstring with it).
+STILL_CITED_IN = set()
 
 
 def _shipped_text_files() -> list[str]:

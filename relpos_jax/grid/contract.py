@@ -14,8 +14,9 @@ Every grid encoder has a field `axes` (2: H x W, 3: T x H x W) and refuses coord
 by name (`positions.check_coordinates`), 1-D positions included. The class token (coordinates CLASS_TOKEN) takes
 no position: `pair_bias` gives its pairs `class_bias(params)` and the rotations leave it unrotated.
 
-`is_grid = True` marks them: the attention layer takes them on its grid path (`relpos_jax.nn.attention`), and
-refuses a 1-D encoder given coordinates there. They are registered in their own registry (`grid.registry`), so
+`is_grid = True` marks them: the attention layer gives them their grid Terms (`relpos_jax.nn.terms.select`, by
+the part and the positions' type: `call.Grid` or `call.Coordinates`), and refuses a 1-D encoder given
+coordinates there. They are registered in their own registry (`grid.registry`), so
 the 1-D sweeps over `relpos_jax.encoders.names()` never meet them.
 """
 

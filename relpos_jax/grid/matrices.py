@@ -62,7 +62,7 @@ def _table(encoder, params, shape, class_token):
 def grid_bias_table(encoder, params, shape, *, class_token: bool = False) -> jax.Array:
   """(num_heads, P) float32: a relative grid bias at the P = prod(2n - 1) distinct offsets of the grid `shape`
   (`positions.distinct_offsets` order), + its class-token value last with `class_token`. What the blockwise
-  path gathers per tile (relpos_jax.nn.terms.GridTable) instead of the (H, N, N) matrix; ValueError for a
+  path gathers per tile (relpos_jax.nn.terms.grid.GridTableBias, whose `prepare` this is) instead of the (H, N, N) matrix; ValueError for a
   query-dependent encoder (is_toeplitz False: no table of offsets)."""
   _check_encoder('grid_bias_table', encoder)
   shape = positions_lib.check_shape('grid_bias_table', shape)

@@ -27,13 +27,11 @@ import flax.struct
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
-from relpos_jax import grid as grid_lib
 from relpos_jax import validation
 from relpos_jax.encoders import contract
-from relpos_jax.nn import call, functional
+from relpos_jax.nn import call, explicit, functional
 from relpos_jax.nn import terms as terms_lib
 
 DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16}
@@ -148,229 +146,58 @@ def jit_decode(module):
   return decode
 
 
-def on_grid(parts, positions, grid_shape) -> bool:
-  """Whether a layer with these attention parts takes its grid path: a grid shape, a grid encoder, or coordinates
-  (batch, length, axes) given."""
-  return (
-      grid_shape is not None
-      or any(grid_lib.is_grid(p) for p in parts)
-      or (positions is not None and jnp.ndim(positions) == 3)
+def check_tokens(who: str, x, model_dim=None) -> tuple[int, int]:
+  """(batch, length) of a layer input x (B, L, model_dim) (None: any), at least one sequence of one token."""
+  validation.shaped(who, 'x', x, ('batch', 'length', 'model_dim' if model_dim is None else model_dim))
+  shape = tuple(x.shape[:2])
+  validation.require(
+      min(shape) > 0,
+      who,
+      'x',
+      f'<shape {tuple(x.shape)}>',
+      'at least one sequence of at least one token (batch >= 1, length >= 1)',
   )
+  return shape
 
 
 @dataclasses.dataclass(frozen=True)
-class GridLayer:
-  """What the grid path asks of the layer that calls it (the NNX layer or its Linen twin): `who` names it in the
-  refusals, `get_params()` gives its parts' params and `project(x)` the heads (q, k, v), each called once, after
-  the checks on the inputs (the NNX layer reads its variables, the Linen twin declares its params there);
-  `model_dim` None reads it from x (the Linen twin)."""
+class Layer:
+  """What `self_attention_inputs` asks of the layer that calls it (the NNX layer or its Linen twin): `who` names
+  it in the refusals, `get_params()` gives its parts' params and `project(x)` the heads (q, k, v), each called
+  once, after the checks on the inputs (the NNX layer reads its variables, the Linen twin declares its params
+  there); `model_dim` None reads it from x (the Linen twin)."""
 
   who: str
   encoder: contract.Encoder
   parts: tuple
   get_params: Callable
   project: Callable
-  head_dim: int
   model_dim: int | None = None
 
 
-def grid_position_value(who, positions, grid_shape, class_token):
-  """The layer's grid keywords as one position value: `call.Grid(grid_shape, class_token)` (checked by the grid
-  path), `call.Coordinates(positions)` or None; both a grid shape and positions are refused by name."""
-  validation.require(
-      positions is None or grid_shape is None,
-      who,
-      'grid_shape',
-      grid_shape,
-      'None when positions are given (coordinates (batch, length, axes) or a grid shape, not both)',
-  )
-  if grid_shape is not None:
-    return call.Grid(grid_shape, class_token)
-  return None if positions is None else call.Coordinates(positions)
-
-
-def position_keywords(positions, grid_shape, class_token):
-  """(positions, grid_shape, class_token) with a position value given as `positions` read as the keywords it
-  stands for: `call.Grid(shape, class_token)` as grid_shape and class_token, `call.Coordinates(values)` as the
-  coordinates (a model hands every block the same value, as `vit.ViT` does)."""
-  if isinstance(positions, call.Grid):
-    validation.require(
-        grid_shape is None, 'RelativeMultiHeadAttention', 'grid_shape', grid_shape, 'None when positions is a Grid'
-    )
-    return None, positions.shape, positions.class_token
-  if isinstance(positions, call.Coordinates):
-    return positions.values, grid_shape, class_token
-  return positions, grid_shape, class_token
-
-
-def grid_inputs(layer: GridLayer, x, positions, padding_mask, position_bias, settings, by_table: bool = False):
-  """What the grid path of `RelativeMultiHeadAttention` and of its Linen twin (relpos_jax.nn.linen) attends with:
-  (q, k, v rotated by the grid rotary parts, the summed grid bias, the remaining parts and their params, the
-  padding mask).
-
-  A grid bias is a scalar bias and a grid rotary a rotation (DESIGN.md): the rotary parts rotate q and k at
-  their coordinates, the bias parts are summed into one bias handed to `functional.attend` as a precomputed
-  `position_bias`. With `grid_shape` a relative bias is a function of the prod(2n - 1) distinct offsets: with
-  `by_table` (the layer's call) the biases' tables (grid.grid_bias_table, (H, P)) are summed into a
-  `terms.GridTable`, from which 'blockwise' gathers each tile's block (memory O(P + tile), not O(L^2)) and the
-  untiled paths take the (H, L, L) expansion; without it (attention_weights) the (H, L, L) matrix
-  (grid.grid_bias_matrix). A query-dependent bias (fire2d: no table of offsets) joins the `GridTable` as a pair
-  part, which each tile evaluates on its own (bq, bk) pairs. A grid vector part (iRPE's contextual mode) joins the
-  remaining parts with the coordinates (`terms.grid.with_coordinates`): `functional.attend` computes its q, k and
-  v terms per tile; PaPE's term of the layer input joins them as the tokens' features of x and the coordinates
-  (`terms.grid.with_features`, computed once here), whose products each tile adds (without `by_table`, for
-  attention_weights, both are realised whole). At explicit coordinates (no table) a scalar grid bias on the tiled path
-  ('blockwise', or None where attend tiles) joins the remaining parts with the coordinates
-  (`terms.grid.GridCoordinateBias`): each tile evaluates its (B, H, bq, bk) pairs with the encoder's `pair_bias`.
-  Any other bias (a given position_bias; explicit coordinates off the tiled path or for attention_weights, where
-  every pair is evaluated, (B, H, L, L)) is realised whole, and the GridTable's expansion is added to it. Refused by name: a 1-D encoder that reads positions given coordinates, a grid encoder without them (or given 1-D positions), both positions and
-  grid_shape, coordinates of the wrong rank or trailing axis, non-finite coordinates, a grid beyond a learned
-  table, sliding windows and the Pallas kernel.
-
-  `positions` is a `call.Grid`, a `call.Coordinates` or None (`grid_position_value`); `settings` the layer's
-  `call.AttentionSettings` (its window, implementation and debug checks).
-  """
-  who, encoder, parts, head_dim, model_dim = layer.who, layer.encoder, layer.parts, layer.head_dim, layer.model_dim
-  window, implementation, debug_checks = settings.window, settings.implementation, settings.debug_checks
-  grid_shape = positions.shape if isinstance(positions, call.Grid) else None
-  class_token = positions.class_token if isinstance(positions, call.Grid) else False
-  positions = positions.values if isinstance(positions, call.Coordinates) else None
-
-  validation.shaped(who, 'x', x, ('batch', 'length', 'model_dim' if model_dim is None else model_dim))
-  b, length, _ = x.shape
-  grid_parts = [p for p in parts if grid_lib.is_grid(p)]
-  one_d = [p.name or type(p).__name__ for p in parts if not grid_lib.is_grid(p) and p.reads_positions]
-  where = f'grid_shape={grid_shape}' if grid_shape is not None else f'positions of shape {tuple(np.shape(positions))}'
-  validation.require(
-      not one_d,
-      who,
-      'encoder',
-      encoder,
-      f'grid encoders only when the layer is given coordinates ({where}): {one_d} read 1-D positions (batch, '
-      'length); give them positions (batch, length), or use a grid encoder (relpos_jax.grid.names())',
-  )
-  names = [p.name for p in grid_parts]
-  if positions is None and grid_shape is None:
-    raise ValueError(
-        f'{who}: the grid encoder(s) {names} read coordinates: pass positions (batch, length, axes) or '
-        f'grid_shape=(H, W) / (T, H, W); got neither.'
-    )
-  validation.require(window is None, who, 'window', window, 'None with grid encoders (a window is 1-D)')
-  validation.require(
-      implementation != 'pallas',
-      who,
-      'implementation',
-      implementation,
-      'not "pallas" with grid encoders (its kernel builds 1-D Toeplitz biases); None, "einsum", "xla", "cudnn" or '
-      '"blockwise"',
-  )
+def self_attention_inputs(layer: Layer, x, where, padding_mask, position_bias, settings):
+  """(`call.AttentionInputs`, the parts' params as attend reads them) of a layer's self-attention over x
+  (B, L, model_dim) at `where` (`call.position_value`: 1-D `Positions`, a `Grid` or `Coordinates`), for the NNX
+  layer and its Linen twin alike, 1-D and grid: the positions checked against the parts and `settings`
+  (`terms.select.check_positions`), the params bound to the positions (`Term.bind`: a grid part's coordinates, or
+  PaPE's features of x), q and k rotated by the rotary parts (at the 1-D positions, the padding at 0, or at the
+  coordinates), the contextual parts' token features of x. A grid's scalar biases are Terms like any other: on
+  a `Grid` each tile gathers its block from the table of distinct offsets (`terms.grid.GridTableBias`, memory
+  O(P + tile)), at `Coordinates` each tile evaluates its pairs; `position_bias` replaces the scalar parts' own."""
+  who, parts = layer.who, layer.parts
+  b, length = check_tokens(who, x, layer.model_dim)
+  where = terms_lib.select.check_positions(who, layer.encoder, parts, where, settings, (b, length))
   if padding_mask is not None:
     padding_mask = validation.mask(who, padding_mask, (b, length))
-  if grid_shape is not None:
-    grid_shape, class_token = dataclasses.astuple(call.Grid.checked(who, grid_shape, class_token))
-    expected = int(np.prod(grid_shape)) + int(class_token)
-    validation.require(
-        expected == length,
-        who,
-        'grid_shape',
-        grid_shape,
-        f'a grid of length - class token = {length - int(class_token)} tokens (x has length {length})',
-    )
-    coords = jnp.broadcast_to(
-        grid_lib.grid_positions(grid_shape, class_token=class_token), (b, length, len(grid_shape))
-    )
-  else:
-    shape = tuple(jnp.shape(positions))
-    if len(shape) != 3 or shape[:2] != (b, length):
-      raise ValueError(
-          f'{who}: the grid encoder(s) {names} read coordinates (batch, length, axes) = ({b}, {length}, axes); got '
-          f'positions of shape {shape}.'
-      )
-    coords = positions
   params = layer.get_params()
   q, k, v = layer.project(x)
-  # At explicit coordinates no table of offsets exists: on the tiled path each tile evaluates its own pairs of a
-  # scalar grid bias (`terms.grid.GridCoordinateBias`); dot_product_attention and the explicit path take it whole.
-  tiled = by_table and (
-      implementation == 'blockwise' or (implementation is None and call.default_is_tiled(parts, q, v))
-  )
-  bias, rest, rest_params, table, pair_parts, pair_params = position_bias, [], [], None, [], []
-  for part, p in zip(parts, params):  # rotations first: a contextual term reads the rotated q and k
-    if grid_lib.is_grid(part) and terms_lib.select.term_for(part).stage is terms_lib.Stage.ROTATE:
-      c = part.coordinates(coords)
-      if grid_shape is not None:
-        part.check_grid(grid_shape)
-      q = part.rotate_queries(p, q.astype(jnp.float32), c).astype(q.dtype)
-      k = part.rotate_keys(p, k.astype(jnp.float32), c).astype(k.dtype)
-  for part, p in zip(parts, params):
-    if not grid_lib.is_grid(part):
-      rest.append(part)
-      rest_params.append(p)
-      continue
-    c = part.coordinates(coords)
-    if grid_shape is not None:
-      part.check_grid(grid_shape)
-    part_term = terms_lib.select.term_for(part)
-    if part_term.stage is terms_lib.Stage.SCORES and by_table:  # iRPE's contextual mode, PaPE: per tile in attend
-      rest.append(part)  # from the coordinates (GridScores' buckets) or the tokens' features of x (GridFeatureScores)
-      rest_params.append(part_term.grid_params(part, p, c, x, grid_shape=grid_shape))
-    elif part_term.stage is terms_lib.Stage.SCORES:  # attention_weights: the q and k terms (PaPE's term of x) whole
-      term = part.contextual_scores(p, q, k, c, c, 1.0 / np.sqrt(head_dim), inputs=x)
-      bias = term if bias is None else bias + term
-    elif part_term.scalar_bias and position_bias is None:
-      if grid_shape is not None and part.is_toeplitz and by_table:
-        term = grid_lib.grid_bias_table(part, p, grid_shape, class_token=class_token)
-        table = term if table is None else table + term
-        continue
-      if grid_shape is not None and by_table:  # query-dependent (fire2d): each tile evaluates its own pairs
-        pair_parts.append(part)
-        pair_params.append(p)
-        continue
-      if grid_shape is None and tiled:  # explicit coordinates: each tile its pairs, from their coordinates
-        rest.append(part)
-        rest_params.append(part_term.grid_params(part, p, c, x))
-        continue
-      if grid_shape is not None:
-        term = grid_lib.grid_bias_matrix(part, p, grid_shape, class_token=class_token)
-        if debug_checks and part.is_toeplitz:
-          jax.debug.callback(
-              lambda t, shape=grid_shape, cls=class_token: grid_lib.assert_block_toeplitz(t, shape, class_token=cls),
-              term,
-          )
-      else:
-        term = grid_lib.grid_bias_at_positions(part, p, c, c)
-      bias = term if bias is None else bias + term
-  if table is not None or pair_parts:  # the grid biases in their tileable form: tiles gather or evaluate blocks
-    debug_table = table
-    table = terms_lib.grid.GridTable(table, grid_shape, class_token, tuple(pair_parts), tuple(pair_params))
-    if debug_checks and debug_table is not None:
-      debug_table = terms_lib.grid.GridTable(debug_table, grid_shape, class_token)
-      jax.debug.callback(
-          lambda t, shape=grid_shape, cls=class_token: grid_lib.assert_block_toeplitz(t, shape, class_token=cls),
-          debug_table.dense(),
-      )
-    bias = table if bias is None else bias + table.dense()
-  return q, k, v, bias, tuple(rest), rest_params, padding_mask
-
-
-def attend_on_grid(layer: GridLayer, x, positions, padding_mask, position_bias, segment_ids, settings):
-  """The grid path of `RelativeMultiHeadAttention` and of its Linen twin: `grid_inputs` in their tileable form
-  (`by_table`), then `functional.attend` with the remaining parts; the heads (B, L, H, D) before the output
-  projection."""
-  q, k, v, bias, rest, rest_params, padding_mask = grid_inputs(
-      layer, x, positions, padding_mask, position_bias, settings, by_table=True
-  )
-  inputs = call.AttentionInputs.checked(
-      q,
-      k,
-      v,
-      call.Positions(query_segments=segment_ids, key_segments=segment_ids),
-      key_mask=padding_mask,
-      features=terms_lib.parts.token_features(rest, rest_params, x),
-      bias=bias,
-  )
-  # A grid's debug checks are its own (block-Toeplitz, in grid_inputs); attend's are 1-D.
-  return functional.attend(inputs, rest, rest_params, dataclasses.replace(settings, debug_checks=False))
+  params = terms_lib.parts.bind(parts, params, where, x)
+  if terms_lib.parts.rotates(parts):
+    rot = where.for_rotation(b, length, padding_mask)
+    q, k = terms_lib.parts.rotate(parts, params, q, k, rot, rot)
+  features = terms_lib.parts.token_features(parts, params, x)
+  inputs = call.AttentionInputs.checked(q, k, v, where, key_mask=padding_mask, features=features, bias=position_bias)
+  return inputs, params
 
 
 class RelativeMultiHeadAttention(nnx.Module):
@@ -503,15 +330,7 @@ class RelativeMultiHeadAttention(nnx.Module):
 
   def _check_input(self, x, positions, padding_mask):
     """x (B, L, model_dim), and positions / padding_mask (B, L) when given: the layer's input boundary."""
-    validation.shaped('RelativeMultiHeadAttention', 'x', x, ('batch', 'length', self.model_dim))
-    shape = x.shape[:2]
-    validation.require(
-        min(shape) > 0,
-        'RelativeMultiHeadAttention',
-        'x',
-        f'<shape {tuple(x.shape)}>',
-        'at least one sequence of at least one token (batch >= 1, length >= 1)',
-    )
+    shape = check_tokens('RelativeMultiHeadAttention', x, self.model_dim)
     if positions is not None:
       positions = validation.positions('RelativeMultiHeadAttention', positions, shape)
     if padding_mask is not None:
@@ -540,42 +359,18 @@ class RelativeMultiHeadAttention(nnx.Module):
 
     Grid encoders (relpos_jax.grid) read coordinates instead: positions (B, L, axes), int or float, or
     `grid_shape` (a static (H, W) or (T, H, W): the tokens are that grid in raster order, after a class token
-    first when `class_token`), the grid's counterpart of contiguous positions (see `grid_inputs`); or the same
-    as one value, positions=`call.Grid(shape, class_token)` or `call.Coordinates(values)`.
+    first when `class_token`), the grid's counterpart of contiguous positions (see `self_attention_inputs`); or the
+    same as one value, positions=`call.Grid(shape, class_token)` or `call.Coordinates(values)`.
     """
-    segment_ids = self._check_segments(x, segment_ids)
-    positions, grid_shape, class_token = position_keywords(positions, grid_shape, class_token)
-    if self._on_grid(positions, grid_shape):
-      where = grid_position_value('RelativeMultiHeadAttention', positions, grid_shape, class_token)
-      out = attend_on_grid(
-          self._grid_layer(position_params), x, where, padding_mask, position_bias, segment_ids, self.settings
-      )
-      return self.out(merge_heads(out).astype(self.dtype))
-    positions, padding_mask = self._check_input(x, positions, padding_mask)
-    b, length, _ = x.shape
-    params = self._params(position_params)
-    q, k, v = self._project(x)
-    if terms_lib.parts.rotates(self.parts):
-      rot = positions if positions is not None else terms_lib.parts.contiguous_positions(b, length)
-      rot = rot if padding_mask is None else jnp.where(padding_mask, rot, 0)  # Padding counts in no length.
-      q, k = terms_lib.parts.rotate(self.parts, params, q, k, rot, rot)
-    inputs = call.AttentionInputs.checked(
-        q,
-        k,
-        v,
-        call.Positions(0, positions, positions, segment_ids, segment_ids),
-        key_mask=padding_mask,
-        features=terms_lib.parts.token_features(self.parts, params, x),
-        bias=position_bias,
-    )
+    layer, where = self._layer(position_params), self._where(x, positions, grid_shape, class_token, segment_ids)
+    inputs, params = self_attention_inputs(layer, x, where, padding_mask, position_bias, self.settings)
     out = functional.attend(inputs, self.parts, params, self.settings)
     return self.out(merge_heads(out).astype(self.dtype))
 
-  # --------------------------------------------------------------------------------------------------------
-  # Positions on a grid (relpos_jax.grid): coordinates (B, L, axes) or a static grid shape.
-
-  def _on_grid(self, positions, grid_shape) -> bool:
-    return on_grid(self.parts, positions, grid_shape)
+  def _where(self, x, positions, grid_shape, class_token, segment_ids):
+    """The call's position keywords as one value (`call.position_value`), its segment ids checked."""
+    segment_ids = self._check_segments(x, segment_ids)
+    return call.position_value('RelativeMultiHeadAttention', positions, grid_shape, class_token, segment_ids)
 
   @property
   def settings(self) -> call.AttentionSettings:
@@ -584,16 +379,9 @@ class RelativeMultiHeadAttention(nnx.Module):
         self.implementation, self.block_size, self.window, self.causal, self.debug_checks, self.dtype
     )
 
-  def _grid_layer(self, position_params) -> GridLayer:
-    return GridLayer(
-        'RelativeMultiHeadAttention',
-        self.encoder,
-        self.parts,
-        lambda: self._params(position_params),
-        self._project,
-        self.head_dim,
-        self.model_dim,
-    )
+  def _layer(self, position_params) -> Layer:
+    who = 'RelativeMultiHeadAttention'
+    return Layer(who, self.encoder, self.parts, lambda: self._params(position_params), self._project, self.model_dim)
 
   def attention_weights(
       self,
@@ -606,53 +394,14 @@ class RelativeMultiHeadAttention(nnx.Module):
       class_token: bool = False,
       segment_ids=None,
   ) -> jax.Array:
-    """The attention distribution (B, H, L, L) float32 this layer's __call__ uses, built explicitly: softmax of
-    q . k / sqrt(D) + the scalar bias, masked. For diagnostics (attention entropy); the parts must be rotary,
-    scalar biases or position-free (NoPE, absolute parts), else a ValueError naming the part."""
-    other = [
-        p.name
-        for p in self.parts
-        if not terms_lib.select.term_for(p).dot_product_form and p.reads_positions and not getattr(p, 'is_grid', False)
-    ]
-    validation.require(
-        not other,
-        'attention_weights',
-        'encoder',
-        self.encoder,
-        f'rotary, scalar-bias or position-free parts only (the weights are rebuilt explicitly); {other} are not',
-    )
-    b, length = x.shape[:2]
-    segment_ids = self._check_segments(x, segment_ids)
-    positions, grid_shape, class_token = position_keywords(positions, grid_shape, class_token)
-    if self._on_grid(positions, grid_shape):
-      where = grid_position_value('RelativeMultiHeadAttention', positions, grid_shape, class_token)
-      q, k, _, bias, _, _, padding_mask = grid_inputs(
-          self._grid_layer(position_params), x, where, padding_mask, None, self.settings
-      )
-    else:
-      positions, padding_mask = self._check_input(x, positions, padding_mask)
-      params = self._params(position_params)
-      q, k, _ = self._project(x)
-      rot = positions if positions is not None else terms_lib.parts.contiguous_positions(b, length)
-      if terms_lib.parts.rotates(self.parts):
-        q, k = terms_lib.parts.rotate(self.parts, params, q, k, rot, rot)
-      bias = terms_lib.parts.scalar_bias(
-          self.parts, params, length, length, q_positions=positions, k_positions=positions
-      )
-    logits = jnp.einsum('bihd,bjhd->bhij', q, k, preferred_element_type=jnp.float32) / np.sqrt(self.head_dim)
-    if bias is not None:
-      logits = logits + jnp.asarray(bias, jnp.float32)
-    mask = functional.attention_mask(
-        length,
-        length,
-        causal=self.causal,
-        key_mask=padding_mask,
-        q_segment_ids=segment_ids,
-        k_segment_ids=segment_ids,
-    )
-    if mask is not None:
-      logits = jnp.where(mask, logits, -1e30)
-    return jax.nn.softmax(logits, axis=-1)
+    """The attention distribution (B, H, L, L) float32 this layer's __call__ uses, built explicitly
+    (`explicit.weights`): softmax of q . k / sqrt(D) + the scalar bias (and a grid's score terms), masked. For
+    diagnostics (attention entropy); the parts must be rotary, scalar biases, a grid's score terms or
+    position-free (NoPE, absolute parts), else a ValueError naming the part (`Term.weights_form`)."""
+    where = self._where(x, positions, grid_shape, class_token, segment_ids)
+    settings = call.AttentionSettings(causal=self.causal)
+    inputs, params = self_attention_inputs(self._layer(position_params), x, where, padding_mask, None, settings)
+    return explicit.weights(inputs, self.parts, params, settings)
 
   # --------------------------------------------------------------------------------------------------------
   # Cached decoding.
@@ -713,7 +462,7 @@ class RelativeMultiHeadAttention(nnx.Module):
         'True: decode needs a causal layer (a bidirectional one would let cached tokens attend '
         'to tokens that do not exist yet)',
     )
-    grid_parts = [p.name for p in self.parts if getattr(p, 'is_grid', False)]
+    grid_parts = terms_lib.select.coordinate_parts(self.parts)
     validation.require(
         not grid_parts,
         'decode',
@@ -721,7 +470,7 @@ class RelativeMultiHeadAttention(nnx.Module):
         self.encoder,
         f'an encoder of 1-D positions: cached decoding of grid encoders ({grid_parts}) is not built',
     )
-    explicit, padding_mask = self._check_input(x, positions, padding_mask)
+    given, padding_mask = self._check_input(x, positions, padding_mask)
     segment_ids = self._check_segments(x, segment_ids)
     b, chunk, _ = x.shape
     validation.require(cache.key.shape[0] == b, 'decode', 'x', f'<batch {b}>', f'the cache batch {cache.key.shape[0]}')
@@ -743,7 +492,7 @@ class RelativeMultiHeadAttention(nnx.Module):
     )
     params = self._params(position_params)
     index = jnp.asarray(cache.index, jnp.int32)
-    new_positions = explicit if explicit is not None else terms_lib.parts.contiguous_positions(b, chunk, index)
+    new_positions = given if given is not None else terms_lib.parts.contiguous_positions(b, chunk, index)
     q, k, v = self._project(x)
     new_mask = jnp.ones((b, chunk), bool) if padding_mask is None else padding_mask
     # All int32 (dynamic_update_slice wants one index type): a literal 0 is int64 under jax_enable_x64.
@@ -784,8 +533,8 @@ class RelativeMultiHeadAttention(nnx.Module):
         cache.value,
         call.Positions(
             index,
-            explicit,
-            None if explicit is None else cache.positions,
+            given,
+            None if given is None else cache.positions,
             segment_ids,
             None if segment_ids is None else cache.segment_ids,
         ),

@@ -106,8 +106,7 @@ class TileConfig:
   has_segments: bool = False  # aux holds q_segment_ids / k_segment_ids: a query sees its own document's keys only
   normalizer: int | None = None  # index in parts of a normalizer replacing the softmax (stick-breaking)
   halo: int = 0  # extra key columns on each side of a tile that a score transform reads (DAPE version 2)
-  # How a tile reads the precomputed bias: sliced from (B|1, H, Lq, Lk), or gathered from a grid's distinct
-  # offsets and evaluated on its own pairs (terms.grid.GridTableBias, when position_bias is a terms.grid.GridTable).
+  # How a tile reads the precomputed bias: sliced from (B|1, H, Lq, Lk).
   given_term: terms.base.Term = terms.scalar.GivenBias()
 
   @property
@@ -588,11 +587,13 @@ def prepare(inputs, parts, params, settings, one_tile: bool = False) -> Prepared
   # contract).
   kept = lambda t: t.stage is not terms.base.Stage.ROTATE and not (position_bias is not None and t.scalar_bias)
   active = [
-      (part, p, f) for part, p, f in zip(parts, params, features) if kept(terms.select.term_for(part, contiguous))
+      (part, p, f)
+      for part, p, f in zip(parts, params, features)
+      if kept(terms.select.term_for(part, contiguous, where=pos))
   ]
   u = terms.parts.query_biases([part for part, _, _ in active], [p for _, p, _ in active])
   part_terms = terms.select.terms_for(
-      [part for part, _, _ in active], contiguous, scale, one_tile=one_tile, query_bias=u is not None
+      [part for part, _, _ in active], contiguous, scale, one_tile=one_tile, query_bias=u is not None, where=pos
   )
   per_pair_work = any(t.per_pair_work for t in part_terms)
   bq, bk = (q_len, k_len) if one_tile else block_sizes(block_size, per_pair_work)  # one_tile: the explicit path
@@ -643,11 +644,7 @@ def prepare(inputs, parts, params, settings, one_tile: bool = False) -> Prepared
       'given': None,
       'u': u,
   }
-  given_term = terms.scalar.GivenBias()
-  if isinstance(position_bias, terms.grid.GridTable):  # a grid's bias in its tileable form: each tile its own block
-    given_term = position_bias.term()
-    theta['given'] = position_bias.theta()
-  elif position_bias is not None:
+  if position_bias is not None:
     bias = jnp.asarray(position_bias, jnp.float32)
     bias = bias[None] if bias.ndim == 3 else bias
     theta['given'] = terms.base.pad_axis(terms.base.pad_axis(bias, 2, padded_q), 3, padded_k)
@@ -680,7 +677,6 @@ def prepare(inputs, parts, params, settings, one_tile: bool = False) -> Prepared
       has_segments=segments,
       normalizer=normalizers[0] if normalizers else None,
       halo=halo,
-      given_term=given_term,
   )
   padded_query, padded_key = terms.base.pad_axis(query, 1, padded_q), terms.base.pad_axis(key, 1, padded_k)
   theta['parts'] = [

@@ -1,7 +1,8 @@
 """What one attention call takes, as values: where its tokens sit, its inputs and its settings.
 
     positions = Positions(offset, query, key, query_segments, key_segments)   # 1-D: an offset, explicit
-              | Grid(shape, class_token) | Coordinates(values)                # positions, document ids; a grid
+              | Grid(shape, class_token, segments)                         # positions, document ids; a grid
+              | Coordinates(values, segments)                              # or each token's coordinates
     inputs    = AttentionInputs.checked(query, key, value, positions, key_mask, mask, features, bias)
     settings  = AttentionSettings.checked(implementation, block_size, window, causal, debug_checks, dtype)
     out       = functional.attend(inputs, parts, params, settings)            # the kernel: settings.path(...)
@@ -12,10 +13,11 @@ check them again. `functional.attend` hands each path a derived `AttentionInputs
 document mask folded into `mask`, non-finite masked keys zeroed) built with `dataclasses.replace`, not re-checked.
 
 Why values and not keywords: `attend` took 19 keywords and the tile loop's `prepare` 18, the same list copied
-through every path. `attend` takes 1-D `Positions`; a `Grid` or `Coordinates` is what the attention layers'
-grid path (`attention.grid_inputs`) reads, and what a model hands each of its blocks (`vit.ViT`). That path still
-turns the grid parts into a precomputed bias beside the Terms: handing `Grid` / `Coordinates` to `attend` and
-choosing the grid Terms in `terms/select.py` is the next step (issue 51, item 1), not done here.
+through every path. The positions' type is part of the call: `terms.select.term_for` chooses each part's Term by
+its kind and by whether the tokens sit at 1-D `Positions`, on a `Grid` (a grid bias then gathers from its table of
+distinct offsets, the Term's `prepare`) or at `Coordinates` (each pair evaluated), so a grid goes through the same
+Terms and paths as a sequence. The value types live in `terms.where` (below `select`, which compares them) and are
+re-exported here; `position_value` turns a layer's keywords into one of them.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ import jax
 import numpy as np
 
 from relpos_jax import checks
-from relpos_jax import grid as grid_lib
 from relpos_jax import validation
 from relpos_jax.nn import blockwise, terms
+from relpos_jax.nn.terms.where import Coordinates, Grid, Positions
 
 IMPLEMENTATIONS = (None, 'xla', 'cudnn', 'einsum', 'blockwise', 'pallas')
 # The implementations that run in tiles and take a `block_size`.
@@ -55,57 +57,9 @@ def check_block_size(implementation, block_size) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class Positions:
-  """1-D positions: query i sits at key index `offset` + i (a KV cache's fill), and the position terms read
-  `query` (B, Lq) and `key` (B, Lk) int positions when given (both or neither; None: contiguous, queries at
-  offset + i, keys at j). `query_segments` (B, Lq), `key_segments` (B, Lk) int document ids of packed sequences
-  (both or neither): query i sees key j only when their ids are equal."""
-
-  offset: Any = 0
-  query: jax.Array | None = None
-  key: jax.Array | None = None
-  query_segments: jax.Array | None = None
-  key_segments: jax.Array | None = None
-
-  @property
-  def contiguous(self) -> bool:
-    return self.query is None
-
-  @property
-  def segmented(self) -> bool:
-    return self.query_segments is not None
-
-
-@dataclasses.dataclass(frozen=True)
-class Grid:
-  """The tokens are the grid `shape` ((H, W) or (T, H, W), static) in raster order, after a class token first
-  when `class_token`: the grid's counterpart of contiguous positions (a relative bias has a table of the
-  prod(2n - 1) distinct offsets)."""
-
-  shape: tuple
-  class_token: bool = False
-
-  @classmethod
-  def checked(cls, who: str, shape, class_token) -> Grid:
-    return cls(grid_lib.positions.check_shape(who, shape), validation.boolean(who, 'class_token', class_token))
-
-  @property
-  def num_tokens(self) -> int:
-    return int(np.prod(self.shape)) + int(self.class_token)
-
-
-@dataclasses.dataclass(frozen=True)
-class Coordinates:
-  """Explicit coordinates (B, L, axes), int or float, of each token (Qwen2-VL style mixed sequences, shifted or
-  float coordinates): no table of distinct offsets exists, every pair is evaluated."""
-
-  values: jax.Array
-
-
-@dataclasses.dataclass(frozen=True)
 class AttentionInputs:
   """query (B, Lq, H, D), already rotated if a part is rotary; key, value (B, Lk, H, D); `positions` (a
-  `Positions`); `key_mask` (B, Lk) bool, True = a real key (padding, or the filled part of a cache); `mask` any
+  `Positions`, or a `Grid` / `Coordinates` of self-attention: the grid parts' Terms read it); `key_mask` (B, Lk) bool, True = a real key (padding, or the filled part of a cache); `mask` any
   further bool mask broadcastable to (B, H, Lq, Lk), True = attend; `features` per part, the contextual parts'
   token features of the keys (B, Lk, F) or None; `bias` a precomputed scalar bias (H or B, H, Lq, Lk) (e.g.
   shared across layers) replacing the scalar parts' own."""
@@ -124,29 +78,26 @@ class AttentionInputs:
       cls, query, key, value, positions=None, key_mask=None, mask=None, features=None, bias=None
   ) -> AttentionInputs:
     """The inputs, checked once: shapes, both-or-neither positions and segment ids, their shapes and ranges,
-    the offset, the key mask and the bias's shape (the features are checked against the parts by `attend`)."""
+    the offset (a grid: its count of tokens, the coordinates' shape), the key mask and the bias's shape (the features are checked against the parts by `attend`).
+    """
     positions = Positions() if positions is None else positions
-    validation.require(
-        isinstance(positions, Positions),
-        'attend',
-        'positions',
-        type(positions).__name__,
-        'a Positions (1-D); a grid (Grid, Coordinates) goes through the attention layer',
-    )
     checks.assert_qkv_shapes(query, key, value)
     b, q_len, num_heads, _ = query.shape
     k_len = key.shape[1]
-    shapes = ((b, q_len), (b, k_len))
-    q_pos, k_pos = _pair(positions.query, positions.key, ('q_positions', 'k_positions'), shapes, 'explicit positions')
-    offset = validation.offset('attend', positions.offset)
-    q_seg, k_seg = _pair(
-        positions.query_segments, positions.key_segments, ('q_segment_ids', 'k_segment_ids'), shapes, 'packed documents'
-    )
+    if isinstance(positions, Positions):
+      shapes = ((b, q_len), (b, k_len))
+      names = ('q_positions', 'k_positions')
+      q_pos, k_pos = _pair(positions.query, positions.key, names, shapes, 'explicit positions')
+      offset = validation.offset('attend', positions.offset)
+      names = ('q_segment_ids', 'k_segment_ids')
+      q_seg, k_seg = _pair(positions.query_segments, positions.key_segments, names, shapes, 'packed documents')
+      positions = Positions(offset, q_pos, k_pos, q_seg, k_seg)
+    else:
+      positions = _checked_grid(positions, b, q_len, k_len)
     if key_mask is not None:
       key_mask = validation.mask('attend', key_mask, (b, k_len), 'key_mask')
-    if bias is not None and not isinstance(bias, terms.grid.GridTable):  # a grid's table: checked by attend
+    if bias is not None:
       checks.assert_bias_shape(bias, q_len=q_len, k_len=k_len, num_heads=num_heads)
-    positions = Positions(offset, q_pos, k_pos, q_seg, k_seg)
     return cls(query, key, value, positions, key_mask, mask, features, bias)
 
   @property
@@ -156,6 +107,71 @@ class AttentionInputs:
   @property
   def k_len(self) -> int:
     return self.key.shape[1]
+
+
+def _checked_grid(positions, batch: int, q_len: int, k_len: int):
+  """A `Grid` or `Coordinates` of self-attention: its tokens are the queries and the keys (a grid's count of them,
+  coordinates (batch, L, axes)), its segment ids (batch, L) int32. Else ValueError naming what differs."""
+  validation.require(
+      isinstance(positions, (Grid, Coordinates)),
+      'attend',
+      'positions',
+      type(positions).__name__,
+      'a Positions (1-D), a Grid or Coordinates',
+  )
+  validation.require(
+      q_len == k_len,
+      'attend',
+      'positions',
+      f'<{type(positions).__name__} with Lq={q_len}, Lk={k_len}>',
+      'self-attention on a grid: its tokens are the queries and the keys (Lq = Lk)',
+  )
+  if isinstance(positions, Grid):
+    validation.require(
+        positions.num_tokens == q_len,
+        'attend',
+        'positions',
+        f'<Grid {tuple(positions.shape)}, class_token={positions.class_token}>',
+        f'queries and keys that are the {positions.num_tokens} tokens of the grid in raster order (got Lq={q_len})',
+    )
+  else:
+    shape = tuple(np.shape(positions.values))
+    validation.require(
+        len(shape) == 3 and shape[:2] == (batch, q_len),
+        'attend',
+        'positions',
+        f'<Coordinates of shape {shape}>',
+        f'coordinates (batch, length, axes) = ({batch}, {q_len}, axes)',
+    )
+  if positions.segments is None:
+    return positions
+  segments = validation.positions('attend', positions.segments, (batch, q_len), 'segment_ids')
+  return dataclasses.replace(positions, segments=segments)
+
+
+def position_value(who: str, positions, grid_shape, class_token, segment_ids=None):
+  """A layer's position keywords as one value: `Grid(grid_shape, class_token)`, `Coordinates(positions)` for
+  coordinates (batch, length, axes), else 1-D `Positions` of self-attention (explicit `positions` (batch, length)
+  or None), each with the tokens' document ids `segment_ids`. `positions` may be that value already (`Grid`,
+  `Coordinates`: what a model hands each of its blocks, as `vit.ViT` does). Both a grid shape and positions are
+  refused by name; the values are checked against the layer's parts where it attends (`select.check_positions`)."""
+  if isinstance(positions, Grid):
+    validation.require(grid_shape is None, who, 'grid_shape', grid_shape, 'None when positions is a Grid')
+    return Grid(positions.shape, positions.class_token, segment_ids)
+  if isinstance(positions, Coordinates):
+    positions = positions.values
+  validation.require(
+      positions is None or grid_shape is None,
+      who,
+      'grid_shape',
+      grid_shape,
+      'None when positions are given (coordinates (batch, length, axes) or a grid shape, not both)',
+  )
+  if grid_shape is not None:
+    return Grid(grid_shape, class_token, segment_ids)
+  if positions is not None and np.ndim(positions) == 3:
+    return Coordinates(positions, segment_ids)
+  return Positions(0, positions, positions, segment_ids, segment_ids)
 
 
 def _pair(query_side, key_side, names, shapes, meaning):

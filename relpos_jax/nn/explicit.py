@@ -14,6 +14,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from relpos_jax import validation
 from relpos_jax.nn import blockwise, terms
 
 
@@ -34,3 +35,25 @@ def attend(inputs, parts, params, settings) -> jax.Array:
   weights, _ = normalizer.tile_weights(s, blockwise.allowed_pairs(cfg, p.aux, tile, normalizer), carry)
   out = blockwise.tile_values(cfg, tile, weights, p.v, local)
   return blockwise.with_remainder(p, value, out, jnp.sum(weights, axis=-1))
+
+
+def weights(inputs, parts, params, settings) -> jax.Array:
+  """The attention distribution (B, H, Lq, Lk) float32 of the explicit path: the softmax of the one tile's masked
+  logits (every score and bias of the parts' Terms; a value term is no weight). For `attention_weights`; the inputs
+  as `functional.attend` takes them (a window is not folded in; a query that sees no key gets uniform weights).
+  A part that reads positions and whose Term the weights do not hold (`Term.weights_form`) is refused by name."""
+  other = [
+      p.name for p in parts if p.reads_positions and not terms.select.term_for(p, where=inputs.positions).weights_form
+  ]
+  validation.require(
+      not other,
+      'attention_weights',
+      'encoder',
+      [p.name for p in parts],
+      f'rotary, scalar-bias or position-free parts only (the weights are rebuilt explicitly); {other} are not',
+  )
+  p = blockwise.prepare(inputs, parts, params, settings, one_tile=True)
+  tile = terms.base.tile_at(p.cfg, p.aux, jnp.int32(0), jnp.int32(0))
+  local = blockwise.tile_locals(p.cfg, p.theta, tile, p.k, p.aux)
+  s = blockwise.tile_logits(p.cfg, p.aux, tile, p.q, p.k, local)
+  return jax.nn.softmax(s, axis=-1)

@@ -49,7 +49,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from relpos_jax import checks, validation
-from relpos_jax.encoders import contract
 from relpos_jax.nn import blockwise, call, explicit, terms
 from relpos_jax.nn.call import AttentionInputs, AttentionSettings
 
@@ -223,9 +222,9 @@ def attend(inputs: AttentionInputs, parts, params, settings: AttentionSettings |
       causal mask, and with contiguous positions also the positions), its explicit positions are what the
       position terms read, its segment ids a document mask (query i sees key j only when their ids are equal:
       the untiled paths take it as part of `mask`, 'blockwise' compares each tile's ids, O(L) memory, unless a
-      sliding window's mask is realised anyway; 'pallas' refuses it). `bias` replaces the scalar parts' own
-      bias; or a grid bias by its distinct offsets (`terms.GridTable`, the attention layer's grid path):
-      'blockwise' gathers each tile's block from it, the other paths take its `dense()`. `features`: per part,
+      sliding window's mask is realised anyway; 'pallas' refuses it); or a `call.Grid` / `call.Coordinates` of
+      self-attention, which the grid parts' Terms read (`terms.select.term_for`: on a Grid a bias gathers each
+      tile's block from its table of distinct offsets). `bias` replaces the scalar parts' own bias. `features`: per part,
       the contextual parts' token features of the keys; 'blockwise' tiles every content kind, 'pallas' none
       of them (a ValueError naming the encoder and its kind).
     parts, params: the attention parts (`terms.parts.attention_parts`) and one params pytree each.
@@ -277,7 +276,7 @@ def attend(inputs: AttentionInputs, parts, params, settings: AttentionSettings |
     # tiles compare ids without an (Lq, Lk) mask.
     same = (pos.query_segments[:, :, None] == pos.key_segments[:, None, :])[:, None]  # (B, 1, Lq, Lk)
     mask = same if mask is None else mask & same
-    pos = dataclasses.replace(pos, query_segments=None, key_segments=None)
+    pos = pos.without_segments()
   key, value, key_mask = inputs.key, inputs.value, inputs.key_mask
   sees_nonfinite, sees = None, None
   if pos.segmented:
@@ -295,16 +294,13 @@ def attend(inputs: AttentionInputs, parts, params, settings: AttentionSettings |
     key, value, sees_nonfinite = _without_nonfinite_keys(
         key, value, q_len, causal=causal, q_offset=pos.offset, key_mask=key_mask, mask=mask
     )
-  bias = inputs.bias
-  if isinstance(bias, terms.grid.GridTable):
-    bias = _check_grid_table(bias, inputs)
-    if path != 'blockwise':  # only the blockwise kernel gathers per tile; the others take every pair
-      bias = bias.dense()
   features = inputs.features
   if terms.parts.reads_content(parts):
     features = terms.content.check_features(parts, features, inputs.query.shape[0], k_len)
-  # What every path reads: the masks folded, the masked keys sanitized, the grid table in its path's form.
-  ready = dataclasses.replace(inputs, key=key, value=value, positions=pos, mask=mask, bias=bias, features=features)
+  # What every path reads: the masks folded, the masked keys sanitized.
+  ready = dataclasses.replace(inputs, key=key, value=value, positions=pos, mask=mask, features=features)
+  if settings.debug_checks:  # a grid table's own check (block-Toeplitz), on every path
+    terms.parts.check_realised(parts, params, pos)
   if path in call.TILED_IMPLEMENTATIONS:
     if path == 'pallas':
       from relpos_jax.nn import pallas_attention  # Local: jax.experimental.pallas only when asked for.
@@ -326,57 +322,6 @@ def attend(inputs: AttentionInputs, parts, params, settings: AttentionSettings |
   return _finish(out, ready, settings, sees_nonfinite)
 
 
-def _check_grid_table(table, inputs: AttentionInputs):
-  """A `terms.grid.GridTable` bias: (num_heads, prod(2n - 1) [+ 1]) values (or None) and pair parts of num_heads
-  heads (their params' dims), for queries and keys that are the grid's tokens in raster order (no offset, no
-  explicit positions). Else ValueError naming what differs."""
-  q_len, k_len, num_heads = inputs.q_len, inputs.k_len, inputs.query.shape[2]
-  n = table.num_tokens
-  p = int(np.prod([2 * side - 1 for side in table.shape])) + int(table.class_token)
-  validation.require(
-      table.values is not None or table.pair_parts,
-      'attend',
-      'position_bias',
-      f'<GridTable over {tuple(table.shape)}>',
-      'a table of values, pair parts, or both (this one has neither)',
-  )
-  if table.values is not None:
-    values = jnp.asarray(table.values)
-    validation.require(
-        values.shape == (num_heads, p),
-        'attend',
-        'position_bias',
-        f'<GridTable values {tuple(values.shape)}>',
-        f'values (num_heads, prod(2n - 1){" + 1" if table.class_token else ""}) = ({num_heads}, {p}) for the grid '
-        f'{tuple(table.shape)}',
-    )
-  validation.require(
-      len(table.pair_parts) == len(table.pair_params),
-      'attend',
-      'position_bias',
-      f'<GridTable with {len(table.pair_parts)} pair parts and {len(table.pair_params)} params>',
-      'one params pytree per pair part',
-  )
-  for part, params in zip(table.pair_parts, table.pair_params):
-    heads = contract.dims(params).num_heads
-    validation.require(
-        heads == num_heads,
-        'attend',
-        'position_bias',
-        f'<GridTable pair part {part.name!r} of {heads} heads>',
-        f'pair parts of num_heads = {num_heads} heads',
-    )
-  validation.require(
-      q_len == k_len == n and inputs.positions.contiguous and _is_static_zero(inputs.positions.offset),
-      'attend',
-      'position_bias',
-      f'<GridTable over {tuple(table.shape)}>',
-      f'queries and keys that are the {n} tokens of the grid in raster order (got Lq={q_len}, Lk={k_len}), '
-      'contiguous positions and q_offset 0',
-  )
-  return table
-
-
 def _dot_product_attention(inputs: AttentionInputs, parts, params, settings: AttentionSettings):
   """jax.nn.dot_product_attention with the scalar parts' bias realised (XLA's or cuDNN's fused kernel)."""
   query, key, value, pos = inputs.query, inputs.key, inputs.value, inputs.positions
@@ -384,9 +329,7 @@ def _dot_product_attention(inputs: AttentionInputs, parts, params, settings: Att
   q_len, k_len = query.shape[1], key.shape[1]
   bias = inputs.bias
   if bias is None:
-    bias = terms.parts.scalar_bias(
-        parts, params, q_len, k_len, q_offset=q_offset, q_positions=pos.query, k_positions=pos.key
-    )
+    bias = terms.parts.scalar_bias(parts, params, q_len, k_len, where=pos)
   if bias is not None:
     checks.assert_bias_shape(bias, q_len=q_len, k_len=k_len, num_heads=query.shape[2])
     bias = jnp.asarray(bias, jnp.float32)

@@ -64,7 +64,7 @@ class RelativeMultiHeadAttention(nn.Module):
   Attributes: num_heads, encoder, head_dim (None: model_dim // num_heads, model_dim read from the input),
   causal, dtype ('float32' | 'bfloat16'), implementation (None | 'xla' | 'cudnn' | 'einsum' | 'blockwise'),
   block_size (the tiles of 'blockwise'), debug_checks. Grid encoders (relpos_jax.grid) take coordinates
-  (B, L, axes) or a static grid_shape, as the NNX layer's grid path (`__call__`).
+  (B, L, axes) or a static grid_shape, as the NNX layer does (`__call__`).
   """
 
   num_heads: int
@@ -102,11 +102,11 @@ class RelativeMultiHeadAttention(nn.Module):
 
     Grid encoders (relpos_jax.grid) read coordinates instead, as the NNX layer's: positions (B, L, axes), int or
     float, or a static `grid_shape` (H, W) / (T, H, W) (the tokens are that grid in raster order, after a class
-    token first when `class_token`). Both layers take the same grid path (`attention.grid_inputs`): rotary parts
-    rotate q and k at the coordinates, bias parts (with grid_shape: by their distinct offsets, fire2d per tile)
-    and iRPE's contextual scores become the precomputed bias; the same refusals, by name."""
+    token first when `class_token`). Both layers build their inputs with `attention.self_attention_inputs`, 1-D or
+    grid alike (the grid parts are Terms chosen by `terms.select`), and attend with `functional.attend`: the same
+    outputs and the same refusals, by name."""
     who = 'linen.RelativeMultiHeadAttention'
-    validation.shaped(who, 'x', x, ('batch', 'length', 'model_dim'))
+    validation.shaped(who, 'x', x, ('batch', 'length', 'model_dim'))  # model_dim is read from x
     dtype = attention_lib.canonical_dtype(self.dtype)
     b, length, model_dim = x.shape
     num_heads = validation.positive_int(who, 'num_heads', self.num_heads)
@@ -124,29 +124,9 @@ class RelativeMultiHeadAttention(nn.Module):
     )
     if segment_ids is not None:
       segment_ids = validation.positions(who, segment_ids, (b, length), 'segment_ids')
-    positions, grid_shape, class_token = attention_lib.position_keywords(positions, grid_shape, class_token)
-    if attention_lib.on_grid(parts, positions, grid_shape):
-      layer = attention_lib.GridLayer(who, self.encoder, parts, get_params, project, head_dim)
-      where = attention_lib.grid_position_value(who, positions, grid_shape, class_token)
-      out = attention_lib.attend_on_grid(layer, x, where, padding_mask, position_bias, segment_ids, settings)
-      return dense(model_dim, name='out')(attention_lib.merge_heads(out).astype(dtype))
-    params = get_params()
-    q, k, v = project(x)
-    if positions is not None:
-      positions = validation.positions(who, positions, (b, length))
-    if terms.parts.rotates(parts):
-      rot = positions if positions is not None else terms.parts.contiguous_positions(b, length)
-      rot = rot if padding_mask is None else jnp.where(padding_mask, rot, 0)  # Padding counts in no length.
-      q, k = terms.parts.rotate(parts, params, q, k, rot, rot)
-    inputs = call.AttentionInputs.checked(
-        q,
-        k,
-        v,
-        call.Positions(0, positions, positions, segment_ids, segment_ids),
-        key_mask=padding_mask,
-        features=terms.parts.token_features(parts, params, x),
-        bias=position_bias,
-    )
+    where = call.position_value(who, positions, grid_shape, class_token, segment_ids)
+    layer = attention_lib.Layer(who, self.encoder, parts, get_params, project)
+    inputs, params = attention_lib.self_attention_inputs(layer, x, where, padding_mask, position_bias, settings)
     out = functional.attend(inputs, parts, params, settings)
     return dense(model_dim, name='out')(attention_lib.merge_heads(out).astype(dtype))
 

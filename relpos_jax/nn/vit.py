@@ -91,7 +91,7 @@ def resolve_layers(encoder, num_layers: int) -> tuple:
 def _grid_axes(encoder) -> int | None:
   """The coordinates' axes a layer's encoder reads (2 or 3), or None for 1-D / position-free encoders."""
 
-  axes = {leaf.axes for leaf in contract.leaves(encoder) if grid.is_grid(leaf)}
+  axes = {terms.select.coordinate_axes(leaf) for leaf in contract.leaves(encoder)} - {None}
   validation.require(len(axes) <= 1, 'ViT', 'encoder', encoder, 'grid parts of one number of axes')
   return axes.pop() if axes else None
 
@@ -244,7 +244,7 @@ class ViT(nnx.Module):
       params = [attention_lib.variable_values(p) for p in self.input_params]
       emb = 0.0
       for part, p in zip(self.input_parts, params):
-        if grid.is_grid(part):
+        if terms.select.coordinate_axes(part) is not None:
           shape = grid_hw if part.axes == 2 else (1,) + grid_hw
           part.check_grid(shape)  # a learned table refuses a grid beyond it (unless it is resized to it)
           if not augmenting[0]:  # the grid's embedding: a table with `resize` is resized to the grid here

@@ -1,10 +1,14 @@
 """The per-tile grid bias of the blockwise path: each (query tile x key tile) block gathered from the (H, P) table of
-a grid's distinct offsets (relpos_jax.nn.terms.GridTable / GridTableBias), never the (H, L, L) matrix.
+a grid's distinct offsets (relpos_jax.nn.terms.grid.GridTableBias, the Term a grid bias part gets on a `call.Grid`:
+the table is its `prepare`), never the (H, L, L) matrix.
 
 Pinned: the tile index equals the grid package's block-Toeplitz index; blockwise with the table equals the
 explicit path (the (H, L, L) bias) in outputs and gradients w.r.t. q, k, v and the encoder's params, for odd
 tiles, padding and a class token; the layer routes its grid biases through the table; and the compiled memory of
 the blockwise fwd+bwd holds no (L, L)-sized buffer.
+
+(Ported when the grid went through the Terms, issue 51: `terms.GridTable` handed to `functional.attend` as a
+`position_bias` is gone; the same checks now hand attend the parts themselves with `positions=call.Grid(...)`.)
 """
 
 import jax
@@ -33,11 +37,19 @@ def test_tile_index_is_the_block_toeplitz_index(shape, class_token):
   np.testing.assert_array_equal(terms.grid_offset_index(q, k, shape, class_token), full[1 : min(n, 4), n // 2 :])
 
 
+def _term(enc, shape, class_token=False):
+  return terms.select.term_for(enc, where=call.Grid(shape, class_token))
+
+
 def test_table_dense_is_the_grid_bias_matrix():
   enc = grid.make('irpe')
   params = _params(enc)
-  table = terms.GridTable(grid.grid_bias_table(enc, params, (3, 4), class_token=True), (3, 4), True)
-  np.testing.assert_array_equal(table.dense(), grid.grid_bias_matrix(enc, params, (3, 4), class_token=True))
+  term = _term(enc, (3, 4), True)
+  assert isinstance(term, terms.grid.GridTableBias)
+  np.testing.assert_array_equal(
+      term.whole_bias(enc, params, 13, 13, call.Grid((3, 4), True)),
+      grid.grid_bias_matrix(enc, params, (3, 4), class_token=True),
+  )
 
 
 def _params(enc, seed=1):
@@ -73,14 +85,17 @@ def test_blockwise_table_equals_explicit_in_outputs_and_gradients(spec, shape, c
     key_mask = jnp.arange(n)[None, :] < jnp.asarray([[n], [n - 3]])
 
   def loss(q, k, v, params, implementation):
-    if implementation == 'blockwise':
-      bias = terms.GridTable(grid.grid_bias_table(enc, params, shape, class_token=class_token), shape, class_token)
+    if implementation == 'blockwise':  # the part itself, on the grid: its Term gathers each tile from its table
+      inputs = call.AttentionInputs.checked(q, k, v, call.Grid(shape, class_token), key_mask=key_mask)
+      parts, part_params = (enc,), [params]
     else:
       bias = grid.grid_bias_matrix(enc, params, shape, class_token=class_token)
+      inputs = call.AttentionInputs.checked(q, k, v, key_mask=key_mask, bias=bias)
+      parts, part_params = (), []
     out = functional.attend(
-        call.AttentionInputs.checked(q, k, v, key_mask=key_mask, bias=bias),
-        (),
-        [],
+        inputs,
+        parts,
+        part_params,
         call.AttentionSettings.checked(
             implementation=implementation, block_size=block_size if implementation == 'blockwise' else None
         ),
@@ -96,17 +111,10 @@ def test_blockwise_table_equals_explicit_in_outputs_and_gradients(spec, shape, c
   assert spec == 'alibi2d' or max(float(jnp.max(jnp.abs(g))) for g in jax.tree.leaves(g_tiled[3])) > 1e-6
 
 
-def test_a_table_for_the_wrong_grid_is_refused_by_name():
-  enc = grid.make('alibi2d')
-  table = terms.GridTable(grid.grid_bias_table(enc, _params(enc), (3, 4)), (3, 4))
+def test_a_grid_of_other_tokens_is_refused_by_name():
   q, k, v = _qkv(13)
-  with pytest.raises(ValueError, match='position_bias.*12 tokens of the grid'):
-    functional.attend(
-        call.AttentionInputs.checked(q, k, v, bias=table),
-        (),
-        [],
-        call.AttentionSettings.checked(implementation='blockwise'),
-    )
+  with pytest.raises(ValueError, match='positions.*12 tokens of the grid'):
+    call.AttentionInputs.checked(q, k, v, call.Grid((3, 4)))
 
 
 def test_grid_bias_table_refuses_a_query_dependent_encoder():
@@ -145,22 +153,32 @@ def test_layer_blockwise_equals_explicit_with_padding_and_odd_tiles(spec):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
-def test_layer_hands_attend_the_table_not_the_matrix(monkeypatch):
-  """The grid branch passes a GridTable (the blockwise kernel gathers tiles from it) for a static grid_shape."""
+def _spy_attend(monkeypatch):
   seen = []
   attend = functional.attend
 
   def spy(*args, **kwargs):
-    seen.append(args[0].bias)
+    seen.append(args)
     return attend(*args, **kwargs)
 
   monkeypatch.setattr(functional, 'attend', spy)
+  return seen
+
+
+def test_layer_hands_attend_the_table_not_the_matrix(monkeypatch):
+  """Given a static grid_shape the layer hands attend the grid (no precomputed bias): each bias part's Term is
+  the table of its distinct offsets (H, 5 x 7), which the blockwise kernel gathers tiles from."""
+  seen = _spy_attend(monkeypatch)
   layer = RelativeMultiHeadAttention(
       HEADS, HEADS * HEAD_DIM, grid.from_spec('alibi2d + irpe'), rngs=nnx.Rngs(0), implementation='blockwise'
   )
   layer(jax.random.normal(jax.random.key(0), (1, 12, HEADS * HEAD_DIM)), grid_shape=(3, 4))
-  assert isinstance(seen[-1], terms.GridTable)
-  assert seen[-1].values.shape == (HEADS, 5 * 7)
+  inputs, parts, params, _ = seen[-1]
+  assert inputs.bias is None and inputs.positions == call.Grid((3, 4))
+  chosen = [terms.select.term_for(part, where=inputs.positions) for part in parts]
+  assert [type(t) for t in chosen] == [terms.grid.GridTableBias] * 2
+  ctx = terms.base.Context(12, 12, 0, query=inputs.query)
+  assert [t.prepare(part, p, ctx).shape for t, part, p in zip(chosen, parts, params)] == [(HEADS, 5 * 7)] * 2
 
 
 def _temp_bytes(fn, *args):
@@ -180,13 +198,14 @@ def test_blockwise_fwd_bwd_memory_holds_no_length_squared_buffer():
   def fwd_bwd(implementation):
     def loss(q, k, v, params):
       if implementation == 'blockwise':
-        bias = terms.GridTable(grid.grid_bias_table(enc, params, shape), shape)
+        inputs, parts, part_params = call.AttentionInputs.checked(q, k, v, call.Grid(shape)), (enc,), [params]
       else:
         bias = grid.grid_bias_matrix(enc, params, shape)
+        inputs, parts, part_params = call.AttentionInputs.checked(q, k, v, bias=bias), (), []
       out = functional.attend(
-          call.AttentionInputs.checked(q, k, v, bias=bias),
-          (),
-          [],
+          inputs,
+          parts,
+          part_params,
           call.AttentionSettings.checked(
               implementation=implementation, block_size=128 if implementation == 'blockwise' else None
           ),
@@ -214,14 +233,19 @@ def test_pair_part_dense_is_the_grid_bias_matrix():
   for shape, class_token in [((3, 4), True), ((2, 3, 2), False)]:
     enc_s = grid.make('fire2d', axes=len(shape))
     p = _params(enc_s)
-    table = terms.GridTable(None, shape, class_token, (enc_s,), (p,))
+    term = _term(enc_s, shape, class_token)
+    assert isinstance(term, terms.grid.GridPairBias)
+    n = int(np.prod(shape)) + int(class_token)
     np.testing.assert_allclose(
-        table.dense(), grid.grid_bias_matrix(enc_s, p, shape, class_token=class_token), rtol=1e-6, atol=1e-6
+        term.whole_bias(enc_s, p, n, n, call.Grid(shape, class_token)),
+        grid.grid_bias_matrix(enc_s, p, shape, class_token=class_token),
+        rtol=1e-6,
+        atol=1e-6,
     )
   # L = 2 at init: pairs (1, 0) and (11, 10) share the offset (0, 1), not the normaliser psi(max(|p_i|, L)):
   # |(0, 1)| = 1 < L, |(2, 3)| = 3.6 > L.
   fresh = enc.init(jax.random.key(0), num_heads=HEADS, head_dim=HEAD_DIM, model_dim=HEADS * HEAD_DIM)
-  dense = terms.GridTable(None, (3, 4), False, (enc,), (fresh,)).dense()
+  dense = _term(enc, (3, 4)).whole_bias(enc, fresh, 12, 12, call.Grid((3, 4)))
   assert not np.allclose(dense[:, 1, 0], dense[:, 11, 10], atol=1e-4)
 
 
@@ -236,7 +260,7 @@ def test_grid_coordinates_are_raster_order():
     [((3, 4), False, 4, False, False), ((3, 5), True, (4, 7), True, True), ((5, 3), True, 3, False, False)],
 )
 def test_blockwise_fire2d_equals_explicit_in_outputs_and_gradients(shape, class_token, block_size, padded, with_table):
-  """fire2d per tile (alone, or beside alibi2d's table: one GridTable) against the explicit path's (H, L, L) bias:
+  """fire2d per tile (alone, or beside alibi2d's table) against the explicit path's (H, L, L) bias:
   outputs and gradients w.r.t. q, k, v and fire2d's MLP, c and threshold, for odd tiles, padding, a class token."""
   fire = grid.make('fire2d')
   alibi = grid.make('alibi2d')
@@ -248,17 +272,19 @@ def test_blockwise_fire2d_equals_explicit_in_outputs_and_gradients(shape, class_
     key_mask = jnp.arange(n)[None, :] < jnp.asarray([[n], [n - 3]])
 
   def loss(q, k, v, params, implementation):
-    values = grid.grid_bias_table(alibi, params[1], shape, class_token=class_token) if with_table else None
-    if implementation == 'blockwise':
-      bias = terms.GridTable(values, shape, class_token, (fire,), (params[0],))
+    if implementation == 'blockwise':  # the parts themselves, on the grid: fire2d per tile, alibi2d's table
+      inputs = call.AttentionInputs.checked(q, k, v, call.Grid(shape, class_token), key_mask=key_mask)
+      parts, part_params = ((fire, alibi), list(params)) if with_table else ((fire,), [params[0]])
     else:
       bias = grid.grid_bias_matrix(fire, params[0], shape, class_token=class_token)
       if with_table:
         bias = bias + grid.grid_bias_matrix(alibi, params[1], shape, class_token=class_token)
+      inputs = call.AttentionInputs.checked(q, k, v, key_mask=key_mask, bias=bias)
+      parts, part_params = (), []
     out = functional.attend(
-        call.AttentionInputs.checked(q, k, v, key_mask=key_mask, bias=bias),
-        (),
-        [],
+        inputs,
+        parts,
+        part_params,
         call.AttentionSettings.checked(
             implementation=implementation, block_size=block_size if implementation == 'blockwise' else None
         ),
@@ -278,42 +304,30 @@ def test_blockwise_fire2d_equals_explicit_in_outputs_and_gradients(shape, class_
 
 
 def test_layer_hands_attend_fire2d_as_a_pair_part(monkeypatch):
-  """The grid branch puts fire2d in the GridTable as a pair part (no (H, L, L) matrix), beside alibi2d's table."""
-  seen = []
-  attend = functional.attend
-
-  def spy(*args, **kwargs):
-    seen.append(args[0].bias)
-    return attend(*args, **kwargs)
-
-  monkeypatch.setattr(functional, 'attend', spy)
-  for spec, values_shape in [('fire2d', None), ('alibi2d + fire2d', (HEADS, 5 * 7))]:
+  """On a grid, fire2d's Term evaluates its pairs per tile (no (H, L, L) matrix), beside alibi2d's table."""
+  seen = _spy_attend(monkeypatch)
+  for spec, chosen in [
+      ('fire2d', [terms.grid.GridPairBias]),
+      ('alibi2d + fire2d', [terms.grid.GridTableBias, terms.grid.GridPairBias]),
+  ]:
     layer = RelativeMultiHeadAttention(
         HEADS, HEADS * HEAD_DIM, grid.from_spec(spec), rngs=nnx.Rngs(0), implementation='blockwise'
     )
     layer(jax.random.normal(jax.random.key(0), (1, 12, HEADS * HEAD_DIM)), grid_shape=(3, 4))
-    assert isinstance(seen[-1], terms.GridTable)
-    assert [p.name for p in seen[-1].pair_parts] == ['fire2d']
-    assert (None if seen[-1].values is None else seen[-1].values.shape) == values_shape
+    inputs, parts, _, _ = seen[-1]
+    assert inputs.bias is None
+    assert [type(terms.select.term_for(part, where=inputs.positions)) for part in parts] == chosen
 
 
 def test_a_pair_part_of_other_heads_is_refused_by_name():
   enc = grid.make('fire2d')
   params = enc.init(jax.random.key(0), num_heads=HEADS + 1, head_dim=HEAD_DIM, model_dim=HEADS * HEAD_DIM)
   q, k, v = _qkv(12)
-  table = terms.GridTable(None, (3, 4), False, (enc,), (params,))
-  with pytest.raises(ValueError, match="position_bias.*'fire2d' of 3 heads.*2 heads"):
+  with pytest.raises(ValueError, match="grid part 'fire2d' of 3 heads.*2 heads"):
     functional.attend(
-        call.AttentionInputs.checked(q, k, v, bias=table),
-        (),
-        [],
-        call.AttentionSettings.checked(implementation='blockwise'),
-    )
-  with pytest.raises(ValueError, match='position_bias.*neither'):
-    functional.attend(
-        call.AttentionInputs.checked(q, k, v, bias=terms.GridTable(None, (3, 4))),
-        (),
-        [],
+        call.AttentionInputs.checked(q, k, v, call.Grid((3, 4))),
+        (enc,),
+        [params],
         call.AttentionSettings.checked(implementation='blockwise'),
     )
 
@@ -329,11 +343,15 @@ def test_blockwise_fire2d_fwd_bwd_memory_holds_no_length_squared_buffer():
 
   def fwd_bwd(implementation):
     def loss(q, k, v, params):
-      bias = terms.GridTable(None, shape, False, (enc,), (params,))
+      if implementation == 'blockwise':
+        inputs, parts, part_params = call.AttentionInputs.checked(q, k, v, call.Grid(shape)), (enc,), [params]
+      else:
+        bias = grid.grid_bias_matrix(enc, params, shape)
+        inputs, parts, part_params = call.AttentionInputs.checked(q, k, v, bias=bias), (), []
       out = functional.attend(
-          call.AttentionInputs.checked(q, k, v, bias=bias if implementation == 'blockwise' else bias.dense()),
-          (),
-          [],
+          inputs,
+          parts,
+          part_params,
           call.AttentionSettings.checked(
               implementation=implementation, block_size=128 if implementation == 'blockwise' else None
           ),

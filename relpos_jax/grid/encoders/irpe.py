@@ -192,8 +192,8 @@ class IRPE(GridBiasEncoder):
 
   def contextual_scores(self, params, query, key, q_pos, k_pos, scale, inputs=None):
     """(B, H, Lq, Lk) float32: the contextual terms of query (B, Lq, H, D) and key (B, Lk, H, D) at coordinates
-    (B, Lq, axes), (B, Lk, axes), as the reference adds them to the scaled scores. `inputs`, the layer input the
-    grid path passes to every score term (PaPE reads it), is not read: iRPE's term is of q and k."""
+    (B, Lq, axes), (B, Lk, axes), as the reference adds them to the scaled scores. `inputs`, the layer input
+    passed to every grid score term (PaPE reads it), is not read: iRPE's term is of q and k."""
     del inputs
     validation.require(self.mode == 'contextual', self.name, 'mode', self.mode, "'contextual' for contextual scores")
     total = 0.0

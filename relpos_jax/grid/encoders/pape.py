@@ -37,7 +37,7 @@ and no optimizer moves it.
 How it is built here. The bias depends on the query's content, so it is a term of the content, kind
 VECTOR_RELATIVE as iRPE's contextual mode. The term is computed as the reference computes it, from the appended
 features (`features`): (q'_i - [q_i]) . (k'_j - [k_j]) over 3M + 2 (PaPE) or 2 axes + 1 (PaPE-RI) features, never
-an (L, L, M) array. The attention layer's grid path computes each token's features once (from x and the
+an (L, L, M) array. The attention layer computes each token's features once (from x and the
 coordinates) and hands them to `functional.attend` (relpos_jax.nn.terms.grid.GridFeatureScores): each tile adds
 its queries' features . its keys' features to q . k before the softmax scale, as the reference's kernel does with
 q' . k', so the blockwise path holds no (L, L) array (memory O(L F)); `attention_weights` adds the whole
@@ -83,7 +83,7 @@ def _uniform(rng, shape, fan_in: int):
 
 @dataclasses.dataclass(frozen=True)
 class _Parabolic(GridEncoder, contract.Encoder):
-  """What PaPE and PaPE-RI share: a content term from appended features, read on the grid path."""
+  """What PaPE and PaPE-RI share: a content term from appended features, read by its grid Term (relpos_jax.nn.terms.grid.GridFeatureScores)."""
 
   kind = contract.Kind.VECTOR_RELATIVE
   needs_model_dim = True

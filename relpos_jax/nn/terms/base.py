@@ -126,16 +126,20 @@ class Term:
                       dot_product_attention takes it as its bias (`parts.scalar_bias`).
     toeplitz          that bias is Toeplitz (built from its Lq + Lk - 1 distinct values).
     dot_product_form  jax.nn.dot_product_attention computes it (a scalar bias, a rotation, nothing inside).
+    weights_form      `attention_weights` rebuilds it in the weights (those with `dot_product_form`, and the
+                      grid's score terms).
     reads_content     it reads the scores or the content (the layer checks its token features).
     replaces_softmax  a normalizer: its weights replace the softmax's.
     carries           it carries state per query row across the key tiles of a query tile (PaTH: the query
                       transported through the tiles between): the tile loops visit key tiles nearest first
                       and thread `initial_carry` through `carry`, the backward runs its adjoint farthest first.
 
-  Methods the layer asks outside the tile loops (defaults: the part does none of it): `num_features` and
+  Methods the layer asks outside the tile loops (defaults: the part does none of it): `bind` (the params as
+  attend reads them at the call's positions: a grid part's coordinates checked and packed), `num_features` and
   `token_features` (a contextual part's per-token features, kept in the KV cache), `query_bias`
   (Transformer-XL's content bias u), `row_factor` (a temperature's t_h(n_i)), `embed` (an absolute
-  embedding) and `rotate` (a rotation of q and k).
+  embedding) and `rotate` (a rotation of q and k); and for a scalar bias, `whole_bias` (every pair, for
+  dot_product_attention) and `check_realised` (debug_checks).
   """
 
   stage = None  # every Term declares its own `Stage`
@@ -152,7 +156,23 @@ class Term:
   def replaces_softmax(self) -> bool:
     return self.stage is Stage.NORMALIZER
 
+  @property
+  def weights_form(self) -> bool:
+    return self.dot_product_form
+
   # ---- outside the tile loops
+
+  def bind(self, part, params, where, x):
+    """The params attend reads for this part when the layer input x (B, L, model_dim) sits at `where` (a
+    `where.Positions`, `Grid` or `Coordinates`): the params themselves, but for the grid parts' Terms."""
+    return params
+
+  def whole_bias(self, part, params, q_len: int, k_len: int, where):
+    """A scalar bias over every pair, float32 (H or B, H, Lq, Lk), at `where`; None for other Terms."""
+    return None
+
+  def check_realised(self, part, params, where) -> None:
+    """debug_checks: a check of the bias it realises (a grid table's block-Toeplitz form); none by default."""
 
   def num_features(self, part, dims_) -> int:
     """The size of the per-token features the part keeps in the KV cache (0: none)."""

@@ -1,17 +1,22 @@
-"""Grid parts: a scalar bias given by its distinct offsets and its query-dependent parts (`GridTable`, gathered or
-evaluated per tile by `GridTableBias`: memory O(P + tile) instead of (H, L, L)), a vector-relative grid part,
-iRPE's contextual mode (`GridScores`: its q, k and v terms per tile, from the tokens' coordinates), and a score
-term of the layer input (`GridFeatureScores`, PaPE: per tile, from per-token features computed once); at explicit
-coordinates (no grid shape, so no table) a scalar grid bias is evaluated per tile from the tokens' coordinates
-(`GridCoordinateBias`).
+"""Grid parts: the Terms of encoders that read coordinates (relpos_jax.grid), chosen by `select.term_for` by the
+part's kind and by where the tokens sit (`where.Grid`: a static grid in raster order; `where.Coordinates`: explicit
+coordinates (B, L, axes)):
 
-The attention layer takes grid encoders (`is_grid`) on its grid path (`relpos_jax.nn.attention`): it rotates
-q and k itself, adds a grid bias as a precomputed `position_bias`, and hands the other parts to
-`functional.attend`, a grid vector part with the coordinates of its queries and keys (`with_coordinates`). A grid
-rotation or absolute part gets the 1-D Term of its kind (`select.term_for`); a grid scalar bias gets
-`GridCoordinateBias` (which the layer hands attend, with the coordinates, only on the tiled path at explicit
-coordinates); a grid vector part gets `GridScores` (PaPE, which reads the layer input: `GridFeatureScores`); the
-layer asks these Terms for their params in attend (`grid_params`).
+  kind             on a Grid                                  at Coordinates
+  ROTARY           GridRotation: q and k rotated at the tokens' coordinates, before attention
+  SCALAR_BIAS      GridTableBias: the table of the prod(2n - 1)   GridCoordinateBias: the encoder's `pair_bias`
+                   distinct offsets (its `prepare`), a tile        on each tile's pairs of coordinates
+                   gathers its block; GridPairBias for a
+                   query-dependent bias (fire2d: no table), its
+                   `pair_bias` on each tile's pairs
+  VECTOR_RELATIVE  GridScores (iRPE's contextual mode): its q, k and v terms per tile, from the tokens'
+                   coordinates (on a Grid, its buckets at every offset); GridFeatureScores (PaPE): per tile, from
+                   per-token features of the layer input x
+
+The layer hands each part's Term its params once, outside attend (`Term.bind`: the coordinates checked against
+the encoder, a learned table against the grid, and what the coordinate and feature Terms read packed
+`with_coordinates` / `with_features`); attend then asks these Terms as it asks the 1-D ones, on every path (the
+explicit path is the one-tile case, dot_product_attention takes a scalar bias whole: `whole_bias`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from relpos_jax import grid as grid_lib
+from relpos_jax.encoders import contract
 from relpos_jax.nn import skew
 from relpos_jax.nn.terms import base, vector
 
@@ -31,9 +38,7 @@ def grid_offset_index(q_index, k_index, shape, class_token: bool):
   index 0 when `class_token`), the entry of the distinct-offset table that pair (i, j) reads: sum_a (r_ia - r_ja
   + n_a - 1) * stride_a, strides of the (2n - 1) per-axis offsets, last axis fastest (relpos_jax.grid.positions'
   `distinct_offsets` / `block_toeplitz_index` layout), and P = prod(2n - 1) (the class bucket, last) for a pair
-  with the class token. Indices past the grid (tile padding) read a valid entry; their pairs are masked.
-
-  Written here, not imported from relpos_jax.grid: the 1-D path never imports the grid package."""
+  with the class token. Indices past the grid (tile padding) read a valid entry; their pairs are masked."""
   n_tokens = int(np.prod(shape))
   offset = int(class_token)
   q = jnp.clip(jnp.asarray(q_index, jnp.int32) - offset, 0, n_tokens - 1)
@@ -66,7 +71,7 @@ def grid_pair_bias(part, params, q_index, k_index, shape, class_token: bool):
   """(H, q, k) float32: a query-dependent grid bias (fire2d: `pair_bias` reads p_i itself, not only p_i - p_j)
   evaluated on the pairs of the flattened token indices q_index x k_index of the grid `shape`, from their
   coordinates (`grid_coordinates`). What a tile of the blockwise path evaluates on its own (bq, bk) pairs, and
-  `GridTable.dense` on all of them. A pair with the class token takes the encoder's `class_bias`, as its
+  `GridPairBias.whole_bias` on all of them. A pair with the class token takes the encoder's `class_bias`, as its
   `pair_bias` at the CLASS_TOKEN coordinates does (relpos_jax.grid.contract)."""
   qc = grid_coordinates(q_index, shape, class_token)
   kc = grid_coordinates(k_index, shape, class_token)
@@ -77,83 +82,126 @@ def grid_pair_bias(part, params, q_index, k_index, shape, class_token: bool):
   return values
 
 
+def bound_coordinates(part, where, x, shape=None):
+  """The tokens' coordinates (B, L, axes) as `part` reads them (`part.coordinates`: trailing axis, finite values),
+  a learned table checked against the grid `shape` when given (ValueError naming the encoder)."""
+  coords = part.coordinates(where.coordinates(x.shape[0]))
+  if shape is not None:
+    part.check_grid(shape)
+  return coords
+
+
 @dataclasses.dataclass(frozen=True)
-class GridTable:
-  """A scalar grid bias over the tokens of the grid `shape` in raster order (+ a class token first with
-  `class_token`), kept in a form a tile can evaluate on its own:
+class GridRotation(base.Term):
+  """q and k rotated at the tokens' coordinates (rope_axial, RoPE-Mixed, VideoRoPE, ...), in float32 and cast
+  back, as the 1-D `inputs.Rotation`; `shape` the grid's (its learned tables checked in `bind`) or None."""
 
-    values        (H, P) float32 or None: the relative biases summed at the P = prod(2n - 1) distinct offsets
-                  (+ one class-token column last with `class_token`); a tile gathers its block.
-    pair_parts    query-dependent grid biases (fire2d, `is_toeplitz` False: its FIRE normaliser reads |p_i|, so
-                  its bias is no function of p_i - p_j and has no table), with `pair_params` their params: a tile
-                  evaluates each on its own (bq, bk) pairs (`grid_pair_bias`), O(tile x MLP width) memory.
+  stage = base.Stage.ROTATE
+  kernel_form = True
+  dot_product_form = True
+  shape: tuple | None = None
 
-  `functional.attend` takes it as `position_bias`: the blockwise path evaluates each tile's block (`GridTableBias`,
-  memory O(P + tile) instead of (H, L, L)); the untiled paths take `dense()`."""
+  def bind(self, part, params, where, x):
+    bound_coordinates(part, where, x, self.shape)
+    return params
 
-  values: jax.Array | None
-  shape: tuple
-  class_token: bool = False
-  pair_parts: tuple = ()
-  pair_params: tuple = ()
+  def rotate(self, part, params, query, key, q_positions, k_positions):
+    query = part.rotate_queries(params, query.astype(jnp.float32), part.coordinates(q_positions)).astype(query.dtype)
+    key = part.rotate_keys(params, key.astype(jnp.float32), part.coordinates(k_positions)).astype(key.dtype)
+    return query, key
 
-  @property
-  def num_tokens(self) -> int:
-    return int(np.prod(self.shape)) + int(self.class_token)
 
-  def term(self) -> 'GridTableBias':
-    """The blockwise path's Term for it (static: hashable, no arrays)."""
-    return GridTableBias(tuple(self.shape), bool(self.class_token), tuple(self.pair_parts), self.values is not None)
-
-  def theta(self):
-    """What the blockwise path differentiates: the table's values and the pair parts' params."""
-    values = None if self.values is None else jnp.asarray(self.values, jnp.float32)
-    return {'values': values, 'pairs': list(self.pair_params)}
-
-  def dense(self) -> jax.Array:
-    """(H, N, N): every pair's bias (one gather, as relpos_jax.grid.positions.block_toeplitz, plus every pair
-    part evaluated on all N x N pairs)."""
-    n = jnp.arange(self.num_tokens, dtype=jnp.int32)
-    return self.term().block(self.theta(), n, n)
+def _check_heads(part, heads: int, ctx) -> None:
+  expected = ctx.query.shape[2]
+  if heads != expected:
+    raise ValueError(
+        f'attend: the grid part {part.name!r} of {heads} heads is invalid; allowed: parts of num_heads = {expected} '
+        "heads (the queries')"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class GridTableBias(base.Term):
-  """A grid bias in its tileable form (`GridTable`): the tile holds the whole (H, P) table (small: the 2-D
-  analogue of the 1-D Toeplitz bias's Lq + Lk - 1 values) and gathers its (H, bq, bk) block at the offsets of its
-  queries' and keys' flattened indices (its gradient is a scatter-add into the table, O(P) per tile), and
-  evaluates each query-dependent part on its own pairs (its gradient: that part's params, per tile)."""
+  """A relative grid bias on the grid `shape` (+ a class token first with `class_token`): `prepare` evaluates it
+  once at the P = prod(2n - 1) distinct offsets (+ the class-token value last), an (H, P) table
+  (`relpos_jax.grid.grid_bias_table`, the 2-D analogue of the 1-D Toeplitz bias's Lq + Lk - 1 values); each tile
+  holds the whole table and gathers its (H, bq, bk) block at the offsets of its queries' and keys' flattened
+  indices (`grid_offset_index`; its gradient a scatter-add into the table, O(P) per tile). Memory O(P + tile)
+  instead of the (H, L, L) bias; the explicit path is the one-tile case."""
 
   stage = base.Stage.BIAS
-
-  shape: tuple
+  scalar_bias = True
+  dot_product_form = True
+  shape: tuple = ()
   class_token: bool = False
-  pair_parts: tuple = ()
-  has_values: bool = True
 
-  def local(self, theta, tile):
-    return theta
+  def bind(self, part, params, where, x):
+    bound_coordinates(part, where, x, self.shape)
+    return params
 
-  def block(self, theta, q_index, k_index):
+  def prepare(self, part, params, ctx):
+    table = jnp.asarray(grid_lib.grid_bias_table(part, params, self.shape, class_token=self.class_token), jnp.float32)
+    _check_heads(part, table.shape[0], ctx)
+    return table
+
+  def block(self, table, q_index, k_index):
     """(H, q, k) float32: the bias of the pairs of flattened token indices q_index x k_index."""
-    out = None
-    if self.has_values:
-      out = jnp.take(theta['values'], grid_offset_index(q_index, k_index, self.shape, self.class_token), axis=-1)
-    for part, params in zip(self.pair_parts, theta['pairs']):
-      term = grid_pair_bias(part, params, q_index, k_index, self.shape, self.class_token)
-      out = term if out is None else out + term
-    return out
+    return jnp.take(table, grid_offset_index(q_index, k_index, self.shape, self.class_token), axis=-1)
 
   def bias(self, part, local, tile):
     q_index = tile.qs + jnp.arange(tile.bq, dtype=jnp.int32)
     k_index = tile.ks + jnp.arange(tile.bk, dtype=jnp.int32)
     return self.block(local, q_index, k_index)[None]
 
+  def whole_bias(self, part, params, q_len, k_len, where):
+    """(H, N, N): every pair's bias, gathered from the table (as relpos_jax.grid.positions.block_toeplitz)."""
+    table = jnp.asarray(grid_lib.grid_bias_table(part, params, self.shape, class_token=self.class_token), jnp.float32)
+    n = jnp.arange(q_len, dtype=jnp.int32)
+    return self.block(table, n, n)
+
+  def check_realised(self, part, params, where):
+    """debug_checks: the bias over every pair is block-Toeplitz (`relpos_jax.grid.assert_block_toeplitz`)."""
+    n = int(np.prod(self.shape)) + int(self.class_token)
+    shape, cls = self.shape, self.class_token
+    jax.debug.callback(
+        lambda t: grid_lib.assert_block_toeplitz(t, shape, class_token=cls), self.whole_bias(part, params, n, n, where)
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class GridPairBias(base.Term):
+  """A query-dependent grid bias on the grid `shape` (fire2d, `is_toeplitz` False: its FIRE normaliser reads |p_i|,
+  so its bias is no function of p_i - p_j and has no table of offsets): each tile evaluates the encoder's
+  `pair_bias` on its own (bq, bk) pairs, from coordinates derived from the flattened indices (`grid_pair_bias`),
+  O(tile x MLP width) memory; its params' gradients are summed over the tiles."""
+
+  stage = base.Stage.BIAS
+  scalar_bias = True
+  dot_product_form = True
+  shape: tuple = ()
+  class_token: bool = False
+
+  bind = GridTableBias.bind
+
+  def prepare(self, part, params, ctx):
+    _check_heads(part, contract.dims(params).num_heads, ctx)
+    return params
+
+  def bias(self, part, local, tile):
+    q_index = tile.qs + jnp.arange(tile.bq, dtype=jnp.int32)
+    k_index = tile.ks + jnp.arange(tile.bk, dtype=jnp.int32)
+    return grid_pair_bias(part, local, q_index, k_index, self.shape, self.class_token)[None]
+
+  def whole_bias(self, part, params, q_len, k_len, where):
+    """(H, N, N): the per-tile form over every pair."""
+    n = jnp.arange(q_len, dtype=jnp.int32)
+    return grid_pair_bias(part, params, n, n, self.shape, self.class_token)
+
 
 def with_coordinates(params, q_coords, k_coords, offset_buckets=None) -> dict:
   """What a grid vector part (`GridScores`) reads in `functional.attend`: its params and the coordinates of the
-  queries (B, Lq, axes) and keys (B, Lk, axes) (a class token's are CLASS_TOKEN), as the layer's grid path hands
-  them, and for a static grid the part's buckets at every offset (`offset_buckets`: what its tiles read instead of
+  queries (B, Lq, axes) and keys (B, Lk, axes) (a class token's are CLASS_TOKEN), as the layer hands them
+  (`GridScores.bind`), and for a static grid the part's buckets at every offset (`offset_buckets`: what its tiles read instead of
   bucketing each pair; only for coordinates on that grid, as the layer given `grid_shape` hands them: each pair's
   offset is its index into the table). The coordinates and buckets travel as float32 (exact: real coordinates are at most 2^22,
   buckets far fewer) and get no gradient."""
@@ -180,14 +228,15 @@ class GridScores(base.Term):
   never an (L, L) array; the explicit path is the one-tile case. The params arrive `with_coordinates`."""
 
   stage = base.Stage.SCORES
+  weights_form = True  # attention_weights rebuilds its q and k terms (its value term is not a weight)
   scale: float = 1.0
+  shape: tuple | None = None  # on a grid: its buckets at every offset are read instead of each pair's
 
-  def grid_params(self, part, params, coords, inputs, grid_shape=None):
-    """What the layer's grid path hands `functional.attend` for this part: its params with the coordinates
-    (B, L, axes) of its queries and keys (self-attention) and, on a static grid (`grid_shape`), the part's
-    buckets at the grid's every offset; the layer input is not read."""
-    del inputs
-    table = None if grid_shape is None else part.offset_buckets(grid_shape)
+  def bind(self, part, params, where, x):
+    """Its params with the coordinates (B, L, axes) of its queries and keys (self-attention) and, on a grid
+    (`shape`), the part's buckets at the grid's every offset; the layer input is not read."""
+    coords = bound_coordinates(part, where, x, self.shape)
+    table = None if self.shape is None else part.offset_buckets(self.shape)
     return with_coordinates(params, coords, coords, offset_buckets=table)
 
   def prepare(self, part, params, ctx):
@@ -256,7 +305,7 @@ class GridScores(base.Term):
 
 @dataclasses.dataclass(frozen=True)
 class GridCoordinateBias(base.Term):
-  """A scalar grid bias at explicit coordinates (the layer's grid path given positions (B, L, axes): Qwen2-VL
+  """A scalar grid bias at explicit coordinates (the layer given positions (B, L, axes): Qwen2-VL
   style mixed sequences, shifted or float coordinates, where no table of distinct offsets exists): each tile
   evaluates its (B, H, bq, bk) block with the encoder's own `pair_bias` on its queries' and keys' coordinates,
   as `relpos_jax.grid.grid_bias_at_positions` does on every pair (class-token pairs included: CLASS_TOKEN
@@ -266,13 +315,16 @@ class GridCoordinateBias(base.Term):
 
   stage = base.Stage.BIAS
   scalar_bias = True
+  dot_product_form = True  # taken whole (`whole_bias`) by dot_product_attention
 
-  def grid_params(self, part, params, coords, inputs, grid_shape=None):
-    """What the layer's grid path hands `functional.attend` for this part: its params with the coordinates
-    (B, L, axes) of its queries and keys (self-attention); the layer input is not read (nor a grid shape: the
-    layer hands this Term only explicit coordinates)."""
-    del inputs, grid_shape
+  def bind(self, part, params, where, x):
+    """Its params with the coordinates (B, L, axes) of its queries and keys (self-attention)."""
+    coords = bound_coordinates(part, where, x)
     return with_coordinates(params, coords, coords)
+
+  def whole_bias(self, part, params, q_len, k_len, where):
+    """(B, H, Lq, Lk): every pair (`relpos_jax.grid.grid_bias_at_positions`)."""
+    return grid_lib.grid_bias_at_positions(part, params['params'], params['q_coords'], params['k_coords'])
 
   prepare = GridScores.prepare
   local = GridScores.local
@@ -298,19 +350,21 @@ class GridFeatureScores(base.Term):
   parabolas, whose curvature and tilt are projections of the query token's x), in the reference's own form
   (DTU-PAS/parabolic-position-encoding, `encode_query_key`: features appended to q and k): the unscaled score of
   pair (i, j) is q'_i . k'_j over the F appended features, scaled with q . k by the softmax scale, as the
-  reference's kernel scales q' . k'. The layer's grid path computes each token's features once, outside the tile
-  loops, from x and the coordinates (`grid_params` -> `with_features`); a tile slices its (B, H, bq, F) and
+  reference's kernel scales q' . k'. The layer computes each token's features once, outside the tile
+  loops, from x and the coordinates (`bind` -> `with_features`); a tile slices its (B, H, bq, F) and
   (B, H, bk, F) shares and adds their products, so no (L, L) array exists on the blockwise path (memory O(L F)),
   and the explicit path is the one-tile case. The features' gradients come back through attend's backward
   (`accumulate`, per tile into their rows)."""
 
   stage = base.Stage.SCORES
+  weights_form = True  # attention_weights rebuilds its scores
+  shape: tuple | None = None  # the grid's (a learned table checked against it), or None
 
-  def grid_params(self, part, params, coords, inputs, grid_shape=None):
-    """What the layer's grid path hands `functional.attend` for this part: the features of the tokens at
-    `coords` (B, L, axes) with layer input `inputs` (B, L, model_dim), self-attention (queries = keys)."""
-    del grid_shape
-    return with_features(*part.features(params, inputs, coords, coords))
+  def bind(self, part, params, where, x):
+    """The features of the tokens at their coordinates with layer input x (B, L, model_dim), self-attention
+    (queries = keys)."""
+    coords = bound_coordinates(part, where, x, self.shape)
+    return with_features(*part.features(params, x, coords, coords))
 
   def prepare(self, part, params, ctx):
     if not (isinstance(params, dict) and set(params) == {'q_features', 'k_features'}):

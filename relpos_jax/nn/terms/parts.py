@@ -4,15 +4,19 @@ part's Term (`select.term_for`), shared by the NNX layer (`relpos_jax.nn.attenti
 
   attention_parts / input_parts   the leaves acting inside attention / at the model's input (stage INPUT)
   input_embedding                 x + p_i: the absolute parts' embeddings (`Term.embed`)
+  bind                            the params attend reads at the call's positions (`Term.bind`: a grid part's
+                                  coordinates or features of x)
   rotate                          q and k rotated at their positions by the rotary parts (`Term.rotate`)
   scalar_bias                     the summed scalar bias (H or B, H, Lq, Lk) for dot_product_attention
+                                  (`Term.whole_bias`), and its debug checks (`check_realised`)
   query_biases                    Transformer-XL's content bias u (`Term.query_bias`)
   token_features / feature_sizes  the contextual parts' per-token features (`Term.token_features`)
   remap_scores                    a position remap over the whole matrix (`remap.remap_merge`)
 
 Positions. Either contiguous (`q_positions is None`: queries at q_offset .. q_offset + Lq - 1, keys at
 0 .. Lk - 1, the layout of a full forward and of cached decoding), or explicit int arrays (B, Lq) and
-(B, Lk) (randomized positions, or an offset p .. p + L - 1). Relative position = key - query, always.
+(B, Lk) (randomized positions, or an offset p .. p + L - 1). Relative position = key - query, always. A grid's
+tokens (`where.Grid`, `where.Coordinates`) are read by the grid parts' Terms (`select.term_for(..., where=)`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import jax.numpy as jnp
 
 from relpos_jax import validation
 from relpos_jax.encoders import contract
-from relpos_jax.nn.terms import base, remap, scalar, select
+from relpos_jax.nn.terms import base, remap, select
+from relpos_jax.nn.terms.where import Positions
 
 
 def attention_parts(encoder: contract.Encoder) -> tuple[contract.Encoder, ...]:
@@ -95,21 +100,35 @@ def input_embedding(parts, params, positions: jax.Array) -> jax.Array | None:
 
 
 def scalar_bias(
-    parts, params, q_len: int, k_len: int, *, q_offset=0, q_positions=None, k_positions=None
+    parts, params, q_len: int, k_len: int, *, q_offset=0, q_positions=None, k_positions=None, where=None
 ) -> jax.Array | None:
-  """The summed scalar bias of `parts`, float32; None when no part is a scalar bias.
+  """The summed scalar bias of `parts`, float32; None when no part is a scalar bias (`Term.whole_bias`).
 
   Contiguous positions: (H, q_len, k_len) via `relpos_jax.bias_matrix` (Toeplitz from q_len + k_len - 1
   values, or the encoder's own pair_bias path when it is not Toeplitz). Explicit positions:
-  (B, H, q_len, k_len) via `relpos_jax.bias_at_positions`.
+  (B, H, q_len, k_len) via `relpos_jax.bias_at_positions`. `where` (a `where.Grid` or `Coordinates`, or
+  `Positions` in place of the three keywords): a grid's bias, (H, N, N) on a Grid, (B, H, N, N) at coordinates.
   """
+  where = Positions(q_offset, q_positions, k_positions) if where is None else where
   total = None
   for part, p in zip(parts, params):
-    if not select.term_for(part).scalar_bias:
+    term = select.term_for(part, where=where)
+    if not term.scalar_bias:
       continue
-    b = scalar.bias_matrix(part, p, q_len, k_len, q_offset=q_offset, q_positions=q_positions, k_positions=k_positions)
+    b = jnp.asarray(term.whole_bias(part, p, q_len, k_len, where), jnp.float32)
     total = b if total is None else total + b
   return total
+
+
+def check_realised(parts, params, where) -> None:
+  """debug_checks: each scalar part's own check of the bias it realises (`Term.check_realised`)."""
+  for part, p in zip(parts, params):
+    select.term_for(part, where=where).check_realised(part, p, where)
+
+
+def bind(parts, params, where, x: jax.Array) -> list:
+  """Per part, the params attend reads when the layer input x (B, L, model_dim) sits at `where` (`Term.bind`)."""
+  return [select.term_for(part, where=where).bind(part, p, where, x) for part, p in zip(parts, params)]
 
 
 def toeplitz_parts(parts) -> bool:

@@ -46,6 +46,11 @@ class ToeplitzBias(base.Term):
   def bias(self, part, local, tile):
     return positions_lib.toeplitz(local, tile.bq, tile.bk)[None]
 
+  def whole_bias(self, part, params, q_len, k_len, where):
+    return bias_matrix(
+        part, params, q_len, k_len, q_offset=where.offset, q_positions=where.query, k_positions=where.key
+    )
+
 
 @dataclasses.dataclass(frozen=True)
 class PairBias(base.Term):
@@ -58,6 +63,8 @@ class PairBias(base.Term):
   def bias(self, part, local, tile):
     b = part.pair_bias(local, tile.q_pos[:, :, None], tile.k_pos[:, None, :])  # (B|1, bq, bk, H)
     return jnp.moveaxis(jnp.asarray(b, jnp.float32), -1, 1)
+
+  whole_bias = ToeplitzBias.whole_bias
 
 
 @dataclasses.dataclass(frozen=True)

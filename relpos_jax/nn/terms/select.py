@@ -1,21 +1,29 @@
-"""Which Term each attention part gets: the one module of relpos_jax.nn that compares an encoder's kind.
+"""Which Term each attention part gets: the one module of relpos_jax.nn that compares an encoder's kind, and
+whether it reads 1-D positions or coordinates against where the call's tokens sit (`where`: 1-D `Positions`, a
+`Grid` or `Coordinates`).
 
 Everything else asks the Term it is given (`base.Term`: its `stage` and declared traits and methods), so a
-new kind is a new Term here plus the family module that defines it, and no path, kernel or layer changes.
-tests/test_code_health.py checks from the source that no other module of relpos_jax/nn compares a kind.
+new kind is a new Term here plus the family module that defines it, and no path, kernel or layer changes; a grid
+kind the same (its Terms in `grid`). tests/test_code_health.py checks from the source that no other module of
+relpos_jax/nn compares a kind, asks whether a part is a grid's or compares the positions' type (but `call`, which
+builds the position values).
 
   kind              Term (family module)                      when
   ABSOLUTE          inputs.Absolute                           (added by the model at its input)
   ROTARY            inputs.Rotation                           (q and k rotated before attention)
+                    grid.GridRotation(shape)                  a grid encoder: at the tokens' coordinates
   SCALAR_BIAS       scalar.ToeplitzBias                       contiguous positions and a Toeplitz encoder
                     scalar.PairBias                           otherwise (FIRE, explicit positions)
-                    grid.GridCoordinateBias                   a grid encoder: its pair_bias per tile, from the
-                                                              tokens' coordinates (explicit ones)
+                    grid.GridTableBias(shape, class_token)    a grid encoder on a Grid: its table of distinct
+                                                              offsets (`prepare`), gathered per tile
+                    grid.GridPairBias(shape, class_token)     the same, query-dependent (fire2d): per tile pairs
+                    grid.GridCoordinateBias                   a grid encoder at Coordinates: its pair_bias per
+                                                              tile, from the tokens' coordinates
   VECTOR_RELATIVE   vector.VectorRows                         contiguous positions, unclipped table
                     vector.VectorTable                        otherwise (Shaw's clipped tables, explicit positions)
-                    grid.GridScores(scale)                    a grid encoder (iRPE's contextual mode): buckets of
+                    grid.GridScores(scale, shape)             a grid encoder (iRPE's contextual mode): buckets of
                                                               the tokens' coordinates, per tile
-                    grid.GridFeatureScores                    a grid encoder that reads the layer input (PaPE):
+                    grid.GridFeatureScores(shape)             a grid encoder that reads the layer input (PaPE):
                                                               per tile, from per-token features of x
   POSITION_REMAP    remap.Remap(rotary=base rotates)
   CONTEXTUAL        rows.RowColumnBias                        separable (FoX)
@@ -27,34 +35,50 @@ tests/test_code_health.py checks from the source that no other module of relpos_
   SCORE_TRANSFORM   content.ScoreTransform(base's Term, halo)
 
 A part with no per-tile form gets one whose `tiles` is False (`content.NoTileForm`); `terms_for` refuses it as
-a ValueError naming the encoder and its kind.
+a ValueError naming the encoder and its kind. `check_positions` refuses, by name, a layer's positions its parts do
+not read (coordinates for a 1-D part, 1-D positions for a grid part).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
+from relpos_jax import validation
 from relpos_jax.encoders import contract
 from relpos_jax.nn.terms import base, content, grid, inputs, remap, rows, scalar, vector
+from relpos_jax.nn.terms.where import Coordinates, Grid, Positions
 
 Kind = contract.Kind
 
 
-def term_for(part, contiguous: bool = True, scale: float = 1.0, one_tile: bool = False) -> base.Term:
+def reads_coordinates(part) -> bool:
+  """Whether the part is a grid encoder's (relpos_jax.grid): it reads coordinates, not 1-D positions."""
+  return bool(getattr(part, 'is_grid', False))
+
+
+def term_for(part, contiguous: bool = True, scale: float = 1.0, one_tile: bool = False, where=None) -> base.Term:
   """The Term of one part (a leaf encoder): `contiguous` positions or explicit ones, the softmax `scale` (CoPE's
-  gates read the scaled logits), `one_tile` (the explicit path: PaTH's replaced logit is built whole)."""
+  gates read the scaled logits), `one_tile` (the explicit path: PaTH's replaced logit is built whole), `where` the
+  call's positions (a grid part on a `Grid` reads its table of offsets; elsewhere its coordinates, packed in its
+  params: `Term.bind`)."""
   kind = part.kind
+  shape = where.shape if isinstance(where, Grid) else None
   if kind is Kind.ABSOLUTE:
     return inputs.Absolute()
   if kind is Kind.ROTARY:
-    return inputs.Rotation()
+    return grid.GridRotation(shape) if reads_coordinates(part) else inputs.Rotation()
   if kind is Kind.SCALAR_BIAS:
-    if getattr(part, 'is_grid', False):
+    if reads_coordinates(part) and shape is not None:
+      table = grid.GridTableBias if part.is_toeplitz else grid.GridPairBias
+      return table(shape, where.class_token)
+    if reads_coordinates(part):
       return grid.GridCoordinateBias()
     return scalar.ToeplitzBias() if contiguous and part.is_toeplitz else scalar.PairBias()
   if kind is Kind.VECTOR_RELATIVE:
-    if getattr(part, 'is_grid', False):
-      return grid.GridFeatureScores() if getattr(part, 'reads_inputs', False) else grid.GridScores(scale)
+    if reads_coordinates(part):
+      return grid.GridFeatureScores(shape) if getattr(part, 'reads_inputs', False) else grid.GridScores(scale, shape)
     if contiguous and part.clip_distance is None:
       return vector.VectorRows()
     return vector.VectorTable(contiguous)
@@ -77,14 +101,16 @@ def term_for(part, contiguous: bool = True, scale: float = 1.0, one_tile: bool =
   return content.NoTileForm()
 
 
-def terms_for(parts, contiguous: bool, scale: float, *, one_tile: bool, query_bias: bool) -> tuple[base.Term, ...]:
+def terms_for(
+    parts, contiguous: bool, scale: float, *, one_tile: bool, query_bias: bool, where=None
+) -> tuple[base.Term, ...]:
   """Every part's Term, as the parts beside it need it; a part with no per-tile form, or a composition no tiled
   form covers, is a ValueError.
 
   Beside PaTH's replaced logit, FoX's sums join that logit before the 1/sqrt(d) scaling. CoPE's gates read
   the plain q . k: beside a query bias u (`query_bias`) or a remap (which replaces q . k) it computes its own.
   """
-  chosen = tuple(term_for(part, contiguous, scale, one_tile) for part in parts)
+  chosen = tuple(term_for(part, contiguous, scale, one_tile, where) for part in parts)
   for part, t in zip(parts, chosen):
     if not t.tiles:
       raise ValueError(
@@ -128,3 +154,80 @@ def key_halo(parts, chosen) -> tuple[int, object]:
     if isinstance(t, content.ScoreTransform) and t.halo:
       return int(t.halo), part
   return 0, None
+
+
+def coordinate_axes(part) -> int | None:
+  """The number of coordinates' axes a grid part reads (2 or 3), or None for a part of 1-D positions."""
+  return part.axes if reads_coordinates(part) else None
+
+
+def coordinate_parts(parts) -> list[str]:
+  """The names of the parts that read coordinates (the grid encoders')."""
+  return [p.name or type(p).__name__ for p in parts if reads_coordinates(p)]
+
+
+def check_positions(who: str, encoder, parts, where, settings, shape):
+  """`where` (a layer's positions as one value, `call.position_value`) checked against the parts that read them
+  and the layer's `settings`, for x of (batch, length) = `shape`: the value, its 1-D positions or grid checked.
+
+  Refused by name: a 1-D part that reads positions given coordinates (a grid shape or (B, L, axes)), a grid part
+  without coordinates (or given 1-D positions), a grid shape that is not the tokens, coordinates of the wrong rank,
+  a sliding window or the Pallas kernel with coordinates (the coordinates' trailing axis and values, and a grid
+  beyond a learned table, are refused by the grid parts' Terms, `Term.bind`)."""
+  b, length = shape
+  names = coordinate_parts(parts)
+  if isinstance(where, Positions):
+    if names and where.query is None:
+      raise ValueError(
+          f'{who}: the grid encoder(s) {names} read coordinates: pass positions (batch, length, axes) or '
+          f'grid_shape=(H, W) / (T, H, W); got neither.'
+      )
+    if names:
+      raise ValueError(
+          f'{who}: the grid encoder(s) {names} read coordinates (batch, length, axes) = ({b}, {length}, axes); got '
+          f'positions of shape {tuple(np.shape(where.query))}.'
+      )
+    if where.query is None:
+      return where
+    query = validation.positions(who, where.query, shape)
+    return Positions(where.offset, query, query, where.query_segments, where.key_segments)
+  one_d = [p.name or type(p).__name__ for p in parts if not reads_coordinates(p) and p.reads_positions]
+  grid_shape = where.shape if isinstance(where, Grid) else None
+  given = (
+      f'grid_shape={grid_shape}' if grid_shape is not None else f'positions of shape {tuple(np.shape(where.values))}'
+  )
+  validation.require(
+      not one_d,
+      who,
+      'encoder',
+      encoder,
+      f'grid encoders only when the layer is given coordinates ({given}): {one_d} read 1-D positions (batch, '
+      'length); give them positions (batch, length), or use a grid encoder (relpos_jax.grid.names())',
+  )
+  validation.require(
+      settings.window is None, who, 'window', settings.window, 'None with grid encoders (a window is 1-D)'
+  )
+  validation.require(
+      settings.implementation != 'pallas',
+      who,
+      'implementation',
+      settings.implementation,
+      'not "pallas" with grid encoders (its kernel builds 1-D Toeplitz biases); None, "einsum", "xla", "cudnn" or '
+      '"blockwise"',
+  )
+  if isinstance(where, Coordinates):
+    if len(np.shape(where.values)) != 3 or tuple(np.shape(where.values))[:2] != (b, length):
+      raise ValueError(
+          f'{who}: the grid encoder(s) {names} read coordinates (batch, length, axes) = ({b}, {length}, axes); got '
+          f'positions of shape {tuple(np.shape(where.values))}.'
+      )
+    return where
+  where = Grid.checked(who, where.shape, where.class_token, where.segments)
+  validation.require(
+      where.num_tokens == length,
+      who,
+      'grid_shape',
+      where.shape,
+      f'a grid of length - class token = {length - int(where.class_token)} tokens (x has length {length})',
+  )
+  return where
