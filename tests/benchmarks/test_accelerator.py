@@ -37,7 +37,7 @@ def test_a_spent_budget_leaves_rows_that_say_so():
   assert all(row[-1] == 'not measured: the -1 s budget of (a) was spent' for row in section.rows)
 
 
-@pytest.mark.skipif(not os.path.isdir(AUSTEN), reason=f'the English corpus is not installed ({AUSTEN}: apt-get install r-cran-janeaustenr)')
+@pytest.mark.skipif(not os.path.isfile(os.path.join(AUSTEN, 'data', 'Rdata.rdb')), reason=f'the English corpus is not installed ({AUSTEN}: apt-get install r-cran-janeaustenr)')
 def test_the_ladder_rung_trains_and_reaches_the_page(tmp_path):
   pytest.importorskip('tokenizers', reason='BPE tokens need the package tokenizers')
   docs = tmp_path / 'docs'

@@ -23,8 +23,9 @@ LADDER = resources.config_module('studies/study_scale_ladder')
 GiB = 2**30
 
 
-def test_the_reused_rung_is_the_english_bpe_study_run_for_run():
-  """Rung d64 reuses docs/study_english_bpe's records: every recorded run config is what the rung would train."""
+def test_the_reused_rung_is_the_english_bpe_study_run_for_run(austen_laid_out_if_absent):
+  """Rung d64 reuses docs/study_english_bpe's records: every recorded run config is what the rung would train (the
+  corpus's files laid out empty where the system package is absent: only the configs are compared)."""
   base, study = split_study_config(LADDER.get_config(LADDER.REUSED_RUNG))
   entries = {e.label: e for e in parse_entries(study.encoders)}
   with open(os.path.join(DOCS, LADDER.REUSED_STUDY, 'results.json')) as f:
