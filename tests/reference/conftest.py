@@ -284,3 +284,22 @@ def timm_layer(name: str):
     module.__path__ = [path]
     sys.modules[package] = module
   return importlib.import_module(f'timm.layers.{name}')
+
+
+@pytest.fixture
+def layer_with_their_weights():
+  """(encoder, a transformers attention layer, num_heads, model_dim) -> relpos_jax's RelativeMultiHeadAttention with
+  that layer's projection weights (torch's Linear holds (out, in), nnx's kernel (in, out))."""
+
+  def build(encoder, theirs_layer, num_heads, model_dim):
+    import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+    from flax import nnx  # pylint: disable=g-import-not-at-top
+
+    from relpos_jax.nn.attention import RelativeMultiHeadAttention  # pylint: disable=g-import-not-at-top
+
+    layer = RelativeMultiHeadAttention(num_heads, model_dim, encoder, rngs=nnx.Rngs(0))
+    for name, proj in (('query', 'q_proj'), ('key', 'k_proj'), ('value', 'v_proj'), ('out', 'o_proj')):
+      getattr(layer, name).kernel[...] = jnp.asarray(getattr(theirs_layer, proj).weight.detach().numpy().T)
+    return layer
+
+  return build

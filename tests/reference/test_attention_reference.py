@@ -8,10 +8,8 @@ one head per key/value head, positions below 64: float32 on both sides, agreemen
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import nnx
 
 from relpos_jax.interop import from_hf
-from relpos_jax.nn.attention import RelativeMultiHeadAttention
 
 pytestmark = pytest.mark.reference
 torch = pytest.importorskip('torch', reason='the reference tests need torch (pip install -e ".[reference]")')
@@ -45,7 +43,7 @@ RULES = {
 
 
 @pytest.mark.parametrize('rule', sorted(RULES))
-def test_llama_attention_output_equals_the_relpos_jax_layer(rule):
+def test_llama_attention_output_equals_the_relpos_jax_layer(rule, layer_with_their_weights):
   config = transformers.LlamaConfig(
       hidden_size=MODEL_DIM,
       num_attention_heads=HEADS,
@@ -63,22 +61,13 @@ def test_llama_attention_output_equals_the_relpos_jax_layer(rule):
   with torch.no_grad():
     theirs, _ = theirs_layer(x, position_embeddings=rotary(x, positions), attention_mask=None)
 
-  ours = _relpos_jax_layer(from_hf(config).encoder(), theirs_layer)(
+  ours = layer_with_their_weights(from_hf(config).encoder(), theirs_layer, HEADS, MODEL_DIM)(
       jnp.asarray(x.numpy()), positions=jnp.asarray(positions.numpy())
   )
   np.testing.assert_allclose(np.asarray(ours), theirs.numpy(), atol=1e-5)
 
 
-def _relpos_jax_layer(encoder, theirs_layer):
-  """RelativeMultiHeadAttention with transformers' projection weights (torch's Linear holds (out, in), nnx's
-  kernel (in, out))."""
-  layer = RelativeMultiHeadAttention(HEADS, MODEL_DIM, encoder, rngs=nnx.Rngs(0))
-  for name, proj in (('query', 'q_proj'), ('key', 'k_proj'), ('value', 'v_proj'), ('out', 'o_proj')):
-    getattr(layer, name).kernel[...] = jnp.asarray(getattr(theirs_layer, proj).weight.detach().numpy().T)
-  return layer
-
-
-def test_qwen2_vl_attention_output_equals_the_relpos_jax_layer_with_mrope():
+def test_qwen2_vl_attention_output_equals_the_relpos_jax_layer_with_mrope(layer_with_their_weights):
   """Qwen2-VL's text attention on text + image ids (its q / k / v biases zeroed: the layer has none)."""
   from transformers.models.qwen2_vl import modeling_qwen2_vl as qwen2_vl
 
@@ -106,7 +95,7 @@ def test_qwen2_vl_attention_output_equals_the_relpos_jax_layer_with_mrope():
   with torch.no_grad():
     theirs, _ = theirs_layer(x, position_embeddings=rotary(x, torch.from_numpy(position_ids)), attention_mask=None)
   encoder = from_hf(config).encoder()
-  ours = _relpos_jax_layer(encoder, theirs_layer)(
+  ours = layer_with_their_weights(encoder, theirs_layer, HEADS, MODEL_DIM)(
       jnp.asarray(x.numpy()), positions=jnp.asarray(np.moveaxis(position_ids, 0, -1))
   )
   np.testing.assert_allclose(np.asarray(ours), theirs.numpy(), atol=1e-5)

@@ -11,7 +11,7 @@ from flax import nnx
 
 from relpos_jax.encoders.temperature import Llama4Scale
 from relpos_jax.interop import from_hf, to_hf
-from relpos_jax.nn.attention import RelativeMultiHeadAttention
+from relpos_jax.nn.attention import RelativeMultiHeadAttention  # the plain-rope foil below
 
 pytestmark = pytest.mark.reference
 torch = pytest.importorskip('torch', reason='the reference tests need torch (pip install -e ".[reference]")')
@@ -47,7 +47,7 @@ def test_the_published_defaults_import_as_yarn_plus_the_query_scale():
   assert from_hf(written).encoder() == encoder
 
 
-def test_ministral3_attention_output_equals_the_relpos_jax_layer():
+def test_ministral3_attention_output_equals_the_relpos_jax_layer(layer_with_their_weights):
   rope_parameters = {
       'rope_type': 'yarn',
       'rope_theta': 10000.0,
@@ -76,9 +76,7 @@ def test_ministral3_attention_output_equals_the_relpos_jax_layer():
 
   encoder = from_hf(config).encoder()
   assert encoder.parts[1] == Llama4Scale(beta=0.5, original_max_position=8)
-  layer = RelativeMultiHeadAttention(HEADS, MODEL_DIM, encoder, rngs=nnx.Rngs(0))
-  for name, proj in (('query', 'q_proj'), ('key', 'k_proj'), ('value', 'v_proj'), ('out', 'o_proj')):
-    getattr(layer, name).kernel[...] = jnp.asarray(getattr(theirs_layer, proj).weight.detach().numpy().T)
+  layer = layer_with_their_weights(encoder, theirs_layer, HEADS, MODEL_DIM)
   ours = layer(jnp.asarray(x.numpy()))
   np.testing.assert_allclose(np.asarray(ours), theirs.numpy(), atol=1e-5)
   # Without the scale the outputs differ beyond the tolerance (the test would see a missing factor).

@@ -48,67 +48,45 @@ from relpos_jax.grid.registry import register
 NORMALIZE = ('separate', 'max', 'min')
 
 
-@register('augment_coords')
-@dataclasses.dataclass(frozen=True)
-class AugmentCoords(contract.WrapsBase, contract.Encoder):
-  """`augment_coords(rope_axial)`, `augment_coords(rope_mixed, shift=0.1, jitter=1.1, rescale=2.0)`."""
+def check_coordinate_base(
+    wrapper, *, one_d_why: str, nested_allowed: str, tables_why: str, tables_allowed: str
+) -> None:
+  """The checks a wrapper that moves a grid encoder's coordinates makes of its `base` (augment_coords here,
+  randomize_coords): an encoder instance of grid parts only, of one number of axes, that reads coordinates, holds
+  no such wrapper itself and no learned table of a fixed window. Each ValueError names `base`."""
+  name, base = wrapper.name, wrapper.base
+  validation.require(
+      isinstance(base, contract.Encoder),
+      name,
+      'base',
+      base,
+      f"a grid encoder instance, e.g. relpos_jax.grid.make('rope_axial') (or a nested spec: {name}(rope_axial))",
+  )
+  leaves = contract.leaves(base)
+  one_d = [leaf.name or type(leaf).__name__ for leaf in leaves if not grid_contract.is_grid(leaf)]
+  validation.require(
+      not one_d,
+      name,
+      'base',
+      base,
+      f'grid encoders only (relpos_jax.grid.names()): {one_d} read 1-D positions{one_d_why}',
+  )
+  nested = [n.name for n in contract.walk(base) if getattr(n, 'augments_coordinates', False)]
+  validation.require(not nested, name, 'base', base, nested_allowed)
+  tables = [leaf.name for leaf in leaves if not getattr(leaf, 'any_size', True)]
+  validation.require(not tables, name, 'base', base, f'{tables_allowed}: {tables} {tables_why}')
+  validation.require(base.reads_positions, name, 'base', base, 'an encoder that reads coordinates')
+  axes = {leaf.axes for leaf in leaves}
+  validation.require(len(axes) == 1, name, 'base', base, 'grid parts of one number of axes')
 
-  base: contract.Encoder
-  shift: float | None = None
-  jitter: float | None = None
-  rescale: float | None = 2.0
-  normalize: str = 'separate'
+
+class CoordinateWrapper(contract.WrapsBase, contract.Encoder):
+  """What a wrapper that moves a grid encoder's coordinates in training shares (augment_coords, randomize_coords):
+  it is its base to the layer (its axes, its one term, its params); subclasses hold `base` and draw coordinates."""
 
   kind = contract.Kind.COMBINED
   is_grid = True
   augments_coordinates = True
-
-  def __post_init__(self):
-    validation.require(
-        isinstance(self.base, contract.Encoder),
-        self.name,
-        'base',
-        self.base,
-        "a grid encoder instance, e.g. relpos_jax.grid.make('rope_axial') (or a nested spec: augment_coords(rope_axial))",
-    )
-    leaves = contract.leaves(self.base)
-    one_d = [leaf.name or type(leaf).__name__ for leaf in leaves if not grid_contract.is_grid(leaf)]
-    validation.require(
-        not one_d,
-        self.name,
-        'base',
-        self.base,
-        f'grid encoders only (relpos_jax.grid.names()): {one_d} read 1-D positions, which have no coordinates to '
-        'augment (relpos_jax.encoders.randomized is the 1-D counterpart)',
-    )
-    nested = [n.name for n in contract.walk(self.base) if getattr(n, 'augments_coordinates', False)]
-    validation.require(not nested, self.name, 'base', self.base, 'an encoder that holds no augment_coords itself')
-    tables = [leaf.name for leaf in leaves if not getattr(leaf, 'any_size', True)]
-    validation.require(
-        not tables,
-        self.name,
-        'base',
-        self.base,
-        f'encoders that read float coordinates: {tables} are learned tables of integer offsets, which augmented '
-        '(scaled, shifted) coordinates would read off their rows',
-    )
-    validation.require(self.base.reads_positions, self.name, 'base', self.base, 'an encoder that reads coordinates')
-    axes = {leaf.axes for leaf in leaves}
-    validation.require(len(axes) == 1, self.name, 'base', self.base, 'grid parts of one number of axes')
-    if self.shift is not None:
-      validation.number(self.name, 'shift', self.shift, at_least=0, at_most=1e3)
-    for field in ('jitter', 'rescale'):
-      value = getattr(self, field)
-      if value is not None:
-        validation.number(self.name, field, value, at_least=1, at_most=1e3)
-    validation.choice(self.name, 'normalize', self.normalize, NORMALIZE)
-    validation.require(
-        any(v is not None for v in (self.shift, self.jitter, self.rescale)),
-        self.name,
-        'shift / jitter / rescale',
-        (self.shift, self.jitter, self.rescale),
-        'at least one augmentation (all None would train at the clean coordinates: use the base alone)',
-    )
 
   @property
   def axes(self) -> int:
@@ -124,6 +102,42 @@ class AugmentCoords(contract.WrapsBase, contract.Encoder):
   def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
     """The base's params: what the layer, which sees the base, reads."""
     return self.base.init(rng, num_heads, head_dim=head_dim, model_dim=model_dim)
+
+
+@register('augment_coords')
+@dataclasses.dataclass(frozen=True)
+class AugmentCoords(CoordinateWrapper):
+  """`augment_coords(rope_axial)`, `augment_coords(rope_mixed, shift=0.1, jitter=1.1, rescale=2.0)`."""
+
+  base: contract.Encoder
+  shift: float | None = None
+  jitter: float | None = None
+  rescale: float | None = 2.0
+  normalize: str = 'separate'
+
+  def __post_init__(self):
+    check_coordinate_base(
+        self,
+        one_d_why=', which have no coordinates to augment (relpos_jax.encoders.randomized is the 1-D counterpart)',
+        nested_allowed='an encoder that holds no augment_coords itself',
+        tables_why='are learned tables of integer offsets, which augmented (scaled, shifted) coordinates would '
+        'read off their rows',
+        tables_allowed='encoders that read float coordinates',
+    )
+    if self.shift is not None:
+      validation.number(self.name, 'shift', self.shift, at_least=0, at_most=1e3)
+    for field in ('jitter', 'rescale'):
+      value = getattr(self, field)
+      if value is not None:
+        validation.number(self.name, field, value, at_least=1, at_most=1e3)
+    validation.choice(self.name, 'normalize', self.normalize, NORMALIZE)
+    validation.require(
+        any(v is not None for v in (self.shift, self.jitter, self.rescale)),
+        self.name,
+        'shift / jitter / rescale',
+        (self.shift, self.jitter, self.rescale),
+        'at least one augmentation (all None would train at the clean coordinates: use the base alone)',
+    )
 
   def draw(self, rng):
     """(shift (axes,), jitter (axes,), rescale ()) float32, in the reference's order; 0 / 1 where not augmented."""

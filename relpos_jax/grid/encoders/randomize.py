@@ -35,8 +35,8 @@ import jax.numpy as jnp
 
 from relpos_jax import validation
 from relpos_jax.encoders import contract
-from relpos_jax.grid import contract as grid_contract
 from relpos_jax.grid import positions as positions_lib
+from relpos_jax.grid.encoders import augment
 from relpos_jax.grid.registry import register
 
 MAX_SIDE = 4096  # the largest coordinate range drawn from, per axis
@@ -55,65 +55,21 @@ def draw_axis(rng, n, max_side: int) -> jax.Array:
 
 @register('randomize_coords')
 @dataclasses.dataclass(frozen=True)
-class RandomizeCoords(contract.WrapsBase, contract.Encoder):
+class RandomizeCoords(augment.CoordinateWrapper):
   """`randomize_coords(rope_axial, max_side=28)`: the base, trained at coordinates drawn per axis from [0, max_side)."""
 
   base: contract.Encoder
   max_side: int = 64
 
-  kind = contract.Kind.COMBINED
-  is_grid = True
-  augments_coordinates = True
-
   def __post_init__(self):
-    validation.require(
-        isinstance(self.base, contract.Encoder),
-        self.name,
-        'base',
-        self.base,
-        "a grid encoder instance, e.g. relpos_jax.grid.make('rope_axial') (or a nested spec: randomize_coords(rope_axial))",
+    augment.check_coordinate_base(
+        self,
+        one_d_why=' (relpos_jax.encoders.randomized is the 1-D form)',
+        nested_allowed='an encoder that holds no augment_coords / randomize_coords itself',
+        tables_why='are learned tables of a fixed window, which coordinates drawn from a larger grid would read past',
+        tables_allowed='encoders defined at any offset',
     )
-    leaves = contract.leaves(self.base)
-    one_d = [leaf.name or type(leaf).__name__ for leaf in leaves if not grid_contract.is_grid(leaf)]
-    validation.require(
-        not one_d,
-        self.name,
-        'base',
-        self.base,
-        f'grid encoders only (relpos_jax.grid.names()): {one_d} read 1-D positions (relpos_jax.encoders.randomized '
-        'is the 1-D form)',
-    )
-    nested = [n.name for n in contract.walk(self.base) if getattr(n, 'augments_coordinates', False)]
-    validation.require(
-        not nested, self.name, 'base', self.base, 'an encoder that holds no augment_coords / randomize_coords itself'
-    )
-    tables = [leaf.name for leaf in leaves if not getattr(leaf, 'any_size', True)]
-    validation.require(
-        not tables,
-        self.name,
-        'base',
-        self.base,
-        f'encoders defined at any offset: {tables} are learned tables of a fixed window, which coordinates drawn '
-        'from a larger grid would read past',
-    )
-    validation.require(self.base.reads_positions, self.name, 'base', self.base, 'an encoder that reads coordinates')
-    axes = {leaf.axes for leaf in leaves}
-    validation.require(len(axes) == 1, self.name, 'base', self.base, 'grid parts of one number of axes')
     validation.positive_int(self.name, 'max_side', self.max_side, minimum=2, maximum=MAX_SIDE)
-
-  @property
-  def axes(self) -> int:
-    return contract.leaves(self.base)[0].axes
-
-  def children(self):
-    return (self.base,)
-
-  def terms(self, params):
-    """(base, params): the one term, read with the base's params (the COMBINED contract)."""
-    return ((self.base, params),)
-
-  def init(self, rng, num_heads, *, head_dim=None, model_dim=None):
-    return self.base.init(rng, num_heads, head_dim=head_dim, model_dim=model_dim)
 
   def check_train_grid(self, shape) -> None:
     """Refuses a training grid with a side above max_side (no distinct coordinates to draw), naming max_side."""
