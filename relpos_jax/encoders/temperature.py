@@ -97,11 +97,7 @@ class Llama4Scale(contract.TemperatureEncoder):
   carries_position = False  # It scales queries by where they are; the order of keys is still not told.
 
   def __post_init__(self):
-    validation.require(
-        isinstance(self.beta, (int, float)) and not isinstance(self.beta, bool) and math.isfinite(self.beta)
-        and self.beta >= 0,
-        self.name, 'beta', self.beta, 'a finite number >= 0',
-    )
+    validation.number(self.name, 'beta', self.beta, at_least=0)
     validation.positive_int(self.name, 'original_max_position', self.original_max_position)
 
   def temperature(self, params, num_visible, q_index):
