@@ -101,7 +101,7 @@ def attention_section(lengths, rows, repeats: int, budget_s: float) -> report.Se
           'the VJP with a cotangent, gradients w.r.t. q, k, v and the encoder params, median of '
           f'{repeats} calls after one untimed call. Paths: default (the library on this backend), blockwise, pallas '
           f'({pallas_mode}); `plain` is jax.nn.dot_product_attention with no position term, implementation xla or '
-          'cudnn. Memory: XLA\'s compiled total of the forward+backward program, MiB.'
+          "cudnn. Memory: XLA's compiled total of the forward+backward program, MiB."
       ),
       columns=['L', 'row', 'path', 'fwd+bwd ms', 'memory MiB', 'note'],
   )

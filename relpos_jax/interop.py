@@ -255,8 +255,9 @@ def rope_from_parameters(
   if f('mrope_section') is not None:
     if f('llama_4_scaling_beta') is not None:
       raise _error(
-          "rope_parameters['llama_4_scaling_beta']", f('llama_4_scaling_beta'), 'None beside mrope_section (no '
-          'published model has both; the query scale is imported beside a 1-D rope)'
+          "rope_parameters['llama_4_scaling_beta']",
+          f('llama_4_scaling_beta'),
+          'None beside mrope_section (no ' 'published model has both; the query scale is imported beside a 1-D rope)',
       )
     sections = f('mrope_section')
     ok = isinstance(sections, (list, tuple)) and len(sections) == 3 and sum(sections) == head_dim // 2
@@ -327,9 +328,7 @@ def rope_from_parameters(
   if beta is None:
     return encoder
   beta = _number("rope_parameters['llama_4_scaling_beta']", beta, minimum=0)
-  original = _int(
-      "rope_parameters['original_max_position_embeddings']", required('original_max_position_embeddings')
-  )
+  original = _int("rope_parameters['original_max_position_embeddings']", required('original_max_position_embeddings'))
   return combine(encoder, Llama4Scale(beta=beta, original_max_position=original))
 
 

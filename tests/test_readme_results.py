@@ -269,7 +269,6 @@ def suite(folder: str, cell: str, measure: str = 'token', split: str = 'out_of_d
   return _json(f'docs/{folder}/summary.json')['cells'][cell][measure][split]
 
 
-
 def _ladder_at_d128(named: tuple[str, ...]) -> list[str]:
   """The scale ladder's `named` findings at d128 then d64 (docs/study_scale_ladder, as its page reads the rungs),
   and how many findings have no d128 row yet (the README names every one that has)."""
@@ -285,7 +284,11 @@ def _ladder_at_d128(named: tuple[str, ...]) -> list[str]:
       c = found[rung][finding]
       resolved = 'resolved' if c['resolved_holm'] else 'not resolved'
       out += [f'{c["mean"]:+.3f} [{c["low"]:+.3f}, {c["high"]:+.3f}]'.lstrip('+'), resolved]
-  return out + [{5: 'five', 4: 'four', 3: 'three', 2: 'two', 1: 'one'}.get(len(wanted) - len(named), str(len(wanted) - len(named)))]
+  return out + [
+      {5: 'five', 4: 'four', 3: 'three', 2: 'two', 1: 'one'}.get(
+          len(wanted) - len(named), str(len(wanted) - len(named))
+      )
+  ]
 
 
 def f3(x: float) -> str:
@@ -560,7 +563,10 @@ CLAIMS = [
     (
         'docs/study_english_bpe/README.md',
         'the scored set is defined in characters: **{} characters**\n({} tokens) per length, the same at every length',
-        lambda: [f'{_scored("study_english_bpe", "num_characters"):,}', f'{_scored("study_english_bpe", "num_scored"):,}'],
+        lambda: [
+            f'{_scored("study_english_bpe", "num_characters"):,}',
+            f'{_scored("study_english_bpe", "num_scored"):,}',
+        ],
     ),
     (
         'docs/findings.md',
@@ -950,7 +956,7 @@ CLAIMS = [
     (
         ('docs/findings.md', 'README.md'),
         "NoPE counts furthest (Kazemnejad et al. 2023): count_copy exact match at {}\n  {} and {} against RoPE's {} "
-        'and {} (NoPE − RoPE resolved there after\n  Holm, not at {}, where RoPE\'s seeds spread), CoPE\'s {} and {} '
+        "and {} (NoPE − RoPE resolved there after\n  Holm, not at {}, where RoPE's seeds spread), CoPE's {} and {} "
         'and {} for ALiBi, FoX and\n  stick-breaking',
         lambda: _kazemnejad_resolved(),
     ),
@@ -1947,7 +1953,9 @@ def _long_context_rope_rows() -> list[str]:
       return [f'{name} differs']
   out = []
   for page in pages:
-    trained = {os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(d)))) for d in _run(page, 'rope')['trained_in']}
+    trained = {
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(d)))) for d in _run(page, 'rope')['trained_in']
+    }
     out.append((trained.pop() + '/' if len(trained) == 1 else str(trained), f3(at(page, 'rope', 16384))))
   return [out[0][0], out[0][1], out[1][1], out[1][0]]
 

@@ -58,7 +58,7 @@ def rung_of(arg) -> str:
   if rung not in RUNGS:
     raise ConfigError(
         f'configs/studies/study_scale_ladder.py: rung {rung!r} is invalid: allowed: one of {sorted(RUNGS)} '
-        "(--config=configs/studies/study_scale_ladder.py:d128)."
+        '(--config=configs/studies/study_scale_ladder.py:d128).'
     )
   return rung
 

@@ -51,7 +51,9 @@ def grid_bias_matrix(encoder, params, shape, *, class_token: bool = False) -> ja
 def _table(encoder, params, shape, class_token):
   # (P, H) at the distinct offsets; a table resized to the grid (swin's `resize`) builds them itself.
   at_grid = getattr(encoder, 'grid_offset_bias', None)
-  values = at_grid(params, shape) if at_grid is not None else encoder.bias(params, positions_lib.distinct_offsets(shape))
+  values = (
+      at_grid(params, shape) if at_grid is not None else encoder.bias(params, positions_lib.distinct_offsets(shape))
+  )
   values = jnp.asarray(values, jnp.float32)
   checks.assert_bias_values(values, positions_lib.num_distinct_offsets(shape))
   if class_token:

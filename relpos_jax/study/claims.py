@@ -591,7 +591,7 @@ HEADER = (
     'resolved when all T are alike ("where tested" when other cells could not be tested or were not run), mostly '
     'reproduced when R > T/2, mostly contradicted when C > T/2, mostly not resolved when U > T/2, mixed otherwise, '
     'and not tested at this scale when T = 0. Numbers: the mean difference over seeds [its uncorrected 95% t '
-    "interval] (compare), the mean accuracy [its 95% interval] (holds, fails), and the Holm-adjusted p-value; each "
+    'interval] (compare), the mean accuracy [its 95% interval] (holds, fails), and the Holm-adjusted p-value; each '
     "seed's glitches per 1,000 reads (glitches). Lengths are written as a multiple of the longest training "
     'length.\n\n'
 )

@@ -55,8 +55,10 @@ def memory_estimate(config: dict) -> int:
   d, heads, layers, vocab = (int(model[k]) for k in ('model_dim', 'num_heads', 'num_layers', 'vocab_size'))
   tokens = int(train['batch_size']) * int(config['data']['train_length'])
   length = int(config['data']['train_length'])
-  training = 16 * params + _FLOAT * tokens * layers * (_ACTIVATIONS_PER_TOKEN * d + heads * length) + 3 * _FLOAT * (
-      tokens * vocab
+  training = (
+      16 * params
+      + _FLOAT * tokens * layers * (_ACTIVATIONS_PER_TOKEN * d + heads * length)
+      + 3 * _FLOAT * (tokens * vocab)
   )
   longest = max([int(n) for n in evaluation.get('lengths') or ()] or [length])
   batch = int(evaluation.get('max_tokens_per_batch') or int(evaluation['batch_size']) * longest)

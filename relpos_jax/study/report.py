@@ -225,7 +225,9 @@ def _seed_totals(run: dict, length: int, seeds) -> tuple | None:
   found = [((run.get('document_totals_per_seed') or {}).get(str(seed)) or {}).get(str(length)) for seed in seeds]
   if not found or any(t is None for t in found) or len({t['num_documents'] for t in found}) != 1:
     return None
-  bits, characters = np.zeros((len(found), found[0]['num_documents'])), np.zeros((len(found), found[0]['num_documents']))
+  bits, characters = np.zeros((len(found), found[0]['num_documents'])), np.zeros(
+      (len(found), found[0]['num_documents'])
+  )
   for row, t in enumerate(found):
     np.add.at(bits[row], np.asarray(t['documents'], np.int64), np.asarray(t['bits'], np.float64))
     np.add.at(characters[row], np.asarray(t['documents'], np.int64), np.asarray(t['characters'], np.float64))
@@ -392,7 +394,11 @@ def comparisons_table(results: Results) -> str:
         line += f' {b["n_documents"]} | [{b["low"]:+.3f}, {b["high"]:+.3f}] |'
     if two_level:
       t = c.get('two_level')
-      line += f' — ({c.get("two_level_missing", "no totals")}) |' if t is None else f' [{t["low"]:+.3f}, {t["high"]:+.3f}] |'
+      line += (
+          f' — ({c.get("two_level_missing", "no totals")}) |'
+          if t is None
+          else f' [{t["low"]:+.3f}, {t["high"]:+.3f}] |'
+      )
     lines.append(line)
   return '\n'.join(lines) + '\n'
 
@@ -552,4 +558,3 @@ def plot_positions(results: Results, path: str) -> str | None:
   fig.tight_layout()
   fig.savefig(path)
   return path
-

@@ -257,7 +257,7 @@ def check_draw_range(settings: Settings, entry: Entry) -> None:
       raise ConfigError(
           f'config.encoders entry {entry.label!r} ({entry.spec}) draws training coordinates from [0, max_side={side}) '
           f'per axis: a grid side it must cover (config.train_side={settings.train_side}, and config.eval_sides '
-          f'{tuple(settings.eval_sides)}, as Ruoss et al.\'s range covers the test lengths) is larger; allowed: '
+          f"{tuple(settings.eval_sides)}, as Ruoss et al.'s range covers the test lengths) is larger; allowed: "
           f'max_side >= {need}.'
       )
 
@@ -1038,9 +1038,7 @@ def _run_study(settings, config_json: dict, tasks, entries, workdir, model_fn, o
   if selection is not None:  # the protocol of issue 49, stated on the page; absent from the committed study's
     results['protocol'].update(
         selection_seed=selection,
-        selection=(
-            f'validation loss at the training side {settings.train_side}, at seed {selection} (not reported)'
-        ),
+        selection=(f'validation loss at the training side {settings.train_side}, at seed {selection} (not reported)'),
         edge_rates=list(settings.edge_rates),
         eval_examples=settings.eval_examples,
     )
@@ -1070,7 +1068,8 @@ def _run_study(settings, config_json: dict, tasks, entries, workdir, model_fn, o
       else:
         lr, how = settings.learning_rate, 'fixed'
       per_seed = [
-          grid[lr] if seed == grid_seed and lr in grid else run(name, task, entry, seed, lr, pool=pool) for seed in seeds
+          grid[lr] if seed == grid_seed and lr in grid else run(name, task, entry, seed, lr, pool=pool)
+          for seed in seeds
       ]
       finished = [r for r in per_seed if r is not None]
       if len(finished) < len(per_seed):
@@ -1186,7 +1185,9 @@ def markdown(results: dict) -> str:
         '',
     ]
   if protocol.get('extra_pools'):
-    pools = '; '.join(f'{", ".join(v)} also pooled by {k} (rows <label>@{k})' for k, v in protocol['extra_pools'].items())
+    pools = '; '.join(
+        f'{", ".join(v)} also pooled by {k} (rows <label>@{k})' for k, v in protocol['extra_pools'].items()
+    )
     lines += [f'Pooling: {pools}, on the classification tasks (per-cell tasks pool nothing).', '']
   if protocol.get('family_tasks') is not None:
     lines += [family_statement(results), '']

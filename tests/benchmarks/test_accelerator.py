@@ -27,7 +27,10 @@ def test_every_path_is_a_row_measured_or_skipped_with_its_reason(tmp_path):
   assert len(rows) == len(accelerator.PLAIN_PATHS) + len(accelerator.TOY['rows']) * len(accelerator.LIBRARY_PATHS)
   assert any(r.startswith('| 32 | plain | xla | ') and not r.endswith('skipped') for r in rows)
   assert any(r.startswith('| 32 | plain | cudnn | — | — | skipped: ') for r in rows)  # no cuDNN on a CPU
-  assert any(r.startswith('| 32 | fire | pallas | — | — | skipped: ValueError: attention implementation "pallas"') for r in rows)
+  assert any(
+      r.startswith('| 32 | fire | pallas | — | — | skipped: ValueError: attention implementation "pallas"')
+      for r in rows
+  )
   measured = [r for r in rows if r.startswith(('| 32 | alibi | pallas |', '| 32 | fire | blockwise |'))]
   assert len(measured) == 2 and all(float(r.split('|')[4]) > 0 for r in measured)
 
@@ -37,7 +40,10 @@ def test_a_spent_budget_leaves_rows_that_say_so():
   assert all(row[-1] == 'not measured: the -1 s budget of (a) was spent' for row in section.rows)
 
 
-@pytest.mark.skipif(not os.path.isfile(os.path.join(AUSTEN, 'data', 'Rdata.rdb')), reason=f'the English corpus is not installed ({AUSTEN}: apt-get install r-cran-janeaustenr)')
+@pytest.mark.skipif(
+    not os.path.isfile(os.path.join(AUSTEN, 'data', 'Rdata.rdb')),
+    reason=f'the English corpus is not installed ({AUSTEN}: apt-get install r-cran-janeaustenr)',
+)
 def test_the_ladder_rung_trains_and_reaches_the_page(tmp_path):
   pytest.importorskip('tokenizers', reason='BPE tokens need the package tokenizers')
   docs = tmp_path / 'docs'

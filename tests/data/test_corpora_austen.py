@@ -68,7 +68,11 @@ def write_fake_package(root, novels: dict, compression: str = 'zlib') -> str:
       lambda v: (
           _named_list(v, _intsxp)
           if isinstance(v, dict) and v
-          else _intsxp([v]) if isinstance(v, int) else _int(254) if not v else _int(10) + _int(1) + _int(1)
+          else _intsxp([v])
+          if isinstance(v, int)
+          else _int(254)
+          if not v
+          else _int(10) + _int(1) + _int(1)
       ),
   )
   with open(os.path.join(data, 'Rdata.rdb'), 'wb') as f:
@@ -195,7 +199,6 @@ def test_a_config_naming_a_missing_package_fails_before_anything_is_written(tmp_
   assert os.listdir(tmp_path) == []
 
 
-
 def _installed() -> bool:
   """Whether the system package's data files are there (a directory alone is not the package)."""
   try:
@@ -203,6 +206,7 @@ def _installed() -> bool:
   except ValueError:
     return False
   return True
+
 
 @pytest.mark.skipif(not _installed(), reason='r-cran-janeaustenr is not installed (its data files are absent)')
 def test_the_installed_package_gives_six_novels_by_chapter():

@@ -83,14 +83,17 @@ def test_sincos2d_with_resize_resizes_its_training_grids_table():
   table = plain.embed_grid(params, (7, 7))
   want = jax.image.resize(table.reshape(7, 7, -1), (21, 21, 8), method='cubic').reshape(441, 8)
   np.testing.assert_allclose(np.asarray(resized.embed_grid(params, (21, 21))), np.asarray(want), atol=1e-6)
-  assert not np.allclose(np.asarray(resized.embed_grid(params, (21, 21))), np.asarray(plain.embed_grid(params, (21, 21))))
+  assert not np.allclose(
+      np.asarray(resized.embed_grid(params, (21, 21))), np.asarray(plain.embed_grid(params, (21, 21)))
+  )
 
 
 def test_swin_with_resize_is_the_window_table_at_its_grid_and_the_resized_table_beyond():
   plain, resized = grid.make('swin', window=4), grid.make('swin', window=4, resize='bicubic')
   params = _init(plain)
   np.testing.assert_array_equal(
-      np.asarray(grid.grid_bias_matrix(resized, params, (4, 4))), np.asarray(grid.grid_bias_matrix(plain, params, (4, 4)))
+      np.asarray(grid.grid_bias_matrix(resized, params, (4, 4))),
+      np.asarray(grid.grid_bias_matrix(plain, params, (4, 4))),
   )
   with pytest.raises(ValueError, match='beyond the learned table'):
     grid.grid_bias_matrix(plain, params, (6, 6))
@@ -107,7 +110,9 @@ def test_swin_with_resize_is_the_window_table_at_its_grid_and_the_resized_table_
     'spec', ['learned2d(max_size=7, resize=bicubic)', 'sincos2d(resize=bicubic, size=7)', 'swin(resize=bicubic)']
 )
 def test_a_vit_with_a_resized_table_runs_at_a_larger_grid_and_is_unchanged_at_its_own(spec):
-  plain_spec = spec.replace(', resize=bicubic, size=7', '').replace(', resize=bicubic', '').replace('(resize=bicubic)', '')
+  plain_spec = (
+      spec.replace(', resize=bicubic, size=7', '').replace(', resize=bicubic', '').replace('(resize=bicubic)', '')
+  )
   kw = dict(num_classes=3, model_dim=16, num_heads=2, pool='cls', rngs=nnx.Rngs(0))
   model, plain = ViT(encoder=spec, **kw), ViT(encoder=plain_spec, **dict(kw, rngs=nnx.Rngs(0)))
   x7 = jax.random.normal(jax.random.key(0), (2, 7, 7, 1))
@@ -135,7 +140,9 @@ def test_randomized_coordinates_are_a_sorted_subset_of_the_range_per_axis():
     seen |= set(np.asarray(draw(jax.random.key(seed)))[1:, 0].tolist())
   assert seen == set(range(28))
   # a draw of n from n is the grid itself
-  same = np.asarray(grid.train_coordinates(grid.from_spec('randomize_coords(rope_axial, max_side=7)'), jax.random.key(0), coords))
+  same = np.asarray(
+      grid.train_coordinates(grid.from_spec('randomize_coords(rope_axial, max_side=7)'), jax.random.key(0), coords)
+  )
   assert np.array_equal(same[1:, 0], np.asarray(coords)[1:, 0])
 
 
@@ -150,14 +157,20 @@ def test_draw_axis_is_uniform_over_subsets():
 
 def test_a_draw_range_smaller_than_the_training_grid_is_refused_naming_max_side():
   enc = grid.from_spec('randomize_coords(rope_axial, max_side=5)')
-  with pytest.raises(ValueError, match=r'max_side=5 is invalid; allowed: a coordinate range covering the training grid'):
+  with pytest.raises(
+      ValueError, match=r'max_side=5 is invalid; allowed: a coordinate range covering the training grid'
+  ):
     grid.check_train_grid(enc, (7, 7))
   with pytest.raises(ValueError, match=r'max_side=5 is invalid; allowed: a coordinate range covering the grid given'):
     grid.train_coordinates(enc, jax.random.key(0), grid.grid_positions((7, 7)))
   model = ViT(encoder=enc, num_classes=2, model_dim=16, num_heads=2, rngs=nnx.Rngs(0))
   with pytest.raises(ValueError, match=r'max_side=5 is invalid'):
     model(jnp.zeros((1, 7, 7, 1)), train=True, rng=jax.random.key(0))
-  for bad in ('randomize_coords(rope_axial, max_side=1)', 'randomize_coords(swin)', 'randomize_coords(augment_coords(rope_axial))'):
+  for bad in (
+      'randomize_coords(rope_axial, max_side=1)',
+      'randomize_coords(swin)',
+      'randomize_coords(augment_coords(rope_axial))',
+  ):
     with pytest.raises(ValueError, match=r'randomize_coords: (max_side|base)=.* is invalid'):
       grid.from_spec(bad)
 

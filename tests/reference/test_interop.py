@@ -93,7 +93,10 @@ def test_the_query_scale_beside_a_rope_imports_and_writes_back():
   from relpos_jax import encoders  # pylint: disable=g-import-not-at-top
   from relpos_jax.encoders.temperature import Llama4Scale  # pylint: disable=g-import-not-at-top
 
-  cfg = {**LLAMA, 'rope_parameters': {'rope_theta': 1e6, 'llama_4_scaling_beta': 0.1, 'original_max_position_embeddings': 16384}}
+  cfg = {
+      **LLAMA,
+      'rope_parameters': {'rope_theta': 1e6, 'llama_4_scaling_beta': 0.1, 'original_max_position_embeddings': 16384},
+  }
   encoder = from_hf(cfg).encoder()
   assert encoder == encoders.combine(Rope(base=1e6), Llama4Scale(beta=0.1, original_max_position=16384))
   assert to_hf(encoder) == {

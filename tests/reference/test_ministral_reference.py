@@ -70,9 +70,7 @@ def test_ministral3_attention_output_equals_the_relpos_jax_layer(layer_with_thei
   x = torch.randn(2, LENGTH, MODEL_DIM)
   positions = torch.arange(LENGTH)[None].expand(2, -1)  # 0..39: the scale steps at 8, 16, 24, 32
   with torch.no_grad():
-    theirs, _ = theirs_layer(
-        x, position_embeddings=rotary(x, positions), attention_mask=None, position_ids=positions
-    )
+    theirs, _ = theirs_layer(x, position_embeddings=rotary(x, positions), attention_mask=None, position_ids=positions)
 
   encoder = from_hf(config).encoder()
   assert encoder.parts[1] == Llama4Scale(beta=0.5, original_max_position=8)

@@ -81,8 +81,10 @@ def test_the_holm_family_drops_degenerate_and_duplicate_comparisons_and_is_state
   inside = [c for c, w in members if w is None]
   rows = {r['name']: r for r in results['tasks']['count']['runs']}
   informative = [  # relu vs tanh on count, where the two differ at some seed and a p-value exists
-      c for c in results['tasks']['count']['comparisons']
-      if c['a'] == 'relu' and c['p_value'] is not None
+      c
+      for c in results['tasks']['count']['comparisons']
+      if c['a'] == 'relu'
+      and c['p_value'] is not None
       and rows['relu']['accuracy_per_seed'][str(c['side'])] != rows['tanh']['accuracy_per_seed'][str(c['side'])]
   ]
   assert inside == informative and results['protocol']['holm_family'] == len(inside) >= 1
@@ -90,7 +92,9 @@ def test_the_holm_family_drops_degenerate_and_duplicate_comparisons_and_is_state
   holm = stats.holm([c['p_value'] for c in inside])
   assert [c['p_holm'] for c in inside] == pytest.approx(holm['adjusted'])
   page = resolution.markdown(results)
-  assert f'**The Holm family** ({len(inside)} comparisons): the paired comparisons of config.comparisons on count' in page
+  assert (
+      f'**The Holm family** ({len(inside)} comparisons): the paired comparisons of config.comparisons on count' in page
+  )
   degenerate = [f'{c["a"]} vs {c["b"]} on count at {c["side"]}' for c, w in members if w and w.startswith('degenerate')]
   assert 'relu@cls vs relu on count at 4' in degenerate and 'relu@cls vs relu on count at 8' in degenerate
   assert f'Left out, degenerate: {len(degenerate)} ({"; ".join(degenerate)}).' in page
@@ -117,7 +121,9 @@ def test_a_shared_run_is_counted_once():
   for name in results['tasks']:
     results['tasks'][name]['comparisons'] = resolution.comparisons(results, name)
   resolution.adjust_over_page(results)
-  flags = [(name, c['side'], c['family']) for name in ('canvas', 'upsample') for c in results['tasks'][name]['comparisons']]
+  flags = [
+      (name, c['side'], c['family']) for name in ('canvas', 'upsample') for c in results['tasks'][name]['comparisons']
+  ]
   assert flags == [
       ('canvas', 7, None),
       ('canvas', 14, None),
@@ -141,11 +147,17 @@ def test_the_page_shows_the_binomial_error_beside_the_seed_spread(tmp_path):
 @pytest.mark.parametrize(
     'overrides, message',
     [
-        ({'selection_seed': 1}, r'config.selection_seed=1 is one of the reported seeds \(0, 1\).*allowed: a seed outside'),
+        (
+            {'selection_seed': 1},
+            r'config.selection_seed=1 is one of the reported seeds \(0, 1\).*allowed: a seed outside',
+        ),
         ({'lr_grid': None}, r'config.selection_seed=7 is invalid without config.lr_grid'),
         ({'edge_rates': (3e-2,)}, r'config.edge_rates=\(0.03,\) is invalid: allowed: distinct rates above the top'),
         ({'selection_seed': None}, r'config.edge_rates=\(0.1,\) is invalid without config.selection_seed'),
-        ({'extra_pools': {'mean': ('relu',)}}, r"config.extra_pools.mean is invalid: allowed: a pool of \('mean', 'cls'\)"),
+        (
+            {'extra_pools': {'mean': ('relu',)}},
+            r"config.extra_pools.mean is invalid: allowed: a pool of \('mean', 'cls'\)",
+        ),
         ({'extra_pools': {'cls': ('gelu',)}}, r"config.extra_pools.cls=\('gelu',\) is invalid: allowed: .*labels"),
         ({'family_tasks': ('shift',)}, r"config.family_tasks=\('shift',\) is invalid: allowed: None"),
         ({'selection_seed': 2**32}, r'config.selection_seed=4294967296 is invalid'),
@@ -158,9 +170,7 @@ def test_bad_protocol_keys_are_refused_naming_the_key(tmp_path, overrides, messa
 
 
 def test_a_draw_range_that_does_not_cover_the_sides_is_refused_naming_the_entry():
-  config = _round2(
-      encoders=('r: randomize_coords(rope_axial, max_side=6)',), comparisons=(), extra_pools=None
-  )
+  config = _round2(encoders=('r: randomize_coords(rope_axial, max_side=6)',), comparisons=(), extra_pools=None)
   with pytest.raises(config_lib.ConfigError, match=r"config.encoders entry 'r' .*max_side=6.*allowed: max_side >= 8"):
     resolution.parse_config(config)
 
@@ -200,8 +210,13 @@ def test_the_round_two_config_is_the_protocol_of_issue_49():
   assert settings.eval_examples >= 2000
   assert settings.model.model_dim // settings.model.num_heads >= 32  # rotary encoders at head_dim >= 32
   specs = ' '.join(settings.encoders)
-  for baseline in ('swin(window=7, resize=bicubic)', 'learned2d(max_size=7, resize=bicubic)', 'sincos2d(resize=bicubic',
-                   'lookhere', 'randomize_coords(rope_axial, max_side=28)'):
+  for baseline in (
+      'swin(window=7, resize=bicubic)',
+      'learned2d(max_size=7, resize=bicubic)',
+      'sincos2d(resize=bicubic',
+      'lookhere',
+      'randomize_coords(rope_axial, max_side=28)',
+  ):
     assert baseline in specs
   assert 'fashion_mnist_canvas' in settings.tasks and 'fashion_mnist_canvas' not in settings.family_tasks
   assert min(settings.edge_rates) > max(settings.lr_grid)

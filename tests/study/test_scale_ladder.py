@@ -42,7 +42,9 @@ def test_the_reused_rung_is_the_english_bpe_study_run_for_run(austen_laid_out_if
 
 
 def test_rungs_span_16x_and_change_only_the_model_size():
-  params = {rung: ladder.param_estimate({**LADDER.RUNGS[rung], 'mlp_ratio': 4, 'vocab_size': 1024}) for rung in LADDER.RUNGS}
+  params = {
+      rung: ladder.param_estimate({**LADDER.RUNGS[rung], 'mlp_ratio': 4, 'vocab_size': 1024}) for rung in LADDER.RUNGS
+  }
   assert params[LADDER.CPU_RUNGS[-1]] / params[LADDER.CPU_RUNGS[0]] >= 16
   small = LADDER.get_config('d64').to_dict()
   for rung in LADDER.RUNGS:

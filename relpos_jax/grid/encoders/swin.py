@@ -81,9 +81,7 @@ class Swin(GridBiasEncoder):
       return super().grid_offset_bias(params, shape)
     self.check_grid(shape)
     window = (2 * self.window - 1,) * self.axes
-    return resize_lib.resize_table(
-        params['table'], window, tuple(2 * n - 1 for n in shape), self.resize, who=self.name
-    )
+    return resize_lib.resize_table(params['table'], window, tuple(2 * n - 1 for n in shape), self.resize, who=self.name)
 
   def init_params(self, rng, dims_):
     size = (2 * self.window - 1) ** self.axes
