@@ -205,20 +205,20 @@ def resolve_encoders(encoders: Sequence[str], longest: int) -> tuple[str, ...]:
 
 def study_config(base: config_lib.Config, suite: Suite, task: str, protocol: Protocol) -> StudyConfig:
   """The study of one task: the base run with the task's protocol, and the suite's encoders."""
-  values = base.to_dict()
-  values['data'].update(
-      task=task,
-      task_kwargs=dict(protocol.task_kwargs or {}),
-      min_length=protocol.min_length,
-      max_length=protocol.max_length,
-  )
+  data = {
+      'task': task,
+      'task_kwargs': dict(protocol.task_kwargs or {}),
+      'min_length': protocol.min_length,
+      'max_length': protocol.max_length,
+  }
   for name in ('loss_reduction', 'num_buckets'):
     if getattr(protocol, name) is not None:
-      values['data'][name] = getattr(protocol, name)
-  if protocol.steps is not None:
-    values['train']['steps'] = protocol.steps
-  values['eval']['lengths'] = tuple(protocol.eval_lengths)
-  run = config_lib.parse(values)
+      data[name] = getattr(protocol, name)
+  run = base.derive(
+      data=data,
+      train=None if protocol.steps is None else {'steps': protocol.steps},
+      eval={'lengths': tuple(protocol.eval_lengths)},
+  )
   encoders, left_out = _without_randomized_on_task_positions(
       run, resolve_encoders(suite.encoders, longest_test_sequence(base, task, protocol))
   )
@@ -260,13 +260,13 @@ def _without_randomized_on_task_positions(
 
 def held_out_config(run: config_lib.Config, protocol: Protocol, name: str) -> config_lib.Config:
   """The run config whose data is the held-out set `name` of a task's study (its task_kwargs over the task's)."""
-  values = run.to_dict()
-  values['data']['task_kwargs'] = {**dict(protocol.task_kwargs or {}), **protocol.held_out[name]}
-  values['eval']['lengths'] = held_out_lengths(protocol)
+  evaluation = {'lengths': held_out_lengths(protocol)}
   examples = held_out_examples(protocol, name)
   if examples is not None:
-    values['eval']['num_examples'] = examples
-  return config_lib.parse(values)
+    evaluation['num_examples'] = examples
+  return run.derive(
+      data={'task_kwargs': {**dict(protocol.task_kwargs or {}), **protocol.held_out[name]}}, eval=evaluation
+  )
 
 
 def held_out_examples(protocol: Protocol, name: str) -> int | None:
