@@ -138,7 +138,7 @@ def _reevaluate_seed(
   result_path = os.path.join(workdir, 'runs', entry.label, f'seed{seed}', record_lib.RESULT_FILE)
   as_json = json.loads(json.dumps(config_e.to_dict()))
   if os.path.exists(result_path):
-    saved = report.load_json(result_path)
+    saved = record_lib.RunRecord.read(result_path, record_lib.LM_LAYOUT).to_json()
     # Optional keys at their defaults: a result written from a ConfigDict that left them out is the same run.
     same = isinstance(saved.get('config'), dict) and config_lib.with_defaults(
         saved['config']
@@ -150,11 +150,10 @@ def _reevaluate_seed(
   if finished_only:
     return None
   step = int(trained_record.get('steps', trained.train.steps))
-  run = {
+  run = {  # the study's own keys of the record (RunRecord's values)
       'name': entry.label,
       'spec': entry.reported_spec,
       **({'train_spec': entry.spec} if entry.eval_spec is not None else {}),
-      'seed': seed,
       'trained_in': os.path.relpath(run_dir, workdir),  # relative to this workdir, as run_study writes it
       'steps': step,
       'learning_rate': float(trained.optim.learning_rate),
@@ -162,13 +161,12 @@ def _reevaluate_seed(
       'split': study.split,
       'train_metric': None,
       'train_loss': None,
-      'train_seconds': 0.0,
-      'config': as_json,
   }
   diverged = trained_record.get('diverged')
+  num_params = eval_seconds = None
   if diverged:  # No finite weights to evaluate.
     logging.warning('reevaluate: %s seed %d diverged in training (%s)', entry.label, seed, diverged)
-    run.update({'by_length': {str(n): None for n in lengths}, 'diverged': diverged})
+    run['by_length'] = {str(n): None for n in lengths}
   else:
     logging.info('reevaluate: %s (%s) seed %d at %s', entry.label, entry.spec, seed, lengths)
     entry_started = time.perf_counter()
@@ -195,29 +193,31 @@ def _reevaluate_seed(
             selection=False,
         )
     )
-    run.update(
-        {
-            'evaluated_step': step,
-            'finished': True,
-            'eval_seconds': round(time.perf_counter() - entry_started, 1),
-            'num_params': int(sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))),
-            'data': loop.data_identity(data.describe()),
-        }
-    )
-    marker = protocol.diverged_marker(
+    run.update({'evaluated_step': step, 'finished': True, 'data': loop.data_identity(data.describe())})
+    eval_seconds = round(time.perf_counter() - entry_started, 1)
+    num_params = int(sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param))))
+    diverged = protocol.diverged_marker(
         run,
         num_classes=data.num_classes,
         every_length=data.diverged_at_every_length,
         train_length=plan.train_length(base),
         step=step,
     )
-    if marker:
-      run['diverged'] = marker
     results['meta']['data'] = data.describe()
     results['meta']['corpus_fingerprint'] = data.describe().get('fingerprint')
+  record = record_lib.RunRecord(
+      record_lib.LM_LAYOUT,
+      seed,
+      as_json,
+      train_seconds=0.0,  # nothing trained here: the cost is the evaluation's
+      values=run,
+      num_params=num_params,
+      eval_seconds=eval_seconds,
+      diverged=diverged,
+  )
   os.makedirs(os.path.dirname(result_path), exist_ok=True)
-  report.write_json(run, result_path)
-  return run
+  record.write(result_path)
+  return record.to_json()
 
 
 def check_separate_workdir(trained_workdir: str, workdir: str) -> None:

@@ -78,6 +78,7 @@ import optax
 from absl import logging
 from flax import nnx
 
+from relpos_jax import files
 from relpos_jax import grid as grid_lib
 from relpos_jax.data import grid_tasks, idx
 from relpos_jax.encoders import contract as encoder_contract
@@ -359,7 +360,7 @@ class RecordedFashionMnist(idx.FashionMnist):
     paths = sorted(glob.glob(os.path.join(glob.escape(workdir), 'runs', glob.escape(name), '*', '*', '*', RESULT_FILE)))
     if not paths:
       return None
-    saved = read_result(paths[0])
+    saved = read_result(paths[0]).to_json()
     task = cls(None, protocol=FASHION_MNIST_TASKS[name], data_dir=data_dir, **kwargs)
     recorded = (saved.get('run_config') or {}).get('task')
     expected = {
@@ -701,13 +702,6 @@ def train_and_evaluate(
   }
 
 
-def _write_json_atomically(obj, path: str) -> None:
-  tmp = f'{path}.tmp{os.getpid()}'
-  with open(tmp, 'w', encoding='utf-8') as f:
-    json.dump(obj, f, indent=1, sort_keys=True)
-  os.replace(tmp, path)
-
-
 def run_dir(workdir: str, task_name: str, label: str, lr: float, seed: int) -> str:
   return os.path.join(workdir, 'runs', task_name, label, f'lr{rate_name(lr)}', f'seed{seed}')
 
@@ -733,37 +727,36 @@ def _run(
   fingerprint = task.data_fingerprint()
   if os.path.exists(path):
     saved = read_result(path)
-    if saved.get('run_config') != json.loads(json.dumps(config)):
+    if saved.config != json.loads(json.dumps(config)):
       raise ConfigError(
           f'{directory} holds a finished run of another config (task, encoder, sizes or protocol changed); use '
           'a new workdir or remove that directory.'
       )
-    check_entropy_coverage(settings, saved, directory)
+    check_entropy_coverage(settings, saved.values, directory)
     # Checked where both sides have one: runs recorded before fingerprints (the committed study's) cannot be
     # checked, and a task whose data is not loaded has none to compare.
-    recorded = saved.get(DATA_FINGERPRINT)
+    recorded = saved.values.get(DATA_FINGERPRINT)
     if fingerprint is not None and recorded is not None and recorded != fingerprint:
       raise ConfigError(
           f'{directory} holds a run trained on other data ({DATA_FINGERPRINT} {recorded}) than config.data_dir='
           f'{settings.data_dir!r} holds ({fingerprint}); allowed: the data it trained on, or a new workdir.'
       )
     counter['reused'] += 1
-    counter['run_seconds'] += _run_seconds(saved)
-    return saved
+    counter['run_seconds'] += saved.cost
+    return saved.to_json()
   if finished_only:
     return None
   logging.info('resolution study: %s / %s / lr %g / seed %d', task_name, entry.label, lr, seed)
-  result = {
-      'run_config': config,
-      **train_and_evaluate(settings, task, entry, seed, lr, model_fn, pool=pool, selection_only=selection_only),
-  }
+  measured = train_and_evaluate(settings, task, entry, seed, lr, model_fn, pool=pool, selection_only=selection_only)
+  named = {name: measured.pop(name, None) for name in ('train_seconds', 'num_params', 'eval_seconds', 'diverged')}
   if fingerprint is not None:
-    result[DATA_FINGERPRINT] = fingerprint
+    measured[DATA_FINGERPRINT] = fingerprint
+  result = record.RunRecord(record.GRID_LAYOUT, seed, config, values=measured, **named)
   os.makedirs(directory, exist_ok=True)
-  _write_json_atomically(result, path)
+  result.write(path)
   counter['trained'] += 1
-  counter['run_seconds'] += _run_seconds(result)
-  return result
+  counter['run_seconds'] += result.cost
+  return result.to_json()
 
 
 def entropy_coverage(settings: Settings) -> int:
@@ -789,17 +782,10 @@ def check_entropy_coverage(settings: Settings, saved: dict, directory: str) -> N
     )
 
 
-def read_result(path: str) -> dict:
-  """A run's saved result.json; ConfigError naming it when it is truncated or is no run's record (an object
-  with its run_config), so that a damaged file is removed and its run trained again, never a traceback."""
-  return report.load_object(
-      path, ('run_config',), "a run's record", 'Remove its directory so that the study trains that run again.'
-  )
-
-
-def _run_seconds(result: dict) -> float:
-  """A run's cost as it recorded it: training plus evaluation seconds (what the study's CPU cost sums)."""
-  return float(result.get('train_seconds', 0)) + float(result.get('eval_seconds', 0))
+def read_result(path: str) -> record.RunRecord:
+  """A run's saved result.json (`record.RunRecord` in the grid layout); ConfigError naming it when it is
+  truncated or is no run's record, so that a damaged file is removed and its run trained again."""
+  return record.RunRecord.read(path, record.GRID_LAYOUT)
 
 
 def _selection_loss(result: dict) -> float:
@@ -1341,11 +1327,8 @@ def write_outputs(results: dict, workdir: str, plots: bool = True) -> dict[str, 
   """results.json, results.md and (plots) results.png and results_entropy.png in `workdir`."""
   os.makedirs(workdir, exist_ok=True)
   paths = {'json': os.path.join(workdir, 'results.json'), 'markdown': os.path.join(workdir, 'results.md')}
-  _write_json_atomically(results, paths['json'])
-  tmp = paths['markdown'] + f'.tmp{os.getpid()}'
-  with open(tmp, 'w', encoding='utf-8') as f:
-    f.write(markdown(results))
-  os.replace(tmp, paths['markdown'])
+  report.write_json(results, paths['json'], indent=record.GRID_LAYOUT.indent)
+  files.write_text_atomic(paths['markdown'], markdown(results))
   if not plots:
     return paths
   paths['plot'] = plot(results, os.path.join(workdir, 'results.png'))

@@ -89,7 +89,7 @@ from relpos_jax.study.plan import (
     split_study_config,
     train_length,
 )
-from relpos_jax.study.record import RESULT_FILE, merge_seeds, new_results, write_outputs
+from relpos_jax.study.record import LM_LAYOUT, RESULT_FILE, RunRecord, merge_seeds, new_results, write_outputs
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import config_files
 from relpos_jax.train import data_sources, loop, tensorboard, transfer, workdir_lock
@@ -250,18 +250,16 @@ def _run_seed(
   config_json = json.loads(json.dumps(recorded.to_dict()))
   data_id = loop.data_identity(data.describe())
   if os.path.exists(result_path):
-    saved = report.load_json(result_path)
+    saved = RunRecord.read(result_path, LM_LAYOUT).to_json()
     _check_saved(saved, directory, config_json, data_id, entry.spec if transferred else None)
     logging.info('study: %s seed %d already done, reusing %s', entry.label, seed, result_path)
     return saved
   if ctx.train_fn is None:
     return None
   started = time.perf_counter()
-  run = {
+  run = {  # the study's own keys of the record (RunRecord's values)
       'name': entry.label,
       'spec': entry.reported_spec,
-      'seed': seed,
-      'config': config_json,
       'data': data_id,
       'learning_rate': learning_rate.value,
       'split': ctx.study.split,
@@ -282,12 +280,18 @@ def _run_seed(
             'train_loss': None,
             'steps': e.step,
             'finished': True,
-            'diverged': {'step': e.step, 'message': str(e)},
-            'train_seconds': round(time.perf_counter() - started, 1),
         }
     )
-    report.write_json(run, result_path)
-    return run
+    diverged = RunRecord(
+        LM_LAYOUT,
+        seed,
+        config_json,
+        train_seconds=round(time.perf_counter() - started, 1),
+        values=run,
+        diverged={'step': e.step, 'message': str(e)},
+    )
+    diverged.write(result_path)
+    return diverged.to_json()
   model = transfer.with_encoder(result.model, config, entry.eval_spec) if transferred else result.model
   evaluation_started = time.perf_counter()
   if selection_only:
@@ -331,9 +335,6 @@ def _run_seed(
           'train_loss': metrics.get('loss'),
           'steps': result.step,
           'finished': True,
-          'eval_seconds': round(time.perf_counter() - evaluation_started, 1),
-          'train_seconds': round(time.perf_counter() - started, 1),
-          'num_params': int(sum(x.size for x in jax.tree.leaves(result.params))),
       }
   )
   marker = protocol.diverged_marker(
@@ -345,9 +346,18 @@ def _run_seed(
   )
   if marker:
     logging.warning('study: %s seed %d: %s', entry.label, seed, marker['message'])
-    run['diverged'] = marker
-  report.write_json(run, result_path)
-  return run
+  finished = RunRecord(
+      LM_LAYOUT,
+      seed,
+      config_json,
+      train_seconds=round(time.perf_counter() - started, 1),
+      values=run,
+      num_params=int(sum(x.size for x in jax.tree.leaves(result.params))),
+      eval_seconds=round(time.perf_counter() - evaluation_started, 1),
+      diverged=marker,
+  )
+  finished.write(result_path)
+  return finished.to_json()
 
 
 def document_totals_lengths(base: config_lib.Config) -> list[int]:
