@@ -30,7 +30,7 @@ import jax
 from absl import logging
 from flax import nnx
 
-from relpos_jax.study import plan, protocol, report
+from relpos_jax.study import engine, plan, protocol, report
 from relpos_jax.study import record as record_lib
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import loop, transfer, workdir_lock
@@ -278,10 +278,12 @@ def _reevaluate(
     results['meta']['finished_only'] = True
   started = time.perf_counter()
   for entry in entries:
-    per_seed = [
-        _reevaluate_seed(entry, seed, trained_workdir, base, study, workdir, metric, results, finished_only)
-        for seed in seeds
-    ]
+    per_seed = engine.seed_runs(  # the rate is the trained study's: no grid here
+        seeds,
+        lambda seed: _reevaluate_seed(
+            entry, seed, trained_workdir, base, study, workdir, metric, results, finished_only
+        ),
+    )
     per_seed = [r for r in per_seed if r is not None]
     if not per_seed:  # finished_only: nothing of this entry evaluated yet
       continue

@@ -83,7 +83,7 @@ from relpos_jax import grid as grid_lib
 from relpos_jax.data import grid_tasks, idx
 from relpos_jax.encoders import contract as encoder_contract
 from relpos_jax.nn import vit
-from relpos_jax.study import record, report, stats
+from relpos_jax.study import engine, record, report, stats
 from relpos_jax.study.plan import Entry, parse_entries, rate_name
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import config_files, schema, streams
@@ -821,9 +821,7 @@ def merge_seeds(settings: Settings, entry: Entry, per_seed: Sequence[dict], lr: 
         s: [None if r.get('diverged') else r['test'][s]['entropy'] for r in per_seed] for s in sides
     }
   if grid:
-    row['lr_grid'] = {
-        rate_name(v): (None if math.isinf(_selection_loss(r)) else _selection_loss(r)) for v, r in grid.items()
-    }
+    row['lr_grid'] = engine.grid_losses(grid, _selection_loss)
   diverged = {str(r['run_config']['seed']): r['diverged'] for r in per_seed if r.get('diverged')}
   if diverged:
     row['diverged_seeds'] = diverged
@@ -1039,24 +1037,23 @@ def _run_study(settings, config_json: dict, tasks, entries, workdir, model_fn, o
   grid_seed = seeds[0] if selection is None else int(selection)
   for name, task in tasks.items():
     for entry, pool in pool_rows(settings, task, entries):
-      grid, edge = {}, {}
+      edge = {}
       chosen_only = selection is not None  # selection runs are scored on validation alone
       if settings.lr_grid is not None:
-        for lr in settings.lr_grid:
-          grid[lr] = run(name, task, entry, grid_seed, lr, pool=pool, selection_only=chosen_only)
-        if any(r is None for r in grid.values()):  # finished_only: the rate is not chosen yet
+        choice = engine.choose_rate(
+            settings.lr_grid,
+            lambda lr: run(name, task, entry, grid_seed, lr, pool=pool, selection_only=chosen_only),
+            _selection_loss,
+        )
+        if choice is None:  # finished_only: the rate is not chosen yet
           results['unfinished'].append({'task': name, 'encoder': entry.label, 'finished_seeds': []})
           continue
-        lr = min(grid, key=lambda v: _selection_loss(grid[v]))  # ties: the first rate of the grid
-        how = 'grid'
-        if settings.edge_rates and lr == max(settings.lr_grid):  # the choice at the top: checked past it
+        if settings.edge_rates and choice.value == max(settings.lr_grid):  # the choice at the top: checked past it
           edge = {r: run(name, task, entry, grid_seed, r, pool=pool, selection_only=True) for r in settings.edge_rates}
       else:
-        lr, how = settings.learning_rate, 'fixed'
-      per_seed = [
-          grid[lr] if seed == grid_seed and lr in grid else run(name, task, entry, seed, lr, pool=pool)
-          for seed in seeds
-      ]
+        choice = engine.RateChoice(settings.learning_rate, 'fixed')
+      lr, how, grid = choice.value, choice.how, choice.trials
+      per_seed = engine.seed_runs(seeds, lambda seed: run(name, task, entry, seed, lr, pool=pool), choice, grid_seed)
       finished = [r for r in per_seed if r is not None]
       if len(finished) < len(per_seed):
         results['unfinished'].append(

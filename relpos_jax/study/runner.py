@@ -71,7 +71,7 @@ from typing import Callable, Sequence
 import jax
 from absl import logging
 
-from relpos_jax.study import documents, plan, protocol, reevaluate, report, stats
+from relpos_jax.study import documents, engine, plan, protocol, reevaluate, report, stats
 
 # The plan and the record are shared with `reevaluate` (which this module calls), so they live in rooms below
 # both; their names stay importable from here.
@@ -449,36 +449,35 @@ class _LearningRates:
   def __init__(self, ctx: _StudyContext, entries: Sequence[Entry], seeds: Sequence[int], train_dirs: dict[str, str]):
     self.ctx, self.entries, self.seeds, self.train_dirs = ctx, list(entries), list(seeds), train_dirs
     self.committed = committed_learning_rates(ctx.study, entries)
-    self.chosen: dict[str, tuple[LearningRate, dict] | None] = {}
+    self.chosen: dict[str, engine.RateChoice | None] = {}
 
-  def of(self, entry: Entry) -> tuple[LearningRate, dict] | None:
-    """(learning rate, {rate: grid result}) of `entry` (None: its grid has not finished, finished_only)."""
+  def of(self, entry: Entry) -> engine.RateChoice | None:
+    """The learning rate of `entry`, with its grid's runs (None: its grid has not finished, finished_only)."""
     if entry.label not in self.chosen:
       self.chosen[entry.label] = self._choose(entry)
     return self.chosen[entry.label]
 
   def _choose(self, entry: Entry):
     if entry.label in self.committed:
-      return LearningRate(self.committed[entry.label], 'committed'), {}
+      return engine.RateChoice(self.committed[entry.label], 'committed')
     if entry.eval_spec is not None:  # 'X -> Y': the rate X's own entry trains with, if the study has one
       owner = next((e for e in self.entries if e.eval_spec is None and e.spec == entry.spec), None)
       if owner is not None:
         return self.of(owner)
-      return LearningRate(float(self.ctx.base.optim.learning_rate), 'fixed'), {}
+      return engine.RateChoice(float(self.ctx.base.optim.learning_rate), 'fixed')
     if self.ctx.study.lr_grid is None:
-      return LearningRate(float(self.ctx.base.optim.learning_rate), 'fixed'), {}
+      return engine.RateChoice(float(self.ctx.base.optim.learning_rate), 'fixed')
     selection_seed = self.ctx.study.selection_seed
     seed = self.seeds[0] if selection_seed is None else int(selection_seed)
-    trials = {}
-    for value in self.ctx.study.lr_grid:
+
+    def trial(value: float) -> dict | None:
       logging.info('study: %s learning-rate grid: %g at seed %d', entry.label, value, seed)
-      trials[value] = _run_seed(
+      return _run_seed(
           self.ctx, entry, seed, LearningRate(float(value), 'grid'), selection_only=selection_seed is not None
       )
-    if any(r is None for r in trials.values()):
-      return None
-    best = min(trials, key=lambda value: _selection_loss(trials[value]))  # Ties: the first in the grid.
-    return LearningRate(float(best), 'grid'), trials
+
+    choice = engine.choose_rate(self.ctx.study.lr_grid, trial, _selection_loss)
+    return None if choice is None else dataclasses.replace(choice, value=float(choice.value))
 
   def train_dir(self, entry: Entry, seed: int, learning_rate: LearningRate) -> str:
     return os.path.join(self.train_dirs[entry.spec], learning_rate.directory, f'seed{seed}')
@@ -486,19 +485,19 @@ class _LearningRates:
 
 def _run_entry(ctx: _StudyContext, entry: Entry, seeds: Sequence[int], rates: _LearningRates) -> list[dict] | None:
   """The study rows of one entry (its own, and its 0..L-1 row when it is evaluated at random positions)."""
-  chosen = rates.of(entry)
-  if chosen is None:
+  choice = rates.of(entry)
+  if choice is None:
     return None
-  learning_rate, grid = chosen
   if entry.eval_spec is not None:
-    grid = {}  # 'X -> Y' takes X's rate; X's own entry reports X's grid.
-  per_seed = []
-  for seed in seeds:
-    reuse = ctx.study.selection_seed is None and seed == seeds[0]  # The first seed selected: reported too.
-    if learning_rate.how == 'grid' and reuse and learning_rate.value in grid:
-      per_seed.append(grid[learning_rate.value])  # The chosen grid run is this seed's run.
-      continue
-    per_seed.append(_run_seed(ctx, entry, seed, learning_rate, rates.train_dir(entry, seed, learning_rate)))
+    choice = dataclasses.replace(choice, trials={})  # 'X -> Y' takes X's rate; X's own entry reports X's grid.
+  learning_rate, grid = LearningRate(choice.value, choice.how), choice.trials
+  grid_seed = seeds[0] if ctx.study.selection_seed is None else None  # The first seed selected: reported too.
+  per_seed = engine.seed_runs(
+      seeds,
+      lambda seed: _run_seed(ctx, entry, seed, learning_rate, rates.train_dir(entry, seed, learning_rate)),
+      choice,
+      grid_seed,
+  )
   per_seed = [r for r in per_seed if r is not None]
   if not per_seed:
     return None
@@ -506,10 +505,7 @@ def _run_entry(ctx: _StudyContext, entry: Entry, seeds: Sequence[int], rates: _L
   merged['learning_rate'] = learning_rate.value
   merged['lr_choice'] = learning_rate.how
   if grid:
-    merged['lr_grid'] = {
-        plan.rate_name(value): (None if math.isinf(_selection_loss(r)) else _selection_loss(r))
-        for value, r in grid.items()
-    }
+    merged['lr_grid'] = engine.grid_losses(grid, _selection_loss)
   rows = [merged]
   if ctx.study.sequential_positions and any(r.get('sequential') for r in per_seed):
     rows.append({**merge_seeds(entry, per_seed, sequential=True), 'learning_rate': learning_rate.value})
