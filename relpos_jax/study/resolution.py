@@ -1,6 +1,6 @@
 """The resolution-extrapolation study: train each grid encoder at one grid side, evaluate it at 1x-4x that side.
 
-    results = run_resolution_study(config, workdir)            # config: configs/resolution.py's get_config()
+    results = run_resolution_study(config, workdir)            # config: configs/studies/resolution*.py
     results = run_resolution_study(config, workdir, model_fn=my_factory)   # any model with the ViT's interface
 
 The 2-D form of the length-generalization study (relpos_jax.study.runner), with its protocol standards (issue
@@ -122,7 +122,7 @@ class Model:
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-  """The top-level keys of a resolution-study config (configs/resolution.py documents each)."""
+  """The top-level keys of a resolution-study config (configs/studies/resolution.py documents each)."""
 
   encoders: tuple[str, ...] = key()
   tasks: tuple[str, ...] = key()
