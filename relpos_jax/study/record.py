@@ -175,6 +175,20 @@ def in_current_keys(run: dict, workdir: str) -> dict:
   return run
 
 
+def seed_columns(per_seed: Sequence[dict], keys: Sequence[str], value) -> tuple[dict, dict]:
+  """The two columns every study's row keeps of one measured quantity, merged over its seeds (the LM studies' per
+  length, the grid study's per side and metric): ({key: the mean over the seeds that did not diverge}, {key: every
+  seed's value, in the order of `per_seed`}). `value(record, key)`: one seed's value (None where it has none)."""
+  finite = [r for r in per_seed if not r.get('diverged')]
+  means = {k: stats.mean([value(r, k) for r in finite]) for k in keys}
+  return means, {k: [value(r, k) for r in per_seed] for k in keys}
+
+
+def diverged_seeds(seeds: Sequence[int], per_seed: Sequence[dict]) -> dict:
+  """{seed: its diverged marker} of the seeds that diverged (a row's `diverged_seeds`; empty: none did)."""
+  return {str(seed): r['diverged'] for seed, r in zip(seeds, per_seed) if r.get('diverged')}
+
+
 def merge_seeds(entry: Entry, per_seed: Sequence[dict], *, sequential: bool = False) -> dict:
   """One encoder's study entry from its per-seed results: `by_length` is the mean over the seeds that did
   not diverge, `by_length_per_seed` keeps every value ({length: [one per seed]}, in the order of `seeds`;
@@ -199,12 +213,14 @@ def merge_seeds(entry: Entry, per_seed: Sequence[dict], *, sequential: bool = Fa
   first = finite[0] if finite else per_seed[0]
   config = dict(first['config'])
   config.pop('seed', None)  # The seed is per run: `seeds` lists them.
+  seeds = [r['seed'] for r in per_seed]
+  by_length, by_length_per_seed = seed_columns(per_seed, lengths, lambda r, n: r['by_length'][n])
   merged = {
       'name': entry.label + (SEQUENTIAL_SUFFIX if sequential else ''),
       'spec': entry.reported_spec,
-      'seeds': [r['seed'] for r in per_seed],
-      'by_length': {n: stats.mean([r['by_length'][n] for r in finite]) for n in lengths},
-      'by_length_per_seed': {n: [r['by_length'][n] for r in per_seed] for n in lengths},
+      'seeds': seeds,
+      'by_length': by_length,
+      'by_length_per_seed': by_length_per_seed,
       'train_metric': stats.mean([r['train_metric'] for r in finite]),
       'train_loss': stats.mean([r['train_loss'] for r in finite]),
       'steps': first['steps'],
@@ -214,12 +230,9 @@ def merge_seeds(entry: Entry, per_seed: Sequence[dict], *, sequential: bool = Fa
       'data': first.get('data'),
   }
   if any('exact_match_by_length' in r for r in per_seed):  # tasks: the per-sequence accuracy, per seed too
-    merged['exact_match_by_length'] = {
-        n: stats.mean([(r.get('exact_match_by_length') or {}).get(n) for r in finite]) for n in lengths
-    }
-    merged['exact_match_by_length_per_seed'] = {
-        n: [(r.get('exact_match_by_length') or {}).get(n) for r in per_seed] for n in lengths
-    }
+    merged['exact_match_by_length'], merged['exact_match_by_length_per_seed'] = seed_columns(
+        per_seed, lengths, lambda r, n: (r.get('exact_match_by_length') or {}).get(n)
+    )
   for key in ('split', 'positions', 'position_draws', 'scored_sets', 'same_targets', 'learning_rate'):
     if key in first:
       merged[key] = first[key]
@@ -234,7 +247,7 @@ def merge_seeds(entry: Entry, per_seed: Sequence[dict], *, sequential: bool = Fa
   if entry.eval_spec is not None:
     merged['train_spec'] = entry.spec
     merged['trained_in'] = [r.get('trained_in') for r in per_seed]
-  diverged = {str(r['seed']): r['diverged'] for r in per_seed if r.get('diverged')}
+  diverged = diverged_seeds(seeds, per_seed)
   if diverged:
     merged['diverged_seeds'] = diverged
   if not finite:

@@ -796,10 +796,11 @@ def merge_seeds(settings: Settings, entry: Entry, per_seed: Sequence[dict], lr: 
   """One (task, encoder) row: per-side means over the seeds that did not diverge, and every seed's value."""
   finite = [r for r in per_seed if not r.get('diverged')]
   sides = [str(s) for s in settings.eval_sides]
+  seeds = [r['run_config']['seed'] for r in per_seed]
   row = {
       'name': entry.label,
       'spec': entry.spec,
-      'seeds': [r['run_config']['seed'] for r in per_seed],
+      'seeds': seeds,
       'learning_rate': lr,
       'lr_choice': how,
       'num_params': per_seed[0].get('num_params'),
@@ -810,9 +811,9 @@ def merge_seeds(settings: Settings, entry: Entry, per_seed: Sequence[dict], lr: 
   for metric in ('accuracy', 'loss', 'exact_match'):
     if finite and metric not in finite[0]['test'][sides[0]]:
       continue
-    values = {s: [None if r.get('diverged') else r['test'][s][metric] for r in per_seed] for s in sides}
-    row[metric] = {s: stats.mean(v) for s, v in values.items()}
-    row[f'{metric}_per_seed'] = values
+    row[metric], row[f'{metric}_per_seed'] = record.seed_columns(
+        per_seed, sides, lambda r, side: None if r.get('diverged') else r['test'][side][metric]
+    )
   if finite and 'entropy' in finite[0]['test'][sides[0]]:
     row['entropy'] = {
         s: [stats.mean(layer) for layer in zip(*[r['test'][s]['entropy'] for r in finite])] for s in sides
@@ -822,7 +823,7 @@ def merge_seeds(settings: Settings, entry: Entry, per_seed: Sequence[dict], lr: 
     }
   if grid:
     row['lr_grid'] = engine.grid_losses(grid, _selection_loss)
-  diverged = {str(r['run_config']['seed']): r['diverged'] for r in per_seed if r.get('diverged')}
+  diverged = record.diverged_seeds(seeds, per_seed)
   if diverged:
     row['diverged_seeds'] = diverged
   return row
