@@ -96,7 +96,7 @@ def _finished_record(run_dir: str, trained: config_lib.Config) -> dict:
         f'config.study.trained_workdir: the run in {run_dir} has not finished (no {record_lib.RESULT_FILE}: it was '
         f'interrupted, so its checkpoint holds a partly trained model); {rerun}'
     )
-  record = report.load_json(path)
+  record = record_lib.RunRecord.read(path, record_lib.LM_LAYOUT).to_json()
   steps = int(trained.train.steps)
   finished = record.get('finished', True) and (record.get('diverged') or int(record.get('steps', -1)) == steps)
   if not finished:

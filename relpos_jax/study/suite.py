@@ -71,6 +71,7 @@ import jax
 from relpos_jax.data.tasks import registry
 from relpos_jax.study import report
 from relpos_jax.study.plan import Study, StudyConfig, random_position_limits
+from relpos_jax.study.record import LM_LAYOUT, RESULT_FILE, RunRecord
 from relpos_jax.study.suite_summary import HELD_OUT_FILE, STATISTICS, load_results, summarize, write_summary
 from relpos_jax.study.runner import SEQUENTIAL_SUFFIX, check_study, parse_entries, run_config, run_study_config
 from relpos_jax.train import config as config_lib
@@ -392,7 +393,7 @@ def evaluate_held_out(study: StudyConfig, protocol: Protocol, results: dict, tas
         continue
       run_dir = os.path.join(task_dir, relative)
       path = os.path.join(run_dir, HELD_OUT_FILE)
-      result = report.load_json(os.path.join(run_dir, 'result.json'))
+      result = RunRecord.read(os.path.join(run_dir, RESULT_FILE), LM_LAYOUT).to_json()
       trained = hashlib.sha256(json.dumps(result['config'], sort_keys=True).encode()).hexdigest()[:16]
       if os.path.exists(path):  # reused only for the same request of the same trained run
         saved = report.load_json(path)
