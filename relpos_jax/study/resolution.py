@@ -725,8 +725,8 @@ def _run(
   path = os.path.join(directory, RESULT_FILE)
   config = run_config(settings, task, entry, seed, lr, pool, selection_only)
   fingerprint = task.data_fingerprint()
-  if os.path.exists(path):
-    saved = read_result(path)
+
+  def reuse(saved: record.RunRecord) -> dict:
     if saved.config != json.loads(json.dumps(config)):
       raise ConfigError(
           f'{directory} holds a finished run of another config (task, encoder, sizes or protocol changed); use '
@@ -744,19 +744,19 @@ def _run(
     counter['reused'] += 1
     counter['run_seconds'] += saved.cost
     return saved.to_json()
-  if finished_only:
-    return None
-  logging.info('resolution study: %s / %s / lr %g / seed %d', task_name, entry.label, lr, seed)
-  measured = train_and_evaluate(settings, task, entry, seed, lr, model_fn, pool=pool, selection_only=selection_only)
-  named = {name: measured.pop(name, None) for name in ('train_seconds', 'num_params', 'eval_seconds', 'diverged')}
-  if fingerprint is not None:
-    measured[DATA_FINGERPRINT] = fingerprint
-  result = record.RunRecord(record.GRID_LAYOUT, seed, config, values=measured, **named)
-  os.makedirs(directory, exist_ok=True)
-  result.write(path)
-  counter['trained'] += 1
-  counter['run_seconds'] += result.cost
-  return result.to_json()
+
+  def train() -> record.RunRecord:
+    logging.info('resolution study: %s / %s / lr %g / seed %d', task_name, entry.label, lr, seed)
+    measured = train_and_evaluate(settings, task, entry, seed, lr, model_fn, pool=pool, selection_only=selection_only)
+    named = {name: measured.pop(name, None) for name in ('train_seconds', 'num_params', 'eval_seconds', 'diverged')}
+    if fingerprint is not None:
+      measured[DATA_FINGERPRINT] = fingerprint
+    result = record.RunRecord(record.GRID_LAYOUT, seed, config, values=measured, **named)
+    counter['trained'] += 1
+    counter['run_seconds'] += result.cost
+    return result
+
+  return engine.obtain_run(path, record.GRID_LAYOUT, reuse, None if finished_only else train)
 
 
 def entropy_coverage(settings: Settings) -> int:

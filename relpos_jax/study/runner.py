@@ -249,115 +249,114 @@ def _run_seed(
   recorded = transfer.with_eval_encoder(config, entry.eval_spec) if transferred else config
   config_json = json.loads(json.dumps(recorded.to_dict()))
   data_id = loop.data_identity(data.describe())
-  if os.path.exists(result_path):
-    saved = RunRecord.read(result_path, LM_LAYOUT).to_json()
+
+  def reuse(saved: RunRecord) -> dict:
+    saved = saved.to_json()
     _check_saved(saved, directory, config_json, data_id, entry.spec if transferred else None)
     logging.info('study: %s seed %d already done, reusing %s', entry.label, seed, result_path)
     return saved
-  if ctx.train_fn is None:
-    return None
-  started = time.perf_counter()
-  run = {  # the study's own keys of the record (RunRecord's values)
-      'name': entry.label,
-      'spec': entry.reported_spec,
-      'data': data_id,
-      'learning_rate': learning_rate.value,
-      'split': ctx.study.split,
-      'run_dir': os.path.relpath(directory, ctx.workdir),
-  }
-  if transferred:
-    run.update({'train_spec': entry.spec, 'trained_in': os.path.relpath(train_dir, ctx.workdir)})
-  os.makedirs(directory, exist_ok=True)
-  try:
-    # A transferred entry's training resumes, or returns at once when the shared run is already trained.
-    result = ctx.train_fn(_training_config(config), train_dir if transferred else directory, data=data)
-  except loop.DivergedError as e:
-    logging.warning('study: %s (trained with %s) seed %d diverged: %s', entry.label, entry.spec, seed, e)
+
+  def train() -> RunRecord:
+    started = time.perf_counter()
+    run = {  # the study's own keys of the record (RunRecord's values)
+        'name': entry.label,
+        'spec': entry.reported_spec,
+        'data': data_id,
+        'learning_rate': learning_rate.value,
+        'split': ctx.study.split,
+        'run_dir': os.path.relpath(directory, ctx.workdir),
+    }
+    if transferred:
+      run.update({'train_spec': entry.spec, 'trained_in': os.path.relpath(train_dir, ctx.workdir)})
+    os.makedirs(directory, exist_ok=True)
+    try:
+      # A transferred entry's training resumes, or returns at once when the shared run is already trained.
+      result = ctx.train_fn(_training_config(config), train_dir if transferred else directory, data=data)
+    except loop.DivergedError as e:
+      logging.warning('study: %s (trained with %s) seed %d diverged: %s', entry.label, entry.spec, seed, e)
+      run.update(
+          {
+              'by_length': {str(n): None for n in ctx.lengths},
+              'train_metric': None,
+              'train_loss': None,
+              'steps': e.step,
+              'finished': True,
+          }
+      )
+      return RunRecord(
+          LM_LAYOUT,
+          seed,
+          config_json,
+          train_seconds=round(time.perf_counter() - started, 1),
+          values=run,
+          diverged={'step': e.step, 'message': str(e)},
+      )
+    model = transfer.with_encoder(result.model, config, entry.eval_spec) if transferred else result.model
+    evaluation_started = time.perf_counter()
+    if selection_only:
+      run['selection_only'] = True
+      run.update(
+          protocol.evaluate_selection(
+              model,
+              data,
+              train_length=train_length(base),
+              metric=ctx.metric,
+              seed=seed,
+              draws=data.eval_section.position_draws,
+          )
+      )
+    else:
+      token_nll = {}  # the reported pass's per-target losses at the lengths the document totals need
+      run.update(
+          protocol.evaluate_run(
+              model,
+              data,
+              lengths=ctx.lengths,
+              split=ctx.study.split,
+              train_length=train_length(base),
+              metric=ctx.metric,
+              seed=seed,
+              draws=data.eval_section.position_draws,
+              sequential_row=ctx.study.sequential_positions,
+              keep_token_losses=document_totals_lengths(ctx.base) if ctx.data.has_documents else (),
+              token_losses_out=token_nll,
+          )
+      )
+      totals = document_totals_record(ctx, model, token_nll)
+      if totals is not None:
+        run['document_totals'] = totals
+    metrics = result.final_metrics
+    # train_seconds: this run's own time (for 'X -> Y', its evaluation, plus X's training if it was not
+    # trained before), evaluation included.
     run.update(
         {
-            'by_length': {str(n): None for n in ctx.lengths},
-            'train_metric': None,
-            'train_loss': None,
-            'steps': e.step,
+            'train_metric': metrics.get(ctx.metric),
+            'train_loss': metrics.get('loss'),
+            'steps': result.step,
             'finished': True,
         }
     )
-    diverged = RunRecord(
+    marker = protocol.diverged_marker(
+        run,
+        num_classes=data.num_classes,
+        every_length=data.diverged_at_every_length,
+        train_length=train_length(base),
+        step=result.step,
+    )
+    if marker:
+      logging.warning('study: %s seed %d: %s', entry.label, seed, marker['message'])
+    return RunRecord(
         LM_LAYOUT,
         seed,
         config_json,
         train_seconds=round(time.perf_counter() - started, 1),
         values=run,
-        diverged={'step': e.step, 'message': str(e)},
+        num_params=int(sum(x.size for x in jax.tree.leaves(result.params))),
+        eval_seconds=round(time.perf_counter() - evaluation_started, 1),
+        diverged=marker,
     )
-    diverged.write(result_path)
-    return diverged.to_json()
-  model = transfer.with_encoder(result.model, config, entry.eval_spec) if transferred else result.model
-  evaluation_started = time.perf_counter()
-  if selection_only:
-    run['selection_only'] = True
-    run.update(
-        protocol.evaluate_selection(
-            model,
-            data,
-            train_length=train_length(base),
-            metric=ctx.metric,
-            seed=seed,
-            draws=data.eval_section.position_draws,
-        )
-    )
-  else:
-    token_nll = {}  # the reported pass's per-target losses at the lengths the document totals need
-    run.update(
-        protocol.evaluate_run(
-            model,
-            data,
-            lengths=ctx.lengths,
-            split=ctx.study.split,
-            train_length=train_length(base),
-            metric=ctx.metric,
-            seed=seed,
-            draws=data.eval_section.position_draws,
-            sequential_row=ctx.study.sequential_positions,
-            keep_token_losses=document_totals_lengths(ctx.base) if ctx.data.has_documents else (),
-            token_losses_out=token_nll,
-        )
-    )
-    totals = document_totals_record(ctx, model, token_nll)
-    if totals is not None:
-      run['document_totals'] = totals
-  metrics = result.final_metrics
-  # train_seconds: this run's own time (for 'X -> Y', its evaluation, plus X's training if it was not
-  # trained before), evaluation included.
-  run.update(
-      {
-          'train_metric': metrics.get(ctx.metric),
-          'train_loss': metrics.get('loss'),
-          'steps': result.step,
-          'finished': True,
-      }
-  )
-  marker = protocol.diverged_marker(
-      run,
-      num_classes=data.num_classes,
-      every_length=data.diverged_at_every_length,
-      train_length=train_length(base),
-      step=result.step,
-  )
-  if marker:
-    logging.warning('study: %s seed %d: %s', entry.label, seed, marker['message'])
-  finished = RunRecord(
-      LM_LAYOUT,
-      seed,
-      config_json,
-      train_seconds=round(time.perf_counter() - started, 1),
-      values=run,
-      num_params=int(sum(x.size for x in jax.tree.leaves(result.params))),
-      eval_seconds=round(time.perf_counter() - evaluation_started, 1),
-      diverged=marker,
-  )
-  finished.write(result_path)
-  return finished.to_json()
+
+  return engine.obtain_run(result_path, LM_LAYOUT, reuse, None if ctx.train_fn is None else train)
 
 
 def document_totals_lengths(base: config_lib.Config) -> list[int]:

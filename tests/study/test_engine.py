@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from relpos_jax.study import engine
+from relpos_jax.study import record as record_lib
 
 
 def _loss(run: dict) -> float:
@@ -51,3 +52,24 @@ def test_the_chosen_grid_run_is_its_seeds_run_and_the_others_are_obtained():
   assert [r['seed'] for r in engine.seed_runs((0, 1), obtain, choice, grid_seed=None)] == [0, 1] and asked == [0, 1]
   # No grid (a fixed or committed rate, a re-evaluation): every seed is obtained; None where it has not finished.
   assert engine.seed_runs((0, 1), lambda seed: None if seed else {'seed': 0}) == [{'seed': 0}, None]
+
+
+def test_a_run_is_read_back_where_reused_else_computed_and_written(tmp_path):
+  path = str(tmp_path / 'runs' / 'a' / 'seed0' / record_lib.RESULT_FILE)
+  computed = record_lib.RunRecord(record_lib.LM_LAYOUT, 0, {'k': 1}, 2.0, {'name': 'a'}, num_params=5)
+  calls = []
+
+  def compute():
+    calls.append('compute')
+    return computed
+
+  # finished_only (no way to compute) with nothing saved: not finished.
+  assert engine.obtain_run(path, record_lib.LM_LAYOUT, lambda saved: saved.to_json(), None) is None
+  assert engine.obtain_run(path, record_lib.LM_LAYOUT, lambda saved: saved.to_json(), compute) == computed.to_json()
+  assert calls == ['compute'] and record_lib.RunRecord.read(path, record_lib.LM_LAYOUT) == computed
+  # Saved and accepted: read back, nothing computed.
+  assert engine.obtain_run(path, record_lib.LM_LAYOUT, lambda saved: saved.to_json(), compute) == computed.to_json()
+  assert calls == ['compute']
+  # Saved but not accepted (a re-evaluation that asked otherwise): computed anew, over it.
+  assert engine.obtain_run(path, record_lib.LM_LAYOUT, lambda saved: None, compute) == computed.to_json()
+  assert calls == ['compute', 'compute']
