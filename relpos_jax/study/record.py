@@ -1,8 +1,11 @@
-"""The record of a study: a run's result file, one encoder's entry merged over its seeds, the results record,
-and the files written from it (results.json / .md / .png through `relpos_jax.study.report`).
+"""The record of a study: a run's result file (`RunRecord`, one type for every study), one encoder's entry merged
+over its seeds, the results record, and the files written from it (results.json / .md / .png through
+`relpos_jax.study.report`).
 
-What a study (`relpos_jax.study.runner`) and a re-evaluation of a trained one (`relpos_jax.study.reevaluate`)
-both write; neither is imported here, so both build on this module (`runner` re-exports its names).
+What a study (`relpos_jax.study.runner`), a re-evaluation of a trained one (`relpos_jax.study.reevaluate`) and the
+grid study (`relpos_jax.study.resolution`) write; none is imported here, so all build on this module (`runner`
+re-exports its names). A run record keeps its family's file layout (`LM_LAYOUT`, `GRID_LAYOUT`): the committed
+runs of both are re-read as they were written.
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ from relpos_jax.train import workdir_lock
 
 ConfigError = config_lib.ConfigError
 key = schema.key
-RESULT_FILE = 'result.json'
+RESULT_FILE = record.RESULT_FILE  # a run's record (`record.RunRecord`, GRID_LAYOUT)
 DATA_FINGERPRINT = 'data_fingerprint'  # a run's record: the data it trained on (`GridTask.data_fingerprint`)
 FASHION_MNIST_TASKS = {'fashion_mnist_canvas': 'canvas', 'fashion_mnist_upsample': 'upsample'}
 TASK_NAMES = grid_tasks.grid_task_names() + tuple(FASHION_MNIST_TASKS)
