@@ -269,26 +269,12 @@ def suite(folder: str, cell: str, measure: str = 'token', split: str = 'out_of_d
   return _json(f'docs/{folder}/summary.json')['cells'][cell][measure][split]
 
 
-def _ladder_at_d128(named: tuple[str, ...]) -> list[str]:
-  """The scale ladder's `named` findings at d128 then d64 (docs/study_scale_ladder, as its page reads the rungs),
-  and how many findings have no d128 row yet (the README names every one that has)."""
+def _ladder_summary() -> str:
+  """The scale ladder's README line as docs/study_scale_ladder's committed rungs give it (refresh the README row
+  with `ladder_page.readme_summary` after an export)."""
   from relpos_jax.study import ladder_page  # pylint: disable=g-import-not-at-top
 
-  wanted = ladder_page.findings_wanted()
-  found = ladder_page.per_rung_findings(ladder_page.load('docs/study_scale_ladder'), wanted)
-  with_row = [f for f in wanted if found['d128'].get(f)]
-  assert with_row == list(named), f'the README names {named} at d128; the page has {with_row}'
-  out = [str(found['d128'][named[0]]['n'])]
-  for finding in named:
-    for rung in ('d128', 'd64'):
-      c = found[rung][finding]
-      resolved = 'resolved' if c['resolved_holm'] else 'not resolved'
-      out += [f'{c["mean"]:+.3f} [{c["low"]:+.3f}, {c["high"]:+.3f}]'.lstrip('+'), resolved]
-  return out + [
-      {5: 'five', 4: 'four', 3: 'three', 2: 'two', 1: 'one'}.get(
-          len(wanted) - len(named), str(len(wanted) - len(named))
-      )
-  ]
+  return ladder_page.readme_summary('docs/study_scale_ladder')
 
 
 def f3(x: float) -> str:
@@ -316,9 +302,8 @@ _PROBE_NOT_LEARNED = (
 CLAIMS = [
     (
         'README.md',
-        'at 4 x 128 (1.05M parameters, {} seeds) `monotone-lin` − `distance` at 16x is {}, {}, where at 2 x 64 it is '
-        '{}, {}; KERPLE-log − FIRE is {}, {}, against {}, {}, at 2 x 64; the other {} findings have no larger rung yet',
-        lambda: _ladder_at_d128(('monotone-lin vs distance', 'kerple_log vs fire')),
+        '| Do the findings survive a larger model? | {} |',
+        lambda: [_ladder_summary()],
     ),
     (
         'docs/suite_contextual/README.md',
