@@ -8,8 +8,8 @@ Every key (relpos_jax.study.resolution.Settings checks each; an error names the 
   encoders        'label: spec' entries (or bare specs): the grid encoders of relpos_jax.nn.vit.ViT (no
                   'X -> Y': a run is trained and evaluated with one encoder)
   tasks           grid tasks (relpos_jax.data.grid_tasks: life, count, direction, distance, shift) and
-                  Fashion-MNIST under its two protocols (fashion_mnist_canvas, fashion_mnist_upsample;
-                  files from `apt-get install -y dataset-fashion-mnist`, read from data_dir)
+                  Fashion-MNIST under its three protocols (fashion_mnist_canvas, fashion_mnist_upsample,
+                  fashion_mnist_tiles: relpos_jax.data.idx says what each measures; files from `apt-get install -y dataset-fashion-mnist`, read from data_dir)
   task_kwargs     {task: {parameter: value}}, e.g. {'count': {'max_count': 5}}
   train_side      tokens per side in training (pixels = side x the task's patch size: 1 for the synthetic
                   tasks, 4 for Fashion-MNIST, so 7 tokens are its 28 pixels)

@@ -14,7 +14,13 @@ What changed from docs/resolution_study (configs/studies/resolution_study.py), a
              upsampled Fashion-MNIST, less degenerate pairs (A and B identical at every seed) and duplicates (the
              same runs counted again); the canvas protocol's comparisons are reported outside it (its fall with
              size measures the mean pool's dilution by blank tokens), and the upsampled protocol is kept with its
-             confound stated: a larger grid there also changes what each patch contains.
+             confound stated: a larger grid there also changes what each patch contains (as a higher resolution
+             of the same photograph does in Heo et al.'s and Fuller et al.'s tests).
+  content    resolution apart from patch content (item 4): `fashion_mnist_tiles` fills the larger grid with more
+             Fashion-MNIST objects of the example's class at the training scale (relpos_jax.data.idx, protocol
+             'tiles'), so each patch shows what it showed at 7 x 7 and no blank token dilutes the pool; a fall with
+             size there measures position. It is in the Holm family; its 7 x 7 runs are the other Fashion-MNIST
+             tasks' (duplicates, counted once).
   model      model_dim 128 and 4 heads: head_dim 32 (was 32 and 4: head_dim 8), so axial RoPE rotates 8 frequency
              pairs per axis, M-RoPE (t, h, w) = (4, 6, 6) (was (2, 1, 1)), RoPE-Mixed and STRING 16 learned pairs;
              4 heads is what LookHere's direction sets need. Patch size unchanged: one token per cell on the
@@ -29,14 +35,14 @@ What changed from docs/resolution_study (configs/studies/resolution_study.py), a
              added: Compass-RoPE (not in the library; no cheap faithful form), FIRE-2D and iRPE (round one ran
              them; no claim of item 5 names them).
 
-Size: 12 encoders on 4 tasks + 5 class-token rows on the 3 classification tasks = 63 (task, row) pairs, each 4
-selection runs + 5 reported seeds (567 runs) + at most 63 edge runs: at most 630 runs.
+Size: 12 encoders on 5 tasks + 5 class-token rows on the 4 classification tasks = 80 (task, row) pairs, each 4
+selection runs + 5 reported seeds (720 runs) + at most 80 edge runs: at most 800 runs.
 Cost, measured on this 2-core CPU (shared with other jobs, load average about 7) by timing, with `date`, the
 study engine on this config cut to one task, encoder and rate (direction, rope_axial, 3e-3: one selection run at
 seed 100 and one reported run at seed 0; 18:17:41 to 18:25:50 UTC, 489 s with start-up and the up-front model
 checks): a reported run 408 s (68.6 s of training, 339.3 s of evaluation: 2,000 examples at 7, 14, 21 and 28
 tokens per side, the 28 x 28 grid most of it), a selection run 70 s (66.3 s of training, 4.1 s of validation).
-Estimated total: 315 x 408 s + (252 + at most 63) x 70 s = about 150,000 s, 42 CPU-hours (about 21 hours as two
+Estimated total: 400 x 408 s + (320 + at most 80) x 70 s = about 191,000 s, 53 CPU-hours (about 27 hours as two
 processes on that loaded machine; less on a quiet one). Fashion-MNIST's runs were not timed (its files are not
 on this machine); they have the same token grids, so the same cost is assumed. The other encoders' runs were not
 timed; a jitted forward of 100 examples at 28 x 28 tokens (what evaluation spends most on) took 9.7 to 20.9 s for
@@ -80,8 +86,8 @@ COMPARISONS = (
     'rope_axial vs nope',  # position against none
     'rope_axial@cls vs rope_axial',  # the pool: class token against mean
 )
-TASKS = ('life', 'direction', 'fashion_mnist_canvas', 'fashion_mnist_upsample')
-FAMILY_TASKS = ('life', 'direction', 'fashion_mnist_upsample')
+TASKS = ('life', 'direction', 'fashion_mnist_canvas', 'fashion_mnist_upsample', 'fashion_mnist_tiles')
+FAMILY_TASKS = ('life', 'direction', 'fashion_mnist_upsample', 'fashion_mnist_tiles')
 
 
 def get_config(arg=None) -> ml_collections.ConfigDict:

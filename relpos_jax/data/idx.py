@@ -1,4 +1,4 @@
-"""Fashion-MNIST from its standard IDX files, and the resolution study's two test protocols for it.
+"""Fashion-MNIST from its standard IDX files, and the resolution study's three test protocols for it.
 
     data = load_fashion_mnist('/usr/share/datasets/fashion-mnist')   # the Debian package's directory
     data['train'].images   # uint8[55000, 28, 28]; validation 5000 carved from the train file; test 10000
@@ -24,8 +24,15 @@ Protocols (the 28 x 28 image at a grid side S, as `FashionMnist.batch(side=S)` r
              the object keeps its scale and only the grid grows around it (pure extrapolation: the positions
              the model has not seen, with nothing new to resolve).
   upsample   the image upsampled by the integer factor S / 28 (S a multiple of 28), each pixel repeated
-             (nearest neighbour): the same content on a finer grid (a change of scale).
-At S = 28 both are the image itself. With patch_size p (default 4) a model sees (S / p)^2 tokens: S = 28, 56,
+             (nearest neighbour): the same content on a finer grid (a change of scale). A larger grid also changes
+             what each patch contains (a patch of 4 pixels covers 1 / (S / 28)^2 of the stroke it covered at 28),
+             so a fall with S confounds position with patch content.
+  tiles      the S x S canvas (S a multiple of 28) tiled with (S / 28)^2 images of the example's class: the
+             example's own image in the top-left tile, the others drawn from the same split's images of that class
+             per (seed, split, side, index). Each patch shows what it showed at 28 (one object at its scale, the
+             same statistics), there are only more of them, and no blank tokens dilute the pool: a fall with S
+             measures how the model handles the larger grid of positions, not new content (issue 49, item 4).
+At S = 28 all three are the image itself. With patch_size p (default 4) a model sees (S / p)^2 tokens: S = 28, 56,
 84, 112 are 7, 14, 21, 28 tokens per side.
 """
 
@@ -54,7 +61,9 @@ FILES = {
 CLASS_NAMES = ('T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat', 'Sandal', 'Shirt', 'Sneaker', 'Bag', 'Ankle boot')
 IMAGE_SIDE = 28
 VALIDATION_SEED = 20170825  # Fashion-MNIST's release date: one fixed carve of the train file.
-PROTOCOLS = ('canvas', 'upsample')
+PROTOCOLS = ('canvas', 'upsample', 'tiles')
+# Protocols whose side must be a whole number of images.
+WHOLE_IMAGE_PROTOCOLS = ('upsample', 'tiles')
 
 # IDX type code -> big-endian numpy dtype.
 _DTYPES = {0x08: '>u1', 0x09: '>i1', 0x0B: '>i2', 0x0C: '>i4', 0x0D: '>f4', 0x0E: '>f8'}
@@ -187,6 +196,15 @@ def place_on_canvas(images: np.ndarray, side: int, rows: np.ndarray, cols: np.nd
   return out
 
 
+def tile(images: np.ndarray) -> np.ndarray:
+  """images [B, t * t, h, w] (row-major tiles) as [B, t * h, t * w] canvases."""
+  b, count, h, w = images.shape
+  t = int(round(count**0.5))
+  if t * t != count:
+    raise ValueError(f'tile needs a square number of tiles per example, got {count}.')
+  return images.reshape(b, t, t, h, w).transpose(0, 1, 3, 2, 4).reshape(b, t * h, t * w)
+
+
 def upsample(images: np.ndarray, factor: int) -> np.ndarray:
   """Each pixel repeated factor x factor times (nearest neighbour) over the last two axes."""
   return np.repeat(np.repeat(images, factor, axis=-2), factor, axis=-1)
@@ -221,12 +239,30 @@ class FashionMnist(grid_tasks.GridTask):
 
   def check_side(self, side, key: str = 'side') -> int:
     side = super().check_side(side, key)
-    if self.protocol == 'upsample' and side % IMAGE_SIDE:
+    if self.protocol in WHOLE_IMAGE_PROTOCOLS and side % IMAGE_SIDE:
+      what = 'an integer upsampling factor' if self.protocol == 'upsample' else 'a whole number of image tiles'
       raise ValueError(
-          f'{key}={side} is invalid for fashion_mnist (upsample): allowed: a multiple of {IMAGE_SIDE} '
-          '(an integer upsampling factor).'
+          f'{key}={side} is invalid for fashion_mnist ({self.protocol}): allowed: a multiple of {IMAGE_SIDE} ({what}).'
       )
     return side
+
+  @functools.cached_property
+  def _by_class(self) -> dict[str, list[np.ndarray]]:
+    """Per split, the indices of its images of each class (the tiles protocol draws a tile's image from them)."""
+    return {
+        split: [np.flatnonzero(self.data[split].labels == c) for c in range(self.num_classes)]
+        for split in grid_tasks.SPLITS
+    }
+
+  def _tiles(self, index: np.ndarray, labels: np.ndarray, side: int, seed: int, split: str, first: int) -> np.ndarray:
+    """[B, (side / 28)^2, 28, 28]: each example's own image first, then images of its class drawn per example."""
+    count = (side // IMAGE_SIDE) ** 2
+    chosen = np.empty((len(index), count), np.int64)
+    for i, (own, label) in enumerate(zip(index, labels)):
+      pool = self._by_class[split][int(label)]
+      rng = self._rng(seed, split, side, first + i)
+      chosen[i] = np.concatenate([[own], rng.choice(pool, size=count - 1)])
+    return self.data[split].images[chosen]
 
   @functools.cached_property
   def _fingerprint(self) -> str:
@@ -277,6 +313,8 @@ class FashionMnist(grid_tasks.GridTask):
     images, labels = self.data[split].images[index], self.data[split].labels[index]
     if self.protocol == 'upsample':
       images = upsample(images, side // IMAGE_SIDE)
+    elif self.protocol == 'tiles':
+      images = tile(self._tiles(index, labels, side, seed, split, step * batch_size))
     else:
       corners = np.array(
           [

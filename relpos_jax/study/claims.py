@@ -349,11 +349,11 @@ def judge(claim: Claim, reports: dict) -> dict:
           ends = sorted(suite_summary.ID_LEARNED + sign * diff[k] for k in ('low', 'high'))
           extra['accuracy'] = (suite_summary.ID_LEARNED + sign * diff['mean'], *ends)
         cells.append(_cell(task, who, where, 'not resolved', diff=diff, p_value=p_value, seeds=len(seeds), **extra))
-  _holm(cells)
+  adjust_within_claim(cells)
   return {'claim': claim, 'cells': cells, 'verdict': verdict(cells), 'counts': counts(cells)}
 
 
-def _holm(cells: list[dict]) -> None:
+def adjust_within_claim(cells: list[dict]) -> None:
   """Each tested cell's status from its p-value adjusted by Holm over the claim's tested cells (in place): below
   1 - CONFIDENCE on the claim's side (mean > 0) reproduces, on the other contradicts, otherwise not resolved."""
   tested = [c for c in cells if 'p_value' in c]

@@ -351,6 +351,48 @@ def render(ladder: dict[str, dict], ladder_docs: str, wanted: Sequence[str], cur
   return text
 
 
+def _interval(row: dict) -> str:
+  resolved = 'resolved' if row['resolved_holm'] else 'not resolved'
+  return f'{row["mean"]:+.3f} [{row["low"]:+.3f}, {row["high"]:+.3f}], {resolved}'.lstrip('+')
+
+
+def readme_summary(ladder_docs: str) -> str:
+  """The README's one-line ladder finding, from the committed rungs (tests/test_readme_results.py holds the README
+  to it): at each larger CPU rung with results, every finding it has a row for, beside the smallest rung's, and
+  the across-sizes verdict once every CPU rung has run."""
+  ladder = load(ladder_docs)
+  config = ladder_config()
+  wanted = findings_wanted()
+  found = per_rung_findings(ladder, wanted)
+  rows = {row['rung']: row for row in rung_rows(ladder, ladder_docs)}
+  smallest = config.CPU_RUNGS[0]
+  size = {rung: f'{config.RUNGS[rung]["num_layers"]} x {config.RUNGS[rung]["model_dim"]}' for rung in config.RUNGS}
+  parts = []
+  for rung in config.CPU_RUNGS[1:]:
+    named = [f for f in wanted if found.get(rung, {}).get(f)]
+    if not named:
+      continue
+    seeds = min(found[rung][f]['n'] for f in named)
+    params = rows[rung]['params']
+    each = '; '.join(
+        f'{f.replace(" vs ", " − ")} {_interval(found[rung][f])}'
+        + (f' ({size[smallest]}: {_interval(found[smallest][f])})' if found.get(smallest, {}).get(f) else '')
+        for f in named
+    )
+    missing = len(wanted) - len(named)
+    parts.append(
+        f'at {size[rung]} ({params / 1e6:.2f}M parameters, {seeds} seeds), A − B at 16x: {each}'
+        + (f'; {missing} of the {len(wanted)} findings not yet run there' if missing else '')
+    )
+  done = set(config.CPU_RUNGS) <= set(ladder) and all(found.get(r, {}).get(f) for r in config.CPU_RUNGS for f in wanted)
+  if done:
+    judged = verdicts(ladder, wanted)
+    parts.append('across sizes: ' + '; '.join(f'{f.replace(" vs ", " − ")} {judged[f]}' for f in wanted))
+  accelerator = 'an accelerator rung has run' if config.ACCELERATOR_RUNG in ladder else 'no accelerator rung has run'
+  status = 'Done' if done else 'In progress'
+  return f'{status}: ' + ('. '.join(parts) if parts else 'no larger rung has results yet') + f'; {accelerator}'
+
+
 def write(ladder_docs: str) -> str:
   ladder = load(ladder_docs)
   if not ladder:

@@ -93,7 +93,11 @@ ConfigError = config_lib.ConfigError
 key = schema.key
 RESULT_FILE = record.RESULT_FILE  # a run's record (`record.RunRecord`, GRID_LAYOUT)
 DATA_FINGERPRINT = 'data_fingerprint'  # a run's record: the data it trained on (`GridTask.data_fingerprint`)
-FASHION_MNIST_TASKS = {'fashion_mnist_canvas': 'canvas', 'fashion_mnist_upsample': 'upsample'}
+FASHION_MNIST_TASKS = {
+    'fashion_mnist_canvas': 'canvas',
+    'fashion_mnist_upsample': 'upsample',
+    'fashion_mnist_tiles': 'tiles',
+}
 TASK_NAMES = grid_tasks.grid_task_names() + tuple(FASHION_MNIST_TASKS)
 POOLS = ('mean', 'cls')
 # config.lr_grid values that ask for the fixed rate (config.learning_rate for every run): None in a file, and

@@ -135,6 +135,34 @@ def test_protocols(tmp_path):
     idx.FashionMnist(data, protocol='crop')
 
 
+def test_tile_lays_tiles_row_major():
+  tiles = np.arange(4 * 2 * 2).reshape(1, 4, 2, 2)  # four 2 x 2 tiles: 0-3, 4-7, 8-11, 12-15
+  np.testing.assert_array_equal(idx.tile(tiles)[0], [[0, 1, 4, 5], [2, 3, 6, 7], [8, 9, 12, 13], [10, 11, 14, 15]])
+  with pytest.raises(ValueError, match='a square number of tiles per example, got 3'):
+    idx.tile(np.zeros((1, 3, 2, 2)))
+
+
+def test_the_tiles_protocol_fills_the_grid_with_objects_of_the_example_class(tmp_path):
+  arrays = _write_dataset(tmp_path, n_train=60, n_test=30)
+  data = idx.load_fashion_mnist(tmp_path, num_validation=5)
+  tiles = idx.FashionMnist(data, protocol='tiles')
+  test = data['test']
+  at28 = tiles.batch(side=28, batch_size=4, seed=0, split='test', step=0)
+  np.testing.assert_allclose(at28['images'][..., 0], test.images[:4] / 255.0)  # at 28 the image itself
+  big = tiles.batch(side=84, batch_size=5, seed=0, split='test', step=1)  # examples 5-9, 3 x 3 tiles
+  assert big['images'].shape == (5, 84, 84, 1)
+  np.testing.assert_array_equal(big['labels'], test.labels[5:10])
+  by_bytes = {image.tobytes(): label for image, label in zip(arrays['test_images'], arrays['test_labels'])}
+  for k, (canvas, label) in enumerate(zip(big['images'][..., 0], big['labels'])):
+    pieces = [np.round(canvas[r : r + 28, c : c + 28] * 255).astype(np.uint8) for r in (0, 28, 56) for c in (0, 28, 56)]
+    np.testing.assert_array_equal(pieces[0], test.images[5 + k])  # the example's own image, top left
+    assert all(by_bytes[p.tobytes()] == label for p in pieces)  # every tile a test image of its class
+  again = tiles.batch(side=84, batch_size=5, seed=0, split='test', step=1)
+  np.testing.assert_array_equal(big['images'], again['images'])  # the same tiles for every encoder and seed
+  with pytest.raises(ValueError, match=r'side=42 is invalid for fashion_mnist \(tiles\): allowed: a multiple of 28'):
+    tiles.batch(side=42, batch_size=1, seed=0, split='test', step=0)
+
+
 def test_train_stream_is_a_permutation_per_epoch(tmp_path):
   _write_dataset(tmp_path)
   data = idx.load_fashion_mnist(tmp_path, num_validation=5)

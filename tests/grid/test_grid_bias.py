@@ -303,7 +303,11 @@ def test_block_toeplitz_construction_equals_direct_evaluation(spec, class_token=
   built = np.asarray(grid.grid_bias_matrix(enc, params, shape, class_token=class_token))
   coords = grid.grid_positions(shape, class_token=class_token)
   direct = np.asarray(grid.grid_bias_at_positions(enc, params, coords[None], coords[None]))[0]
-  np.testing.assert_allclose(built, direct, rtol=1e-6, atol=1e-6)
+  # The table of distinct offsets and the L^2 pairs are different batch shapes, so XLA may reduce an MLP's
+  # matmuls (swin_v2_cpb's 512 hidden units) in another order: float32 rounding of 1e-5 relative at a bias of ~9
+  # was measured on a loaded CPU (CI, 2026-12-05). A wrong offset or axis moves an entry by O(1).
+  tolerance = 1e-4 if spec == 'swin_v2_cpb' else 1e-6
+  np.testing.assert_allclose(built, direct, rtol=tolerance, atol=tolerance)
   grid.assert_block_toeplitz(built, shape, class_token=class_token)
 
 

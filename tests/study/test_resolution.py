@@ -360,9 +360,9 @@ def test_model_pool_is_checked():
 def test_fashion_mnist_protocols_end_to_end(tmp_path, fashion_mnist_files):
   fashion_mnist_files(tmp_path / 'fm')
   config = _config(
-      tasks=('fashion_mnist_canvas', 'fashion_mnist_upsample'),
+      tasks=tuple(resolution.FASHION_MNIST_TASKS),
       data_dir=str(tmp_path / 'fm'),
-      task_kwargs={'fashion_mnist_canvas': {'num_validation': 4}, 'fashion_mnist_upsample': {'num_validation': 4}},
+      task_kwargs={name: {'num_validation': 4} for name in resolution.FASHION_MNIST_TASKS},
       train_side=7,
       eval_sides=(7, 14),
       seeds=(0,),
@@ -370,7 +370,7 @@ def test_fashion_mnist_protocols_end_to_end(tmp_path, fashion_mnist_files):
       comparisons=(),
   )
   results = resolution.run_resolution_study(config, tmp_path / 'w', model_fn=StandIn)
-  for name in ('fashion_mnist_canvas', 'fashion_mnist_upsample'):
+  for name in resolution.FASHION_MNIST_TASKS:
     task = results['tasks'][name]
     assert task['task']['patch_size'] == 4 and task['task']['split_sizes'] == {'train': 20, 'validation': 4, 'test': 8}
     np.testing.assert_allclose(task['runs'][0]['entropy']['14'], [math.log(14 * 14)] * 2, rtol=1e-6)
