@@ -1,7 +1,7 @@
 r"""The resolution-extrapolation study: train at one grid side, evaluate at 1x-4x (relpos_jax.study.resolution).
 
-    python -m experiments.resolution --config=configs/resolution.py --workdir=results/resolution
-    python -m experiments.resolution --config=configs/resolution.py:fashion_mnist --workdir=results/res_fmnist
+    python -m experiments.resolution --config=configs/studies/resolution.py --workdir=results/resolution
+    python -m experiments.resolution --config=configs/studies/resolution.py:fashion_mnist --workdir=results/res_fmnist
     python -m experiments.resolution --config.encoders="('nope', 'rope_axial')" --config.seeds='(0,1,2)'
 
 Writes results.json, results.md, results.png (accuracy against grid side) and results_entropy.png (attention
@@ -22,7 +22,9 @@ from ml_collections import config_flags
 
 from relpos_jax.train import cli
 
-_DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'configs', 'resolution.py')
+_DEFAULT_CONFIG = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'configs', 'studies', 'resolution.py'
+)
 _CONFIG = config_flags.DEFINE_config_file(
     'config', None, f'A resolution-study config; default {_DEFAULT_CONFIG}.', lock_config=True
 )

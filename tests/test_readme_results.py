@@ -2167,12 +2167,14 @@ def test_the_resolution_study_tables_are_what_its_report_renders():
   baseline, which needs their test labels."""
   from relpos_jax.study import resolution
 
-  import configs.resolution as resolution_config
+  from relpos_jax import resources
 
   results = _grid_results()
   assert _read('docs/resolution_study/results.md') == resolution.markdown(results)
   again = resolution.run_resolution_study(
-      resolution_config.get_config('study'), os.path.join(REPO, 'docs', 'resolution_study'), finished_only=True
+      resources.config_module('studies/resolution_study').get_config(),
+      os.path.join(REPO, 'docs', 'resolution_study'),
+      finished_only=True,
   )
   assert again['unfinished'] == [] and again['meta']['reused'] == _grid_runs() == 320
   for task, summary in results['tasks'].items():

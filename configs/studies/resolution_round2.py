@@ -4,7 +4,7 @@ r"""The resolution study's second round (issue 49): the protocol a vision review
     python -m experiments.resolution --config=configs/studies/resolution_round2.py \
         --workdir=docs/resolution_study_round2
 
-What changed from docs/resolution_study (configs/resolution.py:study), and why:
+What changed from docs/resolution_study (configs/studies/resolution_study.py), and why:
   protocol   the learning rate is chosen per (task, row) on validation loss at the training side at SELECTION_SEED
              (configs/lm.py's, 100), outside the reported seeds 0-4, as the cross-corpus LM studies choose it; those
              selection runs score no test example. A row that chose the grid's top, 3e-2, is also trained at 1e-1
@@ -55,7 +55,7 @@ import ml_collections
 from relpos_jax import resources
 
 lm = resources.config_module('lm')
-resolution = resources.config_module('resolution')
+resolution_study = resources.config_module('studies/resolution_study')
 
 ENCODERS = (
     'nope',
@@ -93,7 +93,7 @@ FAMILY_TASKS = ('life', 'direction', 'fashion_mnist_upsample', 'fashion_mnist_ti
 def get_config(arg=None) -> ml_collections.ConfigDict:
   if arg:
     raise ValueError(f'configs/studies/resolution_round2.py takes no argument, got {arg!r}.')
-  config = resolution.get_config('study')
+  config = resolution_study.get_config()
   config.title = 'Resolution extrapolation, round two: selection seed, 2,000 test examples, head_dim 32'
   config.description = (
       'A ViT trained at a 7x7 grid of tokens and evaluated at 7, 14, 21 and 28 tokens per side (1x-4x), under '

@@ -1,12 +1,16 @@
-"""The record of a study: a run's result file, one encoder's entry merged over its seeds, the results record,
-and the files written from it (results.json / .md / .png through `relpos_jax.study.report`).
+"""The record of a study: a run's result file (`RunRecord`, one type for every study), one encoder's entry merged
+over its seeds, the results record, and the files written from it (results.json / .md / .png through
+`relpos_jax.study.report`).
 
-What a study (`relpos_jax.study.runner`) and a re-evaluation of a trained one (`relpos_jax.study.reevaluate`)
-both write; neither is imported here, so both build on this module (`runner` re-exports its names).
+What a study (`relpos_jax.study.runner`), a re-evaluation of a trained one (`relpos_jax.study.reevaluate`) and the
+grid study (`relpos_jax.study.resolution`) write; none is imported here, so all build on this module (`runner`
+re-exports its names). A run record keeps its family's file layout (`LM_LAYOUT`, `GRID_LAYOUT`): the committed
+runs of both are re-read as they were written.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -17,8 +21,123 @@ import jax
 
 from relpos_jax.study import report, stats
 from relpos_jax.study.plan import SEQUENTIAL_SUFFIX, Entry, Study, metric_name, train_length
+from relpos_jax.train import config as config_lib
 
 RESULT_FILE = 'result.json'
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordLayout:
+  """How one family of studies lays a run's record out in its result.json. The LM studies (runner, reevaluate,
+  the suite's tasks) and the grid study wrote different files before they shared a record type; committed runs
+  of both are re-read, so each keeps its file layout and the record keeps one key set over them."""
+
+  name: str
+  config_key: str  # where the run's config (what it computes; compared on reuse) is recorded
+  seed_in_config: bool  # the grid study records the seed inside its run config, the LM studies beside it
+  indent: int  # the JSON indent the family's files were written with (a rewrite keeps their bytes)
+  cost_adds_evaluation: bool  # the grid study times evaluation apart; an LM run's train_seconds includes it
+
+
+LM_LAYOUT = RecordLayout('lm', config_key='config', seed_in_config=False, indent=2, cost_adds_evaluation=False)
+GRID_LAYOUT = RecordLayout('grid', config_key='run_config', seed_in_config=True, indent=1, cost_adds_evaluation=True)
+LAYOUTS = {layout.name: layout for layout in (LM_LAYOUT, GRID_LAYOUT)}
+# The keys every layout names (RunRecord's fields); the rest of a result.json is the study's own measurements.
+_NAMED = ('num_params', 'train_seconds', 'eval_seconds', 'diverged')
+
+
+def _own_keys(layout: RecordLayout) -> tuple[str, ...]:
+  """The keys of a result.json in `layout` that RunRecord's fields hold (the rest are its `values`)."""
+  return (layout.config_key, *(() if layout.seed_in_config else ('seed',)), *_NAMED)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+  """One (entry, seed) run of any study, as its result.json holds it: the one key set every study reads (the
+  seed, what the run computes, its parameter count, its cost, whether it diverged) and the study's own
+  measurements (`values`: by_length, position_curve, ... for an LM study; validation and test for the grid
+  study), kept as they were written. `to_json()` is the file's object: `from_json(d, layout).to_json() == d` for
+  every record a study wrote, committed ones included (a key a record left out stays out: None here means absent).
+  """
+
+  layout: RecordLayout
+  seed: int
+  config: dict  # the run config as recorded (the LM `config`, the grid study's `run_config`)
+  train_seconds: float  # training wall seconds (an LM run's includes its evaluation; a re-evaluation's is 0)
+  values: dict  # the study's own keys of the record, in the order they were written
+  num_params: int | None = None  # None: a run that diverged before it was counted
+  eval_seconds: float | None = None
+  diverged: dict | None = None  # {'step', 'message', ...}: no finite values to report
+
+  def __post_init__(self):
+    if self.layout not in LAYOUTS.values():
+      raise ValueError(f'RunRecord layout={self.layout!r} is invalid: allowed: one of {sorted(LAYOUTS)}.')
+    clashes = sorted(set(self.values) & set(_own_keys(self.layout)))
+    if clashes:
+      raise ValueError(
+          f'RunRecord values name {clashes}, which are its own fields; allowed: the study-specific keys only.'
+      )
+
+  @property
+  def cost(self) -> float:
+    """The wall seconds this run took, training and evaluation: what a study's cost sums. An LM run's
+    train_seconds already holds its evaluation, a re-evaluation's is 0 beside its eval_seconds."""
+    evaluation = float(self.eval_seconds or 0.0)
+    if self.layout.cost_adds_evaluation:
+      return float(self.train_seconds) + evaluation
+    return max(float(self.train_seconds), evaluation)
+
+  def to_json(self) -> dict:
+    """The result.json object of this record, in its layout."""
+    out = {self.layout.config_key: self.config}
+    if not self.layout.seed_in_config:
+      out['seed'] = self.seed
+    named = {name: getattr(self, name) for name in _NAMED}
+    out.update({name: value for name, value in named.items() if value is not None})
+    out.update(self.values)
+    return out
+
+  @classmethod
+  def from_json(cls, record: dict, layout: RecordLayout) -> RunRecord:
+    """The record of a result.json object in `layout`; ValueError naming what it lacks when it is none."""
+    missing = [k for k in (layout.config_key, 'train_seconds') if k not in record]
+    config = record.get(layout.config_key)
+    seed = (config or {}).get('seed') if layout.seed_in_config else record.get('seed')
+    if missing or seed is None:
+      raise ValueError(
+          f'a run record in the {layout.name} layout needs {layout.config_key!r}, the seed and train_seconds; '
+          f'this one lacks {missing or ["seed"]} (it has {sorted(record)}).'
+      )
+    values = {k: v for k, v in record.items() if k not in _own_keys(layout)}
+    return cls(
+        layout,
+        int(seed),
+        config,
+        record['train_seconds'],
+        values,
+        num_params=record.get('num_params'),
+        eval_seconds=record.get('eval_seconds'),
+        diverged=record.get('diverged'),
+    )
+
+  def write(self, path: str) -> str:
+    """Writes the record to `path` atomically (`report.write_json`), in its layout's format; returns the path."""
+    return report.write_json(self.to_json(), path, indent=self.layout.indent)
+
+  @classmethod
+  def read(cls, path: str, layout: RecordLayout) -> RunRecord:
+    """The record at `path`; ConfigError naming the file when it is truncated or is no run's record in `layout`,
+    so that a damaged file is removed and its run computed again, never a traceback."""
+    record = report.load_object(
+        path,
+        (layout.config_key,),
+        "a run's record",
+        'Remove its directory so that the study computes that run again.',
+    )
+    try:
+      return cls.from_json(record, layout)
+    except ValueError as e:
+      raise config_lib.ConfigError(f'{path}: {e} Remove its directory so that the study computes that run again.')
 
 
 def environment() -> dict:
@@ -59,6 +178,20 @@ def in_current_keys(run: dict, workdir: str) -> dict:
   return run
 
 
+def seed_columns(per_seed: Sequence[dict], keys: Sequence[str], value) -> tuple[dict, dict]:
+  """The two columns every study's row keeps of one measured quantity, merged over its seeds (the LM studies' per
+  length, the grid study's per side and metric): ({key: the mean over the seeds that did not diverge}, {key: every
+  seed's value, in the order of `per_seed`}). `value(record, key)`: one seed's value (None where it has none)."""
+  finite = [r for r in per_seed if not r.get('diverged')]
+  means = {k: stats.mean([value(r, k) for r in finite]) for k in keys}
+  return means, {k: [value(r, k) for r in per_seed] for k in keys}
+
+
+def diverged_seeds(seeds: Sequence[int], per_seed: Sequence[dict]) -> dict:
+  """{seed: its diverged marker} of the seeds that diverged (a row's `diverged_seeds`; empty: none did)."""
+  return {str(seed): r['diverged'] for seed, r in zip(seeds, per_seed) if r.get('diverged')}
+
+
 def merge_seeds(entry: Entry, per_seed: Sequence[dict], *, sequential: bool = False) -> dict:
   """One encoder's study entry from its per-seed results: `by_length` is the mean over the seeds that did
   not diverge, `by_length_per_seed` keeps every value ({length: [one per seed]}, in the order of `seeds`;
@@ -83,12 +216,14 @@ def merge_seeds(entry: Entry, per_seed: Sequence[dict], *, sequential: bool = Fa
   first = finite[0] if finite else per_seed[0]
   config = dict(first['config'])
   config.pop('seed', None)  # The seed is per run: `seeds` lists them.
+  seeds = [r['seed'] for r in per_seed]
+  by_length, by_length_per_seed = seed_columns(per_seed, lengths, lambda r, n: r['by_length'][n])
   merged = {
       'name': entry.label + (SEQUENTIAL_SUFFIX if sequential else ''),
       'spec': entry.reported_spec,
-      'seeds': [r['seed'] for r in per_seed],
-      'by_length': {n: stats.mean([r['by_length'][n] for r in finite]) for n in lengths},
-      'by_length_per_seed': {n: [r['by_length'][n] for r in per_seed] for n in lengths},
+      'seeds': seeds,
+      'by_length': by_length,
+      'by_length_per_seed': by_length_per_seed,
       'train_metric': stats.mean([r['train_metric'] for r in finite]),
       'train_loss': stats.mean([r['train_loss'] for r in finite]),
       'steps': first['steps'],
@@ -98,12 +233,9 @@ def merge_seeds(entry: Entry, per_seed: Sequence[dict], *, sequential: bool = Fa
       'data': first.get('data'),
   }
   if any('exact_match_by_length' in r for r in per_seed):  # tasks: the per-sequence accuracy, per seed too
-    merged['exact_match_by_length'] = {
-        n: stats.mean([(r.get('exact_match_by_length') or {}).get(n) for r in finite]) for n in lengths
-    }
-    merged['exact_match_by_length_per_seed'] = {
-        n: [(r.get('exact_match_by_length') or {}).get(n) for r in per_seed] for n in lengths
-    }
+    merged['exact_match_by_length'], merged['exact_match_by_length_per_seed'] = seed_columns(
+        per_seed, lengths, lambda r, n: (r.get('exact_match_by_length') or {}).get(n)
+    )
   for key in ('split', 'positions', 'position_draws', 'scored_sets', 'same_targets', 'learning_rate'):
     if key in first:
       merged[key] = first[key]
@@ -118,7 +250,7 @@ def merge_seeds(entry: Entry, per_seed: Sequence[dict], *, sequential: bool = Fa
   if entry.eval_spec is not None:
     merged['train_spec'] = entry.spec
     merged['trained_in'] = [r.get('trained_in') for r in per_seed]
-  diverged = {str(r['seed']): r['diverged'] for r in per_seed if r.get('diverged')}
+  diverged = diverged_seeds(seeds, per_seed)
   if diverged:
     merged['diverged_seeds'] = diverged
   if not finite:

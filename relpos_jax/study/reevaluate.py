@@ -30,7 +30,7 @@ import jax
 from absl import logging
 from flax import nnx
 
-from relpos_jax.study import plan, protocol, report
+from relpos_jax.study import engine, plan, protocol, report
 from relpos_jax.study import record as record_lib
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import loop, transfer, workdir_lock
@@ -96,7 +96,7 @@ def _finished_record(run_dir: str, trained: config_lib.Config) -> dict:
         f'config.study.trained_workdir: the run in {run_dir} has not finished (no {record_lib.RESULT_FILE}: it was '
         f'interrupted, so its checkpoint holds a partly trained model); {rerun}'
     )
-  record = report.load_json(path)
+  record = report.load_json(path)  # any record that says how far it got, a partial one too: refused below, named
   steps = int(trained.train.steps)
   finished = record.get('finished', True) and (record.get('diverged') or int(record.get('steps', -1)) == steps)
   if not finished:
@@ -137,87 +137,89 @@ def _reevaluate_seed(
     config_e = transfer.with_eval_encoder(config_e, entry.eval_spec)
   result_path = os.path.join(workdir, 'runs', entry.label, f'seed{seed}', record_lib.RESULT_FILE)
   as_json = json.loads(json.dumps(config_e.to_dict()))
-  if os.path.exists(result_path):
-    saved = report.load_json(result_path)
+
+  def reuse(saved: record_lib.RunRecord) -> dict | None:
+    """The saved evaluation where it asked the same (config, split); None: evaluated anew, over it."""
+    saved = saved.to_json()
     # Optional keys at their defaults: a result written from a ConfigDict that left them out is the same run.
     same = isinstance(saved.get('config'), dict) and config_lib.with_defaults(
         saved['config']
     ) == config_lib.with_defaults(as_json)
-    if same and saved.get('split') == study.split:
-      logging.info('reevaluate: %s seed %d already done', entry.label, seed)
-      # the trained study's word, read afresh
-      return {**record_lib.in_current_keys(saved, workdir), 'lr_choice': f'trained: {lr_choice}'}
-  if finished_only:
-    return None
-  step = int(trained_record.get('steps', trained.train.steps))
-  run = {
-      'name': entry.label,
-      'spec': entry.reported_spec,
-      **({'train_spec': entry.spec} if entry.eval_spec is not None else {}),
-      'seed': seed,
-      'trained_in': os.path.relpath(run_dir, workdir),  # relative to this workdir, as run_study writes it
-      'steps': step,
-      'learning_rate': float(trained.optim.learning_rate),
-      'lr_choice': f'trained: {lr_choice}',  # chosen by the trained study, on its validation split
-      'split': study.split,
-      'train_metric': None,
-      'train_loss': None,
-      'train_seconds': 0.0,
-      'config': as_json,
-  }
-  diverged = trained_record.get('diverged')
-  if diverged:  # No finite weights to evaluate.
-    logging.warning('reevaluate: %s seed %d diverged in training (%s)', entry.label, seed, diverged)
-    run.update({'by_length': {str(n): None for n in lengths}, 'diverged': diverged})
-  else:
-    logging.info('reevaluate: %s (%s) seed %d at %s', entry.label, entry.spec, seed, lengths)
-    entry_started = time.perf_counter()
-    try:  # The step it finished at, exactly: never an older checkpoint in place of a corrupt one.
-      model, data = loop.load_model(run_dir, config_r, step=step)
-    except Exception as e:  # noqa: BLE001 - any restore failure is this run's, named with its directory
-      raise config_lib.ConfigError(
-          f'config.study.trained_workdir: the checkpoint of step {step} in {run_dir} cannot be read ({e}); '
-          'train that run again (remove its directory and rerun the trained study).'
-      ) from None
-    if entry.eval_spec is not None:
-      model = transfer.with_encoder(model, config_r, entry.eval_spec)
-    run.update(
-        protocol.evaluate_run(
-            model,
-            data,
-            lengths=lengths,
-            split=study.split,
-            train_length=plan.train_length(base),
-            metric=metric,
-            seed=seed,
-            draws=data.eval_section.position_draws,
-            sequential_row=study.sequential_positions,
-            selection=False,
-        )
+    if not (same and saved.get('split') == study.split):
+      return None
+    logging.info('reevaluate: %s seed %d already done', entry.label, seed)
+    # the trained study's word, read afresh
+    return {**record_lib.in_current_keys(saved, workdir), 'lr_choice': f'trained: {lr_choice}'}
+
+  def evaluate() -> record_lib.RunRecord:
+    step = int(trained_record.get('steps', trained.train.steps))
+    run = {  # the study's own keys of the record (RunRecord's values)
+        'name': entry.label,
+        'spec': entry.reported_spec,
+        **({'train_spec': entry.spec} if entry.eval_spec is not None else {}),
+        'trained_in': os.path.relpath(run_dir, workdir),  # relative to this workdir, as run_study writes it
+        'steps': step,
+        'learning_rate': float(trained.optim.learning_rate),
+        'lr_choice': f'trained: {lr_choice}',  # chosen by the trained study, on its validation split
+        'split': study.split,
+        'train_metric': None,
+        'train_loss': None,
+    }
+    diverged = trained_record.get('diverged')
+    num_params = eval_seconds = None
+    if diverged:  # No finite weights to evaluate.
+      logging.warning('reevaluate: %s seed %d diverged in training (%s)', entry.label, seed, diverged)
+      run['by_length'] = {str(n): None for n in lengths}
+    else:
+      logging.info('reevaluate: %s (%s) seed %d at %s', entry.label, entry.spec, seed, lengths)
+      entry_started = time.perf_counter()
+      try:  # The step it finished at, exactly: never an older checkpoint in place of a corrupt one.
+        model, data = loop.load_model(run_dir, config_r, step=step)
+      except Exception as e:  # noqa: BLE001 - any restore failure is this run's, named with its directory
+        raise config_lib.ConfigError(
+            f'config.study.trained_workdir: the checkpoint of step {step} in {run_dir} cannot be read ({e}); '
+            'train that run again (remove its directory and rerun the trained study).'
+        ) from None
+      if entry.eval_spec is not None:
+        model = transfer.with_encoder(model, config_r, entry.eval_spec)
+      run.update(
+          protocol.evaluate_run(
+              model,
+              data,
+              lengths=lengths,
+              split=study.split,
+              train_length=plan.train_length(base),
+              metric=metric,
+              seed=seed,
+              draws=data.eval_section.position_draws,
+              sequential_row=study.sequential_positions,
+              selection=False,
+          )
+      )
+      run.update({'evaluated_step': step, 'finished': True, 'data': loop.data_identity(data.describe())})
+      eval_seconds = round(time.perf_counter() - entry_started, 1)
+      num_params = int(sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param))))
+      diverged = protocol.diverged_marker(
+          run,
+          num_classes=data.num_classes,
+          every_length=data.diverged_at_every_length,
+          train_length=plan.train_length(base),
+          step=step,
+      )
+      results['meta']['data'] = data.describe()
+      results['meta']['corpus_fingerprint'] = data.describe().get('fingerprint')
+    return record_lib.RunRecord(
+        record_lib.LM_LAYOUT,
+        seed,
+        as_json,
+        train_seconds=0.0,  # nothing trained here: the cost is the evaluation's
+        values=run,
+        num_params=num_params,
+        eval_seconds=eval_seconds,
+        diverged=diverged,
     )
-    run.update(
-        {
-            'evaluated_step': step,
-            'finished': True,
-            'eval_seconds': round(time.perf_counter() - entry_started, 1),
-            'num_params': int(sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))),
-            'data': loop.data_identity(data.describe()),
-        }
-    )
-    marker = protocol.diverged_marker(
-        run,
-        num_classes=data.num_classes,
-        every_length=data.diverged_at_every_length,
-        train_length=plan.train_length(base),
-        step=step,
-    )
-    if marker:
-      run['diverged'] = marker
-    results['meta']['data'] = data.describe()
-    results['meta']['corpus_fingerprint'] = data.describe().get('fingerprint')
-  os.makedirs(os.path.dirname(result_path), exist_ok=True)
-  report.write_json(run, result_path)
-  return run
+
+  return engine.obtain_run(result_path, record_lib.LM_LAYOUT, reuse, None if finished_only else evaluate)
 
 
 def check_separate_workdir(trained_workdir: str, workdir: str) -> None:
@@ -278,10 +280,12 @@ def _reevaluate(
     results['meta']['finished_only'] = True
   started = time.perf_counter()
   for entry in entries:
-    per_seed = [
-        _reevaluate_seed(entry, seed, trained_workdir, base, study, workdir, metric, results, finished_only)
-        for seed in seeds
-    ]
+    per_seed = engine.seed_runs(  # the rate is the trained study's: no grid here
+        seeds,
+        lambda seed: _reevaluate_seed(
+            entry, seed, trained_workdir, base, study, workdir, metric, results, finished_only
+        ),
+    )
     per_seed = [r for r in per_seed if r is not None]
     if not per_seed:  # finished_only: nothing of this entry evaluated yet
       continue

@@ -37,10 +37,11 @@ from relpos_jax.train import config as config_lib
 Results = dict[str, Any]
 
 
-def write_json(results: Results, path: str) -> str:
+def write_json(results: Results, path: str, indent: int = 2) -> str:
   """Writes `results` as JSON to `path` atomically (`relpos_jax.files`: an interrupted write never leaves a
-  truncated results file, and concurrent writers of one file never tear it); returns the path."""
-  files.write_text_atomic(path, json.dumps(results, indent=2, sort_keys=True))
+  truncated results file, and concurrent writers of one file never tear it); returns the path. `indent`: the
+  grid study's files were written with 1 from the start, and a rewrite keeps a committed file's bytes."""
+  files.write_text_atomic(path, json.dumps(results, indent=indent, sort_keys=True))
   return path
 
 

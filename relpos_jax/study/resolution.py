@@ -1,6 +1,6 @@
 """The resolution-extrapolation study: train each grid encoder at one grid side, evaluate it at 1x-4x that side.
 
-    results = run_resolution_study(config, workdir)            # config: configs/resolution.py's get_config()
+    results = run_resolution_study(config, workdir)            # config: configs/studies/resolution*.py
     results = run_resolution_study(config, workdir, model_fn=my_factory)   # any model with the ViT's interface
 
 The 2-D form of the length-generalization study (relpos_jax.study.runner), with its protocol standards (issue
@@ -78,11 +78,12 @@ import optax
 from absl import logging
 from flax import nnx
 
+from relpos_jax import files
 from relpos_jax import grid as grid_lib
 from relpos_jax.data import grid_tasks, idx
 from relpos_jax.encoders import contract as encoder_contract
 from relpos_jax.nn import vit
-from relpos_jax.study import record, report, stats
+from relpos_jax.study import engine, record, report, stats
 from relpos_jax.study.plan import Entry, parse_entries, rate_name
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import config_files, schema, streams
@@ -90,7 +91,7 @@ from relpos_jax.train import workdir_lock
 
 ConfigError = config_lib.ConfigError
 key = schema.key
-RESULT_FILE = 'result.json'
+RESULT_FILE = record.RESULT_FILE  # a run's record (`record.RunRecord`, GRID_LAYOUT)
 DATA_FINGERPRINT = 'data_fingerprint'  # a run's record: the data it trained on (`GridTask.data_fingerprint`)
 FASHION_MNIST_TASKS = {
     'fashion_mnist_canvas': 'canvas',
@@ -125,7 +126,7 @@ class Model:
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-  """The top-level keys of a resolution-study config (configs/resolution.py documents each)."""
+  """The top-level keys of a resolution-study config (configs/studies/resolution.py documents each)."""
 
   encoders: tuple[str, ...] = key()
   tasks: tuple[str, ...] = key()
@@ -363,7 +364,7 @@ class RecordedFashionMnist(idx.FashionMnist):
     paths = sorted(glob.glob(os.path.join(glob.escape(workdir), 'runs', glob.escape(name), '*', '*', '*', RESULT_FILE)))
     if not paths:
       return None
-    saved = read_result(paths[0])
+    saved = read_result(paths[0]).to_json()
     task = cls(None, protocol=FASHION_MNIST_TASKS[name], data_dir=data_dir, **kwargs)
     recorded = (saved.get('run_config') or {}).get('task')
     expected = {
@@ -705,13 +706,6 @@ def train_and_evaluate(
   }
 
 
-def _write_json_atomically(obj, path: str) -> None:
-  tmp = f'{path}.tmp{os.getpid()}'
-  with open(tmp, 'w', encoding='utf-8') as f:
-    json.dump(obj, f, indent=1, sort_keys=True)
-  os.replace(tmp, path)
-
-
 def run_dir(workdir: str, task_name: str, label: str, lr: float, seed: int) -> str:
   return os.path.join(workdir, 'runs', task_name, label, f'lr{rate_name(lr)}', f'seed{seed}')
 
@@ -735,39 +729,38 @@ def _run(
   path = os.path.join(directory, RESULT_FILE)
   config = run_config(settings, task, entry, seed, lr, pool, selection_only)
   fingerprint = task.data_fingerprint()
-  if os.path.exists(path):
-    saved = read_result(path)
-    if saved.get('run_config') != json.loads(json.dumps(config)):
+
+  def reuse(saved: record.RunRecord) -> dict:
+    if saved.config != json.loads(json.dumps(config)):
       raise ConfigError(
           f'{directory} holds a finished run of another config (task, encoder, sizes or protocol changed); use '
           'a new workdir or remove that directory.'
       )
-    check_entropy_coverage(settings, saved, directory)
+    check_entropy_coverage(settings, saved.values, directory)
     # Checked where both sides have one: runs recorded before fingerprints (the committed study's) cannot be
     # checked, and a task whose data is not loaded has none to compare.
-    recorded = saved.get(DATA_FINGERPRINT)
+    recorded = saved.values.get(DATA_FINGERPRINT)
     if fingerprint is not None and recorded is not None and recorded != fingerprint:
       raise ConfigError(
           f'{directory} holds a run trained on other data ({DATA_FINGERPRINT} {recorded}) than config.data_dir='
           f'{settings.data_dir!r} holds ({fingerprint}); allowed: the data it trained on, or a new workdir.'
       )
     counter['reused'] += 1
-    counter['run_seconds'] += _run_seconds(saved)
-    return saved
-  if finished_only:
-    return None
-  logging.info('resolution study: %s / %s / lr %g / seed %d', task_name, entry.label, lr, seed)
-  result = {
-      'run_config': config,
-      **train_and_evaluate(settings, task, entry, seed, lr, model_fn, pool=pool, selection_only=selection_only),
-  }
-  if fingerprint is not None:
-    result[DATA_FINGERPRINT] = fingerprint
-  os.makedirs(directory, exist_ok=True)
-  _write_json_atomically(result, path)
-  counter['trained'] += 1
-  counter['run_seconds'] += _run_seconds(result)
-  return result
+    counter['run_seconds'] += saved.cost
+    return saved.to_json()
+
+  def train() -> record.RunRecord:
+    logging.info('resolution study: %s / %s / lr %g / seed %d', task_name, entry.label, lr, seed)
+    measured = train_and_evaluate(settings, task, entry, seed, lr, model_fn, pool=pool, selection_only=selection_only)
+    named = {name: measured.pop(name, None) for name in ('train_seconds', 'num_params', 'eval_seconds', 'diverged')}
+    if fingerprint is not None:
+      measured[DATA_FINGERPRINT] = fingerprint
+    result = record.RunRecord(record.GRID_LAYOUT, seed, config, values=measured, **named)
+    counter['trained'] += 1
+    counter['run_seconds'] += result.cost
+    return result
+
+  return engine.obtain_run(path, record.GRID_LAYOUT, reuse, None if finished_only else train)
 
 
 def entropy_coverage(settings: Settings) -> int:
@@ -793,17 +786,10 @@ def check_entropy_coverage(settings: Settings, saved: dict, directory: str) -> N
     )
 
 
-def read_result(path: str) -> dict:
-  """A run's saved result.json; ConfigError naming it when it is truncated or is no run's record (an object
-  with its run_config), so that a damaged file is removed and its run trained again, never a traceback."""
-  return report.load_object(
-      path, ('run_config',), "a run's record", 'Remove its directory so that the study trains that run again.'
-  )
-
-
-def _run_seconds(result: dict) -> float:
-  """A run's cost as it recorded it: training plus evaluation seconds (what the study's CPU cost sums)."""
-  return float(result.get('train_seconds', 0)) + float(result.get('eval_seconds', 0))
+def read_result(path: str) -> record.RunRecord:
+  """A run's saved result.json (`record.RunRecord` in the grid layout); ConfigError naming it when it is
+  truncated or is no run's record, so that a damaged file is removed and its run trained again."""
+  return record.RunRecord.read(path, record.GRID_LAYOUT)
 
 
 def _selection_loss(result: dict) -> float:
@@ -814,10 +800,11 @@ def merge_seeds(settings: Settings, entry: Entry, per_seed: Sequence[dict], lr: 
   """One (task, encoder) row: per-side means over the seeds that did not diverge, and every seed's value."""
   finite = [r for r in per_seed if not r.get('diverged')]
   sides = [str(s) for s in settings.eval_sides]
+  seeds = [r['run_config']['seed'] for r in per_seed]
   row = {
       'name': entry.label,
       'spec': entry.spec,
-      'seeds': [r['run_config']['seed'] for r in per_seed],
+      'seeds': seeds,
       'learning_rate': lr,
       'lr_choice': how,
       'num_params': per_seed[0].get('num_params'),
@@ -828,9 +815,9 @@ def merge_seeds(settings: Settings, entry: Entry, per_seed: Sequence[dict], lr: 
   for metric in ('accuracy', 'loss', 'exact_match'):
     if finite and metric not in finite[0]['test'][sides[0]]:
       continue
-    values = {s: [None if r.get('diverged') else r['test'][s][metric] for r in per_seed] for s in sides}
-    row[metric] = {s: stats.mean(v) for s, v in values.items()}
-    row[f'{metric}_per_seed'] = values
+    row[metric], row[f'{metric}_per_seed'] = record.seed_columns(
+        per_seed, sides, lambda r, side: None if r.get('diverged') else r['test'][side][metric]
+    )
   if finite and 'entropy' in finite[0]['test'][sides[0]]:
     row['entropy'] = {
         s: [stats.mean(layer) for layer in zip(*[r['test'][s]['entropy'] for r in finite])] for s in sides
@@ -839,10 +826,8 @@ def merge_seeds(settings: Settings, entry: Entry, per_seed: Sequence[dict], lr: 
         s: [None if r.get('diverged') else r['test'][s]['entropy'] for r in per_seed] for s in sides
     }
   if grid:
-    row['lr_grid'] = {
-        rate_name(v): (None if math.isinf(_selection_loss(r)) else _selection_loss(r)) for v, r in grid.items()
-    }
-  diverged = {str(r['run_config']['seed']): r['diverged'] for r in per_seed if r.get('diverged')}
+    row['lr_grid'] = engine.grid_losses(grid, _selection_loss)
+  diverged = record.diverged_seeds(seeds, per_seed)
   if diverged:
     row['diverged_seeds'] = diverged
   return row
@@ -1057,24 +1042,23 @@ def _run_study(settings, config_json: dict, tasks, entries, workdir, model_fn, o
   grid_seed = seeds[0] if selection is None else int(selection)
   for name, task in tasks.items():
     for entry, pool in pool_rows(settings, task, entries):
-      grid, edge = {}, {}
+      edge = {}
       chosen_only = selection is not None  # selection runs are scored on validation alone
       if settings.lr_grid is not None:
-        for lr in settings.lr_grid:
-          grid[lr] = run(name, task, entry, grid_seed, lr, pool=pool, selection_only=chosen_only)
-        if any(r is None for r in grid.values()):  # finished_only: the rate is not chosen yet
+        choice = engine.choose_rate(
+            settings.lr_grid,
+            lambda lr: run(name, task, entry, grid_seed, lr, pool=pool, selection_only=chosen_only),
+            _selection_loss,
+        )
+        if choice is None:  # finished_only: the rate is not chosen yet
           results['unfinished'].append({'task': name, 'encoder': entry.label, 'finished_seeds': []})
           continue
-        lr = min(grid, key=lambda v: _selection_loss(grid[v]))  # ties: the first rate of the grid
-        how = 'grid'
-        if settings.edge_rates and lr == max(settings.lr_grid):  # the choice at the top: checked past it
+        if settings.edge_rates and choice.value == max(settings.lr_grid):  # the choice at the top: checked past it
           edge = {r: run(name, task, entry, grid_seed, r, pool=pool, selection_only=True) for r in settings.edge_rates}
       else:
-        lr, how = settings.learning_rate, 'fixed'
-      per_seed = [
-          grid[lr] if seed == grid_seed and lr in grid else run(name, task, entry, seed, lr, pool=pool)
-          for seed in seeds
-      ]
+        choice = engine.RateChoice(settings.learning_rate, 'fixed')
+      lr, how, grid = choice.value, choice.how, choice.trials
+      per_seed = engine.seed_runs(seeds, lambda seed: run(name, task, entry, seed, lr, pool=pool), choice, grid_seed)
       finished = [r for r in per_seed if r is not None]
       if len(finished) < len(per_seed):
         results['unfinished'].append(
@@ -1345,11 +1329,8 @@ def write_outputs(results: dict, workdir: str, plots: bool = True) -> dict[str, 
   """results.json, results.md and (plots) results.png and results_entropy.png in `workdir`."""
   os.makedirs(workdir, exist_ok=True)
   paths = {'json': os.path.join(workdir, 'results.json'), 'markdown': os.path.join(workdir, 'results.md')}
-  _write_json_atomically(results, paths['json'])
-  tmp = paths['markdown'] + f'.tmp{os.getpid()}'
-  with open(tmp, 'w', encoding='utf-8') as f:
-    f.write(markdown(results))
-  os.replace(tmp, paths['markdown'])
+  report.write_json(results, paths['json'], indent=record.GRID_LAYOUT.indent)
+  files.write_text_atomic(paths['markdown'], markdown(results))
   if not plots:
     return paths
   paths['plot'] = plot(results, os.path.join(workdir, 'results.png'))

@@ -71,7 +71,7 @@ from typing import Callable, Sequence
 import jax
 from absl import logging
 
-from relpos_jax.study import documents, plan, protocol, reevaluate, report, stats
+from relpos_jax.study import documents, engine, plan, protocol, reevaluate, report, stats
 
 # The plan and the record are shared with `reevaluate` (which this module calls), so they live in rooms below
 # both; their names stay importable from here.
@@ -89,7 +89,7 @@ from relpos_jax.study.plan import (
     split_study_config,
     train_length,
 )
-from relpos_jax.study.record import RESULT_FILE, merge_seeds, new_results, write_outputs
+from relpos_jax.study.record import LM_LAYOUT, RESULT_FILE, RunRecord, merge_seeds, new_results, write_outputs
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import config_files
 from relpos_jax.train import data_sources, loop, tensorboard, transfer, workdir_lock
@@ -249,105 +249,114 @@ def _run_seed(
   recorded = transfer.with_eval_encoder(config, entry.eval_spec) if transferred else config
   config_json = json.loads(json.dumps(recorded.to_dict()))
   data_id = loop.data_identity(data.describe())
-  if os.path.exists(result_path):
-    saved = report.load_json(result_path)
+
+  def reuse(saved: RunRecord) -> dict:
+    saved = saved.to_json()
     _check_saved(saved, directory, config_json, data_id, entry.spec if transferred else None)
     logging.info('study: %s seed %d already done, reusing %s', entry.label, seed, result_path)
     return saved
-  if ctx.train_fn is None:
-    return None
-  started = time.perf_counter()
-  run = {
-      'name': entry.label,
-      'spec': entry.reported_spec,
-      'seed': seed,
-      'config': config_json,
-      'data': data_id,
-      'learning_rate': learning_rate.value,
-      'split': ctx.study.split,
-      'run_dir': os.path.relpath(directory, ctx.workdir),
-  }
-  if transferred:
-    run.update({'train_spec': entry.spec, 'trained_in': os.path.relpath(train_dir, ctx.workdir)})
-  os.makedirs(directory, exist_ok=True)
-  try:
-    # A transferred entry's training resumes, or returns at once when the shared run is already trained.
-    result = ctx.train_fn(_training_config(config), train_dir if transferred else directory, data=data)
-  except loop.DivergedError as e:
-    logging.warning('study: %s (trained with %s) seed %d diverged: %s', entry.label, entry.spec, seed, e)
+
+  def train() -> RunRecord:
+    started = time.perf_counter()
+    run = {  # the study's own keys of the record (RunRecord's values)
+        'name': entry.label,
+        'spec': entry.reported_spec,
+        'data': data_id,
+        'learning_rate': learning_rate.value,
+        'split': ctx.study.split,
+        'run_dir': os.path.relpath(directory, ctx.workdir),
+    }
+    if transferred:
+      run.update({'train_spec': entry.spec, 'trained_in': os.path.relpath(train_dir, ctx.workdir)})
+    os.makedirs(directory, exist_ok=True)
+    try:
+      # A transferred entry's training resumes, or returns at once when the shared run is already trained.
+      result = ctx.train_fn(_training_config(config), train_dir if transferred else directory, data=data)
+    except loop.DivergedError as e:
+      logging.warning('study: %s (trained with %s) seed %d diverged: %s', entry.label, entry.spec, seed, e)
+      run.update(
+          {
+              'by_length': {str(n): None for n in ctx.lengths},
+              'train_metric': None,
+              'train_loss': None,
+              'steps': e.step,
+              'finished': True,
+          }
+      )
+      return RunRecord(
+          LM_LAYOUT,
+          seed,
+          config_json,
+          train_seconds=round(time.perf_counter() - started, 1),
+          values=run,
+          diverged={'step': e.step, 'message': str(e)},
+      )
+    model = transfer.with_encoder(result.model, config, entry.eval_spec) if transferred else result.model
+    evaluation_started = time.perf_counter()
+    if selection_only:
+      run['selection_only'] = True
+      run.update(
+          protocol.evaluate_selection(
+              model,
+              data,
+              train_length=train_length(base),
+              metric=ctx.metric,
+              seed=seed,
+              draws=data.eval_section.position_draws,
+          )
+      )
+    else:
+      token_nll = {}  # the reported pass's per-target losses at the lengths the document totals need
+      run.update(
+          protocol.evaluate_run(
+              model,
+              data,
+              lengths=ctx.lengths,
+              split=ctx.study.split,
+              train_length=train_length(base),
+              metric=ctx.metric,
+              seed=seed,
+              draws=data.eval_section.position_draws,
+              sequential_row=ctx.study.sequential_positions,
+              keep_token_losses=document_totals_lengths(ctx.base) if ctx.data.has_documents else (),
+              token_losses_out=token_nll,
+          )
+      )
+      totals = document_totals_record(ctx, model, token_nll)
+      if totals is not None:
+        run['document_totals'] = totals
+    metrics = result.final_metrics
+    # train_seconds: this run's own time (for 'X -> Y', its evaluation, plus X's training if it was not
+    # trained before), evaluation included.
     run.update(
         {
-            'by_length': {str(n): None for n in ctx.lengths},
-            'train_metric': None,
-            'train_loss': None,
-            'steps': e.step,
+            'train_metric': metrics.get(ctx.metric),
+            'train_loss': metrics.get('loss'),
+            'steps': result.step,
             'finished': True,
-            'diverged': {'step': e.step, 'message': str(e)},
-            'train_seconds': round(time.perf_counter() - started, 1),
         }
     )
-    report.write_json(run, result_path)
-    return run
-  model = transfer.with_encoder(result.model, config, entry.eval_spec) if transferred else result.model
-  evaluation_started = time.perf_counter()
-  if selection_only:
-    run['selection_only'] = True
-    run.update(
-        protocol.evaluate_selection(
-            model,
-            data,
-            train_length=train_length(base),
-            metric=ctx.metric,
-            seed=seed,
-            draws=data.eval_section.position_draws,
-        )
+    marker = protocol.diverged_marker(
+        run,
+        num_classes=data.num_classes,
+        every_length=data.diverged_at_every_length,
+        train_length=train_length(base),
+        step=result.step,
     )
-  else:
-    token_nll = {}  # the reported pass's per-target losses at the lengths the document totals need
-    run.update(
-        protocol.evaluate_run(
-            model,
-            data,
-            lengths=ctx.lengths,
-            split=ctx.study.split,
-            train_length=train_length(base),
-            metric=ctx.metric,
-            seed=seed,
-            draws=data.eval_section.position_draws,
-            sequential_row=ctx.study.sequential_positions,
-            keep_token_losses=document_totals_lengths(ctx.base) if ctx.data.has_documents else (),
-            token_losses_out=token_nll,
-        )
+    if marker:
+      logging.warning('study: %s seed %d: %s', entry.label, seed, marker['message'])
+    return RunRecord(
+        LM_LAYOUT,
+        seed,
+        config_json,
+        train_seconds=round(time.perf_counter() - started, 1),
+        values=run,
+        num_params=int(sum(x.size for x in jax.tree.leaves(result.params))),
+        eval_seconds=round(time.perf_counter() - evaluation_started, 1),
+        diverged=marker,
     )
-    totals = document_totals_record(ctx, model, token_nll)
-    if totals is not None:
-      run['document_totals'] = totals
-  metrics = result.final_metrics
-  # train_seconds: this run's own time (for 'X -> Y', its evaluation, plus X's training if it was not
-  # trained before), evaluation included.
-  run.update(
-      {
-          'train_metric': metrics.get(ctx.metric),
-          'train_loss': metrics.get('loss'),
-          'steps': result.step,
-          'finished': True,
-          'eval_seconds': round(time.perf_counter() - evaluation_started, 1),
-          'train_seconds': round(time.perf_counter() - started, 1),
-          'num_params': int(sum(x.size for x in jax.tree.leaves(result.params))),
-      }
-  )
-  marker = protocol.diverged_marker(
-      run,
-      num_classes=data.num_classes,
-      every_length=data.diverged_at_every_length,
-      train_length=train_length(base),
-      step=result.step,
-  )
-  if marker:
-    logging.warning('study: %s seed %d: %s', entry.label, seed, marker['message'])
-    run['diverged'] = marker
-  report.write_json(run, result_path)
-  return run
+
+  return engine.obtain_run(result_path, LM_LAYOUT, reuse, None if ctx.train_fn is None else train)
 
 
 def document_totals_lengths(base: config_lib.Config) -> list[int]:
@@ -439,36 +448,35 @@ class _LearningRates:
   def __init__(self, ctx: _StudyContext, entries: Sequence[Entry], seeds: Sequence[int], train_dirs: dict[str, str]):
     self.ctx, self.entries, self.seeds, self.train_dirs = ctx, list(entries), list(seeds), train_dirs
     self.committed = committed_learning_rates(ctx.study, entries)
-    self.chosen: dict[str, tuple[LearningRate, dict] | None] = {}
+    self.chosen: dict[str, engine.RateChoice | None] = {}
 
-  def of(self, entry: Entry) -> tuple[LearningRate, dict] | None:
-    """(learning rate, {rate: grid result}) of `entry` (None: its grid has not finished, finished_only)."""
+  def of(self, entry: Entry) -> engine.RateChoice | None:
+    """The learning rate of `entry`, with its grid's runs (None: its grid has not finished, finished_only)."""
     if entry.label not in self.chosen:
       self.chosen[entry.label] = self._choose(entry)
     return self.chosen[entry.label]
 
   def _choose(self, entry: Entry):
     if entry.label in self.committed:
-      return LearningRate(self.committed[entry.label], 'committed'), {}
+      return engine.RateChoice(self.committed[entry.label], 'committed')
     if entry.eval_spec is not None:  # 'X -> Y': the rate X's own entry trains with, if the study has one
       owner = next((e for e in self.entries if e.eval_spec is None and e.spec == entry.spec), None)
       if owner is not None:
         return self.of(owner)
-      return LearningRate(float(self.ctx.base.optim.learning_rate), 'fixed'), {}
+      return engine.RateChoice(float(self.ctx.base.optim.learning_rate), 'fixed')
     if self.ctx.study.lr_grid is None:
-      return LearningRate(float(self.ctx.base.optim.learning_rate), 'fixed'), {}
+      return engine.RateChoice(float(self.ctx.base.optim.learning_rate), 'fixed')
     selection_seed = self.ctx.study.selection_seed
     seed = self.seeds[0] if selection_seed is None else int(selection_seed)
-    trials = {}
-    for value in self.ctx.study.lr_grid:
+
+    def trial(value: float) -> dict | None:
       logging.info('study: %s learning-rate grid: %g at seed %d', entry.label, value, seed)
-      trials[value] = _run_seed(
+      return _run_seed(
           self.ctx, entry, seed, LearningRate(float(value), 'grid'), selection_only=selection_seed is not None
       )
-    if any(r is None for r in trials.values()):
-      return None
-    best = min(trials, key=lambda value: _selection_loss(trials[value]))  # Ties: the first in the grid.
-    return LearningRate(float(best), 'grid'), trials
+
+    choice = engine.choose_rate(self.ctx.study.lr_grid, trial, _selection_loss)
+    return None if choice is None else dataclasses.replace(choice, value=float(choice.value))
 
   def train_dir(self, entry: Entry, seed: int, learning_rate: LearningRate) -> str:
     return os.path.join(self.train_dirs[entry.spec], learning_rate.directory, f'seed{seed}')
@@ -476,19 +484,19 @@ class _LearningRates:
 
 def _run_entry(ctx: _StudyContext, entry: Entry, seeds: Sequence[int], rates: _LearningRates) -> list[dict] | None:
   """The study rows of one entry (its own, and its 0..L-1 row when it is evaluated at random positions)."""
-  chosen = rates.of(entry)
-  if chosen is None:
+  choice = rates.of(entry)
+  if choice is None:
     return None
-  learning_rate, grid = chosen
   if entry.eval_spec is not None:
-    grid = {}  # 'X -> Y' takes X's rate; X's own entry reports X's grid.
-  per_seed = []
-  for seed in seeds:
-    reuse = ctx.study.selection_seed is None and seed == seeds[0]  # The first seed selected: reported too.
-    if learning_rate.how == 'grid' and reuse and learning_rate.value in grid:
-      per_seed.append(grid[learning_rate.value])  # The chosen grid run is this seed's run.
-      continue
-    per_seed.append(_run_seed(ctx, entry, seed, learning_rate, rates.train_dir(entry, seed, learning_rate)))
+    choice = dataclasses.replace(choice, trials={})  # 'X -> Y' takes X's rate; X's own entry reports X's grid.
+  learning_rate, grid = LearningRate(choice.value, choice.how), choice.trials
+  grid_seed = seeds[0] if ctx.study.selection_seed is None else None  # The first seed selected: reported too.
+  per_seed = engine.seed_runs(
+      seeds,
+      lambda seed: _run_seed(ctx, entry, seed, learning_rate, rates.train_dir(entry, seed, learning_rate)),
+      choice,
+      grid_seed,
+  )
   per_seed = [r for r in per_seed if r is not None]
   if not per_seed:
     return None
@@ -496,10 +504,7 @@ def _run_entry(ctx: _StudyContext, entry: Entry, seeds: Sequence[int], rates: _L
   merged['learning_rate'] = learning_rate.value
   merged['lr_choice'] = learning_rate.how
   if grid:
-    merged['lr_grid'] = {
-        plan.rate_name(value): (None if math.isinf(_selection_loss(r)) else _selection_loss(r))
-        for value, r in grid.items()
-    }
+    merged['lr_grid'] = engine.grid_losses(grid, _selection_loss)
   rows = [merged]
   if ctx.study.sequential_positions and any(r.get('sequential') for r in per_seed):
     rows.append({**merge_seeds(entry, per_seed, sequential=True), 'learning_rate': learning_rate.value})

@@ -71,6 +71,7 @@ import jax
 from relpos_jax.data.tasks import registry
 from relpos_jax.study import report
 from relpos_jax.study.plan import Study, StudyConfig, random_position_limits
+from relpos_jax.study.record import LM_LAYOUT, RESULT_FILE, RunRecord
 from relpos_jax.study.suite_summary import HELD_OUT_FILE, STATISTICS, load_results, summarize, write_summary
 from relpos_jax.study.runner import SEQUENTIAL_SUFFIX, check_study, parse_entries, run_config, run_study_config
 from relpos_jax.train import config as config_lib
@@ -205,20 +206,20 @@ def resolve_encoders(encoders: Sequence[str], longest: int) -> tuple[str, ...]:
 
 def study_config(base: config_lib.Config, suite: Suite, task: str, protocol: Protocol) -> StudyConfig:
   """The study of one task: the base run with the task's protocol, and the suite's encoders."""
-  values = base.to_dict()
-  values['data'].update(
-      task=task,
-      task_kwargs=dict(protocol.task_kwargs or {}),
-      min_length=protocol.min_length,
-      max_length=protocol.max_length,
-  )
+  data = {
+      'task': task,
+      'task_kwargs': dict(protocol.task_kwargs or {}),
+      'min_length': protocol.min_length,
+      'max_length': protocol.max_length,
+  }
   for name in ('loss_reduction', 'num_buckets'):
     if getattr(protocol, name) is not None:
-      values['data'][name] = getattr(protocol, name)
-  if protocol.steps is not None:
-    values['train']['steps'] = protocol.steps
-  values['eval']['lengths'] = tuple(protocol.eval_lengths)
-  run = config_lib.parse(values)
+      data[name] = getattr(protocol, name)
+  run = base.derive(
+      data=data,
+      train=None if protocol.steps is None else {'steps': protocol.steps},
+      eval={'lengths': tuple(protocol.eval_lengths)},
+  )
   encoders, left_out = _without_randomized_on_task_positions(
       run, resolve_encoders(suite.encoders, longest_test_sequence(base, task, protocol))
   )
@@ -260,13 +261,13 @@ def _without_randomized_on_task_positions(
 
 def held_out_config(run: config_lib.Config, protocol: Protocol, name: str) -> config_lib.Config:
   """The run config whose data is the held-out set `name` of a task's study (its task_kwargs over the task's)."""
-  values = run.to_dict()
-  values['data']['task_kwargs'] = {**dict(protocol.task_kwargs or {}), **protocol.held_out[name]}
-  values['eval']['lengths'] = held_out_lengths(protocol)
+  evaluation = {'lengths': held_out_lengths(protocol)}
   examples = held_out_examples(protocol, name)
   if examples is not None:
-    values['eval']['num_examples'] = examples
-  return config_lib.parse(values)
+    evaluation['num_examples'] = examples
+  return run.derive(
+      data={'task_kwargs': {**dict(protocol.task_kwargs or {}), **protocol.held_out[name]}}, eval=evaluation
+  )
 
 
 def held_out_examples(protocol: Protocol, name: str) -> int | None:
@@ -392,7 +393,7 @@ def evaluate_held_out(study: StudyConfig, protocol: Protocol, results: dict, tas
         continue
       run_dir = os.path.join(task_dir, relative)
       path = os.path.join(run_dir, HELD_OUT_FILE)
-      result = report.load_json(os.path.join(run_dir, 'result.json'))
+      result = RunRecord.read(os.path.join(run_dir, RESULT_FILE), LM_LAYOUT).to_json()
       trained = hashlib.sha256(json.dumps(result['config'], sort_keys=True).encode()).hexdigest()[:16]
       if os.path.exists(path):  # reused only for the same request of the same trained run
         saved = report.load_json(path)

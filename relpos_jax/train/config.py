@@ -382,15 +382,21 @@ class Config:
       seed: int | None = None,
       learning_rate: float | None = None,
       eval: Eval | Mapping[str, Any] | None = None,
+      data: Mapping[str, Any] | None = None,
+      train: Mapping[str, Any] | None = None,
       implementation: str | None = None,
       block_size=None,
   ) -> Config:
     """This run with the named keys changed, parsed and checked again (a bad value raises ConfigError naming
     its key, as in a config file): `model.encoder` (a spec, parsed anew), `seed`, `optim.learning_rate`,
-    the `eval` section (an Eval, or a dict of some of its keys over this run's), and
+    the `eval` section (an Eval, or a dict of some of its keys over this run's), some keys of the `data` and
+    `train` sections (a dict over this run's: the suite's per-task data and steps), and
     `model.attention_implementation` with `model.attention_block_size` (given together; block_size is only
     read with an implementation). None leaves a key as it is. The study derives every run from its base."""
     values = self.to_dict()
+    for name, section in (('data', data), ('train', train)):
+      if section is not None:
+        values[name].update(section)
     if encoder is not None:
       values['model']['encoder'] = encoder
     if seed is not None:

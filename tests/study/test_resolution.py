@@ -16,9 +16,11 @@ import numpy as np
 import pytest
 from flax import nnx
 
-import configs.resolution as resolution_config
+from relpos_jax import resources
 from relpos_jax.study import resolution, stats
 from relpos_jax.train import config as config_lib
+
+resolution_config = resources.config_module('studies/resolution')
 
 STAND_IN_ENCODERS = ('relu', 'tanh')
 
@@ -76,11 +78,17 @@ def _config(**overrides) -> ml_collections.ConfigDict:
 
 
 def test_default_config_parses():
-  for variant in (None, 'fashion_mnist', 'full', 'fashion_mnist,full', 'study'):
-    settings = resolution.parse_config(resolution_config.get_config(variant))
-    assert settings.eval_sides == (7, 14, 21, 28) and settings.train_side == 7
-  with pytest.raises(ValueError, match='unknown variant'):
+  for name in ('resolution', 'resolution_study', 'resolution_full'):
+    for arg in (None, 'fashion_mnist'):
+      settings = resolution.parse_config(resources.config_module(f'studies/{name}').get_config(arg))
+      assert settings.eval_sides == (7, 14, 21, 28) and settings.train_side == 7
+  with pytest.raises(ValueError, match=r"configs/studies/resolution\.py: argument 'bogus' is invalid"):
     resolution_config.get_config('bogus')
+  legacy = resources.config_module('resolution')  # the variant names before the studies files: aliases
+  with pytest.raises(ValueError, match='unknown variant'):
+    legacy.get_config('bogus')
+  with pytest.raises(ValueError, match='two protocols'):
+    legacy.get_config('study,full')
 
 
 def test_end_to_end_and_resume(tmp_path):

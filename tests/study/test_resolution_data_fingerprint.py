@@ -9,9 +9,11 @@ import json
 
 import pytest
 
-import configs.resolution as resolution_config
+from relpos_jax import resources
 from relpos_jax.study import resolution
 from relpos_jax.train import config as config_lib
+
+resolution_config = resources.config_module('studies/resolution')
 
 
 def _config(data_dir):

@@ -60,6 +60,8 @@ def test_to_dict_is_a_copy():
         ({'seed': 7}, {'seed'}),
         ({'learning_rate': 0.125}, {'optim.learning_rate'}),
         ({'eval': {'every': 0, 'lengths': ()}}, {'eval.every', 'eval.lengths'}),
+        ({'data': {'max_train_bytes': 4000000}}, {'data.max_train_bytes'}),
+        ({'train': {'steps': 170}}, {'train.steps'}),
         (
             {'implementation': 'blockwise', 'block_size': 32},
             {'model.attention_implementation', 'model.attention_block_size'},
@@ -99,6 +101,8 @@ def test_derive_takes_a_whole_eval_section():
         ({'eval': {'batch_size': 0}}, r'config\.eval\.batch_size=0 is invalid'),
         ({'eval': {'no_such_key': 1}}, r'unknown key\(s\) config\.eval\.no_such_key'),
         ({'implementation': 'bogus'}, r"config\.model\.attention_implementation='bogus' is invalid"),
+        ({'train': {'steps': 0}}, r'config\.train\.steps=0 is invalid'),
+        ({'data': {'no_such_key': 1}}, r'unknown key\(s\) config\.data\.no_such_key'),
     ],
 )
 def test_a_bad_derive_value_names_its_key(changes, message):
