@@ -308,13 +308,10 @@ def with_table(page: str, table: str, folder: str) -> str:
   return f'{head}{start}\n{table}{TABLE_END}{rest.split(TABLE_END, 1)[1]}'
 
 
-def write(study_dir: str) -> list[str]:
-  """Writes `<study_dir>/claims.md` from `<study_dir>/results.json`, and the same tables into its README.md between
-  the marker lines where it has them; returns the paths written."""
-  source = os.path.join(study_dir, 'results.json')
-  if not os.path.isfile(source):
-    raise config_lib.ConfigError(f'{source} does not exist: allowed: a resolution study folder with its results.json')
-  table = markdown(report_lib.load_json(source))
+def write_results(results: dict, study_dir: str) -> list[str]:
+  """Writes `<study_dir>/claims.md` from `results`, and the same tables into its README.md between the marker
+  lines where it has them; returns the paths written."""
+  table = markdown(results)
   written = [str(files.write_text_atomic(os.path.join(study_dir, CLAIMS_FILE), table))]
   readme = os.path.join(study_dir, 'README.md')
   if os.path.isfile(readme):
@@ -323,6 +320,14 @@ def write(study_dir: str) -> list[str]:
     if updated != text:
       written.append(str(files.write_text_atomic(readme, updated)))
   return written
+
+
+def write(study_dir: str) -> list[str]:
+  """`write_results` of `<study_dir>/results.json`."""
+  source = os.path.join(study_dir, 'results.json')
+  if not os.path.isfile(source):
+    raise config_lib.ConfigError(f'{source} does not exist: allowed: a resolution study folder with its results.json')
+  return write_results(report_lib.load_json(source), study_dir)
 
 
 def main(argv: Sequence[str]) -> int:

@@ -83,7 +83,7 @@ from relpos_jax import grid as grid_lib
 from relpos_jax.data import grid_tasks, idx
 from relpos_jax.encoders import contract as encoder_contract
 from relpos_jax.nn import vit
-from relpos_jax.study import engine, record, report, stats
+from relpos_jax.study import engine, grid_claims, record, report, stats
 from relpos_jax.study.plan import Entry, parse_entries, rate_name
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import config_files, schema, streams
@@ -1326,11 +1326,13 @@ def plot_entropy(results: dict, path: str) -> str | None:
 
 
 def write_outputs(results: dict, workdir: str, plots: bool = True) -> dict[str, str]:
-  """results.json, results.md and (plots) results.png and results_entropy.png in `workdir`."""
+  """results.json, results.md, claims.md (the published claims and best against runner-up by
+  `grid_claims`' rule) and (plots) results.png and results_entropy.png in `workdir`."""
   os.makedirs(workdir, exist_ok=True)
   paths = {'json': os.path.join(workdir, 'results.json'), 'markdown': os.path.join(workdir, 'results.md')}
   report.write_json(results, paths['json'], indent=record.GRID_LAYOUT.indent)
   files.write_text_atomic(paths['markdown'], markdown(results))
+  paths['claims'] = grid_claims.write_results(results, workdir)[0]
   if not plots:
     return paths
   paths['plot'] = plot(results, os.path.join(workdir, 'results.png'))
