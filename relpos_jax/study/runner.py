@@ -283,14 +283,7 @@ def _run_seed(
               'finished': True,
           }
       )
-      return RunRecord(
-          LM_LAYOUT,
-          seed,
-          config_json,
-          train_seconds=round(time.perf_counter() - started, 1),
-          values=run,
-          diverged={'step': e.step, 'message': str(e)},
-      )
+      return _lm_record(seed, config_json, started, run, diverged={'step': e.step, 'message': str(e)})
     model = transfer.with_encoder(result.model, config, entry.eval_spec) if transferred else result.model
     evaluation_started = time.perf_counter()
     if selection_only:
@@ -345,18 +338,24 @@ def _run_seed(
     )
     if marker:
       logging.warning('study: %s seed %d: %s', entry.label, seed, marker['message'])
-    return RunRecord(
-        LM_LAYOUT,
+    return _lm_record(
         seed,
         config_json,
-        train_seconds=round(time.perf_counter() - started, 1),
-        values=run,
+        started,
+        run,
         num_params=int(sum(x.size for x in jax.tree.leaves(result.params))),
         eval_seconds=round(time.perf_counter() - evaluation_started, 1),
         diverged=marker,
     )
 
   return engine.obtain_run(result_path, LM_LAYOUT, reuse, None if ctx.train_fn is None else train)
+
+
+def _lm_record(seed: int, config_json, started: float, run: dict, **extra) -> RunRecord:
+  """An LM run's record, its training time counted from `started` (time.perf_counter)."""
+  return RunRecord(
+      LM_LAYOUT, seed, config_json, train_seconds=round(time.perf_counter() - started, 1), values=run, **extra
+  )
 
 
 def document_totals_lengths(base: config_lib.Config) -> list[int]:
