@@ -369,22 +369,29 @@ def readme_summary(ladder_docs: str) -> str:
   size = {rung: f'{config.RUNGS[rung]["num_layers"]} x {config.RUNGS[rung]["model_dim"]}' for rung in config.RUNGS}
   parts = []
   for rung in config.CPU_RUNGS[1:]:
-    named = [f for f in wanted if found.get(rung, {}).get(f)]
+    # A finding is named once it has an interval there (two seeds or more); the others are counted.
+    named = [f for f in wanted if (found.get(rung, {}).get(f) or {}).get('low') is not None]
     if not named:
       continue
     seeds = min(found[rung][f]['n'] for f in named)
     params = rows[rung]['params']
     each = '; '.join(
         f'{f.replace(" vs ", " − ")} {_interval(found[rung][f])}'
-        + (f' ({size[smallest]}: {_interval(found[smallest][f])})' if found.get(smallest, {}).get(f) else '')
+        + (
+            f' ({size[smallest]}: {_interval(found[smallest][f])})'
+            if (found.get(smallest, {}).get(f) or {}).get('low') is not None
+            else ''
+        )
         for f in named
     )
     missing = len(wanted) - len(named)
     parts.append(
         f'at {size[rung]} ({params / 1e6:.2f}M parameters, {seeds} seeds), A − B at 16x: {each}'
-        + (f'; {missing} of the {len(wanted)} findings not yet run there' if missing else '')
+        + (f'; {missing} of the {len(wanted)} findings not yet run there on two seeds' if missing else '')
     )
-  done = set(config.CPU_RUNGS) <= set(ladder) and all(found.get(r, {}).get(f) for r in config.CPU_RUNGS for f in wanted)
+  done = set(config.CPU_RUNGS) <= set(ladder) and all(
+      (found.get(r, {}).get(f) or {}).get('low') is not None for r in config.CPU_RUNGS for f in wanted
+  )
   if done:
     judged = verdicts(ladder, wanted)
     parts.append('across sizes: ' + '; '.join(f'{f.replace(" vs ", " − ")} {judged[f]}' for f in wanted))

@@ -220,8 +220,19 @@ def test_the_readme_line_names_each_larger_rungs_findings_beside_the_smallest(tm
   assert 'kerple_log − fire -0.050 [-0.050, -0.050], resolved (2 x 64: -0.200 [-0.200, -0.200], resolved)' in line
   assert 't5 − distance 0.000 [+0.000, +0.000], not resolved (2 x 64: 0.300 [+0.300, +0.300], resolved)' in line
   assert '. at 5 x 256 (4.47M parameters, 3 seeds)' in line
-  assert line.count('of the 7 findings not yet run there') == 2  # fire-512 and the randomized pair: not run
+  assert (
+      line.count('of the 7 findings not yet run there on two seeds') == 2
+  )  # fire-512 and the randomized pair: not run
   assert line.endswith('; no accelerator rung has run') and 'across sizes' not in line
+
+
+def test_the_readme_line_names_a_finding_only_once_it_has_an_interval(tmp_path):
+  ladder_docs = _ladder_on_disk(tmp_path)
+  one_seed = {name: values[:1] for name, values in LARGE.items()}  # d256 at one seed: no interval yet
+  with open(os.path.join(ladder_docs, 'd256', 'results.json'), 'w') as f:
+    json.dump(_results('d256', one_seed, 4_469_000), f)
+  line = ladder_page.readme_summary(ladder_docs)
+  assert 'at 4 x 128' in line and 'at 5 x 256' not in line
 
 
 def test_the_page_with_no_rung_says_so(tmp_path):
