@@ -93,11 +93,14 @@ def test_bias_matrix_is_toeplitz_and_offset_rows_are_the_full_matrix_rows(name, 
   checks.assert_toeplitz(out)
   checks.assert_toeplitz(full)
   # Cached decoding: queries at q_offset.. read the last rows of the full matrix.
-  np.testing.assert_allclose(out, full[:, q_offset:], rtol=1e-6, atol=1e-6)
+  # atol 1e-5: a learned function of the offset (the `mlp` encoder) sums terms of order 1 into values near 0, and XLA
+  # may fuse or reorder it differently per batch shape (measured 1.4e-6 at a value of 0.036 with the optimized
+  # compile of the slow set, 2026-12-05); a wrong offset moves an entry by far more.
+  np.testing.assert_allclose(out, full[:, q_offset:], rtol=1e-6, atol=1e-5)
   # And entry (h, i, j) is the encoder's own value at j - (i + q_offset).
   rel = np.arange(k_len)[None, :] - (np.arange(q_len)[:, None] + q_offset)
   expected = reference_values(enc, num_heads)[rel - REFERENCE_REL[0]]  # (q_len, k_len, H)
-  np.testing.assert_allclose(out, np.moveaxis(expected, -1, 0), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(out, np.moveaxis(expected, -1, 0), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize('name', TOEPLITZ_BIASES)
