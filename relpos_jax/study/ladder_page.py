@@ -353,7 +353,7 @@ def render(ladder: dict[str, dict], ladder_docs: str, wanted: Sequence[str], cur
 
 def _interval(row: dict) -> str:
   resolved = 'resolved' if row['resolved_holm'] else 'not resolved'
-  return f'{row["mean"]:+.3f} [{row["low"]:+.3f}, {row["high"]:+.3f}], {resolved}'.lstrip('+')
+  return f'{row["mean"]:+.3f} [{row["low"]:+.3f}, {row["high"]:+.3f}], {resolved}, n={row["n"]}'.lstrip('+')
 
 
 def readme_summary(ladder_docs: str) -> str:
@@ -373,7 +373,6 @@ def readme_summary(ladder_docs: str) -> str:
     named = [f for f in wanted if (found.get(rung, {}).get(f) or {}).get('low') is not None]
     if not named:
       continue
-    seeds = min(found[rung][f]['n'] for f in named)
     params = rows[rung]['params']
     each = '; '.join(
         f'{f.replace(" vs ", " − ")} {_interval(found[rung][f])}'
@@ -386,7 +385,7 @@ def readme_summary(ladder_docs: str) -> str:
     )
     missing = len(wanted) - len(named)
     parts.append(
-        f'at {size[rung]} ({params / 1e6:.2f}M parameters, {seeds} seeds), A − B at 16x: {each}'
+        f'at {size[rung]} ({params / 1e6:.2f}M parameters), A − B at 16x [95% t over n seeds]: {each}'
         + (f'; {missing} of the {len(wanted)} findings not yet run there on two seeds' if missing else '')
     )
   done = set(config.CPU_RUNGS) <= set(ladder) and all(

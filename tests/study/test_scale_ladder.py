@@ -216,10 +216,15 @@ def test_the_page_recomputes_findings_and_verdicts_from_the_records(tmp_path):
 
 def test_the_readme_line_names_each_larger_rungs_findings_beside_the_smallest(tmp_path):
   line = ladder_page.readme_summary(_ladder_on_disk(tmp_path))
-  assert line.startswith('In progress: at 4 x 128 (1.05M parameters, 3 seeds), A − B at 16x: ')
-  assert 'kerple_log − fire -0.050 [-0.050, -0.050], resolved (2 x 64: -0.200 [-0.200, -0.200], resolved)' in line
-  assert 't5 − distance 0.000 [+0.000, +0.000], not resolved (2 x 64: 0.300 [+0.300, +0.300], resolved)' in line
-  assert '. at 5 x 256 (4.47M parameters, 3 seeds)' in line
+  assert line.startswith('In progress: at 4 x 128 (1.05M parameters), A − B at 16x [95% t over n seeds]: ')
+  assert (
+      'kerple_log − fire -0.050 [-0.050, -0.050], resolved, n=3 (2 x 64: -0.200 [-0.200, -0.200], resolved, n=3)'
+      in line
+  )
+  assert (
+      't5 − distance 0.000 [+0.000, +0.000], not resolved, n=3 (2 x 64: 0.300 [+0.300, +0.300], resolved, n=3)' in line
+  )
+  assert '. at 5 x 256 (4.47M parameters)' in line
   assert (
       line.count('of the 7 findings not yet run there on two seeds') == 2
   )  # fire-512 and the randomized pair: not run
