@@ -148,8 +148,8 @@ def _learned(results: dict, task: str, row: dict) -> tuple[bool, float]:
   return threshold is None or accuracy >= threshold, accuracy
 
 
-def _paired(a: dict, b: dict, side: int) -> tuple[list[float], list[float], list[int]]:
-  """A's and B's accuracies per shared seed at `side`."""
+def paired_accuracies(a: dict, b: dict, side: int) -> tuple[list[float], list[float], list[int]]:
+  """Rows A's and B's test accuracies at `side`, aligned by the seeds they share (A's order), and those seeds."""
   seeds = [s for s in a['seeds'] if s in b['seeds']]
   key = str(side)
   va = [a['accuracy_per_seed'][key][a['seeds'].index(s)] for s in seeds]
@@ -183,7 +183,7 @@ def judge(claim: GridClaim, results: dict) -> dict:
             why = ', '.join(f'{name} {value:.3f}' for name, value in unlearned)
             cells.append(_cell(task, who, side, 'not tested', why=why))
             continue
-          va, vb, seeds = _paired(rows[a], rows[b], side)
+          va, vb, seeds = paired_accuracies(rows[a], rows[b], side)
           diff, p_value = stats.paired_difference(va, vb), stats.paired_p_value(va, vb)
           if p_value is None:
             cells.append(_cell(task, who, side, 'not tested', why=f'{len(seeds)} shared seed(s): no test'))
@@ -210,7 +210,7 @@ def best_and_runner_up(results: dict) -> list[dict]:
       if len(ranked) < 2:
         continue
       best, runner_up = ranked[:2]
-      va, vb, _ = _paired(best, runner_up, side)
+      va, vb, _ = paired_accuracies(best, runner_up, side)
       out.append(
           {
               'task': task,
@@ -230,9 +230,13 @@ def best_and_runner_up(results: dict) -> list[dict]:
 
 
 # ------------------------------------------------------------------------------------------------- render
+def _interval_text(d: dict) -> str:
+  """A paired difference as '+0.150 [+0.088, +0.211]' (the mean alone without an interval)."""
+  return f'{d["mean"]:+.3f} [{d["low"]:+.3f}, {d["high"]:+.3f}]' if d['low'] is not None else f'{d["mean"]:+.3f}'
+
+
 def _difference_text(cell: dict) -> str:
-  d = cell['diff']
-  text = f'{d["mean"]:+.3f} [{d["low"]:+.3f}, {d["high"]:+.3f}]' if d['low'] is not None else f'{d["mean"]:+.3f}'
+  text = _interval_text(cell['diff'])
   return text + (f', p (Holm) {cell["p_holm"]:.2g}' if cell.get('p_holm') is not None else '')
 
 
@@ -284,8 +288,7 @@ def markdown(results: dict, claims: Sequence[GridClaim] = GRID_CLAIMS) -> str:
       '|---|---|---|---|---|---|---|',
   ]
   for row in best_and_runner_up(results):
-    d = row['diff']
-    interval = f'{d["mean"]:+.3f} [{d["low"]:+.3f}, {d["high"]:+.3f}]' if d['low'] is not None else f'{d["mean"]:+.3f}'
+    interval = _interval_text(row['diff'])
     p = f'{row["p_holm"]:.2g}' if row['p_holm'] is not None else '—'
     called = f'best: {row["best"]}' if row['separated'] else 'not separated'
     lines.append(

@@ -161,13 +161,19 @@ def _selection_minutes(folder: str) -> float:
   return seconds / 60
 
 
+def rung_parameters(results: dict) -> int | None:
+  """A rung's parameter count: the smallest its runs counted (None without a count)."""
+  params = [run['num_params'] for run in results['runs'] if run.get('num_params')]
+  return min(params) if params else None
+
+
 def rung_rows(ladder: dict[str, dict], ladder_docs: str) -> list[dict]:
   """Per rung: size, parameters, tokens per parameter, what finished, minutes, the curves' flattening."""
   rows = []
   for rung, results in ladder.items():
     model = results['runs'][0]['config']['model'] if results['runs'] else {}
     train = results['runs'][0]['config']['train'] if results['runs'] else {}
-    params = [run['num_params'] for run in results['runs'] if run.get('num_params')]
+    params = rung_parameters(results)
     tokens = int(train.get('steps', 0)) * int(train.get('batch_size', 0)) * int(results['train_length'])
     reported = [run for run in results['runs'] if not run['name'].endswith('@0..L-1')]
     flats = [flattening(c) for c in training_curves(run_folder(ladder_docs, rung)).values()]
@@ -176,9 +182,9 @@ def rung_rows(ladder: dict[str, dict], ladder_docs: str) -> list[dict]:
         {
             'rung': rung,
             'model': f'{model.get("num_layers")} x {model.get("model_dim")} ({model.get("num_heads")} heads)',
-            'params': min(params) if params else None,
+            'params': params,
             'tokens': tokens,
-            'tokens_per_param': tokens / min(params) if params else None,
+            'tokens_per_param': tokens / params if params else None,
             'encoders': len(reported),
             'seeds': sorted({len(run.get('seeds') or ()) for run in reported}),
             'minutes': sum(float(run.get('train_seconds') or 0.0) for run in reported) / 60,
@@ -364,7 +370,6 @@ def readme_summary(ladder_docs: str) -> str:
   config = ladder_config()
   wanted = findings_wanted()
   found = per_rung_findings(ladder, wanted)
-  rows = {row['rung']: row for row in rung_rows(ladder, ladder_docs)}
   smallest = config.CPU_RUNGS[0]
   size = {rung: f'{config.RUNGS[rung]["num_layers"]} x {config.RUNGS[rung]["model_dim"]}' for rung in config.RUNGS}
   parts = []
@@ -373,7 +378,7 @@ def readme_summary(ladder_docs: str) -> str:
     named = [f for f in wanted if (found.get(rung, {}).get(f) or {}).get('low') is not None]
     if not named:
       continue
-    params = rows[rung]['params']
+    params = rung_parameters(ladder[rung])
     each = '; '.join(
         f'{f.replace(" vs ", " − ")} {_interval(found[rung][f])}'
         + (

@@ -864,11 +864,8 @@ def comparisons(results: dict, task_name: str) -> list[dict]:
     a, b = rows.get(request['a']), rows.get(request['b'])
     if a is None or b is None:
       continue
-    seeds = [s for s in a['seeds'] if s in b['seeds']]
     for side in request['sides']:
-      s = str(side)
-      va = [a['accuracy_per_seed'][s][a['seeds'].index(x)] for x in seeds]
-      vb = [b['accuracy_per_seed'][s][b['seeds'].index(x)] for x in seeds]
+      va, vb, seeds = grid_claims.paired_accuracies(a, b, side)
       out.append(
           {
               'a': a['name'],
