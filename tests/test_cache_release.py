@@ -7,18 +7,19 @@ import jax
 import jax.numpy as jnp
 
 from relpos_jax.study import resolution
-from relpos_jax.train import inputs, step, token_inputs
+from relpos_jax.train import inputs, optim, step, token_inputs
 
 
 def test_release_caches_drops_compiled_programs_and_the_projects_lru_caches(release_caches):
   double = jax.jit(lambda x: 2 * x)
   double(jnp.ones(3)).block_until_ready()
-  resolution._optimizer(10, 0, 0.0, 1.0)  # pylint: disable=protected-access
-  assert double._cache_size() == 1 and resolution._optimizer.cache_info().currsize >= 1
+  spec = optim.OptimizerSpec(1e-3, 'warmup_cosine', 0, 0.0, 0.0, 0.9, 0.999, 1e-8, 1.0, 10)
+  step.make_model_train_step(None, spec, resolution.classification_loss)
+  assert double._cache_size() == 1 and step.make_model_train_step.cache_info().currsize >= 1
   release_caches()
   assert double._cache_size() == 0
   for cache in (
-      resolution._optimizer,  # pylint: disable=protected-access
+      step.make_model_train_step,
       step.make_train_step,
       step.make_eval_step,
       inputs.CorpusData.eval_set,

@@ -663,3 +663,50 @@ def test_no_module_imported_by_a_computed_name():
       for line in module_imports_by_name(path.read_text(), path.name == '__init__.py')
   ]
   assert not found, 'modules imported by a computed name (import them with an import statement):\n' + '\n'.join(found)
+
+
+# The one place each: the optimizer is built in train/optim.py, gradients are taken and applied in train/step.py
+# (`guarded_update`); a study owns its loss, never its own optimizer or update (issue 51: the grid study had both).
+TRAINING_CALLS = {
+    'value_and_grad': 'relpos_jax/train/step.py',
+    'grad': 'relpos_jax/train/step.py',
+    'apply_updates': 'relpos_jax/train/step.py',
+    'Optimizer': 'relpos_jax/train/step.py',  # nnx.Optimizer: an update outside guarded_update
+    'adamw': 'relpos_jax/train/optim.py',
+    'adam': 'relpos_jax/train/optim.py',
+    'scale_by_adam': 'relpos_jax/train/optim.py',
+}
+
+
+def training_calls(source: str) -> dict[str, list[int]]:
+  """{name: lines} of the calls in `source` to a name of TRAINING_CALLS (`jax.value_and_grad(...)`,
+  `optax.adamw(...)`, `nnx.Optimizer(...)`, bare or through a module)."""
+  found: dict[str, list[int]] = {}
+  for node in ast.walk(ast.parse(source)):
+    if isinstance(node, ast.Call):
+      func = node.func
+      name = func.attr if isinstance(func, ast.Attribute) else getattr(func, 'id', None)
+      if name in TRAINING_CALLS:
+        found.setdefault(name, []).append(node.lineno)
+  return found
+
+
+def test_the_training_call_finder_sees_a_study_of_its_own():
+  old_grid = (
+      'tx = optax.chain(optax.scale_by_adam(), optax.add_decayed_weights(0.0))\n'
+      'optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)\n'
+      'loss, grads = nnx.value_and_grad(loss_fn)(model)\n'
+  )
+  assert training_calls(old_grid) == {'scale_by_adam': [1], 'Optimizer': [2], 'value_and_grad': [3]}
+
+
+def test_one_optimizer_and_one_update_in_the_package():
+  """Every study trains through train/optim.py's OptimizerSpec and train/step.py's guarded_update."""
+  strays = [
+      f'{path.relative_to(ROOT).as_posix()}:{line}: {name}'
+      for path in sorted((ROOT / 'relpos_jax').rglob('*.py'))
+      for name, lines in training_calls(path.read_text()).items()
+      if path.relative_to(ROOT).as_posix() != TRAINING_CALLS[name]
+      for line in lines
+  ]
+  assert not strays, 'an optimizer or update outside train/optim.py and train/step.py:\n' + '\n'.join(strays)

@@ -14,8 +14,9 @@ Every key (relpos_jax.study.resolution.Settings checks each; an error names the 
   train_side      tokens per side in training (pixels = side x the task's patch size: 1 for the synthetic
                   tasks, 4 for Fashion-MNIST, so 7 tokens are its 28 pixels)
   eval_sides      tokens per side evaluated on the test split (1x to 4x the training side)
-  steps, batch_size, learning_rate, warmup_steps, weight_decay, grad_clip_norm: AdamW with a (warmup) cosine
-                  schedule to 0, the same for every encoder
+  steps, batch_size, learning_rate, warmup_steps, weight_decay, grad_clip_norm: the LM studies' optimizer
+                  (relpos_jax.train.optim: clipping, AdamW, decay on matrices only) with a (warmup) cosine
+                  schedule to 0, the same for every encoder (resolution.optimizer_spec)
   lr_grid         peak rates tried per (task, encoder) at the first seed; the lowest validation loss at the
                   training side wins and the other seeds train with it (None or (): learning_rate for every
                   run; on the command line --config.lr_grid=None or --config.lr_grid='()')

@@ -15,7 +15,15 @@ relpos_jax.data.grid_tasks, 4 for Fashion-MNIST, whose 28 x 28 image is 7 x 7 pa
 Learning rate per (task, encoder), at equal budget: with `config.lr_grid` every rate of the grid trains at the
 first seed, the lowest validation loss at the training side wins ('grid'; ties: the first rate of the grid)
 and the other seeds train with it; `config.lr_grid=None` trains every run at `config.learning_rate` ('fixed').
-Validation is its own seed stream (`data_seed`), never the test examples. Issue 49's protocol
+Validation is its own seed stream (`data_seed`), never the test examples.
+Training uses the LM studies' optimizer and update (`optimizer_spec`, `step.make_model_train_step`): this module
+owns only its data, model and loss. A non-finite update is skipped and stops the run, recorded as diverged. (The
+committed round-1 runs, docs/resolution_study, were trained by this module's own AdamW before issue 51 made it the
+shared one: the peak rate injected into a unit schedule, decay on every parameter, a stop at the first non-finite
+loss. They re-report unchanged. Retrained fresh, a run differs from its record as it already did on another machine
+with the old optimizer: 8 committed direction and life runs retrained on 2026-12-06 moved by up to 0.051 test
+accuracy at some side with the old optimizer, and by up to 0.045 more with the shared one: float rounding,
+amplified over training, as large as either change.) Issue 49's protocol
 (configs/studies/resolution_round2.py): with `config.selection_seed` the grid trains at that seed instead, outside
 the reported seeds, and its runs score validation only (`selection_only` in their record); `config.edge_rates`
 trains rates past the grid's top there for a row that chose the top (`edge_check_row`: the page says whether the
@@ -87,6 +95,9 @@ from relpos_jax.study import engine, grid_claims, record, report, stats
 from relpos_jax.study.plan import Entry, parse_entries, rate_name
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import config_files, schema, streams
+from relpos_jax.train import state as state_lib
+from relpos_jax.train import step as step_lib
+from relpos_jax.train.optim import OptimizerSpec
 from relpos_jax.train import workdir_lock
 
 ConfigError = config_lib.ConfigError
@@ -544,38 +555,31 @@ def _loss_and_predictions(logits, labels):
   return losses, jnp.argmax(logits, axis=-1)
 
 
-@functools.lru_cache(maxsize=None)
-def _optimizer(steps: int, warmup_steps: int, weight_decay: float, grad_clip_norm: float | None):
-  """AdamW (optax.adamw's order: Adam, decoupled weight decay, then the rate) with a unit-peak (warmup) cosine
-  schedule; the peak rate is a hyperparameter in the optimizer state, so every run of one study shares one
-  transformation object and the jitted step compiles once per model structure, not once per run."""
-  if warmup_steps == 0:
-    unit = optax.cosine_decay_schedule(1.0, steps)
-  else:
-    unit = optax.warmup_cosine_decay_schedule(0.0, 1.0, warmup_steps, steps)
-  parts = [] if grad_clip_norm is None else [optax.clip_by_global_norm(grad_clip_norm)]
-  parts += [
-      optax.scale_by_adam(),
-      optax.add_decayed_weights(weight_decay),
-      optax.scale_by_schedule(unit),
-      optax.inject_hyperparams(optax.scale)(step_size=-1.0),
-  ]
-  return optax.chain(*parts)
+def optimizer_spec(settings: Settings, lr: float) -> OptimizerSpec:
+  """The run's optimizer, the LM studies' own (relpos_jax.train.optim): global-norm clipping, then AdamW with
+  optax's defaults (b1 0.9, b2 0.999, eps 1e-8) on a (linear warmup then) cosine schedule from `lr` to 0 at
+  `steps`, weight decay on matrices only. (Issue 51: the grid study had its own AdamW until 2026-12-06; the
+  committed round-1 runs were trained with it: the module docstring says what changed.)"""
+  return OptimizerSpec(
+      learning_rate=float(lr),
+      schedule='warmup_cosine',
+      warmup_steps=settings.warmup_steps,
+      end_lr_fraction=0.0,
+      weight_decay=settings.weight_decay,
+      b1=0.9,
+      b2=0.999,
+      eps=1e-8,
+      grad_clip_norm=settings.grad_clip_norm,
+      total_steps=settings.steps,
+  )
 
 
-def _set_peak(optimizer, peak: float) -> None:
-  state = optimizer.opt_state[-1]
-  state.hyperparams['step_size'][...] = -peak
-
-
-@nnx.jit
-def _train_step(model, optimizer, images, labels, rng):
-  def loss_fn(model):
-    return _loss_and_predictions(model(images, train=True, rng=rng), labels)[0].mean()
-
-  loss, grads = nnx.value_and_grad(loss_fn)(model)
-  optimizer.update(model, grads)
-  return loss
+def classification_loss(model, batch, key):
+  """The grid study's training objective (`step.make_model_train_step`'s `loss`): mean cross-entropy of the
+  model's logits (per example or per cell) on `batch['images']`; `key` is the step's draw for an encoder that
+  augments its coordinates in training."""
+  losses, _ = _loss_and_predictions(model(batch['images'], train=True, rng=key), batch['labels'])
+  return losses.mean(), {}
 
 
 @nnx.jit(static_argnums=3)
@@ -668,28 +672,34 @@ def train_and_evaluate(
 ) -> dict:
   """Trains one model (seed: the initialisation and the training stream) and evaluates it (selection_only: on
   validation at the training side only, what the rate is chosen on; no test example is scored)."""
-  model = _build(model_fn, settings, task, entry.spec, seed, pool)
-  num_params = int(sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param))))
-  tx = _optimizer(settings.steps, settings.warmup_steps, settings.weight_decay, settings.grad_clip_norm)
-  optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
-  _set_peak(optimizer, lr)
-  train_step, eval_step = _train_step, _eval_step
+  parts, params = state_lib.split_model(_build(model_fn, settings, task, entry.spec, seed, pool))
+  num_params = state_lib.count_params(params)
+  optimizer = optimizer_spec(settings, lr)
+  state = state_lib.init_train_state(params, optimizer.build())
+  train_step = step_lib.make_model_train_step(parts.graphdef, optimizer, classification_loss)
+  key = jax.random.fold_in(jax.random.key(seed), streams.KEY_AUGMENT)  # the step folds in its index
 
   pixels = settings.train_side * task.patch_size
   started = time.perf_counter()
   train_losses = []
   for step in range(settings.steps):
     batch = task.batch(pixels, settings.batch_size, seed, 'train', step)
-    rng = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), streams.KEY_AUGMENT), step)
-    loss = float(train_step(model, optimizer, jnp.asarray(batch['images']), jnp.asarray(batch['labels']), rng))
-    if not math.isfinite(loss):
+    batch = {'images': jnp.asarray(batch['images']), 'labels': jnp.asarray(batch['labels'])}
+    state, metrics = train_step(state, parts.rest, batch, key)
+    loss = float(metrics['loss'])
+    if not bool(metrics['finite']):  # the update was skipped (step.guarded_update); the run stops here
       return {
-          'diverged': {'step': step, 'message': f'non-finite training loss {loss} at step {step}'},
+          'diverged': {
+              'step': step,
+              'message': f'non-finite update at step {step} (training loss {loss}, '
+              f'gradient norm {float(metrics["grad_norm"])})',
+          },
           'train_seconds': round(time.perf_counter() - started, 2),
           'num_params': num_params,
       }
     train_losses.append(loss)
   train_seconds = time.perf_counter() - started
+  model, eval_step = state_lib.model_from(parts, state.params), _eval_step
   started = time.perf_counter()
   validation = _evaluate(model, eval_step, task, pixels, settings, 'validation', entropy=False)
   by_side = {}

@@ -88,6 +88,25 @@ def all_finite(tree) -> jax.Array:
   return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
 
 
+def guarded_update(tx: optax.GradientTransformation, state: TrainState, loss_fn: Callable) -> tuple[TrainState, dict]:
+  """One update of `state` along the gradient of `loss_fn(params) -> (loss, metrics)`, inside a jitted step:
+  `(state after it, {**metrics, loss, grad_norm, finite})`. A non-finite loss, gradient norm or resulting
+  state skips the update (the old params and optimizer state are selected) and reports `finite=False`;
+  the step count advances either way. Every train step of the package (the LM's below, `make_model_train_step`
+  for any other model) updates through this one function."""
+  (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+  updates, opt_state = tx.update(grads, state.opt_state, state.params)
+  params = optax.apply_updates(state.params, updates)
+  grad_norm = optax.tree.norm(grads)
+  finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & all_finite((params, opt_state))
+  # Select, never multiply: a skipped update leaves the old state exactly, whatever the new one holds.
+  params, opt_state = jax.tree.map(
+      lambda new, old: jnp.where(finite, new, old), (params, opt_state), (state.params, state.opt_state)
+  )
+  metrics = {**metrics, 'loss': loss, 'grad_norm': grad_norm, 'finite': finite}
+  return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
+
+
 @functools.lru_cache(maxsize=32)
 def make_train_step(
     graphdef, objective: Objective, optimizer: OptimizerSpec, encoder, *, mesh: Mesh, use_padding_mask: bool
@@ -119,17 +138,7 @@ def make_train_step(
       )
       return objective.loss(logits, batch)
 
-    (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-    updates, opt_state = tx.update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
-    grad_norm = optax.tree.norm(grads)
-    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & all_finite((params, opt_state))
-    # Select, never multiply: a skipped update leaves the old state exactly, whatever the new one holds.
-    params, opt_state = jax.tree.map(
-        lambda new, old: jnp.where(finite, new, old), (params, opt_state), (state.params, state.opt_state)
-    )
-    metrics = {**metrics, 'loss': loss, 'grad_norm': grad_norm, 'finite': finite}
-    return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
+    return guarded_update(tx, state, loss_fn)
 
   replicated = sharding.replicated(mesh)
   return jax.jit(
@@ -138,6 +147,28 @@ def make_train_step(
       out_shardings=(replicated, replicated),
       donate_argnums=(0,),
   )
+
+
+@functools.lru_cache(maxsize=32)
+def make_model_train_step(graphdef, optimizer: OptimizerSpec, loss: Callable) -> Callable:
+  """`train_step(state, rest, batch, key) -> (state, metrics)` for a model that is not the LM (the grid study's
+  ViT, or a model of a notebook's own), jitted on one device with the state donated.
+
+  `loss(model, batch, step_key) -> (loss, metrics)` is what the model's study owns (how the model is called,
+  its objective); the update, its optimizer (`OptimizerSpec`, the LM's) and the non-finite guard are shared
+  (`guarded_update`). `step_key = fold_in(key, state.step)`: a function of (the run's key, step) only, so a
+  run repeats itself. Cached per (model structure, optimizer, loss): pass a module-level function (or another
+  hashable callable), so that every seed of one setup compiles once.
+  """
+  tx = optimizer.build()
+
+  def train_step(state: TrainState, rest, batch, key):
+    step_key = jax.random.fold_in(key, state.step)
+    return guarded_update(
+        tx, state, lambda params: loss(model_from(ModelParts(graphdef, rest), params), batch, step_key)
+    )
+
+  return jax.jit(train_step, donate_argnums=(0,))
 
 
 @functools.lru_cache(maxsize=64)
