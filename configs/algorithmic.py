@@ -478,7 +478,8 @@ def edge_rate(grid) -> float:
 def edge_config(studies_file: str, edge_encoders: dict, arg: str | None, title: str) -> ml_collections.ConfigDict:
   """A suite's learning-rate edge check (configs/studies/suite_*_edge.py): on the task `arg`, the encoders whose
   rate chosen from the suite's grid was its top (`edge_encoders[task]`), trained again one rung past that top
-  (`edge_rate`; past the task's own grid where its protocol has one) at the selection seed 0 and scored like the
+  (`edge_rate`; past the task's own grid where its protocol has one) at the grid's seed (the suite's
+  selection_seed, or 0 for the suites that chose at their first seed) and scored like the
   grid (validation loss at the training length); a rate that validates worse than the chosen one shows that the
   grid's edge did not bind. Every task with an edge stays in the config, so
   the summary covers each task with results; the call's `--tasks` names the one trained now."""
@@ -491,7 +492,11 @@ def edge_config(studies_file: str, edge_encoders: dict, arg: str | None, title: 
   config = resources.config_module(f'studies/{studies_file}').get_config()
   config.suite.title = title
   config.suite.encoders = resources.config_module('lm').select(edge_encoders[arg], config.suite.encoders)
-  config.suite.seeds = (0,)
+  # The grid's seed: the suite's selection seed where it has one (then the edge run is its only seed), else 0.
+  selection_seed = config.suite.get('selection_seed')
+  config.suite.seeds = (0,) if selection_seed is None else (int(selection_seed),)
+  if selection_seed is not None:
+    config.suite.selection_seed = None
   config.suite.lr_grid = (edge_rate(config.suite.lr_grid),)
   config.suite.tasks = tuple(t for t in config.suite.tasks if t in edge_encoders)
   protocols = {t: config.suite.protocols[t].to_dict() for t in config.suite.tasks}

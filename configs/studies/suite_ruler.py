@@ -2,17 +2,18 @@ r"""RULER's retrieval and aggregation families at CPU scale (Hsieh et al. 2024):
 tracing: chains of assignments in noise, name every variable holding the queried value) and `common_words`
 (common-word extraction: the most frequent words of a list), trained short and evaluated to 16x their longest
 training length, with GGD-BAM (Bianchessi et al. 2025, whose claim is retrieval at 500x the training length) beside
-the suite's causal baselines, under the contextual suite's protocol: a learning rate per encoder and task from
-CONTEXTUAL_LR_GRID of configs/algorithmic.py, chosen on validation loss at the training length at the first seed,
-then the other seeds at that rate (3 seeds). Not yet run (see below for its size):
+the suite's causal baselines, under the cross-corpus selection protocol: a learning rate per encoder and task from
+CONTEXTUAL_LR_GRID of configs/algorithmic.py, chosen on validation loss at the training length at the selection
+seed (configs/lm.py's SELECTION_SEED, outside the reported seeds and never reported), then 3 seeds at that rate.
+Not yet run (see below for its size):
 
     python -m experiments.suite --config=configs/studies/suite_ruler.py --workdir=docs/suite_ruler
 
-Size: 2 tasks x 6 encoders x (3 rates at seed 0 + 2 seeds) = 60 runs of 2,000 steps of this file's model at
+Size: 2 tasks x 6 encoders x (3 rates at the selection seed + 3 seeds) = 72 runs of 2,000 steps of this file's model at
 53..293 tokens (variable tracking) and 24..144 tokens (common words) a sequence. Estimated cost, from one
 ggd_bam run per task at 100, 300 and 1,300 steps on the 2-core CPU while others shared it (a rough figure, not a
 benchmark): about 45 s of compilation, then 0.06 s a step (variable tracking) and 0.02 s (common words), so
-roughly 3-4 minutes a run and about 3 hours for the grid with its evaluations.
+roughly 3-4 minutes a run and about 4 hours for the grid with its evaluations.
 """
 
 from relpos_jax import resources
@@ -62,5 +63,6 @@ def get_config(arg=None):
   config.suite.title = "RULER's variable tracking and common words (CPU scale)"
   config.suite.seeds = (0, 1, 2)
   config.suite.lr_grid = algorithmic.CONTEXTUAL_LR_GRID
+  config.suite.selection_seed = resources.config_module('lm').SELECTION_SEED
   config.suite.protocols = RULER_PROTOCOLS
   return config

@@ -12,6 +12,8 @@ suite its own file, configs/studies/suite*.py):
                     `task_kwargs`, `steps`, `loss_reduction`, `num_buckets` (else the base config's), `lr_grid`
                     (else the suite's) and `held_out` (below)
   suite.lr_grid     optional: the learning rates each encoder tries at the first seed (the study's lr_grid)
+  suite.selection_seed  optional: the seed the grid trains at instead, outside suite.seeds and not reported
+                    (the study's selection_seed: the cross-corpus protocol); it needs a grid for every task
   suite.statistic   what the README's first table shows (STATISTICS): per-token or per-sequence accuracy,
                     mean over seeds or max over seeds; the other three follow it
 
@@ -116,6 +118,10 @@ class Suite:
   # Peak learning rates tried per encoder at the first seed (the study's lr_grid: chosen on validation loss
   # at the training length); None: config.optim.learning_rate for every encoder.
   lr_grid: tuple[float, ...] | None = schema.key(None, gt=0)
+  # The seed the rate grid trains at, outside `seeds` (the cross-corpus protocol, issue 52): its runs are scored
+  # on validation at the training length only and never reported; None: the grid trains at the first seed, which
+  # is reported too (the suites committed before it).
+  selection_seed: int | None = schema.key(None, ge=0, lt=config_lib.SEED_LIMIT)
 
 
 def split_config(config) -> tuple[config_lib.Config, Suite, dict[str, Protocol]]:
@@ -145,6 +151,18 @@ def split_config(config) -> tuple[config_lib.Config, Suite, dict[str, Protocol]]
         f'config.suite.protocols.<task> (have: {sorted(suite.protocols)}).'
     )
   protocols = {t: schema.parse_section(Protocol, f'suite.protocols.{t}', suite.protocols[t]) for t in suite.tasks}
+  if suite.selection_seed is not None:
+    if int(suite.selection_seed) in suite.seeds:
+      raise config_lib.ConfigError(
+          f'config.suite.selection_seed={suite.selection_seed!r} is one of the reported seeds {tuple(suite.seeds)}: '
+          'the rate would be chosen on a reported run; allowed: None or a seed outside config.suite.seeds.'
+      )
+    gridless = [t for t in suite.tasks if protocols[t].lr_grid is None and suite.lr_grid is None]
+    if gridless:
+      raise config_lib.ConfigError(
+          f'config.suite.selection_seed={suite.selection_seed!r} is invalid without a rate grid: tasks {gridless} '
+          "have none (set config.suite.lr_grid or their protocols' lr_grid); allowed: None there."
+      )
   for task, protocol in protocols.items():
     held_out = protocol.held_out
     if held_out is not None and (
@@ -239,6 +257,8 @@ def study_config(base: config_lib.Config, suite: Suite, task: str, protocol: Pro
   lr_grid = protocol.lr_grid if protocol.lr_grid is not None else suite.lr_grid
   if lr_grid is not None:
     section['lr_grid'] = tuple(lr_grid)
+  if suite.selection_seed is not None:
+    section['selection_seed'] = int(suite.selection_seed)
   return StudyConfig(run, schema.parse_section(Study, 'study', section))
 
 

@@ -9,6 +9,7 @@ import os
 import ml_collections
 import pytest
 
+from relpos_jax import resources
 from relpos_jax.study import suite, suite_summary
 from relpos_jax.train import config as config_lib
 
@@ -34,6 +35,8 @@ def tiny_suite(tasks=('even_pairs', 'flip_flop')) -> ml_collections.ConfigDict:
   config.suite.tasks = tasks
   config.suite.encoders = ('nope', 'alibi: alibi(bidirectional=True)')
   config.suite.seeds = (0, 1)
+  for task in tasks:  # a protocol's own steps (2,000 and more) replace train.steps
+    config.suite.protocols[task].steps = config.train.steps
   return config
 
 
@@ -480,3 +483,58 @@ def test_a_tiny_suite_evaluates_randomized_encoders_at_random_positions_and_the_
 
 def held_out_of(workdir, label):
   return json.load(open(workdir / 'flip_flop' / 'runs' / label / 'seed0' / 'held_out.json'))
+
+
+def test_a_selection_seed_outside_the_reported_ones_reaches_every_tasks_study_and_bad_ones_are_named(tmp_path):
+  """suite.selection_seed: each task's study chooses its rate at that seed (the cross-corpus protocol); one among
+  the reported seeds, or a task without a rate grid, is refused naming config.suite.selection_seed."""
+  config = tiny_suite()
+  config.suite.lr_grid = (1e-3, 3e-3)
+  config.suite.selection_seed = 100
+  studies = dict(suite.validate_suite(config))
+  assert {task: study.study.selection_seed for task, study in studies.items()} == {'even_pairs': 100, 'flip_flop': 100}
+  assert all(tuple(study.study.seeds) == (0, 1) for study in studies.values())
+  config.suite.selection_seed = 1
+  with pytest.raises(
+      config_lib.ConfigError, match=r'config.suite.selection_seed=1 is one of the reported seeds \(0, 1\)'
+  ):
+    suite.validate_suite(config)
+  config = tiny_suite()
+  config.suite.selection_seed = 100  # no grid anywhere: nothing to choose
+  with pytest.raises(
+      config_lib.ConfigError,
+      match=r"config.suite.selection_seed=100 is invalid without a rate grid: tasks \['even_pairs'",
+  ):
+    suite.validate_suite(config)
+  assert not (tmp_path / 'never').exists()
+
+
+# About 20 s on the 2-core CPU (grid, seeds, evaluation compiled): in the slow set, as the other tiny suites.
+@pytest.mark.slow
+def test_a_tiny_suite_chooses_its_rate_at_the_selection_seed_and_reports_only_the_others(tmp_path):
+  config = tiny_suite(tasks=('even_pairs',))
+  config.suite.encoders = ('nope',)
+  config.suite.lr_grid = (1e-3, 3e-3)
+  config.suite.selection_seed = 7
+  config.suite.protocols.even_pairs.eval_lengths = (16,)
+  suite.run_suite(config, tmp_path)
+  results = json.load(open(tmp_path / 'even_pairs' / 'results.json'))
+  (row,) = results['runs']
+  assert row['seeds'] == [0, 1] and set(row['lr_grid']) == {'0.001', '0.003'}
+  runs = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob('even_pairs/runs/nope/*/seed*'))
+  assert [r for r in runs if r.endswith('seed7')] == [
+      'even_pairs/runs/nope/lr0.001/seed7',
+      'even_pairs/runs/nope/lr0.003/seed7',
+  ]
+
+
+def test_an_edge_check_trains_at_the_suites_selection_seed():
+  """configs/algorithmic.edge_config: the edge rate trains where the grid did, the selection seed of a suite that
+  has one (suite_ruler: lm.SELECTION_SEED), as that suite's only seed; the suites that chose at seed 0 keep 0."""
+  algorithmic = resources.config_module('algorithmic')
+  edge = algorithmic.edge_config('suite_ruler', {'common_words': ('nope',)}, 'common_words', 'edge')
+  assert tuple(edge.suite.seeds) == (resources.config_module('lm').SELECTION_SEED,)
+  assert edge.suite.selection_seed is None and tuple(edge.suite.lr_grid) == (1e-2,)
+  assert tuple(edge.suite.tasks) == ('common_words',) and tuple(edge.suite.encoders) == ('nope',)
+  suite.validate_suite(edge)
+  assert tuple(resources.config_module('studies/suite_contextual_edge').get_config('addition').suite.seeds) == (0,)

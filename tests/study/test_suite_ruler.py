@@ -21,7 +21,7 @@ def test_the_ruler_suite_trains_and_evaluates_ggd_bam_on_both_tasks(tmp_path):
   config.eval.num_examples, config.eval.batch_size = 4, 4
   config.suite.encoders = ('ggd_bam', 'ggd_bam+ssmax: ggd_bam + ssmax(init_s=1.0)')
   config.suite.seeds = (0,)
-  config.suite.lr_grid = None
+  config.suite.lr_grid, config.suite.selection_seed = None, None
   for task in config.suite.tasks:
     config.suite.protocols[task]['steps'] = 2
     config.suite.protocols[task]['eval_lengths'] = config.suite.protocols[task]['eval_lengths'][-1:]
