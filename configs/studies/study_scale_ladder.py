@@ -41,6 +41,9 @@ REUSED_STUDY = 'study_english_bpe'
 # The eight encoders the issue names, in the cross-corpus order (whole findings first), then FIRE-512, which only
 # 'fire vs fire-512' reads: an interrupted rung has every other finding before it.
 LABELS = tuple(label for label in lm.CROSS_CORPUS_LABELS if label != 'fire-512') + ('fire-512',)
+# The edge check's rate (docs/study_edge_cross_corpus): one rung of the half-decade ladder past the grid's top,
+# trained at the selection seed for each encoder of a rung that chose the top (experiments/scale_ladder.py).
+EDGE_RATE = resources.config_module('algorithmic').edge_rate(lm.CROSS_CORPUS_LR_GRID)
 # The order the CPU ladder trains in, so that an interrupted ladder has whole findings first: (rung, seeds) stages,
 # each a resumable study (a stage's selection runs come first, at SELECTION_SEED; later stages reuse them).
 # Every rung at 3 seeds before any rung at 5; 'd64' is reused at 5 already.

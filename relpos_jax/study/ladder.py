@@ -141,3 +141,47 @@ def export_records(workdir: str, docs_rung: str) -> int:
 def import_records(docs_rung: str, workdir: str) -> int:
   """The committed finished runs into a rung's workdir where it lacks them (a fresh machine resumes from them)."""
   return _copy_records(docs_rung, workdir, overwrite=False)
+
+
+# ----------------------------------------------------------------------------------------------- the edge check
+# A rung's edge check (the cross-corpus protocol's, docs/study_edge_cross_corpus): each encoder whose rate chosen
+# from the grid was the grid's top trains again one rung past it at the selection seed, scored on validation at the
+# training length as the grid was (`runner.edge_check`); the choice stands where that loss is higher.
+EDGE_FILE = 'edge.json'
+
+
+def top_choosers(results: dict) -> list[str]:
+  """The labels of a rung's rows whose rate was chosen from the grid and is the grid's top."""
+  grid = [float(r) for r in results['protocol'].get('lr_grid') or ()]
+  if not grid:
+    return []
+  return [
+      row['name']
+      for row in results['runs']
+      if row.get('lr_choice') == 'grid' and row.get('lr_grid') and float(row['learning_rate']) == max(grid)
+  ]
+
+
+def edge_record(results: dict, beyond: dict[str, dict[str, float]], rate: float, run_seconds: float) -> dict:
+  """What EDGE_FILE holds, in docs/study_edge_cross_corpus's per-study shape: the rate past the grid, the
+  selection seed, and per checked encoder its validation losses there ('beyond') and on the grid ('grid')."""
+  grids = {row['name']: row['lr_grid'] for row in results['runs']}
+  return {
+      'rate': float(rate),
+      'selection_seed': results['protocol'].get('selection_seed'),
+      'encoders': {label: {'beyond': dict(losses), 'grid': dict(grids[label])} for label, losses in beyond.items()},
+      'run_seconds': round(float(run_seconds), 1),
+  }
+
+
+def edge_verdict(edge: dict) -> dict:
+  """{'checked', 'moved' (labels whose loss past the grid is below the grid's best), 'margin' (the smallest
+  loss past the grid minus the grid's best, over the checked encoders; None without any)}."""
+  margins = {
+      label: min(e['beyond'].values()) - min(e['grid'].values()) for label, e in sorted(edge['encoders'].items())
+  }
+  return {
+      'checked': sorted(margins),
+      'moved': sorted(label for label, m in margins.items() if m < 0),
+      'margin': min(margins.values()) if margins else None,
+  }

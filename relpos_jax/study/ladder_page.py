@@ -36,6 +36,7 @@ from typing import Sequence
 
 from relpos_jax import files, resources
 from relpos_jax.study import cross_corpus, report, stats
+from relpos_jax.study import ladder as ladder_lib
 
 OUT_FILE = 'README.md'
 PLOT = 'ladder.png'
@@ -296,6 +297,53 @@ def plot_curves(ladder_docs: str, rungs: Sequence[str], path: str) -> str | None
   return path
 
 
+EDGE_STUDY = 'study_edge_cross_corpus'  # where the reused rung's edge check was run (its study's entry there)
+
+
+def rung_edges(ladder: dict[str, dict], ladder_docs: str) -> dict[str, dict | None]:
+  """{rung: its edge check (`ladder.EDGE_FILE`'s shape) or None where none has run}; the reused rung's is its
+  study's entry in docs/study_edge_cross_corpus/results.json."""
+  config = ladder_config()
+  out = {}
+  for rung in ladder:
+    if rung == config.REUSED_RUNG:
+      path = os.path.join(os.path.dirname(os.path.abspath(ladder_docs.rstrip('/'))), EDGE_STUDY, 'results.json')
+      found = report.load_json(path) if os.path.exists(path) else None
+      study = (found or {}).get('studies', {}).get(config.REUSED_STUDY)
+      out[rung] = None if study is None else {**study, 'rate': found['rate'], 'selection_seed': found['selection_seed']}
+    else:
+      path = os.path.join(ladder_docs, rung, ladder_lib.EDGE_FILE)
+      out[rung] = report.load_json(path) if os.path.exists(path) else None
+  return out
+
+
+def edge_table(ladder: dict[str, dict], ladder_docs: str) -> str:
+  """Per rung: the encoders that chose the grid's top, those checked one rung past it, whether any choice moves."""
+  lines = [
+      "| rung | chose the grid's top | checked past it | choice moves | smallest margin |",
+      '|---|---|---|---|---|',
+  ]
+  for rung, edge in rung_edges(ladder, ladder_docs).items():
+    results = ladder[rung]
+    top = ladder_lib.top_choosers(results)
+    trained = sum(1 for row in results['runs'] if row.get('lr_grid'))
+    verdict = ladder_lib.edge_verdict(
+        {'encoders': {k: v for k, v in (edge or {}).get('encoders', {}).items() if k in top}}
+    )
+    unchecked = [label for label in top if label not in verdict['checked']]
+    checked = (
+        'none needed'
+        if not top
+        else (f'{len(verdict["checked"])} at {edge["rate"]:g}' if verdict['checked'] else 'not yet')
+        + (f' (not yet: {", ".join(unchecked)})' if unchecked and verdict['checked'] else '')
+    )
+    moves = '' if not verdict['checked'] else (', '.join(verdict['moved']) or 'none')
+    margin = '' if verdict['margin'] is None else f'{verdict["margin"]:+.4f}'
+    chose = f'{len(top)} of {trained}' + (f' ({", ".join(top)})' if 0 < len(top) < trained else '')
+    lines.append(f'| {rung} | {chose} | {checked} | {moves} | {margin} |')
+  return '\n'.join(lines) + '\n'
+
+
 def render(ladder: dict[str, dict], ladder_docs: str, wanted: Sequence[str], curves: str | None) -> str:
   config = ladder_config()
   planned = list(config.CPU_RUNGS)
@@ -350,6 +398,11 @@ def render(ladder: dict[str, dict], ladder_docs: str, wanted: Sequence[str], cur
       f'*shrinks* when resolved at the smallest rung and the largest keeps less than {SHRINK:.0%} of it in that '
       'direction; *holds at every rung* when resolved with one sign everywhere otherwise; *not resolved* else.\n\n'
       + findings_table(ladder, wanted)
+      + "\n**The rate grid's edge** (the cross-corpus protocol's check, docs/study_edge_cross_corpus): each encoder "
+      "whose rate was the grid's top trains again one rung past it at the selection seed, scored on validation at "
+      "the training length as the grid was; its choice moves if that loss is below the grid's best. Margin: the "
+      "loss past the grid minus the grid's best (nats per token), the smallest over the checked encoders.\n\n"
+      + edge_table(ladder, ladder_docs)
       + f'\n![bits per character at 16x and its ratio to the training length against parameters]({PLOT})\n'
   )
   if curves:

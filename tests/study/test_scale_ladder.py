@@ -251,6 +251,71 @@ def test_the_committed_page_is_what_its_records_give(tmp_path):
   copy = tmp_path / 'docs'
   shutil.copytree(committed, copy / 'study_scale_ladder')
   shutil.copytree(os.path.join(DOCS, LADDER.REUSED_STUDY), copy / LADDER.REUSED_STUDY)
+  shutil.copytree(os.path.join(DOCS, ladder_page.EDGE_STUDY), copy / ladder_page.EDGE_STUDY)  # the reused rung's edge
   ladder_page.write(str(copy / 'study_scale_ladder'))
   with open(os.path.join(committed, 'README.md')) as f:
     assert (copy / 'study_scale_ladder' / 'README.md').read_text() == f.read()
+
+
+def _with_rates(results, chosen: dict[str, float]):
+  """`results` whose rows chose `chosen[name]` from the grid, with the grid's losses (the chosen rate lowest)."""
+  for row in results['runs']:
+    rate = chosen[row['name']]
+    row.update(
+        learning_rate=rate,
+        lr_choice='grid',
+        lr_grid={name: 4.0 - (0.5 if float(name) == rate else 0.0) for name in ('0.003', '0.01', '0.03')},
+    )
+  return results
+
+
+def test_the_edge_check_names_the_top_choosers_and_a_choice_that_moves_by_hand():
+  results = _with_rates(_results('d128', MIDDLE, 1), {'kerple_log': 0.03, 'fire': 0.01, 't5': 0.03, 'distance': 0.003})
+  assert ladder.top_choosers(results) == ['kerple_log', 't5']
+  edge = ladder.edge_record(results, {'kerple_log': {'0.1': 3.6}, 't5': {'0.1': 3.4}}, 0.1, 61.0)
+  assert edge['selection_seed'] == 100 and edge['encoders']['t5']['grid']['0.03'] == 3.5
+  # kerple_log: 3.6 - 3.5 = +0.1 (stands); t5: 3.4 - 3.5 = -0.1 (moves)
+  verdict = ladder.edge_verdict(edge)
+  assert verdict['checked'] == ['kerple_log', 't5'] and verdict['moved'] == ['t5']
+  assert verdict['margin'] == pytest.approx(-0.1)
+
+
+def test_the_page_states_each_rungs_edge_check(tmp_path):
+  ladder_docs = _ladder_on_disk(tmp_path)
+  path = os.path.join(ladder_docs, 'd128', 'results.json')
+  results = _with_rates(json.load(open(path)), {'kerple_log': 0.03, 'fire': 0.01, 't5': 0.03, 'distance': 0.01})
+  json.dump(results, open(path, 'w'))
+  table = ladder_page.edge_table(ladder_page.load(ladder_docs), ladder_docs)
+  assert '| d128 | 2 of 4 (kerple_log, t5) | not yet |  |  |' in table
+  assert '| d64 | 0 of 0 | none needed |  |  |' in table  # its synthetic rows carry no grid choice
+  edge = ladder.edge_record(results, {'t5': {'0.1': 3.52}}, 0.1, 61.0)
+  json.dump(edge, open(os.path.join(ladder_docs, 'd128', ladder.EDGE_FILE), 'w'))
+  table = ladder_page.edge_table(ladder_page.load(ladder_docs), ladder_docs)
+  assert '| d128 | 2 of 4 (kerple_log, t5) | 1 at 0.1 (not yet: kerple_log) | none | +0.0200 |' in table
+
+
+def test_the_ladder_checks_the_edge_only_for_top_choosers_not_yet_checked(tmp_path, monkeypatch):
+  sys.path.insert(0, REPO)
+  from experiments import scale_ladder  # pylint: disable=import-outside-toplevel
+
+  results = _with_rates(_results('d128', MIDDLE, 1), {'kerple_log': 0.03, 'fire': 0.01, 't5': 0.03, 'distance': 0.01})
+  calls = []
+
+  def fake_edge_check(config, workdir, rates, *, encoders=None, train_fn=None):
+    calls.append((tuple(rates), tuple(encoders)))
+    return {label: {'0.1': 3.6} for label in encoders}
+
+  monkeypatch.setattr(runner, 'edge_check', fake_edge_check)
+  docs_rung = str(tmp_path / 'd128')
+  first = scale_ladder.check_edge('d128', (0,), results, str(tmp_path / 'work'), docs_rung)
+  assert calls == [((LADDER.EDGE_RATE,), ('kerple_log', 't5'))] and LADDER.EDGE_RATE == 0.1
+  assert sorted(first['encoders']) == ['kerple_log', 't5']
+  json.dump(
+      {**first, 'encoders': {'t5': first['encoders']['t5']}}, open(os.path.join(docs_rung, ladder.EDGE_FILE), 'w')
+  )
+  again = scale_ladder.check_edge('d128', (0,), results, str(tmp_path / 'work'), docs_rung)
+  assert calls[-1] == ((0.1,), ('kerple_log',)) and sorted(again['encoders']) == ['kerple_log', 't5']
+  assert json.load(open(os.path.join(docs_rung, ladder.EDGE_FILE))) == again
+  calls.clear()
+  scale_ladder.check_edge('d128', (0,), results, str(tmp_path / 'work'), docs_rung)
+  assert not calls  # every top chooser checked: nothing trains
