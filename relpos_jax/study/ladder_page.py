@@ -331,12 +331,14 @@ def edge_table(ladder: dict[str, dict], ladder_docs: str) -> str:
         {'encoders': {k: v for k, v in (edge or {}).get('encoders', {}).items() if k in top}}
     )
     unchecked = [label for label in top if label not in verdict['checked']]
-    checked = (
-        'none needed'
-        if not top
-        else (f'{len(verdict["checked"])} at {edge["rate"]:g}' if verdict['checked'] else 'not yet')
-        + (f' (not yet: {", ".join(unchecked)})' if unchecked and verdict['checked'] else '')
-    )
+    if not top:
+      checked = 'none needed'
+    elif not verdict['checked']:
+      checked = 'not yet'
+    else:
+      checked = f'{len(verdict["checked"])} at {edge["rate"]:g}'
+      if unchecked:
+        checked += f' (not yet: {", ".join(unchecked)})'
     moves = '' if not verdict['checked'] else (', '.join(verdict['moved']) or 'none')
     margin = '' if verdict['margin'] is None else f'{verdict["margin"]:+.4f}'
     chose = f'{len(top)} of {trained}' + (f' ({", ".join(top)})' if 0 < len(top) < trained else '')
