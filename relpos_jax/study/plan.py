@@ -156,18 +156,27 @@ def parse_seeds(study: Study, base) -> tuple[int, ...]:
 
 def check_selection_seed(study: Study, seeds: Sequence[int]) -> None:
   """`config.study.selection_seed`: a grid to train it for, and not one of the reported seeds."""
-  if study.selection_seed is None:
+  check_selection_seed_key(
+      'config.study.', study.selection_seed, seeds, None if study.lr_grid is not None else 'config.study.lr_grid'
+  )
+
+
+def check_selection_seed_key(prefix: str, selection_seed, seeds: Sequence[int], missing_grid: str | None) -> None:
+  """The one check of a selection seed, for the LM study, the suite and the grid study: `<prefix>selection_seed`
+  (None: the first seed selects, and is reported) needs a rate grid to train (`missing_grid`: None when there is
+  one, else what lacks it, named in the error) and must lie outside the reported `seeds`."""
+  if selection_seed is None:
     return
-  if study.lr_grid is None:
+  if missing_grid is not None:
     raise config_lib.ConfigError(
-        f'config.study.selection_seed={study.selection_seed!r} is invalid without config.study.lr_grid: it is the '
-        "seed the learning-rate grid trains at; allowed: None, or set config.study.lr_grid (e.g. '(3e-3,1e-2,3e-2)')."
+        f'{prefix}selection_seed={selection_seed!r} is invalid without {missing_grid}: it is the seed the '
+        'learning-rate grid trains at; allowed: None, or a rate grid (e.g. (3e-3, 1e-2, 3e-2)).'
     )
-  if int(study.selection_seed) in seeds:
+  if int(selection_seed) in seeds:
     raise config_lib.ConfigError(
-        f'config.study.selection_seed={study.selection_seed!r} is one of the reported seeds {tuple(seeds)}: the '
-        'rate would be chosen on a run the average then reports; allowed: None (the first seed selects, and is '
-        f'reported) or a seed >= 0 outside {tuple(seeds)}.'
+        f'{prefix}selection_seed={selection_seed!r} is one of the reported seeds {tuple(seeds)}: the rate would be '
+        f'chosen on a run the average then reports; allowed: a seed outside {tuple(seeds)} (>= 0), or None (the '
+        'first seed selects, and is reported).'
     )
 
 

@@ -92,7 +92,7 @@ from relpos_jax.data import grid_tasks, idx
 from relpos_jax.encoders import contract as encoder_contract
 from relpos_jax.nn import vit
 from relpos_jax.study import engine, grid_claims, record, report, stats
-from relpos_jax.study.plan import Entry, parse_entries, rate_name
+from relpos_jax.study.plan import Entry, check_selection_seed_key, parse_entries, rate_name
 from relpos_jax.train import config as config_lib
 from relpos_jax.train import config_files, schema, streams
 from relpos_jax.train import state as state_lib
@@ -213,17 +213,9 @@ def parse_config(config) -> Settings:
 def check_protocol(settings: Settings) -> None:
   """The keys of the selection-seed protocol (issue 49), each refused by name with what is allowed."""
   seeds = tuple(settings.seeds)
-  if settings.selection_seed is not None:
-    if settings.lr_grid is None:
-      raise ConfigError(
-          f'config.selection_seed={settings.selection_seed!r} is invalid without config.lr_grid: it is the seed the '
-          'rate grid trains at; allowed: None with a fixed rate, or a config.lr_grid.'
-      )
-    if int(settings.selection_seed) in seeds:
-      raise ConfigError(
-          f'config.selection_seed={settings.selection_seed!r} is one of the reported seeds {seeds}: the rate would be '
-          'chosen on a run that is also reported; allowed: a seed outside config.seeds.'
-      )
+  check_selection_seed_key(
+      'config.', settings.selection_seed, seeds, None if settings.lr_grid is not None else 'config.lr_grid'
+  )
   if settings.edge_rates:
     top = max(settings.lr_grid) if settings.lr_grid else None
     if settings.selection_seed is None or top is None:

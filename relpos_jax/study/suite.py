@@ -72,7 +72,7 @@ import jax
 
 from relpos_jax.data.tasks import registry
 from relpos_jax.study import report
-from relpos_jax.study.plan import Study, StudyConfig, random_position_limits
+from relpos_jax.study.plan import Study, StudyConfig, check_selection_seed_key, random_position_limits
 from relpos_jax.study.record import LM_LAYOUT, RESULT_FILE, RunRecord
 from relpos_jax.study.suite_summary import HELD_OUT_FILE, STATISTICS, load_results, summarize, write_summary
 from relpos_jax.study.runner import SEQUENTIAL_SUFFIX, check_study, parse_entries, run_config, run_study_config
@@ -151,18 +151,15 @@ def split_config(config) -> tuple[config_lib.Config, Suite, dict[str, Protocol]]
         f'config.suite.protocols.<task> (have: {sorted(suite.protocols)}).'
     )
   protocols = {t: schema.parse_section(Protocol, f'suite.protocols.{t}', suite.protocols[t]) for t in suite.tasks}
-  if suite.selection_seed is not None:
-    if int(suite.selection_seed) in suite.seeds:
-      raise config_lib.ConfigError(
-          f'config.suite.selection_seed={suite.selection_seed!r} is one of the reported seeds {tuple(suite.seeds)}: '
-          'the rate would be chosen on a reported run; allowed: None or a seed outside config.suite.seeds.'
-      )
-    gridless = [t for t in suite.tasks if protocols[t].lr_grid is None and suite.lr_grid is None]
-    if gridless:
-      raise config_lib.ConfigError(
-          f'config.suite.selection_seed={suite.selection_seed!r} is invalid without a rate grid: tasks {gridless} '
-          "have none (set config.suite.lr_grid or their protocols' lr_grid); allowed: None there."
-      )
+  gridless = [t for t in suite.tasks if protocols[t].lr_grid is None and suite.lr_grid is None]
+  check_selection_seed_key(
+      'config.suite.',
+      suite.selection_seed,
+      suite.seeds,
+      f"a rate grid: tasks {gridless} have none (config.suite.lr_grid or their protocols' lr_grid)"
+      if gridless
+      else None,
+  )
   for task, protocol in protocols.items():
     held_out = protocol.held_out
     if held_out is not None and (
