@@ -15,9 +15,7 @@ them (every seed finished so far, `run_study(..., finished_only=True)`) and the 
 
 from __future__ import annotations
 
-import json
 import os
-import time
 
 from absl import app
 from absl import flags
@@ -94,29 +92,12 @@ def main(argv) -> None:
 
 
 def check_edge(rung: str, seeds, results: dict, rung_dir: str, docs_rung: str, train_fn=None) -> dict | None:
-  """The rung's edge check (`relpos_jax.study.ladder`, EDGE_RATE at the selection seed) for the encoders that
-  chose the grid's top and are not yet in docs/<rung>/edge.json; the file gains them. None when none chose it."""
-  from relpos_jax import files
-  from relpos_jax.study import ladder, runner
+  """The rung's edge check (`relpos_jax.study.ladder.check_edge`) at the ladder's EDGE_RATE."""
+  from relpos_jax.study import ladder
 
-  top = ladder.top_choosers(results)
-  if not top:
-    return None
-  path = os.path.join(docs_rung, ladder.EDGE_FILE)
-  edge = json.load(open(path)) if os.path.exists(path) else None
-  missing = [label for label in top if label not in (edge or {}).get('encoders', {})]
-  if missing:
-    started = time.perf_counter()
-    rate = ladder_config().EDGE_RATE
-    beyond = runner.edge_check(rung_config(rung, seeds), rung_dir, (rate,), encoders=missing, train_fn=train_fn)
-    new = ladder.edge_record(results, beyond, rate, time.perf_counter() - started)
-    if edge is not None:
-      new['encoders'] = {**edge['encoders'], **new['encoders']}
-      new['run_seconds'] = round(edge['run_seconds'] + new['run_seconds'], 1)
-    os.makedirs(docs_rung, exist_ok=True)
-    files.write_text_atomic(path, json.dumps(new, indent=1, sort_keys=True) + '\n')
-    edge = new
-  return edge
+  return ladder.check_edge(
+      rung_config(rung, seeds), results, rung_dir, docs_rung, ladder_config().EDGE_RATE, train_fn=train_fn
+  )
 
 
 def _refresh_quietly(rung: str, workdir: str, docs: str) -> None:

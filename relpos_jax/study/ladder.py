@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from typing import Iterable
 
 from relpos_jax.data import bpe
+from relpos_jax.study import report, runner
 from relpos_jax.train import config as config_lib
 
 # A finished run's files that the page and a resumed study read; checkpoints are left behind (a finished run
@@ -185,3 +187,26 @@ def edge_verdict(edge: dict) -> dict:
       'moved': sorted(label for label, m in margins.items() if m < 0),
       'margin': min(margins.values()) if margins else None,
   }
+
+
+def check_edge(config, results: dict, rung_dir: str, docs_rung: str, rate: float, train_fn=None) -> dict | None:
+  """A rung's edge check, resumable: the encoders of `results` that chose the grid's top and are not yet in
+  docs_rung/EDGE_FILE train at `rate` at the selection seed (`runner.edge_check` on the rung's study `config`, in
+  `rung_dir`), and the file gains them. Returns the file's content; None when no encoder chose the top."""
+  top = top_choosers(results)
+  if not top:
+    return None
+  path = os.path.join(docs_rung, EDGE_FILE)
+  edge = report.load_json(path) if os.path.exists(path) else None
+  missing = [label for label in top if label not in (edge or {}).get('encoders', {})]
+  if missing:
+    started = time.perf_counter()
+    beyond = runner.edge_check(config, rung_dir, (rate,), encoders=missing, train_fn=train_fn)
+    new = edge_record(results, beyond, rate, time.perf_counter() - started)
+    if edge is not None:
+      new['encoders'] = {**edge['encoders'], **new['encoders']}
+      new['run_seconds'] = round(edge['run_seconds'] + new['run_seconds'], 1)
+    os.makedirs(docs_rung, exist_ok=True)
+    report.write_json(new, path, indent=1)
+    edge = new
+  return edge
